@@ -1,0 +1,71 @@
+# durable: PGXS build.
+#
+# The test suites run against a throwaway cluster started by scripts/test
+# (which is what `make test` and .ci/run call).  `make installcheck` also
+# works against any running server that preloads durable (see
+# test/durable.conf for the settings the tests expect).
+
+MODULE_big = durable
+OBJS = \
+	$(WIN32RES) \
+	src/durable.o \
+	src/args.o \
+	src/spi_util.o \
+	src/shmem.o \
+	src/metrics.o \
+	src/inbox.o \
+	src/outbox.o \
+	src/instance.o \
+	src/sweep.o \
+	src/worker.o \
+	src/sessions.o \
+	src/permit.o \
+	src/waiting.o
+
+EXTENSION = durable
+DATA = durable--0.1.sql
+PGFILEDESC = "durable - journaled inbox and outbox for chat bots"
+
+# One file per feature; each reads as documentation of that feature.
+REGRESS = inbox inbox_errors outbox outbox_errors instance sweep sessions permit metrics privileges security bad_input
+REGRESS_OPTS = --inputdir=. --load-extension=durable
+ISOLATION = claim_disjoint stale_complete chat_order heartbeat_takeover outbox_same_key outbox_stale_sent enqueue_twice claim_vs_sweep purge_vs_replay permit_contention
+ISOLATION_OPTS = --inputdir=test --load-extension=durable
+# The suites need shared_preload_libraries=durable; they run against the
+# throwaway cluster of scripts/test rather than a temp instance.
+NO_INSTALLCHECK = 0
+
+PG_CPPFLAGS = -I$(srcdir)/src -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
+ifdef WERROR
+PG_CPPFLAGS += -Werror
+endif
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# Print a make variable (used by scripts/test to find the suites).
+print-%:
+	@echo $($*)
+
+# Client-side programs (the crash-test bot simulator); none yet.
+TOOLS =
+.PHONY: tools
+tools: $(TOOLS)
+
+# Static checks of src/ (run by scripts/test).
+PG_INCLUDEDIR_SERVER := $(shell $(PG_CONFIG) --includedir-server)
+.PHONY: lint
+lint:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+		--inline-suppr --suppress=missingIncludeSystem --suppress=unknownMacro \
+		-I src -I $(PG_INCLUDEDIR_SERVER) -D__GNUC__ src/*.c
+	clang-tidy --quiet --warnings-as-errors='*' \
+		--checks='-*,clang-analyzer-*,bugprone-*,-bugprone-reserved-identifier,-bugprone-easily-swappable-parameters,-bugprone-narrowing-conversions,-bugprone-sizeof-expression,-bugprone-branch-clone,-bugprone-implicit-widening-of-multiplication-result,-clang-analyzer-security.insecureAPI.*,-clang-analyzer-deadcode.DeadStores' \
+		src/*.c -- -I src -I $(PG_INCLUDEDIR_SERVER) -I$(shell $(PG_CONFIG) --includedir)
+
+.PHONY: test demo bench
+test:
+	bash scripts/test
+demo:
+	bash scripts/demo

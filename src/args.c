@@ -1,0 +1,177 @@
+/*-------------------------------------------------------------------------
+ *
+ * args.c
+ *		Checks of the API's arguments.
+ *
+ * The API functions are not STRICT: a NULL where a value is required must
+ * raise 22023 (invalid_parameter_value) naming the argument, never return a
+ * NULL that looks like success.  Every check here happens before anything
+ * is journaled.
+ *
+ * IDENTIFICATION
+ *	  src/args.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "durable.h"
+
+#include "common/int.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+
+static void
+args_null(const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("%s cannot be null", name)));
+}
+
+static Datum
+args_check_id(Datum d, const char *name)
+{
+	text	   *t = DatumGetTextPP(d);
+	Size		len = VARSIZE_ANY_EXHDR(t);
+
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s cannot be empty", name)));
+	if (len > DURABLE_MAX_ID_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is too long (%zu bytes)", name, len),
+				 errdetail("Ids, keys and names are limited to %d bytes.", DURABLE_MAX_ID_BYTES)));
+	return PointerGetDatum(t);
+}
+
+/* An interval of us microseconds as text, in days and time. */
+static char *
+args_interval_text(int64 us)
+{
+	Interval	iv;
+
+	memset(&iv, 0, sizeof(iv));
+	iv.day = (int32) (us / USECS_PER_DAY);
+	iv.time = us % USECS_PER_DAY;
+	return DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(&iv)));
+}
+
+Datum
+durable_arg_id(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		args_null(name);
+	return args_check_id(PG_GETARG_DATUM(argno), name);
+}
+
+bool
+durable_arg_id_or_null(FunctionCallInfo fcinfo, int argno, const char *name, Datum *value)
+{
+	if (PG_ARGISNULL(argno))
+	{
+		*value = (Datum) 0;
+		return false;
+	}
+	*value = args_check_id(PG_GETARG_DATUM(argno), name);
+	return true;
+}
+
+Datum
+durable_arg_text(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		args_null(name);
+	return PointerGetDatum(PG_GETARG_TEXT_PP(argno));
+}
+
+int64
+durable_arg_int64(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		args_null(name);
+	return PG_GETARG_INT64(argno);
+}
+
+int32
+durable_arg_int32(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		args_null(name);
+	return PG_GETARG_INT32(argno);
+}
+
+bool
+durable_arg_bool(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		args_null(name);
+	return PG_GETARG_BOOL(argno);
+}
+
+Datum
+durable_arg_jsonb(FunctionCallInfo fcinfo, int argno, const char *name, Size *bytes)
+{
+	Jsonb	   *j;
+
+	if (PG_ARGISNULL(argno))
+		args_null(name);
+	j = PG_GETARG_JSONB_P(argno);
+	if (bytes)
+		*bytes = VARSIZE(j);
+	return JsonbPGetDatum(j);
+}
+
+int64
+durable_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name,
+						int64 default_us, int64 min_us, int64 max_us)
+{
+	Interval   *iv;
+	int64		us;
+	int64		days_us;
+	int64		months_us;
+
+	if (PG_ARGISNULL(argno))
+		return default_us;
+	iv = PG_GETARG_INTERVAL_P(argno);
+
+	/*
+	 * Sum the parts with overflow checks; a month counts 30 days.  Anything
+	 * that overflows is far beyond every limit we accept.
+	 */
+	if (pg_mul_s64_overflow((int64) iv->month, 30 * USECS_PER_DAY, &months_us) ||
+		pg_mul_s64_overflow((int64) iv->day, USECS_PER_DAY, &days_us) ||
+		pg_add_s64_overflow(iv->time, days_us, &us) ||
+		pg_add_s64_overflow(us, months_us, &us))
+		us = (iv->month < 0 || iv->day < 0 || iv->time < 0) ? PG_INT64_MIN : PG_INT64_MAX;
+
+	if (us < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s cannot be negative", name)));
+	if (us < min_us)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be at least %s", name,
+						args_interval_text(min_us))));
+	if (us > max_us)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be at most %s", name,
+						args_interval_text(max_us))));
+	return us;
+}
+
+int64
+durable_arg_lease_us(FunctionCallInfo fcinfo, int argno)
+{
+	return durable_arg_interval_us(fcinfo, argno, "lease",
+								   (int64) durable_lease_ms * 1000,
+								   DURABLE_MIN_LEASE_US, DURABLE_MAX_LEASE_US);
+}
+
+int64
+durable_arg_wait_us(FunctionCallInfo fcinfo, int argno)
+{
+	return durable_arg_interval_us(fcinfo, argno, "wait", 0, 0, DURABLE_MAX_WAIT_US);
+}

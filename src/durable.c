@@ -1,0 +1,155 @@
+/*-------------------------------------------------------------------------
+ *
+ * durable.c
+ *		Module entry point: settings, shared memory and worker registration,
+ *		and the test-only fail points.
+ *
+ * Without shared_preload_libraries everything but the counters, the
+ * waiting claims' wake-ups and the background workers still works, so
+ * _PG_init defines the settings first and returns early when not
+ * preloading.
+ *
+ * IDENTIFICATION
+ *	  src/durable.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "durable.h"
+
+#include <signal.h>
+
+#include "miscadmin.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "shmem.h"
+#include "worker.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+int			durable_lease_ms = 60 * 1000;
+int			durable_inbox_max_attempts = 5;
+int			durable_inbox_backoff_base_ms = 1000;
+int			durable_inbox_backoff_cap_ms = 60 * 1000;
+int			durable_outbox_retries = 5;
+int			durable_outbox_backoff_base_ms = 1000;
+int			durable_outbox_backoff_cap_ms = 60 * 1000;
+int			durable_retention_s = 7 * 24 * 3600;
+int			durable_max_payload_bytes = 1024 * 1024;
+int			durable_naptime_ms = 1000;
+int			durable_bound_count = 10000;
+int			durable_bound_age_s = 30 * 60;
+char	   *durable_fail_point = NULL;
+
+static void
+durable_define_settings(void)
+{
+	DefineCustomIntVariable("durable.lease",
+							"Default lease of a claimed or admitted record.",
+							NULL, &durable_lease_ms, 60 * 1000,
+							20, INT_MAX / 2, PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.inbox_max_attempts",
+							"Leases of an inbound record before it is dead.",
+							NULL, &durable_inbox_max_attempts, 5,
+							1, 1000000, PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.inbox_backoff_base",
+							"First retry delay of a failed inbound record; it doubles per attempt.",
+							NULL, &durable_inbox_backoff_base_ms, 1000,
+							0, INT_MAX / 2, PGC_SUSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.inbox_backoff_cap",
+							"Longest retry delay of a failed inbound record.",
+							NULL, &durable_inbox_backoff_cap_ms, 60 * 1000,
+							0, INT_MAX / 2, PGC_SUSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.outbox_retries",
+							"Retries of a failed send before it is dead.",
+							NULL, &durable_outbox_retries, 5,
+							0, 1000000, PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.outbox_backoff_base",
+							"First retry delay of a failed send; it doubles per retry.",
+							NULL, &durable_outbox_backoff_base_ms, 1000,
+							0, INT_MAX / 2, PGC_SUSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.outbox_backoff_cap",
+							"Longest retry delay of a failed send.",
+							NULL, &durable_outbox_backoff_cap_ms, 60 * 1000,
+							0, INT_MAX / 2, PGC_SUSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.retention",
+							"How long done inbound and sent outbound records are kept.",
+							NULL, &durable_retention_s, 7 * 24 * 3600,
+							0, INT_MAX, PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.max_payload_bytes",
+							"Largest payload journaled (inbound: larger is refused; outbound: larger bypasses the journal).",
+							NULL, &durable_max_payload_bytes, 1024 * 1024,
+							1024, MaxAllocSize, PGC_SUSET, GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.naptime",
+							"Pause between two sweeps of the background worker.",
+							NULL, &durable_naptime_ms, 1000,
+							10, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.bound_count",
+							"Waiting records above which standing() reports over_bound.",
+							NULL, &durable_bound_count, 10000,
+							0, INT_MAX, PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.bound_age",
+							"Age of the oldest waiting record above which standing() reports over_bound.",
+							NULL, &durable_bound_age_s, 30 * 60,
+							0, INT_MAX, PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomStringVariable("durable.fail_point",
+							   "Test only: the named point where a backend dies as if it crashed.",
+							   "\"<point>\" ends the backend with FATAL; \"<point>:crash\" kills it so that the server restarts.",
+							   &durable_fail_point, "",
+							   PGC_SUSET, GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("durable");
+}
+
+void
+_PG_init(void)
+{
+	durable_define_settings();
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	durable_shmem_install_hooks();
+	durable_worker_register_launcher();
+	durable_worker_install_hooks();
+}
+
+/*
+ * Die at a fail point (see DURABLE_FAIL_POINT in durable.h).
+ */
+void
+durable_fail_point_hit(const char *name)
+{
+	size_t		len = strlen(name);
+
+	if (strncmp(durable_fail_point, name, len) != 0)
+		return;
+	if (durable_fail_point[len] == '\0')
+		ereport(FATAL,
+				(errcode(ERRCODE_ADMIN_SHUTDOWN),
+				 errmsg("durable fail point \"%s\" reached: terminating the backend", name)));
+	if (strcmp(durable_fail_point + len, ":crash") == 0)
+	{
+		ereport(LOG,
+				(errmsg("durable fail point \"%s:crash\" reached: killing the backend", name)));
+		kill(MyProcPid, SIGKILL);
+		/* SIGKILL cannot be caught; wait for it to land. */
+		for (;;)
+			pg_usleep(1000000L);
+	}
+}

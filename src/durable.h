@@ -1,0 +1,187 @@
+/*-------------------------------------------------------------------------
+ *
+ * durable.h
+ *		What the files of durable share: settings, error codes, argument
+ *		checks, SPI helpers, counters and fail points.
+ *
+ * IDENTIFICATION
+ *	  src/durable.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DURABLE_H
+#define DURABLE_H
+
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/timestamp.h"
+
+/* ---- SQLSTATEs of the contract ---- */
+#define ERRCODE_DURABLE_STALE_LEASE		MAKE_SQLSTATE('D','R','0','0','1')
+#define ERRCODE_DURABLE_NO_SUCH_RECORD	MAKE_SQLSTATE('D','R','0','0','2')
+#define ERRCODE_DURABLE_WRONG_STATE		MAKE_SQLSTATE('D','R','0','0','3')
+
+/* Ids, keys, instance names and other identifying text: at most this many bytes. */
+#define DURABLE_MAX_ID_BYTES	512
+
+/* ---- Settings (durable.c) ---- */
+extern int	durable_lease_ms;
+extern int	durable_inbox_max_attempts;
+extern int	durable_inbox_backoff_base_ms;
+extern int	durable_inbox_backoff_cap_ms;
+extern int	durable_outbox_retries;
+extern int	durable_outbox_backoff_base_ms;
+extern int	durable_outbox_backoff_cap_ms;
+extern int	durable_retention_s;
+extern int	durable_max_payload_bytes;
+extern int	durable_naptime_ms;
+extern int	durable_bound_count;
+extern int	durable_bound_age_s;
+extern char *durable_fail_point;
+
+/* ---- Argument checks (args.c); each raises 22023 with the argument's name ---- */
+
+/* Non-NULL, non-empty text of at most DURABLE_MAX_ID_BYTES; returns the detoasted datum. */
+extern Datum durable_arg_id(FunctionCallInfo fcinfo, int argno, const char *name);
+
+/* As durable_arg_id, but NULL is allowed (returns false and sets *value to 0). */
+extern bool durable_arg_id_or_null(FunctionCallInfo fcinfo, int argno, const char *name,
+								   Datum *value);
+
+/* Non-NULL text of any length (error messages). */
+extern Datum durable_arg_text(FunctionCallInfo fcinfo, int argno, const char *name);
+
+/* Non-NULL bigint / integer / boolean. */
+extern int64 durable_arg_int64(FunctionCallInfo fcinfo, int argno, const char *name);
+extern int32 durable_arg_int32(FunctionCallInfo fcinfo, int argno, const char *name);
+extern bool durable_arg_bool(FunctionCallInfo fcinfo, int argno, const char *name);
+
+/* A jsonb argument; NULL raises 22023.  *bytes receives its stored size. */
+extern Datum durable_arg_jsonb(FunctionCallInfo fcinfo, int argno, const char *name,
+							   Size *bytes);
+
+/*
+ * An interval argument converted to microseconds (a month counts 30 days).
+ * NULL gives default_us; the result must lie in [min_us, max_us], and
+ * infinite or negative intervals are refused.
+ */
+extern int64 durable_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name,
+									 int64 default_us, int64 min_us, int64 max_us);
+
+/* The lease argument: NULL means durable.lease; at least 20 ms, at most 7 days. */
+extern int64 durable_arg_lease_us(FunctionCallInfo fcinfo, int argno);
+
+/* The wait argument of claims: NULL or 0 means do not wait; at most 1 hour. */
+extern int64 durable_arg_wait_us(FunctionCallInfo fcinfo, int argno);
+
+/* ---- Limits shared by the checks ---- */
+#define DURABLE_MIN_LEASE_US	(20 * INT64CONST(1000))
+#define DURABLE_MAX_LEASE_US	(7 * USECS_PER_DAY)
+#define DURABLE_MAX_WAIT_US		(3600 * USECS_PER_SEC)
+#define DURABLE_MAX_DELAY_US	(366 * USECS_PER_DAY)
+
+/* ---- SPI helpers (spi_util.c) ---- */
+
+/*
+ * Return the plan cached in *cache, preparing and keeping it on first use.
+ * The statement must schema-qualify every name it uses.
+ */
+extern SPIPlanPtr durable_plan(SPIPlanPtr *cache, const char *sql, int nargs,
+							   const Oid *argtypes);
+
+/* Run a cached plan and check that SPI returned exactly `expected`. */
+extern void durable_exec(SPIPlanPtr plan, const Datum *values, const char *nulls,
+						 int expected, long count);
+
+/* Column accessors for the current SPI result (1-based columns). */
+extern bool durable_col_isnull(uint64 row, int col);
+extern Datum durable_col(uint64 row, int col);
+extern int64 durable_col_int64(uint64 row, int col);
+extern int32 durable_col_int32(uint64 row, int col);
+/* Copy a by-reference column into the upper (caller's) memory context. */
+extern Datum durable_col_copy(uint64 row, int col);
+
+/* Single-row and multi-row results of set-returning (RETURNS TABLE) functions. */
+extern void durable_srf_init(FunctionCallInfo fcinfo);
+extern void durable_srf_put(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
+
+/* Text helpers. */
+extern char *durable_text_to_cstring_datum(Datum d);
+
+/*
+ * NOTIFY payloads: start with an empty StringInfo, add members (text values
+ * are escaped and clipped to 1000 bytes), then send it on a channel.
+ */
+extern void durable_json_str(StringInfo buf, const char *key, const char *value);
+extern void durable_json_int(StringInfo buf, const char *key, int64 value);
+extern void durable_notify_json(const char *channel, StringInfo buf);
+
+/* Backoff for the n-th attempt (n >= 1): base doubling to cap, with upward jitter. */
+extern int64 durable_backoff_us(int attempt, int64 base_us, int64 cap_us);
+
+/* ---- Counters (metrics.c, stored in shmem.c) ---- */
+typedef enum DurableCounter
+{
+	DC_INBOUND_JOURNALED = 0,
+	DC_INBOUND_DUPLICATES,
+	DC_INBOUND_REPLAYED,
+	DC_INBOUND_DEAD,
+	DC_OUTBOX_JOURNALED,
+	DC_OUTBOX_DEDUPED,
+	DC_OUTBOX_RETRIED,
+	DC_OUTBOX_DEFERRED,
+	DC_OUTBOX_DEAD,
+	DC_OUTBOX_AMBIGUOUS,
+	DC_OUTBOX_BYPASSED,
+	DC_STALE_LEASES,
+	DC_OUTBOX_DIVERGED,
+	DC_NUM_COUNTERS
+} DurableCounter;
+
+/* Add n to a counter of the current database; a no-op without preloading. */
+extern void durable_count(DurableCounter counter, int64 n);
+
+/* Shared memory layout and access: see shmem.h. */
+
+/* ---- Waiting claims (waiting.c) ---- */
+typedef enum DurableQueue
+{
+	DQ_INBOX = 0,
+	DQ_OUTBOX,
+	DQ_NUM_QUEUES
+} DurableQueue;
+
+/* Wake the claimers of this database waiting on `queue` once this transaction commits. */
+extern void durable_wake_at_commit(DurableQueue queue);
+
+/*
+ * A claim that may wait: call durable_wait_prepare before each claim attempt,
+ * then durable_wait_sleep when the attempt found nothing.  It sleeps until a
+ * wake for `queue`, next_due (0: none known) or the deadline, whichever is
+ * first, and returns false once the deadline has passed.  Always finish with
+ * durable_wait_done.
+ */
+extern void durable_wait_prepare(DurableQueue queue);
+extern bool durable_wait_sleep(DurableQueue queue, TimestampTz deadline,
+							   TimestampTz next_due);
+extern void durable_wait_done(void);
+
+/* ---- Fail points (durable.c) ---- */
+
+/*
+ * Dies here if durable.fail_point names this point: "<point>" ends the
+ * backend with FATAL (its transaction rolls back, as after a process crash);
+ * "<point>:crash" kills it with SIGKILL, so the postmaster restarts the whole
+ * server and WAL recovery runs.
+ */
+#define DURABLE_FAIL_POINT(name) \
+	do { \
+		if (durable_fail_point != NULL && durable_fail_point[0] != '\0') \
+			durable_fail_point_hit(name); \
+	} while (0)
+extern void durable_fail_point_hit(const char *name);
+
+#endif							/* DURABLE_H */

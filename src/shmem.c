@@ -1,0 +1,191 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.c
+ *		Allocation of durable's shared memory and lookup of database slots.
+ *
+ * The layout and locking rules are in shmem.h.  Shared memory exists only
+ * when durable is in shared_preload_libraries; every caller copes with
+ * durable_my_slot() returning NULL.
+ *
+ * IDENTIFICATION
+ *	  src/shmem.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "shmem.h"
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+
+DurableShared *durable_shared = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static DurableDbSlot *dshm_my_slot = NULL;
+
+static Size
+dshm_size(void)
+{
+	return MAXALIGN(sizeof(DurableShared));
+}
+
+static void
+dshm_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(dshm_size());
+	RequestNamedLWLockTranche("durable", 1);
+}
+
+static void
+dshm_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	durable_shared = ShmemInitStruct("durable", dshm_size(), &found);
+	if (!found)
+	{
+		int			i;
+
+		memset(durable_shared, 0, dshm_size());
+		durable_shared->lock = &(GetNamedLWLockTranche("durable"))->lock;
+		SpinLockInit(&durable_shared->mutex);
+		durable_shared->launcher_latch = NULL;
+		for (i = 0; i < DURABLE_MAX_DATABASES; i++)
+		{
+			DurableDbSlot *slot = &durable_shared->slots[i];
+			int			c;
+			int			q;
+
+			slot->dboid = InvalidOid;
+			SpinLockInit(&slot->mutex);
+			for (c = 0; c < DC_NUM_COUNTERS; c++)
+				pg_atomic_init_u64(&slot->counters[c], 0);
+			for (q = 0; q < DQ_NUM_QUEUES; q++)
+				ConditionVariableInit(&slot->queue_cv[q]);
+		}
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+durable_shmem_install_hooks(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = dshm_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = dshm_startup;
+}
+
+bool
+durable_shmem_available(void)
+{
+	return durable_shared != NULL;
+}
+
+void
+durable_require_shmem(void)
+{
+	if (durable_shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("durable must be loaded via shared_preload_libraries"),
+				 errhint("Add durable to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+/* Reset a slot's contents for a new database; caller holds the lock exclusively. */
+static void
+dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
+{
+	int			c;
+
+	for (c = 0; c < DC_NUM_COUNTERS; c++)
+		pg_atomic_write_u64(&slot->counters[c], 0);
+	SpinLockAcquire(&slot->mutex);
+	slot->since = GetCurrentTimestamp();
+	slot->worker_pid = 0;
+	slot->worker_starting = false;
+	slot->worker_blocked_until = 0;
+	slot->worker_checked_at = 0;
+	slot->extension_absent = false;
+	SpinLockRelease(&slot->mutex);
+	slot->dboid = dboid;
+}
+
+DurableDbSlot *
+durable_db_slot(Oid dboid, bool create)
+{
+	DurableDbSlot *free_slot = NULL;
+	int			i;
+
+	if (durable_shared == NULL || !OidIsValid(dboid))
+		return NULL;
+
+	LWLockAcquire(durable_shared->lock, LW_SHARED);
+	for (i = 0; i < DURABLE_MAX_DATABASES; i++)
+	{
+		if (durable_shared->slots[i].dboid == dboid)
+		{
+			LWLockRelease(durable_shared->lock);
+			return &durable_shared->slots[i];
+		}
+	}
+	LWLockRelease(durable_shared->lock);
+	if (!create)
+		return NULL;
+
+	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < DURABLE_MAX_DATABASES; i++)
+	{
+		DurableDbSlot *slot = &durable_shared->slots[i];
+
+		if (slot->dboid == dboid)
+		{
+			LWLockRelease(durable_shared->lock);
+			return slot;
+		}
+		if (free_slot == NULL && slot->dboid == InvalidOid)
+			free_slot = slot;
+	}
+	if (free_slot != NULL)
+		dshm_slot_reset(free_slot, dboid);
+	LWLockRelease(durable_shared->lock);
+
+	if (free_slot == NULL)
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("durable tracks at most %d databases; database %u has no counters or worker",
+						DURABLE_MAX_DATABASES, dboid)));
+	return free_slot;
+}
+
+DurableDbSlot *
+durable_my_slot(void)
+{
+	if (dshm_my_slot == NULL && durable_shared != NULL && OidIsValid(MyDatabaseId))
+		dshm_my_slot = durable_db_slot(MyDatabaseId, true);
+	return dshm_my_slot;
+}
+
+void
+durable_db_slot_free(Oid dboid)
+{
+	int			i;
+
+	if (durable_shared == NULL)
+		return;
+	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < DURABLE_MAX_DATABASES; i++)
+	{
+		if (durable_shared->slots[i].dboid == dboid)
+			durable_shared->slots[i].dboid = InvalidOid;
+	}
+	LWLockRelease(durable_shared->lock);
+}

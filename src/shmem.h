@@ -1,0 +1,79 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.h
+ *		durable's shared memory: one slot per database holding its counters,
+ *		the condition variables its waiting claimers sleep on, and the state
+ *		of its background worker; plus the launcher's state.
+ *
+ * Locking: slots are assigned and freed under DurableShared->lock
+ * (exclusive); a backend may then keep a pointer to its slot for its whole
+ * life (the database of a backend never changes).  Counters are atomics.
+ * `since` and the worker fields are protected by the slot's spinlock.
+ *
+ * IDENTIFICATION
+ *	  src/shmem.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DURABLE_SHMEM_H
+#define DURABLE_SHMEM_H
+
+#include "durable.h"
+
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/spin.h"
+
+/* Databases with durable counters or workers at once. */
+#define DURABLE_MAX_DATABASES	128
+
+typedef struct DurableDbSlot
+{
+	Oid			dboid;			/* InvalidOid: free */
+	slock_t		mutex;			/* protects since and the worker fields */
+	TimestampTz since;			/* when the counters were last reset */
+	pg_atomic_uint64 counters[DC_NUM_COUNTERS];
+	ConditionVariable queue_cv[DQ_NUM_QUEUES];	/* waiting claimers */
+
+	/* The database's background worker (worker.c). */
+	pid_t		worker_pid;		/* 0: none running */
+	bool		worker_starting;	/* the launcher asked for one */
+	TimestampTz worker_blocked_until;	/* no new worker before this */
+	TimestampTz worker_checked_at;	/* last time a worker looked here */
+	bool		extension_absent;	/* the last worker found no extension */
+} DurableDbSlot;
+
+typedef struct DurableShared
+{
+	LWLock	   *lock;			/* assigns and frees slots */
+	slock_t		mutex;			/* protects launcher_latch */
+	Latch	   *launcher_latch; /* set to wake the launcher */
+	DurableDbSlot slots[DURABLE_MAX_DATABASES];
+} DurableShared;
+
+extern DurableShared *durable_shared;
+
+/* Called from _PG_init when preloading. */
+extern void durable_shmem_install_hooks(void);
+
+/* Whether the library was preloaded (shared memory exists). */
+extern bool durable_shmem_available(void);
+
+/*
+ * The slot of a database; with create, assign one if there is none.
+ * Returns NULL without preloading, or when all slots are taken.
+ */
+extern DurableDbSlot *durable_db_slot(Oid dboid, bool create);
+
+/* The current database's slot, cached; NULL as above. */
+extern DurableDbSlot *durable_my_slot(void);
+
+/* Free a database's slot (DROP DATABASE). */
+extern void durable_db_slot_free(Oid dboid);
+
+/* Raise a clear error if the library was not preloaded. */
+extern void durable_require_shmem(void);
+
+#endif							/* DURABLE_SHMEM_H */

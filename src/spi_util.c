@@ -1,0 +1,189 @@
+/*-------------------------------------------------------------------------
+ *
+ * spi_util.c
+ *		Helpers shared by the API's C functions: cached SPI plans, result
+ *		accessors, set-returning results, NOTIFY payloads and backoff.
+ *
+ * Plans are prepared once per backend and kept (SPI_keepplan); their
+ * statements schema-qualify every name, and the functions that run them are
+ * SECURITY DEFINER with a pinned search_path, so a caller's search_path can
+ * neither redirect them nor be used against them.
+ *
+ * IDENTIFICATION
+ *	  src/spi_util.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "durable.h"
+
+#include <math.h>
+
+#include "commands/async.h"
+#include "common/pg_prng.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+
+SPIPlanPtr
+durable_plan(SPIPlanPtr *cache, const char *sql, int nargs, const Oid *argtypes)
+{
+	SPIPlanPtr	plan;
+
+	if (*cache != NULL)
+		return *cache;
+	plan = SPI_prepare(sql, nargs, (Oid *) argtypes);
+	if (plan == NULL)
+		elog(ERROR, "durable: SPI_prepare failed (%s) for: %s",
+			 SPI_result_code_string(SPI_result), sql);
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "durable: SPI_keepplan failed");
+	*cache = plan;
+	return plan;
+}
+
+void
+durable_exec(SPIPlanPtr plan, const Datum *values, const char *nulls, int expected, long count)
+{
+	int			rc = SPI_execute_plan(plan, (Datum *) values, nulls, false, count);
+
+	if (rc != expected)
+		elog(ERROR, "durable: SPI_execute_plan returned %s, expected %s",
+			 SPI_result_code_string(rc), SPI_result_code_string(expected));
+}
+
+bool
+durable_col_isnull(uint64 row, int col)
+{
+	bool		isnull;
+
+	(void) SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, &isnull);
+	return isnull;
+}
+
+Datum
+durable_col(uint64 row, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, &isnull);
+
+	if (isnull)
+		elog(ERROR, "durable: unexpected null in column %d", col);
+	return d;
+}
+
+int64
+durable_col_int64(uint64 row, int col)
+{
+	return DatumGetInt64(durable_col(row, col));
+}
+
+int32
+durable_col_int32(uint64 row, int col)
+{
+	return DatumGetInt32(durable_col(row, col));
+}
+
+Datum
+durable_col_copy(uint64 row, int col)
+{
+	Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, col - 1);
+
+	return SPI_datumTransfer(durable_col(row, col), att->attbyval, att->attlen);
+}
+
+void
+durable_srf_init(FunctionCallInfo fcinfo)
+{
+	InitMaterializedSRF(fcinfo, 0);
+}
+
+void
+durable_srf_put(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+char *
+durable_text_to_cstring_datum(Datum d)
+{
+	return text_to_cstring(DatumGetTextPP(d));
+}
+
+/* Longest text value copied into a NOTIFY payload (the journal keeps it whole). */
+#define DURABLE_NOTIFY_VALUE_BYTES 1000
+
+static void
+json_key(StringInfo buf, const char *key)
+{
+	if (buf->len == 0)
+		appendStringInfoChar(buf, '{');
+	else
+		appendStringInfoChar(buf, ',');
+	escape_json(buf, key);
+	appendStringInfoChar(buf, ':');
+}
+
+void
+durable_json_str(StringInfo buf, const char *key, const char *value)
+{
+	json_key(buf, key);
+	if (value == NULL)
+		appendStringInfoString(buf, "null");
+	else
+	{
+		int			len = strlen(value);
+
+		if (len > DURABLE_NOTIFY_VALUE_BYTES)
+		{
+			char	   *clipped = pnstrdup(value,
+										   pg_mbcliplen(value, len, DURABLE_NOTIFY_VALUE_BYTES));
+
+			escape_json(buf, clipped);
+			pfree(clipped);
+		}
+		else
+			escape_json(buf, value);
+	}
+}
+
+void
+durable_json_int(StringInfo buf, const char *key, int64 value)
+{
+	json_key(buf, key);
+	appendStringInfo(buf, INT64_FORMAT, value);
+}
+
+void
+durable_notify_json(const char *channel, StringInfo buf)
+{
+	appendStringInfoChar(buf, '}');
+	Async_Notify(channel, buf->data);
+}
+
+int64
+durable_backoff_us(int attempt, int64 base_us, int64 cap_us)
+{
+	double		delay;
+
+	if (attempt < 1)
+		attempt = 1;
+	if (base_us <= 0 || cap_us <= 0)
+		return 0;
+	if (base_us > cap_us)
+		return cap_us;
+
+	/*
+	 * base * 2^(attempt-1), plus up to a quarter of it as jitter so that
+	 * replicas failing together do not retry together.  The ranges of
+	 * consecutive attempts do not overlap, so the delay never decreases;
+	 * the exponent is clamped so nothing overflows.
+	 */
+	delay = ldexp((double) base_us, Min(attempt - 1, 62));
+	delay += delay * 0.25 * pg_prng_double(&pg_global_prng_state);
+	if (delay >= (double) cap_us)
+		return cap_us;
+	return (int64) delay;
+}
