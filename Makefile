@@ -23,7 +23,7 @@ OBJS = \
 	src/waiting.o
 
 EXTENSION = durable
-DATA = durable--0.1.sql
+DATA = durable--0.1.sql durable--0.1--0.2.sql
 PGFILEDESC = "durable - journaled inbox and outbox for chat bots"
 
 # One file per feature; each reads as documentation of that feature.
@@ -48,10 +48,50 @@ include $(PGXS)
 print-%:
 	@echo $($*)
 
-# Client-side programs (the crash-test bot simulator); none yet.
-TOOLS =
+# Client-side programs: the crash-test bot simulator (libpq).
+TOOLS = test/crash/botsim cli/durablectl examples/c/bot
+EXTRA_CLEAN += $(TOOLS)
 .PHONY: tools
 tools: $(TOOLS)
+test/crash/botsim: test/crash/botsim.c
+	$(CC) -O2 -Wall -Wextra $(if $(WERROR),-Werror) -o $@ $< \
+		-I$(shell $(PG_CONFIG) --includedir) -L$(shell $(PG_CONFIG) --libdir) -lpq
+
+# durablectl, the operator's command-line tool (libpq): built by `make`,
+# installed by `make install` beside psql in $(bindir).  examples/c/bot is
+# the example bot in C (built by `make tools`, not installed).
+DURABLE_VERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(srcdir)/durable.control)
+all: cli/durablectl
+cli/durablectl: cli/durablectl.c durable.control
+	$(CC) -O2 -Wall -Wextra $(if $(WERROR),-Werror) -DDURABLECTL_VERSION='"$(DURABLE_VERSION)"' \
+		-o $@ $< -I$(shell $(PG_CONFIG) --includedir) -L$(shell $(PG_CONFIG) --libdir) -lpq
+examples/c/bot: examples/c/bot.c
+	$(CC) -O2 -Wall -Wextra $(if $(WERROR),-Werror) -o $@ $< \
+		-I$(shell $(PG_CONFIG) --includedir) -L$(shell $(PG_CONFIG) --libdir) -lpq
+.PHONY: install-durablectl uninstall-durablectl
+install: install-durablectl
+install-durablectl: cli/durablectl
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
+	$(INSTALL_PROGRAM) cli/durablectl '$(DESTDIR)$(bindir)/durablectl'
+uninstall: uninstall-durablectl
+uninstall-durablectl:
+	rm -f '$(DESTDIR)$(bindir)/durablectl'
+
+# A source tarball of HEAD (commit first) for PGXN, named for META.json's version.
+DIST_VERSION := $(shell sed -n 's/^   "version": "\(.*\)",$$/\1/p' $(srcdir)/META.json)
+.PHONY: dist
+dist:
+	@case '$(DIST_VERSION)' in '$(DURABLE_VERSION)'.*) ;; \
+	*) echo "META.json version $(DIST_VERSION) does not match durable.control $(DURABLE_VERSION)" >&2; exit 1;; esac
+	git archive --format=tar.gz --prefix=durable-$(DIST_VERSION)/ -o durable-$(DIST_VERSION).tar.gz HEAD
+
+# Crash test with the bot simulator (the extension must be installed):
+# crashtest is the short run of the test suite, soak the 10-minute one.
+.PHONY: crashtest soak
+crashtest: tools
+	bash test/crash/run short
+soak: tools
+	bash test/crash/run soak
 
 # Static checks of src/ (run by scripts/test).
 PG_INCLUDEDIR_SERVER := $(shell $(PG_CONFIG) --includedir-server)

@@ -157,9 +157,12 @@ COMMENT ON TABLE durable.sessions IS 'Resumable gateway sessions, one per (bot, 
 
 CREATE TABLE durable.permit_buckets (
     bucket   pg_catalog.text NOT NULL,
+    per      pg_catalog.interval NOT NULL,
+    last_granted_at pg_catalog.timestamptz,
     CONSTRAINT permit_buckets_pkey PRIMARY KEY (bucket)
 );
 COMMENT ON TABLE durable.permit_buckets IS 'One row per rate-limit bucket: the row lock serialises its grants';
+COMMENT ON COLUMN durable.permit_buckets.per IS 'The window of the bucket''s last call; the sweep drops a bucket once last_granted_at is older than it';
 
 CREATE TABLE durable.permits (
     bucket     pg_catalog.text NOT NULL,

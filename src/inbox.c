@@ -1,18 +1,1043 @@
-/* inbox.c: placeholder until implemented */
+/*-------------------------------------------------------------------------
+ *
+ * inbox.c
+ *		The inbox journal: admit, claim, heartbeat, complete, fail, release
+ *		and replay of inbound messages.
+ *
+ * A record is journaled by inbox_admit before its handler runs, and is
+ * finished (done) only by a confirmation that names the fencing token of
+ * the lease it holds.  States: pending -> leased -> done; leased -> pending
+ * (failed with attempts left, released, or expired and swept); leased ->
+ * dead (out of attempts); dead/done -> pending (replay).
+ *
+ * Dedupe.  INSERT ... ON CONFLICT DO NOTHING against the unique partial
+ * indexes on (source, message_id) and, for id-less messages, on
+ * (source, content_hash).  When the insert conflicts, a second statement
+ * reads the existing record: under READ COMMITTED (the default, which
+ * callers are expected to use) that statement has a fresh snapshot and sees
+ * the committed winner.  Under REPEATABLE READ the conflicting insert
+ * raises a serialization failure instead, which the caller retries.
+ *
+ * Fencing.  Every new lease (admit with instance, claim, takeover of an
+ * expired lease, lease of a due duplicate) takes a new token from
+ * durable.token_seq.  A record is held while state = 'leased' and token is
+ * the caller's token; an expired lease that nobody took over and the sweep
+ * did not move yet is still held.  Confirmations are single fenced UPDATEs;
+ * when one matches nothing, one more read tells the caller why (DR002 no
+ * record, DR001 stale token, counted in shared memory so the count survives
+ * the rollback, DR003 wrong state).
+ *
+ * Per-chat order.  A chat is chat_id, across sources (two sources sharing
+ * a chat id are ordered together: the safe side).  A record is never leased
+ * while an older (smaller id) record of its chat is pending or leased; dead
+ * and done records do not block.  The claim checks this with one probe of
+ * inbox_chat_unfinished_idx per candidate.  That probe only sees committed
+ * records, so id order must agree with commit order within a chat: every
+ * admit takes a transaction-scoped advisory lock on its chat before it
+ * draws an id, and holds it until commit.  Without it, two concurrent
+ * admits of one chat could commit in the opposite order of their ids and a
+ * claimer could lease the newer record before the older one is visible
+ * (and then lease the older one too).  The lock has the two-int4 form, whose
+ * first key is a durable-specific constant, so it cannot collide with an
+ * application's single-bigint advisory locks.  Admits of one chat therefore
+ * serialize through their commits; a transaction admitting for several
+ * chats can deadlock with another admitting for the same chats in another
+ * order (PostgreSQL detects it and one of them fails).
+ *
+ * Claims scan inbox_unfinished_idx oldest first with FOR UPDATE SKIP
+ * LOCKED, so concurrent claimers neither wait on each other nor get the
+ * same record, and the UPDATE re-checks the candidate condition in case the
+ * row changed after the claim's snapshot was taken.  A claim with `wait`
+ * sleeps on the inbox condition variable of the database (waiting.c), which
+ * every transition that makes work claimable wakes at commit, bounded by
+ * the next time a pending record or a lease comes due.
+ *
+ * Every entry point validates all its arguments before it journals
+ * anything, takes "now" once from the wall clock (GetCurrentTimestamp, not
+ * the transaction's start), and runs cached SPI plans whose statements
+ * schema-qualify every name.
+ *
+ * IDENTIFICATION
+ *	  src/inbox.c
+ *
+ *-------------------------------------------------------------------------
+ */
 #include "durable.h"
+
+#include "catalog/pg_type.h"
+#include "common/cryptohash.h"
+#include "common/hashfn.h"
+#include "common/sha2.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+
 PG_FUNCTION_INFO_V1(durable_inbox_admit);
-Datum durable_inbox_admit(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_inbox_claim);
-Datum durable_inbox_claim(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_inbox_heartbeat);
-Datum durable_inbox_heartbeat(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_inbox_complete);
-Datum durable_inbox_complete(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_inbox_complete_batch);
-Datum durable_inbox_complete_batch(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_inbox_fail);
-Datum durable_inbox_fail(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_inbox_release);
-Datum durable_inbox_release(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_inbox_replay);
-Datum durable_inbox_replay(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
+
+/* First key of the per-chat advisory lock ("DRCH"); the second is a hash of the chat id. */
+#define INBOX_CHAT_LOCK_KEY		0x44524348
+
+/*
+ * Most records one claim leases; a larger max is clamped to it.  It bounds
+ * the work (and the row locks) of one statement.
+ */
+#define INBOX_MAX_CLAIM			10000
+
+/* The unfinished states, spelled as the partial indexes' predicates spell them. */
+#define INBOX_UNFINISHED "ARRAY['pending', 'leased']::pg_catalog.text[]"
+
+/* Which confirmation is being diagnosed: decides the exceptions to DR001. */
+typedef enum InboxConfirm
+{
+	IC_HEARTBEAT,
+	IC_COMPLETE,
+	IC_FAIL,
+	IC_RELEASE
+} InboxConfirm;
+
+static SPIPlanPtr inbox_insert_plan = NULL;
+static SPIPlanPtr inbox_find_by_message_plan = NULL;
+static SPIPlanPtr inbox_find_by_hash_plan = NULL;
+static SPIPlanPtr inbox_lease_duplicate_plan = NULL;
+static SPIPlanPtr inbox_claim_plan = NULL;
+static SPIPlanPtr inbox_next_due_plan = NULL;
+static SPIPlanPtr inbox_heartbeat_plan = NULL;
+static SPIPlanPtr inbox_complete_plan = NULL;
+static SPIPlanPtr inbox_complete_batch_plan = NULL;
+static SPIPlanPtr inbox_batch_diagnose_plan = NULL;
+static SPIPlanPtr inbox_fail_lock_plan = NULL;
+static SPIPlanPtr inbox_fail_plan = NULL;
+static SPIPlanPtr inbox_release_plan = NULL;
+static SPIPlanPtr inbox_replay_plan = NULL;
+static SPIPlanPtr inbox_state_plan = NULL;
+
+/*
+ * Raise 54000 when a payload is over durable.max_payload_bytes.
+ */
+static void
+inbox_check_payload_size(Size bytes)
+{
+	if (bytes > (Size) durable_max_payload_bytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("payload is too large (%zu bytes)", bytes),
+				 errdetail("Inbound payloads are limited to %d bytes.",
+						   durable_max_payload_bytes),
+				 errhint("Raise \"durable.max_payload_bytes\", or journal a reference to content stored elsewhere.")));
+}
+
+/* Feed one length-prefixed field to the hash, so that field boundaries cannot shift. */
+static void
+inbox_hash_field(pg_cryptohash_ctx *ctx, const char *data, size_t len)
+{
+	uint8		prefix[8];
+	uint64		n = (uint64) len;
+	int			i;
+
+	for (i = 7; i >= 0; i--)
+	{
+		prefix[i] = (uint8) (n & 0xff);
+		n >>= 8;
+	}
+	if (pg_cryptohash_update(ctx, prefix, sizeof(prefix)) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) data, len) < 0)
+		elog(ERROR, "durable: could not compute the content hash: %s",
+			 pg_cryptohash_error(ctx));
+}
+
+/*
+ * The dedupe key of a message admitted without message_id: SHA-256 over
+ * source, chat_id, kind and the payload's canonical text (jsonb output sorts
+ * keys and normalises spacing, so equal documents hash alike), each
+ * length-prefixed.  Returns a bytea datum in the current memory context.
+ */
+static Datum
+inbox_content_hash(Datum source, Datum chat_id, Datum kind, Datum payload)
+{
+	pg_cryptohash_ctx *ctx;
+	Jsonb	   *jb = DatumGetJsonbP(payload);
+	char	   *canonical = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
+	bytea	   *result = (bytea *) palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	Datum		fields[3] = {source, chat_id, kind};
+	int			i;
+
+	ctx = pg_cryptohash_create(PG_SHA256);
+	if (pg_cryptohash_init(ctx) < 0)
+		elog(ERROR, "durable: could not compute the content hash: %s",
+			 pg_cryptohash_error(ctx));
+	for (i = 0; i < lengthof(fields); i++)
+	{
+		text	   *t = DatumGetTextPP(fields[i]);
+
+		inbox_hash_field(ctx, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	}
+	inbox_hash_field(ctx, canonical, strlen(canonical));
+	if (pg_cryptohash_final(ctx, (uint8 *) VARDATA(result), PG_SHA256_DIGEST_LENGTH) < 0)
+		elog(ERROR, "durable: could not compute the content hash: %s",
+			 pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+	pfree(canonical);
+	SET_VARSIZE(result, VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	return PointerGetDatum(result);
+}
+
+/*
+ * Take the transaction-scoped advisory lock of a chat (see the file header:
+ * it makes id order agree with commit order within a chat).  Held until the
+ * caller's transaction ends.
+ */
+static void
+inbox_lock_chat(Datum chat_id)
+{
+	text	   *t = DatumGetTextPP(chat_id);
+	uint32		h = hash_bytes((const unsigned char *) VARDATA_ANY(t),
+							   (int) VARSIZE_ANY_EXHDR(t));
+
+	DirectFunctionCall2(pg_advisory_xact_lock_int4,
+						Int32GetDatum(INBOX_CHAT_LOCK_KEY),
+						Int32GetDatum((int32) h));
+}
+
+/* Byte-wise equality of two text datums. */
+static bool
+inbox_text_equal(Datum a, Datum b)
+{
+	text	   *x = DatumGetTextPP(a);
+	text	   *y = DatumGetTextPP(b);
+
+	return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
+		memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
+}
+
+/*
+ * Read the current state and token of a record into *state (palloc'd in
+ * the SPI context) and *token (0 and *has_token false when NULL).  Returns
+ * false when there is no such record.  Caller must be connected to SPI.
+ */
+static bool
+inbox_read_state(int64 id, char **state, int64 *token, bool *has_token)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1];
+
+	values[0] = Int64GetDatum(id);
+	durable_exec(durable_plan(&inbox_state_plan,
+							  "SELECT i.state, i.token FROM durable.inbox i WHERE i.id = $1",
+							  1, types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	if (SPI_processed == 0)
+		return false;
+	*state = durable_text_to_cstring_datum(durable_col(0, 1));
+	*has_token = !durable_col_isnull(0, 2);
+	*token = *has_token ? durable_col_int64(0, 2) : 0;
+	return true;
+}
+
+/*
+ * Raise the error that explains why a fenced confirmation of record id
+ * under token matched nothing, given what the record holds now (found,
+ * state, current token).  Returns normally only for the one case that is
+ * not an error: completing a record that is already done under the same
+ * token (a client retrying after a lost connection).
+ */
+static void
+inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
+					 const char *state, int64 current, bool has_current)
+{
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_DURABLE_NO_SUCH_RECORD),
+				 errmsg("inbox record %lld does not exist", (long long) id)));
+
+	if (has_current && current == token)
+	{
+		if (what == IC_COMPLETE && strcmp(state, "done") == 0)
+			return;
+		if ((what == IC_COMPLETE || what == IC_FAIL) && strcmp(state, "dead") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DURABLE_WRONG_STATE),
+					 errmsg("inbox record %lld is dead", (long long) id),
+					 errdetail("Its lease ran out of attempts before this confirmation arrived."),
+					 errhint("Replay it with durable.inbox_replay() to process it again.")));
+	}
+
+	durable_count(DC_STALE_LEASES, 1);
+	if (has_current)
+		ereport(ERROR,
+				(errcode(ERRCODE_DURABLE_STALE_LEASE),
+				 errmsg("stale lease on inbox record %lld", (long long) id),
+				 errdetail("Inbox record %lld is %s with token %lld; the caller named token %lld.",
+						   (long long) id, state, (long long) current, (long long) token)));
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_DURABLE_STALE_LEASE),
+				 errmsg("stale lease on inbox record %lld", (long long) id),
+				 errdetail("Inbox record %lld is %s and has never been leased; the caller named token %lld.",
+						   (long long) id, state, (long long) token)));
+}
+
+/* Read record id and raise what inbox_confirm_failed decides. */
+static void
+inbox_diagnose(InboxConfirm what, int64 id, int64 token)
+{
+	char	   *state = NULL;
+	int64		current = 0;
+	bool		has_current = false;
+	bool		found = inbox_read_state(id, &state, &current, &has_current);
+
+	inbox_confirm_failed(what, id, token, found, state, current, has_current);
+}
+
+/*
+ * inbox_admit(source, message_id, chat_id, payload, kind, instance, lease)
+ *	 -> (id, token, duplicate, state)
+ *
+ * The common cases take one statement: the INSERT decides in place whether
+ * the new record is leased at once (instance given and no unfinished
+ * record in its chat) and draws the token only then.  A duplicate takes a
+ * read, plus a fenced UPDATE when it is pending, due and instance is given.
+ */
+Datum
+durable_inbox_admit(PG_FUNCTION_ARGS)
+{
+	Datum		source = durable_arg_id(fcinfo, 0, "source");
+	Datum		message_id;
+	bool		has_message_id = durable_arg_id_or_null(fcinfo, 1, "message_id", &message_id);
+	Datum		chat_id = durable_arg_id(fcinfo, 2, "chat_id");
+	Size		payload_bytes;
+	Datum		payload = durable_arg_jsonb(fcinfo, 3, "payload", &payload_bytes);
+	Datum		kind = durable_arg_id(fcinfo, 4, "kind");
+	Datum		instance;
+	bool		has_instance = durable_arg_id_or_null(fcinfo, 5, "instance", &instance);
+	int64		lease_us = durable_arg_lease_us(fcinfo, 6);
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz lease_until = now + lease_us;
+	Datum		content_hash = (Datum) 0;
+	Datum		out[4];
+	bool		outnull[4] = {false, false, false, false};
+	int			tries;
+
+	inbox_check_payload_size(payload_bytes);
+	if (!has_message_id)
+		content_hash = inbox_content_hash(source, chat_id, kind, payload);
+
+	durable_srf_init(fcinfo);
+	SPI_connect();
+
+	inbox_lock_chat(chat_id);
+
+	/*
+	 * The duplicate's row can vanish between the conflicting insert and the
+	 * read (the retention purge); then the insert is simply tried again.
+	 */
+	for (tries = 0;; tries++)
+	{
+		Oid			insert_types[9] = {TEXTOID, TEXTOID, BYTEAOID, TEXTOID, JSONBOID,
+		TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+		Datum		insert_values[9];
+		char		insert_nulls[9] = "         ";
+		Oid			find_types[3] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
+		Oid			find_hash_types[3] = {TEXTOID, BYTEAOID, TIMESTAMPTZOID};
+		Datum		find_values[3];
+		int64		dup_id;
+		Datum		dup_chat;
+		bool		dup_due;
+
+		if (tries >= 3)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not admit the inbound message: its duplicate keeps disappearing"),
+					 errhint("Retry the transaction.")));
+
+		insert_values[0] = source;
+		insert_values[1] = message_id;
+		insert_nulls[1] = has_message_id ? ' ' : 'n';
+		insert_values[2] = content_hash;
+		insert_nulls[2] = has_message_id ? 'n' : ' ';
+		insert_values[3] = chat_id;
+		insert_values[4] = payload;
+		insert_values[5] = kind;
+		insert_values[6] = instance;
+		insert_nulls[6] = has_instance ? ' ' : 'n';
+		insert_values[7] = TimestampTzGetDatum(lease_until);
+		insert_values[8] = TimestampTzGetDatum(now);
+
+		/*
+		 * ON CONFLICT DO NOTHING without a target arbitrates on every unique
+		 * index, the two partial dedupe indexes included.  The token is drawn
+		 * only when the record is leased (CASE evaluates lazily); a conflict
+		 * may waste one, which is harmless since tokens only need to grow.
+		 * With the chat lock held, every committed record of the chat is
+		 * older than this one, so "no unfinished record in the chat" is
+		 * "no older unfinished record".
+		 */
+		durable_exec(durable_plan(&inbox_insert_plan,
+								  "INSERT INTO durable.inbox AS i"
+								  " (source, message_id, content_hash, chat_id, payload, kind,"
+								  "  state, attempts, token, owner, lease_until, not_before, created_at)"
+								  " SELECT $1, $2, $3, $4, $5, $6,"
+								  "  CASE WHEN l.lease THEN 'leased' ELSE 'pending' END,"
+								  "  CASE WHEN l.lease THEN 1 ELSE 0 END,"
+								  "  CASE WHEN l.lease THEN pg_catalog.nextval('durable.token_seq'::pg_catalog.regclass) END,"
+								  "  CASE WHEN l.lease THEN $7 END,"
+								  "  CASE WHEN l.lease THEN $8 END,"
+								  "  $9, $9"
+								  " FROM (SELECT $7::pg_catalog.text IS NOT NULL AND NOT EXISTS"
+								  "        (SELECT 1 FROM durable.inbox o"
+								  "          WHERE o.chat_id = $4"
+								  "            AND o.state = ANY (" INBOX_UNFINISHED ")) AS lease) AS l"
+								  " ON CONFLICT DO NOTHING"
+								  " RETURNING i.id, i.token, i.state",
+								  9, insert_types),
+					 insert_values, insert_nulls, SPI_OK_INSERT_RETURNING, 0);
+
+		if (SPI_processed == 1)
+		{
+			bool		leased = !durable_col_isnull(0, 2);
+
+			DURABLE_FAIL_POINT("inbox_admit");
+			out[0] = durable_col(0, 1);
+			out[1] = leased ? durable_col(0, 2) : (Datum) 0;
+			outnull[1] = !leased;
+			out[2] = BoolGetDatum(false);
+			out[3] = CStringGetTextDatum(leased ? "leased" : "pending");
+			durable_count(DC_INBOUND_JOURNALED, 1);
+			if (!leased)
+				durable_wake_at_commit(DQ_INBOX);
+			break;
+		}
+
+		/* A duplicate: read the record that won. */
+		find_values[0] = source;
+		find_values[2] = TimestampTzGetDatum(now);
+		if (has_message_id)
+		{
+			find_values[1] = message_id;
+			durable_exec(durable_plan(&inbox_find_by_message_plan,
+									  "SELECT i.id, i.state, i.chat_id,"
+									  "  i.state = 'pending' AND i.not_before <= $3"
+									  " FROM durable.inbox i"
+									  " WHERE i.source = $1 AND i.message_id = $2",
+									  3, find_types),
+						 find_values, NULL, SPI_OK_SELECT, 1);
+		}
+		else
+		{
+			find_values[1] = content_hash;
+			durable_exec(durable_plan(&inbox_find_by_hash_plan,
+									  "SELECT i.id, i.state, i.chat_id,"
+									  "  i.state = 'pending' AND i.not_before <= $3"
+									  " FROM durable.inbox i"
+									  " WHERE i.source = $1 AND i.message_id IS NULL"
+									  "   AND i.content_hash = $2",
+									  3, find_hash_types),
+						 find_values, NULL, SPI_OK_SELECT, 1);
+		}
+		if (SPI_processed == 0)
+			continue;
+
+		dup_id = durable_col_int64(0, 1);
+		out[0] = Int64GetDatum(dup_id);
+		out[1] = (Datum) 0;
+		outnull[1] = true;
+		out[2] = BoolGetDatum(true);
+		out[3] = durable_col_copy(0, 2);
+		dup_chat = durable_col_copy(0, 3);
+		dup_due = DatumGetBool(durable_col(0, 4));
+		durable_count(DC_INBOUND_DUPLICATES, 1);
+
+		if (has_instance && dup_due)
+		{
+			Oid			lease_types[4] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+			Datum		lease_values[4];
+
+			/*
+			 * The existing record may belong to another chat than the one
+			 * given (a client reusing a message id): its own chat's lock is
+			 * what makes the order check below safe.
+			 */
+			if (!inbox_text_equal(dup_chat, chat_id))
+				inbox_lock_chat(dup_chat);
+
+			lease_values[0] = Int64GetDatum(dup_id);
+			lease_values[1] = instance;
+			lease_values[2] = TimestampTzGetDatum(lease_until);
+			lease_values[3] = TimestampTzGetDatum(now);
+			durable_exec(durable_plan(&inbox_lease_duplicate_plan,
+									  "UPDATE durable.inbox i"
+									  "   SET state = 'leased',"
+									  "       token = pg_catalog.nextval('durable.token_seq'::pg_catalog.regclass),"
+									  "       owner = $2, lease_until = $3,"
+									  "       attempts = i.attempts + 1, sends = 0"
+									  " WHERE i.id = $1 AND i.state = 'pending' AND i.not_before <= $4"
+									  "   AND NOT EXISTS"
+									  "       (SELECT 1 FROM durable.inbox o"
+									  "         WHERE o.chat_id = i.chat_id"
+									  "           AND o.state = ANY (" INBOX_UNFINISHED ")"
+									  "           AND o.id < i.id)"
+									  " RETURNING i.token",
+									  4, lease_types),
+						 lease_values, NULL, SPI_OK_UPDATE_RETURNING, 1);
+			if (SPI_processed == 1)
+			{
+				out[1] = durable_col(0, 1);
+				outnull[1] = false;
+				out[3] = CStringGetTextDatum("leased");
+			}
+		}
+		break;
+	}
+
+	durable_srf_put(fcinfo, out, outnull);
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/*
+ * One claim attempt: lease up to max due records and add them to the
+ * function's result, oldest first.  Returns how many.  Caller must be
+ * connected to SPI and have initialised the materialized result.
+ *
+ * Candidates are pending records whose not_before has passed and leased
+ * records whose lease expired with attempts left (an expired lease that
+ * used the last attempt is the sweep's to move to dead).  Only the oldest
+ * unfinished record of a chat is a candidate, so one claim never returns
+ * two records of a chat.  SKIP LOCKED passes over rows that a concurrent
+ * claim or confirmation holds; the UPDATE repeats the candidate condition
+ * because the row it locks may be newer than the snapshot that chose it.
+ *
+ * The pick is a MATERIALIZED CTE so that it runs exactly once: as a plain
+ * subquery the planner may put it on the inner side of a nested loop, and
+ * every rescan would skip the rows this statement just leased and pick
+ * others, leasing more than max.
+ */
+static uint64
+inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease_us)
+{
+	Oid			types[5] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID, INT4OID};
+	Datum		values[5];
+	TimestampTz now = GetCurrentTimestamp();
+	uint64		n;
+	uint64		row;
+
+	values[0] = instance;
+	values[1] = TimestampTzGetDatum(now + lease_us);
+	values[2] = TimestampTzGetDatum(now);
+	values[3] = Int32GetDatum(durable_inbox_max_attempts);
+	values[4] = Int32GetDatum(max);
+	durable_exec(durable_plan(&inbox_claim_plan,
+							  "WITH pick AS MATERIALIZED ("
+							  " SELECT c.id FROM durable.inbox c"
+							  "  WHERE c.state = ANY (" INBOX_UNFINISHED ")"
+							  "    AND CASE WHEN c.state = 'pending' THEN c.not_before <= $3"
+							  "             ELSE c.lease_until < $3 AND c.attempts < $4 END"
+							  "    AND NOT EXISTS"
+							  "        (SELECT 1 FROM durable.inbox o"
+							  "          WHERE o.chat_id = c.chat_id"
+							  "            AND o.state = ANY (" INBOX_UNFINISHED ")"
+							  "            AND o.id < c.id)"
+							  "  ORDER BY c.id"
+							  "  LIMIT $5"
+							  "  FOR UPDATE SKIP LOCKED),"
+							  " claimed AS ("
+							  " UPDATE durable.inbox i"
+							  "    SET state = 'leased',"
+							  "        token = pg_catalog.nextval('durable.token_seq'::pg_catalog.regclass),"
+							  "        owner = $1, lease_until = $2,"
+							  "        attempts = i.attempts + 1, sends = 0"
+							  "   FROM pick"
+							  "  WHERE i.id = pick.id"
+							  "    AND i.state = ANY (" INBOX_UNFINISHED ")"
+							  "    AND CASE WHEN i.state = 'pending' THEN i.not_before <= $3"
+							  "             ELSE i.lease_until < $3 AND i.attempts < $4 END"
+							  "  RETURNING i.id, i.token, i.source, i.message_id, i.chat_id,"
+							  "            i.kind, i.payload, i.attempts)"
+							  " SELECT * FROM claimed ORDER BY id",
+							  5, types),
+				 values, NULL, SPI_OK_SELECT, 0);
+
+	n = SPI_processed;
+	for (row = 0; row < n; row++)
+	{
+		Datum		out[8];
+		bool		outnull[8];
+		int			col;
+
+		for (col = 0; col < 8; col++)
+		{
+			outnull[col] = durable_col_isnull(row, col + 1);
+			out[col] = outnull[col] ? (Datum) 0 : durable_col(row, col + 1);
+		}
+		durable_srf_put(fcinfo, out, outnull);
+	}
+	return n;
+}
+
+/*
+ * The next time inbox work comes due by the clock alone: the earliest
+ * future not_before of a pending record or lease_until of a leased one;
+ * 0 when there is none.  Caller must be connected to SPI.
+ */
+static TimestampTz
+inbox_next_due(TimestampTz now)
+{
+	Oid			types[1] = {TIMESTAMPTZOID};
+	Datum		values[1];
+	TimestampTz next = 0;
+	int			col;
+
+	values[0] = TimestampTzGetDatum(now);
+	durable_exec(durable_plan(&inbox_next_due_plan,
+							  "SELECT"
+							  " (SELECT pg_catalog.min(p.not_before) FROM durable.inbox p"
+							  "   WHERE p.state = 'pending' AND p.not_before > $1),"
+							  " (SELECT pg_catalog.min(l.lease_until) FROM durable.inbox l"
+							  "   WHERE l.state = 'leased' AND l.lease_until > $1)",
+							  1, types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	for (col = 1; col <= 2; col++)
+	{
+		if (!durable_col_isnull(0, col))
+		{
+			TimestampTz t = DatumGetTimestampTz(durable_col(0, col));
+
+			if (next == 0 || t < next)
+				next = t;
+		}
+	}
+	return next;
+}
+
+/*
+ * inbox_claim(instance, max, lease, wait) -> the leased records.
+ *
+ * With wait > 0 and nothing claimable, sleeps on the inbox condition
+ * variable until a commit wakes it, the next record comes due, or the wait
+ * is over, and tries again.  It prepares to sleep before each attempt, so a
+ * wake-up that lands between the attempt and the sleep is not lost.  Each
+ * attempt runs with a fresh snapshot, which assumes READ COMMITTED.
+ */
+Datum
+durable_inbox_claim(PG_FUNCTION_ARGS)
+{
+	Datum		instance = durable_arg_id(fcinfo, 0, "instance");
+	int32		max = durable_arg_int32(fcinfo, 1, "max");
+	int64		lease_us = durable_arg_lease_us(fcinfo, 2);
+	int64		wait_us = durable_arg_wait_us(fcinfo, 3);
+	TimestampTz deadline;
+
+	if (max < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max must be at least 1")));
+	max = Min(max, INBOX_MAX_CLAIM);
+
+	durable_srf_init(fcinfo);
+	SPI_connect();
+
+	if (wait_us == 0)
+		(void) inbox_claim_once(fcinfo, instance, max, lease_us);
+	else
+	{
+		deadline = GetCurrentTimestamp() + wait_us;
+		for (;;)
+		{
+			durable_wait_prepare(DQ_INBOX);
+			if (inbox_claim_once(fcinfo, instance, max, lease_us) > 0)
+				break;
+			if (!durable_wait_sleep(DQ_INBOX, deadline,
+									inbox_next_due(GetCurrentTimestamp())))
+				break;
+		}
+		durable_wait_done();
+	}
+
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/*
+ * inbox_heartbeat(id, token, lease) -> the new lease_until.
+ */
+Datum
+durable_inbox_heartbeat(PG_FUNCTION_ARGS)
+{
+	int64		id = durable_arg_int64(fcinfo, 0, "id");
+	int64		token = durable_arg_int64(fcinfo, 1, "token");
+	int64		lease_us = durable_arg_lease_us(fcinfo, 2);
+	TimestampTz lease_until = GetCurrentTimestamp() + lease_us;
+	Oid			types[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
+	Datum		values[3];
+
+	values[0] = Int64GetDatum(id);
+	values[1] = Int64GetDatum(token);
+	values[2] = TimestampTzGetDatum(lease_until);
+
+	SPI_connect();
+	durable_exec(durable_plan(&inbox_heartbeat_plan,
+							  "UPDATE durable.inbox i SET lease_until = $3"
+							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'",
+							  3, types),
+				 values, NULL, SPI_OK_UPDATE, 0);
+	if (SPI_processed == 0)
+		inbox_diagnose(IC_HEARTBEAT, id, token);
+	SPI_finish();
+	PG_RETURN_TIMESTAMPTZ(lease_until);
+}
+
+/*
+ * inbox_complete(id, token): the record is done.
+ *
+ * When a pending record of the same chat waits behind this one, it just
+ * became claimable: waiting claimers are woken at commit.
+ */
+Datum
+durable_inbox_complete(PG_FUNCTION_ARGS)
+{
+	int64		id = durable_arg_int64(fcinfo, 0, "id");
+	int64		token = durable_arg_int64(fcinfo, 1, "token");
+	Oid			types[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
+	Datum		values[3];
+
+	values[0] = Int64GetDatum(id);
+	values[1] = Int64GetDatum(token);
+	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+
+	SPI_connect();
+	durable_exec(durable_plan(&inbox_complete_plan,
+							  "UPDATE durable.inbox i"
+							  "   SET state = 'done', done_at = $3, lease_until = NULL"
+							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'"
+							  " RETURNING EXISTS"
+							  "  (SELECT 1 FROM durable.inbox o"
+							  "    WHERE o.chat_id = i.chat_id"
+							  "      AND o.state = ANY (" INBOX_UNFINISHED ")"
+							  "      AND o.id > i.id)",
+							  3, types),
+				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
+	if (SPI_processed == 1)
+	{
+		if (DatumGetBool(durable_col(0, 1)))
+			durable_wake_at_commit(DQ_INBOX);
+		DURABLE_FAIL_POINT("inbox_complete");
+	}
+	else
+		inbox_diagnose(IC_COMPLETE, id, token);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * Check one array argument of the batch complete: non-NULL, at most one
+ * dimension, no NULL elements.  Returns its element count.
+ */
+static int
+inbox_check_int8_array(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	ArrayType  *a;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s cannot be null", name)));
+	a = PG_GETARG_ARRAYTYPE_P(argno);
+	if (ARR_NDIM(a) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a one-dimensional array", name)));
+	if (array_contains_nulls(a))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s cannot contain nulls", name)));
+	return ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a));
+}
+
+static int
+inbox_cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * inbox_complete(ids, tokens) -> how many records are done.
+ *
+ * All or nothing: one UPDATE over the pairs; when it matched fewer rows
+ * than pairs were given, every pair is checked in order and the first one
+ * that is neither done now under its token (by this call or an earlier
+ * one) raises, which rolls back the caller's transaction, batch included.
+ * A repeated id counts once.
+ */
+Datum
+durable_inbox_complete_batch(PG_FUNCTION_ARGS)
+{
+	int			n = inbox_check_int8_array(fcinfo, 0, "ids");
+	int			ntokens = inbox_check_int8_array(fcinfo, 1, "tokens");
+	Oid			types[3] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
+	Datum		values[3];
+	uint64		done;
+	uint64		row;
+	bool		wake = false;
+	int64	   *seen;
+	int			distinct;
+	int			i;
+
+	if (n != ntokens)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ids and tokens must have the same length"),
+				 errdetail("ids has %d elements and tokens has %d.", n, ntokens)));
+	if (n == 0)
+		PG_RETURN_INT32(0);
+
+	values[0] = PG_GETARG_DATUM(0);
+	values[1] = PG_GETARG_DATUM(1);
+	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+
+	SPI_connect();
+	durable_exec(durable_plan(&inbox_complete_batch_plan,
+							  "UPDATE durable.inbox i"
+							  "   SET state = 'done', done_at = $3, lease_until = NULL"
+							  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS b(id, token)"
+							  " WHERE i.id = b.id AND i.token = b.token AND i.state = 'leased'"
+							  " RETURNING EXISTS"
+							  "  (SELECT 1 FROM durable.inbox o"
+							  "    WHERE o.chat_id = i.chat_id"
+							  "      AND o.state = ANY (" INBOX_UNFINISHED ")"
+							  "      AND o.id > i.id)",
+							  3, types),
+				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
+	done = SPI_processed;
+	for (row = 0; row < done && !wake; row++)
+		wake = DatumGetBool(durable_col(row, 1));
+	if (wake)
+		durable_wake_at_commit(DQ_INBOX);
+
+	if (done < (uint64) n)
+	{
+		/*
+		 * Some pair did not match, or an id is repeated.  This statement sees
+		 * the UPDATE above, so the pairs it completed read as done.
+		 */
+		durable_exec(durable_plan(&inbox_batch_diagnose_plan,
+								  "SELECT b.id, b.token, i.state, i.token"
+								  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
+								  "       WITH ORDINALITY AS b(id, token, ord)"
+								  "  LEFT JOIN durable.inbox i ON i.id = b.id"
+								  " ORDER BY b.ord",
+								  2, types),
+					 values, NULL, SPI_OK_SELECT, 0);
+		seen = (int64 *) palloc(sizeof(int64) * n);
+		for (row = 0; row < SPI_processed; row++)
+		{
+			int64		id = durable_col_int64(row, 1);
+			int64		token = durable_col_int64(row, 2);
+			bool		found = !durable_col_isnull(row, 3);
+			bool		has_current = found && !durable_col_isnull(row, 4);
+			char	   *state = found ? durable_text_to_cstring_datum(durable_col(row, 3)) : NULL;
+			int64		current = has_current ? durable_col_int64(row, 4) : 0;
+
+			if (!found || !has_current || current != token || strcmp(state, "done") != 0)
+			{
+				inbox_confirm_failed(IC_COMPLETE, id, token, found, state, current, has_current);
+				/* Only done under the same token returns; it cannot get here. */
+				elog(ERROR, "durable: inbox record %lld failed to complete", (long long) id);
+			}
+			seen[row] = id;
+		}
+		qsort(seen, SPI_processed, sizeof(int64), inbox_cmp_int64);
+		distinct = 0;
+		for (i = 0; i < (int) SPI_processed; i++)
+			if (i == 0 || seen[i] != seen[i - 1])
+				distinct++;
+		done = distinct;
+	}
+
+	DURABLE_FAIL_POINT("inbox_complete");
+	SPI_finish();
+	PG_RETURN_INT32((int32) done);
+}
+
+/*
+ * inbox_fail(id, token, error, retry_in) -> (state, not_before).
+ *
+ * Back to pending after retry_in or the backoff of the attempt, or dead when
+ * the record used its last attempt (NOTIFY durable_dead at commit).  The
+ * backoff depends on attempts, so the record is read and locked first; the
+ * lock makes the diagnosis exact and the UPDATE unconditional.
+ */
+Datum
+durable_inbox_fail(PG_FUNCTION_ARGS)
+{
+	int64		id = durable_arg_int64(fcinfo, 0, "id");
+	int64		token = durable_arg_int64(fcinfo, 1, "token");
+	Datum		error = durable_arg_text(fcinfo, 2, "error");
+	bool		has_retry_in = !PG_ARGISNULL(3);
+	int64		retry_in_us = durable_arg_interval_us(fcinfo, 3, "retry_in", 0, 0,
+													  DURABLE_MAX_DELAY_US);
+	TimestampTz now = GetCurrentTimestamp();
+	Oid			lock_types[1] = {INT8OID};
+	Oid			fail_types[4] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
+	Datum		values[4];
+	char		nulls[4] = "    ";
+	Datum		out[2];
+	bool		outnull[2] = {false, false};
+	char	   *state;
+	int64		current = 0;
+	bool		has_current;
+	int32		attempts;
+	bool		dead;
+	TimestampTz not_before = 0;
+
+	durable_srf_init(fcinfo);
+	SPI_connect();
+
+	values[0] = Int64GetDatum(id);
+	durable_exec(durable_plan(&inbox_fail_lock_plan,
+							  "SELECT i.state, i.token, i.attempts FROM durable.inbox i"
+							  " WHERE i.id = $1 FOR UPDATE",
+							  1, lock_types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	if (SPI_processed == 0)
+		inbox_confirm_failed(IC_FAIL, id, token, false, NULL, 0, false);
+	state = durable_text_to_cstring_datum(durable_col(0, 1));
+	has_current = !durable_col_isnull(0, 2);
+	if (has_current)
+		current = durable_col_int64(0, 2);
+	attempts = durable_col_int32(0, 3);
+	if (!has_current || current != token || strcmp(state, "leased") != 0)
+		inbox_confirm_failed(IC_FAIL, id, token, true, state, current, has_current);
+
+	dead = attempts >= durable_inbox_max_attempts;
+	if (!dead)
+		not_before = now + (has_retry_in ? retry_in_us :
+							durable_backoff_us(attempts,
+											   (int64) durable_inbox_backoff_base_ms * 1000,
+											   (int64) durable_inbox_backoff_cap_ms * 1000));
+
+	values[1] = CStringGetTextDatum(dead ? "dead" : "pending");
+	values[2] = TimestampTzGetDatum(not_before);
+	nulls[2] = dead ? 'n' : ' ';
+	values[3] = error;
+	durable_exec(durable_plan(&inbox_fail_plan,
+							  "UPDATE durable.inbox i"
+							  "   SET state = $2, not_before = COALESCE($3, i.not_before),"
+							  "       error = $4, lease_until = NULL"
+							  " WHERE i.id = $1",
+							  4, fail_types),
+				 values, nulls, SPI_OK_UPDATE, 0);
+	if (SPI_processed != 1)
+		elog(ERROR, "durable: locked inbox record %lld vanished", (long long) id);
+
+	if (dead)
+	{
+		StringInfoData payload;
+
+		initStringInfo(&payload);
+		durable_json_str(&payload, "kind", "inbox");
+		durable_json_int(&payload, "id", id);
+		durable_json_str(&payload, "error", text_to_cstring(DatumGetTextPP(error)));
+		durable_notify_json("durable_dead", &payload);
+		durable_count(DC_INBOUND_DEAD, 1);
+	}
+
+	/*
+	 * Pending again: claimable now or later.  Dead: a record of its chat
+	 * waiting behind it may be claimable now.  Either way waiting claimers
+	 * look again.
+	 */
+	durable_wake_at_commit(DQ_INBOX);
+
+	out[0] = values[1];
+	out[1] = values[2];
+	outnull[1] = dead;
+	durable_srf_put(fcinfo, out, outnull);
+
+	DURABLE_FAIL_POINT("inbox_fail");
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/*
+ * inbox_release(id, token): give the record back now; the attempt is not
+ * counted.
+ */
+Datum
+durable_inbox_release(PG_FUNCTION_ARGS)
+{
+	int64		id = durable_arg_int64(fcinfo, 0, "id");
+	int64		token = durable_arg_int64(fcinfo, 1, "token");
+	Oid			types[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
+	Datum		values[3];
+
+	values[0] = Int64GetDatum(id);
+	values[1] = Int64GetDatum(token);
+	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+
+	SPI_connect();
+	durable_exec(durable_plan(&inbox_release_plan,
+							  "UPDATE durable.inbox i"
+							  "   SET state = 'pending', attempts = GREATEST(i.attempts - 1, 0),"
+							  "       not_before = $3, lease_until = NULL"
+							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'",
+							  3, types),
+				 values, NULL, SPI_OK_UPDATE, 0);
+	if (SPI_processed == 0)
+		inbox_diagnose(IC_RELEASE, id, token);
+	durable_wake_at_commit(DQ_INBOX);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * inbox_replay(id): a dead or done record is processed again, from a fresh
+ * count of attempts.  It keeps its id, so it takes its original place in its
+ * chat's order.
+ */
+Datum
+durable_inbox_replay(PG_FUNCTION_ARGS)
+{
+	int64		id = durable_arg_int64(fcinfo, 0, "id");
+	Oid			types[2] = {INT8OID, TIMESTAMPTZOID};
+	Datum		values[2];
+
+	values[0] = Int64GetDatum(id);
+	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+
+	SPI_connect();
+	durable_exec(durable_plan(&inbox_replay_plan,
+							  "UPDATE durable.inbox i"
+							  "   SET state = 'pending', attempts = 0, not_before = $2,"
+							  "       lease_until = NULL, done_at = NULL"
+							  " WHERE i.id = $1 AND i.state = ANY (ARRAY['dead', 'done']::pg_catalog.text[])",
+							  2, types),
+				 values, NULL, SPI_OK_UPDATE, 0);
+	if (SPI_processed == 0)
+	{
+		char	   *state = NULL;
+		int64		current;
+		bool		has_current;
+
+		if (!inbox_read_state(id, &state, &current, &has_current))
+			ereport(ERROR,
+					(errcode(ERRCODE_DURABLE_NO_SUCH_RECORD),
+					 errmsg("inbox record %lld does not exist", (long long) id)));
+		ereport(ERROR,
+				(errcode(ERRCODE_DURABLE_WRONG_STATE),
+				 errmsg("inbox record %lld is %s", (long long) id, state),
+				 errdetail("Only dead or done records can be replayed.")));
+	}
+	durable_count(DC_INBOUND_REPLAYED, 1);
+	durable_wake_at_commit(DQ_INBOX);
+	SPI_finish();
+	PG_RETURN_VOID();
+}

@@ -1,18 +1,1201 @@
-/* outbox.c: placeholder until implemented */
+/*-------------------------------------------------------------------------
+ *
+ * outbox.c
+ *		The outbox: outbound sends journaled before the provider is called,
+ *		keyed by an idempotency key, so that a repeated send is answered from
+ *		the journal instead of reaching the chat twice.
+ *
+ * States: pending -> sending -> sent; sending -> failed (due again at
+ * not_before) -> sending ...; -> dead (not retryable, or out of retries);
+ * sending whose lease expired -> unknown (the provider may or may not have
+ * delivered it; never resent by itself); dead, failed and unknown -> pending
+ * (outbox_retry).  attempts counts tries against the provider: it grows at
+ * every lease to a sender.  The id column gives journal order.
+ *
+ * Locking protocol:
+ *	- Dedupe is the primary key.  outbox_begin and outbox_enqueue insert with
+ *	  ON CONFLICT (key) DO NOTHING: of two concurrent callers with one key the
+ *	  second waits on the unique index until the first commits (then it reads
+ *	  the winner's row) or rolls back (then its own insert goes through).
+ *	- A repeated key is read FOR UPDATE before outbox_begin decides what to do
+ *	  with it (lease it, flag it unknown, answer from the journal), so the
+ *	  decision is taken on the row's latest version and two callers never
+ *	  both lease it.  The journaled chat and payload are never overwritten.
+ *	- Every confirmation (sent, failed, heartbeat) is fenced by key and token:
+ *	  a lease is held until it is taken over or swept, not the instant it
+ *	  expires.  When the fenced statement matches nothing, one more read says
+ *	  why: DR002 (no such send), DR001 (another token, or the lease is gone;
+ *	  counted in stale_leases) or DR003 (a state that does not allow it).
+ *	- outbox_claim locks its candidates FOR UPDATE SKIP LOCKED, so concurrent
+ *	  claimers neither wait for each other nor get the same send.  Per-chat
+ *	  order is a NOT EXISTS probe of outbox_chat_unfinished_idx: a send is
+ *	  not claimed while an older send of its chat is pending, sending or
+ *	  failed (dead and unknown do not block).  Every candidate is unfinished
+ *	  itself, so at most one send per chat qualifies in a call.  Order is
+ *	  journal (id) order: two sends of one chat journaled concurrently by
+ *	  different transactions are ordered by id, not by commit.
+ *	- The inbound fence of outbox_begin (inbound_id with inbound_token) locks
+ *	  the inbox record (the UPDATE of its sends counter for a derived key,
+ *	  FOR SHARE otherwise) until the caller's transaction ends, so a takeover
+ *	  or sweep of that record either happened before and is seen (DR001), or
+ *	  waits until the send is journaled.
+ *
+ * Time: every call takes the wall clock once (GetCurrentTimestamp) and
+ * passes it to its statements, so a caller holding a transaction open still
+ * sees leases expire and sends come due on time.  Callers are expected to
+ * run at READ COMMITTED (the default): each statement then sees what
+ * committed before it, which the conflict handling and a waiting claim rely
+ * on.
+ *
+ * Waking waiting claimers (waiting.c): every transition that can make a
+ * send claimable wakes them at commit: enqueue, retry, failed (its new due
+ * time bounds their sleep), dead, discard and unknown (they unblock a chat),
+ * and sent when a younger send of the same chat is waiting.
+ *
+ * IDENTIFICATION
+ *	  src/outbox.c
+ *
+ *-------------------------------------------------------------------------
+ */
 #include "durable.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/uuid.h"
+
 PG_FUNCTION_INFO_V1(durable_outbox_begin);
-Datum durable_outbox_begin(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_outbox_sent);
-Datum durable_outbox_sent(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_outbox_failed);
-Datum durable_outbox_failed(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_outbox_enqueue);
-Datum durable_outbox_enqueue(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_outbox_claim);
-Datum durable_outbox_claim(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_outbox_heartbeat);
-Datum durable_outbox_heartbeat(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_outbox_retry);
-Datum durable_outbox_retry(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_outbox_discard);
-Datum durable_outbox_discard(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
+
+/* Most sends one outbox_claim call leases (a larger max is capped to it). */
+#define OUTBOX_MAX_CLAIM	10000
+
+/*
+ * How often a journaling call retries when the row its insert conflicted
+ * with was deleted (outbox_discard) before it could be read.
+ */
+#define OUTBOX_MAX_RACES	10
+
+/* What one probe of a send found (outbox_probe). */
+typedef struct OutboxProbe
+{
+	bool		found;
+	char	   *state;
+	bool		has_token;
+	int64		token;
+	bool		has_lease;
+	TimestampTz lease_until;
+} OutboxProbe;
+
+/* A send found by key in outbox_begin (outbox_begin_existing). */
+typedef struct OutboxBeginResult
+{
+	const char *action;
+	Datum		token;
+	bool		has_token;
+	Datum		provider_message_id;
+	bool		has_provider_message_id;
+	const char *state;
+} OutboxBeginResult;
+
+/* ---- Errors ---- */
+
+static void outbox_error_missing(Datum key) pg_attribute_noreturn();
+static void outbox_error_stale(Datum key, const OutboxProbe *probe) pg_attribute_noreturn();
+static void outbox_error_state(Datum key, const char *state,
+							   const char *detail) pg_attribute_noreturn();
+static void outbox_error_inbound(int64 inbound_id, bool found, const char *state,
+								 bool has_token, int64 token) pg_attribute_noreturn();
+static void outbox_explain_inbound(int64 inbound_id) pg_attribute_noreturn();
+
+static void
+outbox_error_missing(Datum key)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DURABLE_NO_SUCH_RECORD),
+			 errmsg("send \"%s\" does not exist", TextDatumGetCString(key))));
+}
+
+/*
+ * DR001: the caller's token does not hold the send's lease.  Counted before
+ * raising, so the count survives the caller's rollback.
+ */
+static void
+outbox_error_stale(Datum key, const OutboxProbe *probe)
+{
+	char	   *k = TextDatumGetCString(key);
+
+	durable_count(DC_STALE_LEASES, 1);
+	if (probe->has_token)
+		ereport(ERROR,
+				(errcode(ERRCODE_DURABLE_STALE_LEASE),
+				 errmsg("lease of send \"%s\" is not held by this token", k),
+				 errdetail("Send \"%s\" is %s with token %lld.",
+						   k, probe->state, (long long) probe->token)));
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_DURABLE_STALE_LEASE),
+				 errmsg("lease of send \"%s\" is not held by this token", k),
+				 errdetail("Send \"%s\" is %s and has never been leased.",
+						   k, probe->state)));
+}
+
+/* DR003: the send's state does not allow the operation; detail says which do. */
+static void
+outbox_error_state(Datum key, const char *state, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DURABLE_WRONG_STATE),
+			 errmsg("send \"%s\" is %s", TextDatumGetCString(key), state),
+			 errdetail_internal("%s", detail)));
+}
+
+/*
+ * DR002 or DR001 for an inbox record that does not hold the caller's lease.
+ * The record's id goes in the detail with its state, like the outbox's own
+ * DR001, so that the message stays the same whatever the ids.
+ */
+static void
+outbox_error_inbound(int64 inbound_id, bool found, const char *state,
+					 bool has_token, int64 token)
+{
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_DURABLE_NO_SUCH_RECORD),
+				 errmsg("inbox record %lld does not exist", (long long) inbound_id)));
+	durable_count(DC_STALE_LEASES, 1);
+	if (has_token)
+		ereport(ERROR,
+				(errcode(ERRCODE_DURABLE_STALE_LEASE),
+				 errmsg("lease of the inbound record is not held"),
+				 errdetail("Inbox record %lld is %s with token %lld.",
+						   (long long) inbound_id, state, (long long) token),
+				 errhint("A handler can send on behalf of an inbound record only while it holds the record's lease.")));
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_DURABLE_STALE_LEASE),
+				 errmsg("lease of the inbound record is not held"),
+				 errdetail("Inbox record %lld is %s and has never been leased.",
+						   (long long) inbound_id, state),
+				 errhint("A handler can send on behalf of an inbound record only while it holds the record's lease.")));
+}
+
+/* ---- Reads shared by several functions ---- */
+
+/*
+ * Read the state, token and lease of the send `key` (no lock: used to
+ * explain why a fenced statement matched nothing).  probe->state is
+ * allocated in the SPI context.  Caller must be connected to SPI.
+ */
+static void
+outbox_probe(Datum key, OutboxProbe *probe)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[1] = {TEXTOID};
+	Datum		values[1];
+
+	values[0] = key;
+	durable_exec(durable_plan(&plan,
+							  "SELECT state, token, lease_until FROM durable.outbox WHERE key = $1",
+							  1, types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	memset(probe, 0, sizeof(*probe));
+	probe->found = (SPI_processed == 1);
+	if (!probe->found)
+		return;
+	probe->state = TextDatumGetCString(durable_col(0, 1));
+	probe->has_token = !durable_col_isnull(0, 2);
+	if (probe->has_token)
+		probe->token = durable_col_int64(0, 2);
+	probe->has_lease = !durable_col_isnull(0, 3);
+	if (probe->has_lease)
+		probe->lease_until = DatumGetTimestampTz(durable_col(0, 3));
+}
+
+/* Read an inbox record's state and token to explain a refused fence. */
+static void
+outbox_explain_inbound(int64 inbound_id)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[1] = {INT8OID};
+	Datum		values[1];
+
+	values[0] = Int64GetDatum(inbound_id);
+	durable_exec(durable_plan(&plan,
+							  "SELECT state, token FROM durable.inbox WHERE id = $1",
+							  1, types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	if (SPI_processed == 0)
+		outbox_error_inbound(inbound_id, false, NULL, false, 0);
+	outbox_error_inbound(inbound_id, true,
+						 TextDatumGetCString(durable_col(0, 1)),
+						 !durable_col_isnull(0, 2),
+						 durable_col_isnull(0, 2) ? 0 : durable_col_int64(0, 2));
+}
+
+/* ---- Keys ---- */
+
+/* A random (version 4) UUID as text: the key of a send that names none. */
+static Datum
+outbox_random_key(void)
+{
+	pg_uuid_t	uuid;
+
+	if (!pg_strong_random(uuid.data, UUID_LEN))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random idempotency key")));
+	uuid.data[6] = (uuid.data[6] & 0x0f) | 0x40;
+	uuid.data[8] = (uuid.data[8] & 0x3f) | 0x80;
+	return CStringGetTextDatum(DatumGetCString(DirectFunctionCall1(uuid_out,
+																   UUIDPGetDatum(&uuid))));
+}
+
+/*
+ * The key of the next send derived from inbox record inbound_id:
+ * '<inbound_id>:<n>', n counting the sends of the record's current lease
+ * (the inbox resets it at every new lease, so a reprocessed message
+ * re-derives the same keys).  With with_token the record must be leased
+ * with inbound_token (outbox_begin's fence); else it must just be leased
+ * (outbox_enqueue has no token).  The UPDATE keeps the inbox record locked
+ * until the caller's transaction ends.  Raises DR002 or DR001.  Caller must
+ * be connected to SPI.
+ */
+static Datum
+outbox_derive_key(int64 inbound_id, bool with_token, int64 inbound_token)
+{
+	static SPIPlanPtr plan_token = NULL;
+	static SPIPlanPtr plan_leased = NULL;
+	static const Oid types[2] = {INT8OID, INT8OID};
+	Datum		values[2];
+
+	values[0] = Int64GetDatum(inbound_id);
+	values[1] = Int64GetDatum(inbound_token);
+	if (with_token)
+		durable_exec(durable_plan(&plan_token,
+								  "UPDATE durable.inbox SET sends = sends + 1"
+								  " WHERE id = $1 AND token = $2 AND state = 'leased'"
+								  " RETURNING sends",
+								  2, types),
+					 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
+	else
+		durable_exec(durable_plan(&plan_leased,
+								  "UPDATE durable.inbox SET sends = sends + 1"
+								  " WHERE id = $1 AND state = 'leased'"
+								  " RETURNING sends",
+								  1, types),
+					 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
+	if (SPI_processed != 1)
+		outbox_explain_inbound(inbound_id);
+	return CStringGetTextDatum(psprintf("%lld:%d", (long long) inbound_id,
+										durable_col_int32(0, 1)));
+}
+
+/*
+ * outbox_begin's fence when the caller names its key: inbox record
+ * inbound_id must be leased with inbound_token.  FOR SHARE makes a
+ * concurrent takeover or sweep of the record wait for the caller's
+ * transaction.  Raises DR002 or DR001.  Caller must be connected to SPI.
+ */
+static void
+outbox_fence_inbound(int64 inbound_id, int64 inbound_token)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[1] = {INT8OID};
+	Datum		values[1];
+	char	   *state;
+	bool		has_token;
+	int64		token = 0;
+
+	values[0] = Int64GetDatum(inbound_id);
+	durable_exec(durable_plan(&plan,
+							  "SELECT state, token FROM durable.inbox WHERE id = $1 FOR SHARE",
+							  1, types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	if (SPI_processed == 0)
+		outbox_error_inbound(inbound_id, false, NULL, false, 0);
+	state = TextDatumGetCString(durable_col(0, 1));
+	has_token = !durable_col_isnull(0, 2);
+	if (has_token)
+		token = durable_col_int64(0, 2);
+	if (strcmp(state, "leased") != 0 || !has_token || token != inbound_token)
+		outbox_error_inbound(inbound_id, true, state, has_token, token);
+}
+
+/*
+ * Count a repeated key, and warn when it came with another chat or payload
+ * than the journaled send (which stands).
+ */
+static void
+outbox_count_repeat(Datum key, bool diverged)
+{
+	durable_count(DC_OUTBOX_DEDUPED, 1);
+	if (diverged)
+	{
+		durable_count(DC_OUTBOX_DIVERGED, 1);
+		ereport(WARNING,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("send \"%s\" was journaled with another chat or payload",
+						TextDatumGetCString(key)),
+				 errdetail("The journaled chat and payload are kept; this call's are ignored.")));
+	}
+}
+
+/* ---- outbox_begin ---- */
+
+/*
+ * The journaled send `key` seen again by outbox_begin: lock it and decide by
+ * its state.  Returns false when there is no such send (it may have been
+ * discarded since the caller's insert conflicted).  Caller must be
+ * connected to SPI; the lock lasts until its transaction ends.
+ */
+static bool
+outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
+					  TimestampTz now, TimestampTz lease_until,
+					  OutboxBeginResult *res)
+{
+	static SPIPlanPtr plan_lock = NULL;
+	static SPIPlanPtr plan_lease = NULL;
+	static SPIPlanPtr plan_unknown = NULL;
+	static const Oid lock_types[3] = {TEXTOID, TEXTOID, JSONBOID};
+	static const Oid lease_types[3] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
+	static const Oid unknown_types[1] = {TEXTOID};
+	Datum		values[3];
+	char	   *state;
+	bool		live;
+	bool		due;
+
+	values[0] = key;
+	values[1] = chat_id;
+	values[2] = payload;
+	durable_exec(durable_plan(&plan_lock,
+							  "SELECT state, lease_until, not_before, provider_message_id, chat_id,"
+							  " (chat_id <> $2 OR payload <> $3)"
+							  " FROM durable.outbox WHERE key = $1 FOR UPDATE",
+							  3, lock_types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	if (SPI_processed == 0)
+		return false;
+
+	outbox_count_repeat(key, DatumGetBool(durable_col(0, 6)));
+	state = TextDatumGetCString(durable_col(0, 1));
+	live = !durable_col_isnull(0, 2) &&
+		DatumGetTimestampTz(durable_col(0, 2)) > now;
+	due = DatumGetTimestampTz(durable_col(0, 3)) <= now;
+	res->has_token = false;
+	res->has_provider_message_id = false;
+
+	if (strcmp(state, "sent") == 0)
+	{
+		res->action = "sent";
+		res->state = "sent";
+		res->has_provider_message_id = !durable_col_isnull(0, 4);
+		if (res->has_provider_message_id)
+			res->provider_message_id = durable_col(0, 4);
+	}
+	else if (strcmp(state, "sending") == 0 && live)
+	{
+		res->action = "busy";
+		res->state = "sending";
+	}
+	else if (strcmp(state, "sending") == 0)
+	{
+		/*
+		 * The previous sender's lease expired without a confirmation: it may
+		 * or may not have reached the provider.  Resending could post the
+		 * message twice, so the send becomes unknown, like the sweep would
+		 * make it; its token is kept, so that sender's late outbox_sent
+		 * still resolves it.
+		 */
+		StringInfoData buf;
+
+		initStringInfo(&buf);
+		durable_json_str(&buf, "key", TextDatumGetCString(key));
+		durable_json_str(&buf, "chat_id", TextDatumGetCString(durable_col(0, 5)));
+		durable_exec(durable_plan(&plan_unknown,
+								  "UPDATE durable.outbox SET state = 'unknown', lease_until = NULL"
+								  " WHERE key = $1",
+								  1, unknown_types),
+					 values, NULL, SPI_OK_UPDATE, 0);
+		durable_count(DC_OUTBOX_AMBIGUOUS, 1);
+		durable_notify_json("durable_ambiguous", &buf);
+		/* unknown does not block its chat: a waiting claim may go on. */
+		durable_wake_at_commit(DQ_OUTBOX);
+		res->action = "unknown";
+		res->state = "unknown";
+	}
+	else if ((strcmp(state, "pending") == 0 || strcmp(state, "failed") == 0) && due)
+	{
+		Datum		lvalues[3];
+
+		if (strcmp(state, "failed") == 0)
+			durable_count(DC_OUTBOX_RETRIED, 1);
+		lvalues[0] = key;
+		lvalues[1] = instance;
+		lvalues[2] = TimestampTzGetDatum(lease_until);
+		durable_exec(durable_plan(&plan_lease,
+								  "UPDATE durable.outbox"
+								  " SET state = 'sending', attempts = attempts + 1,"
+								  " token = pg_catalog.nextval('durable.token_seq'),"
+								  " owner = $2, lease_until = $3"
+								  " WHERE key = $1 RETURNING token",
+								  3, lease_types),
+					 lvalues, NULL, SPI_OK_UPDATE_RETURNING, 0);
+		if (SPI_processed != 1)
+			elog(ERROR, "durable: locked send vanished");
+		res->action = "send";
+		res->state = "sending";
+		res->has_token = true;
+		res->token = durable_col(0, 1);
+		DURABLE_FAIL_POINT("outbox_begin");
+	}
+	else if (strcmp(state, "pending") == 0 || strcmp(state, "failed") == 0)
+	{
+		res->action = "wait";
+		res->state = (strcmp(state, "pending") == 0) ? "pending" : "failed";
+	}
+	else if (strcmp(state, "dead") == 0)
+	{
+		res->action = "dead";
+		res->state = "dead";
+	}
+	else
+	{
+		res->action = "unknown";
+		res->state = "unknown";
+	}
+	return true;
+}
+
+/*
+ * outbox_begin(idempotency_key, chat_id, payload, instance, lease,
+ * inbound_id, inbound_token) → (action, key, token, provider_message_id,
+ * state).  Called before the provider: a new key is journaled in state
+ * sending and leased to the caller in one statement (the common case); a
+ * known key is answered from the journal (outbox_begin_existing).
+ */
+Datum
+durable_outbox_begin(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan_insert = NULL;
+	static const Oid insert_types[7] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID,
+	TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID};
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		key;
+	bool		has_key;
+	Datum		chat_id;
+	Datum		payload;
+	Size		payload_bytes;
+	Datum		instance;
+	int64		lease_us;
+	bool		has_inbound = !PG_ARGISNULL(5);
+	int64		inbound_id = 0;
+	int64		inbound_token = 0;
+	TimestampTz lease_until;
+	bool		oversized;
+	OutboxBeginResult res;
+	Datum		out[5];
+	bool		outnulls[5];
+	int			race;
+
+	has_key = durable_arg_id_or_null(fcinfo, 0, "idempotency_key", &key);
+	chat_id = durable_arg_id(fcinfo, 1, "chat_id");
+	payload = durable_arg_jsonb(fcinfo, 2, "payload", &payload_bytes);
+	instance = durable_arg_id(fcinfo, 3, "instance");
+	lease_us = durable_arg_lease_us(fcinfo, 4);
+	if (has_inbound)
+	{
+		inbound_id = PG_GETARG_INT64(5);
+		inbound_token = durable_arg_int64(fcinfo, 6, "inbound_token");
+	}
+	else if (!PG_ARGISNULL(6))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("inbound_token requires inbound_id")));
+	lease_until = now + lease_us;
+	oversized = payload_bytes > (Size) durable_max_payload_bytes;
+
+	durable_srf_init(fcinfo);
+	SPI_connect();
+
+	if (has_inbound && has_key)
+		outbox_fence_inbound(inbound_id, inbound_token);
+	else if (has_inbound)
+		key = outbox_derive_key(inbound_id, true, inbound_token);
+	else if (!has_key)
+		key = outbox_random_key();
+
+	memset(&res, 0, sizeof(res));
+	for (race = 0;; race++)
+	{
+		if (!oversized)
+		{
+			Datum		values[7];
+			char		nulls[7];
+
+			values[0] = key;
+			values[1] = chat_id;
+			values[2] = payload;
+			values[3] = instance;
+			values[4] = TimestampTzGetDatum(lease_until);
+			values[5] = TimestampTzGetDatum(now);
+			values[6] = Int64GetDatum(inbound_id);
+			memset(nulls, ' ', sizeof(nulls));
+			if (!has_inbound)
+				nulls[6] = 'n';
+			durable_exec(durable_plan(&plan_insert,
+									  "INSERT INTO durable.outbox"
+									  " (key, chat_id, payload, state, attempts, token, owner,"
+									  "  lease_until, not_before, inbound_id, created_at)"
+									  " VALUES ($1, $2, $3, 'sending', 1,"
+									  "  pg_catalog.nextval('durable.token_seq'), $4, $5, $6, $7, $6)"
+									  " ON CONFLICT (key) DO NOTHING RETURNING token",
+									  7, insert_types),
+						 values, nulls, SPI_OK_INSERT_RETURNING, 0);
+			if (SPI_processed == 1)
+			{
+				durable_count(DC_OUTBOX_JOURNALED, 1);
+				res.action = "send";
+				res.state = "sending";
+				res.has_token = true;
+				res.token = durable_col(0, 1);
+				DURABLE_FAIL_POINT("outbox_begin");
+				break;
+			}
+		}
+
+		/*
+		 * The key is journaled already (an oversized payload looks for it
+		 * too: a repeat is still answered from the journal rather than sent
+		 * again).
+		 */
+		if (outbox_begin_existing(key, chat_id, payload, instance, now,
+								  lease_until, &res))
+			break;
+
+		if (oversized)
+		{
+			durable_count(DC_OUTBOX_BYPASSED, 1);
+			ereport(WARNING,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("send \"%s\" bypasses the journal: its payload has %zu bytes",
+							TextDatumGetCString(key), payload_bytes),
+					 errdetail("Payloads over durable.max_payload_bytes (%d bytes) are not journaled, so this send is not durable.",
+							   durable_max_payload_bytes)));
+			res.action = "bypass";
+			res.state = NULL;
+			break;
+		}
+		if (race >= OUTBOX_MAX_RACES)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not journal send \"%s\": it is being discarded concurrently",
+							TextDatumGetCString(key)),
+					 errhint("Retry the call.")));
+	}
+
+	memset(outnulls, 0, sizeof(outnulls));
+	out[0] = CStringGetTextDatum(res.action);
+	out[1] = key;
+	out[2] = res.token;
+	outnulls[2] = !res.has_token;
+	out[3] = res.provider_message_id;
+	outnulls[3] = !res.has_provider_message_id;
+	outnulls[4] = (res.state == NULL);
+	out[4] = outnulls[4] ? (Datum) 0 : CStringGetTextDatum(res.state);
+	durable_srf_put(fcinfo, out, outnulls);
+
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/* ---- outbox_sent ---- */
+
+/*
+ * outbox_sent(key, token, provider_message_id): the provider accepted the
+ * send.  Accepted from the token's holder while the send is sending, or
+ * unknown (flagged after its lease expired: the holder's confirmation
+ * resolves the ambiguity truthfully).  A repeat by the same token once sent
+ * is a no-op (a client retrying after a lost connection).
+ */
+Datum
+durable_outbox_sent(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[4] = {TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID};
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		values[4];
+	OutboxProbe probe;
+
+	values[0] = durable_arg_id(fcinfo, 0, "key");
+	values[1] = Int64GetDatum(durable_arg_int64(fcinfo, 1, "token"));
+	values[2] = durable_arg_id(fcinfo, 2, "provider_message_id");
+	values[3] = TimestampTzGetDatum(now);
+
+	SPI_connect();
+
+	/*
+	 * The RETURNING probe tells whether a younger send of the same chat is
+	 * waiting for this one (per-chat order): only then are waiting claimers
+	 * woken, so that the hot path does not wake them for nothing.
+	 */
+	durable_exec(durable_plan(&plan,
+							  "UPDATE durable.outbox o"
+							  " SET state = 'sent', sent_at = $4, provider_message_id = $3,"
+							  " lease_until = NULL"
+							  " WHERE o.key = $1 AND o.token = $2"
+							  " AND o.state = ANY (ARRAY['sending', 'unknown']::pg_catalog.text[])"
+							  " RETURNING EXISTS (SELECT 1 FROM durable.outbox n"
+							  "  WHERE n.chat_id = o.chat_id AND n.id > o.id"
+							  "  AND n.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[]))",
+							  4, types),
+				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
+	if (SPI_processed == 1)
+	{
+		if (DatumGetBool(durable_col(0, 1)))
+			durable_wake_at_commit(DQ_OUTBOX);
+		DURABLE_FAIL_POINT("outbox_sent");
+		SPI_finish();
+		PG_RETURN_VOID();
+	}
+
+	outbox_probe(values[0], &probe);
+	if (!probe.found)
+		outbox_error_missing(values[0]);
+	if (!probe.has_token || probe.token != DatumGetInt64(values[1]))
+		outbox_error_stale(values[0], &probe);
+	if (strcmp(probe.state, "sent") != 0)
+		outbox_error_state(values[0], probe.state,
+						   "Only a send in state sending or unknown can be confirmed as sent.");
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/* ---- outbox_failed ---- */
+
+/*
+ * outbox_failed(key, token, error, retryable, retry_in) → (state,
+ * not_before).  The provider refused the send: it is due again after the
+ * backoff (or retry_in), or dead when not retryable or after
+ * durable.outbox_retries retries.  Fenced like outbox_sent, but only a
+ * sending send can fail.
+ */
+Datum
+durable_outbox_failed(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan_lock = NULL;
+	static SPIPlanPtr plan_update = NULL;
+	static const Oid lock_types[1] = {TEXTOID};
+	static const Oid update_types[4] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		key;
+	int64		token;
+	Datum		error;
+	bool		retryable;
+	int64		retry_in_us;
+	OutboxProbe probe;
+	int32		attempts;
+	bool		dead;
+	TimestampTz not_before = 0;
+	Datum		values[4];
+	char		nulls[4];
+	Datum		out[2];
+	bool		outnulls[2];
+
+	key = durable_arg_id(fcinfo, 0, "key");
+	token = durable_arg_int64(fcinfo, 1, "token");
+	error = durable_arg_text(fcinfo, 2, "error");
+	retryable = durable_arg_bool(fcinfo, 3, "retryable");
+	retry_in_us = durable_arg_interval_us(fcinfo, 4, "retry_in", -1, 0,
+										  DURABLE_MAX_DELAY_US);
+
+	durable_srf_init(fcinfo);
+	SPI_connect();
+
+	values[0] = key;
+	durable_exec(durable_plan(&plan_lock,
+							  "SELECT state, token, attempts FROM durable.outbox"
+							  " WHERE key = $1 FOR UPDATE",
+							  1, lock_types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	memset(&probe, 0, sizeof(probe));
+	probe.found = (SPI_processed == 1);
+	if (!probe.found)
+		outbox_error_missing(key);
+	probe.state = TextDatumGetCString(durable_col(0, 1));
+	probe.has_token = !durable_col_isnull(0, 2);
+	if (probe.has_token)
+		probe.token = durable_col_int64(0, 2);
+	attempts = durable_col_int32(0, 3);
+	if (!probe.has_token || probe.token != token)
+		outbox_error_stale(key, &probe);
+	if (strcmp(probe.state, "sending") != 0)
+		outbox_error_state(key, probe.state,
+						   "Only a send in state sending can fail.");
+
+	/* attempts counts tries: retries used so far are attempts - 1. */
+	dead = !retryable || attempts > durable_outbox_retries;
+	if (!dead)
+		not_before = now + (retry_in_us >= 0 ? retry_in_us :
+							durable_backoff_us(attempts,
+											   (int64) durable_outbox_backoff_base_ms * 1000,
+											   (int64) durable_outbox_backoff_cap_ms * 1000));
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[1] = CStringGetTextDatum(dead ? "dead" : "failed");
+	values[2] = TimestampTzGetDatum(not_before);
+	if (dead)
+		nulls[2] = 'n';
+	values[3] = error;
+	durable_exec(durable_plan(&plan_update,
+							  "UPDATE durable.outbox"
+							  " SET state = $2, not_before = COALESCE($3, not_before),"
+							  " lease_until = NULL, error = $4"
+							  " WHERE key = $1",
+							  4, update_types),
+				 values, nulls, SPI_OK_UPDATE, 0);
+
+	if (dead)
+	{
+		StringInfoData buf;
+
+		initStringInfo(&buf);
+		durable_json_str(&buf, "kind", "outbox");
+		durable_json_str(&buf, "key", TextDatumGetCString(key));
+		durable_json_str(&buf, "error", TextDatumGetCString(error));
+		durable_notify_json("durable_dead", &buf);
+		durable_count(DC_OUTBOX_DEAD, 1);
+	}
+
+	/*
+	 * Dead unblocks the chat; failed brings a new due time that waiting
+	 * claimers must take into account.  Either way, wake them.
+	 */
+	durable_wake_at_commit(DQ_OUTBOX);
+	DURABLE_FAIL_POINT("outbox_failed");
+
+	out[0] = values[1];
+	outnulls[0] = false;
+	out[1] = TimestampTzGetDatum(not_before);
+	outnulls[1] = dead;
+	durable_srf_put(fcinfo, out, outnulls);
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/* ---- outbox_enqueue ---- */
+
+/*
+ * outbox_enqueue(idempotency_key, chat_id, payload, not_before, inbound_id)
+ * → (key, created, state).  A send for a sender loop (outbox_claim), due at
+ * not_before.  A repeated key changes nothing.  Unlike outbox_begin, an
+ * oversized payload is refused (54000): there is no caller standing by to
+ * send it without the journal.
+ */
+Datum
+durable_outbox_enqueue(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan_insert = NULL;
+	static SPIPlanPtr plan_existing = NULL;
+	static const Oid insert_types[6] = {TEXTOID, TEXTOID, JSONBOID,
+	TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID};
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		key;
+	bool		has_key;
+	Datum		chat_id;
+	Datum		payload;
+	Size		payload_bytes;
+	TimestampTz not_before;
+	bool		has_inbound = !PG_ARGISNULL(4);
+	int64		inbound_id = has_inbound ? PG_GETARG_INT64(4) : 0;
+	Datum		values[6];
+	char		nulls[6];
+	bool		created = false;
+	Datum		state = (Datum) 0;
+	Datum		out[3];
+	bool		outnulls[3];
+	int			race;
+
+	has_key = durable_arg_id_or_null(fcinfo, 0, "idempotency_key", &key);
+	chat_id = durable_arg_id(fcinfo, 1, "chat_id");
+	payload = durable_arg_jsonb(fcinfo, 2, "payload", &payload_bytes);
+	if (payload_bytes > (Size) durable_max_payload_bytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("payload is too large (%zu bytes)", payload_bytes),
+				 errdetail("Payloads are limited to %d bytes.", durable_max_payload_bytes),
+				 errhint("Raise durable.max_payload_bytes, or send it with outbox_begin, which bypasses the journal.")));
+	not_before = PG_ARGISNULL(3) ? now : PG_GETARG_TIMESTAMPTZ(3);
+	if (TIMESTAMP_NOT_FINITE(not_before))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("not_before must be finite")));
+	if (not_before > now + DURABLE_MAX_DELAY_US)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("not_before must be at most 366 days ahead")));
+
+	durable_srf_init(fcinfo);
+	SPI_connect();
+
+	if (!has_key && has_inbound)
+		key = outbox_derive_key(inbound_id, false, 0);
+	else if (!has_key)
+		key = outbox_random_key();
+
+	values[0] = key;
+	values[1] = chat_id;
+	values[2] = payload;
+	values[3] = TimestampTzGetDatum(not_before);
+	values[4] = Int64GetDatum(inbound_id);
+	memset(nulls, ' ', sizeof(nulls));
+	if (!has_inbound)
+		nulls[4] = 'n';
+	values[5] = TimestampTzGetDatum(now);
+	for (race = 0;; race++)
+	{
+		durable_exec(durable_plan(&plan_insert,
+								  "INSERT INTO durable.outbox"
+								  " (key, chat_id, payload, state, attempts, not_before,"
+								  "  inbound_id, created_at)"
+								  " VALUES ($1, $2, $3, 'pending', 0, $4, $5, $6)"
+								  " ON CONFLICT (key) DO NOTHING RETURNING state",
+								  6, insert_types),
+					 values, nulls, SPI_OK_INSERT_RETURNING, 0);
+		if (SPI_processed == 1)
+		{
+			created = true;
+			state = durable_col(0, 1);
+			durable_count(DC_OUTBOX_JOURNALED, 1);
+			durable_count(DC_OUTBOX_DEFERRED, 1);
+			durable_wake_at_commit(DQ_OUTBOX);
+			break;
+		}
+
+		/* A fresh statement sees the committed winner of the conflict. */
+		durable_exec(durable_plan(&plan_existing,
+								  "SELECT state, (chat_id <> $2 OR payload <> $3)"
+								  " FROM durable.outbox WHERE key = $1",
+								  3, insert_types),
+					 values, NULL, SPI_OK_SELECT, 1);
+		if (SPI_processed == 1)
+		{
+			state = durable_col(0, 1);
+			outbox_count_repeat(key, DatumGetBool(durable_col(0, 2)));
+			break;
+		}
+		if (race >= OUTBOX_MAX_RACES)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not journal send \"%s\": it is being discarded concurrently",
+							TextDatumGetCString(key)),
+					 errhint("Retry the call.")));
+	}
+
+	memset(outnulls, 0, sizeof(outnulls));
+	out[0] = key;
+	out[1] = BoolGetDatum(created);
+	out[2] = state;
+	durable_srf_put(fcinfo, out, outnulls);
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/* ---- outbox_claim ---- */
+
+/*
+ * One claim attempt: lease up to max due pending and failed sends, oldest
+ * first, at most one per chat and never one behind an unfinished older
+ * send of its chat, and put them in the result.  Returns how many.  Caller
+ * must be connected to SPI.
+ */
+static uint64
+outbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max,
+				  TimestampTz now, int64 lease_us)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[4] = {TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID};
+	Datum		values[4];
+	uint64		n;
+	uint64		i;
+	int64		retried = 0;
+
+	values[0] = TimestampTzGetDatum(now);
+	values[1] = Int32GetDatum(max);
+	values[2] = instance;
+	values[3] = TimestampTzGetDatum(now + lease_us);
+
+	/*
+	 * The UPDATE re-checks the state on the latest row version; the row is
+	 * ours from the CTE's lock, so this only guards against surprises.
+	 */
+	durable_exec(durable_plan(&plan,
+							  "WITH cand AS ("
+							  " SELECT o.key, o.state FROM durable.outbox o"
+							  "  WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
+							  "  AND o.not_before <= $1"
+							  "  AND NOT EXISTS (SELECT 1 FROM durable.outbox p"
+							  "   WHERE p.chat_id = o.chat_id AND p.id < o.id"
+							  "   AND p.state = ANY (ARRAY['pending', 'sending', 'failed']::pg_catalog.text[]))"
+							  "  ORDER BY o.id LIMIT $2"
+							  "  FOR UPDATE OF o SKIP LOCKED),"
+							  " upd AS ("
+							  " UPDATE durable.outbox u"
+							  "  SET state = 'sending', attempts = u.attempts + 1,"
+							  "  token = pg_catalog.nextval('durable.token_seq'),"
+							  "  owner = $3, lease_until = $4"
+							  "  FROM cand WHERE u.key = cand.key"
+							  "  AND u.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
+							  "  RETURNING u.id, u.key, u.token, u.chat_id, u.payload, u.attempts,"
+							  "  cand.state AS was)"
+							  " SELECT key, token, chat_id, payload, attempts, was = 'failed'"
+							  " FROM upd ORDER BY id",
+							  4, types),
+				 values, NULL, SPI_OK_SELECT, 0);
+
+	n = SPI_processed;
+	for (i = 0; i < n; i++)
+	{
+		Datum		out[5];
+		bool		outnulls[5] = {false, false, false, false, false};
+		int			c;
+
+		for (c = 0; c < 5; c++)
+			out[c] = durable_col(i, c + 1);
+		if (DatumGetBool(durable_col(i, 6)))
+			retried++;
+		durable_srf_put(fcinfo, out, outnulls);
+	}
+	if (retried > 0)
+		durable_count(DC_OUTBOX_RETRIED, retried);
+	SPI_freetuptable(SPI_tuptable);
+	return n;
+}
+
+/*
+ * The earliest not_before after now of a pending or failed send (one probe
+ * of outbox_not_before_idx), or 0 when there is none.  Caller must be
+ * connected to SPI.
+ */
+static TimestampTz
+outbox_next_due(TimestampTz now)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[1] = {TIMESTAMPTZOID};
+	Datum		values[1];
+	TimestampTz next = 0;
+
+	values[0] = TimestampTzGetDatum(now);
+	durable_exec(durable_plan(&plan,
+							  "SELECT not_before FROM durable.outbox"
+							  " WHERE state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
+							  " AND not_before > $1 ORDER BY not_before LIMIT 1",
+							  1, types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	if (SPI_processed == 1 && !durable_col_isnull(0, 1))
+		next = DatumGetTimestampTz(durable_col(0, 1));
+	SPI_freetuptable(SPI_tuptable);
+	return next;
+}
+
+/*
+ * outbox_claim(instance, max, lease, wait) → (key, token, chat_id, payload,
+ * attempts).  Leases due sends for a sender loop.  max is capped at
+ * OUTBOX_MAX_CLAIM.  With wait > 0 and nothing claimable, sleeps in the
+ * server until a send is enqueued, retried or unblocked (waiting.c), the
+ * next deferred or backed-off send comes due, or wait passes.
+ */
+Datum
+durable_outbox_claim(PG_FUNCTION_ARGS)
+{
+	Datum		instance;
+	int32		max;
+	int64		lease_us;
+	int64		wait_us;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz deadline;
+
+	instance = durable_arg_id(fcinfo, 0, "instance");
+	max = durable_arg_int32(fcinfo, 1, "max");
+	if (max < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max must be at least 1")));
+	max = Min(max, OUTBOX_MAX_CLAIM);
+	lease_us = durable_arg_lease_us(fcinfo, 2);
+	wait_us = durable_arg_wait_us(fcinfo, 3);
+	deadline = now + wait_us;
+
+	durable_srf_init(fcinfo);
+	SPI_connect();
+
+	if (wait_us == 0)
+		(void) outbox_claim_once(fcinfo, instance, max, now, lease_us);
+	else
+	{
+		for (;;)
+		{
+			TimestampTz next_due;
+
+			durable_wait_prepare(DQ_OUTBOX);
+			if (outbox_claim_once(fcinfo, instance, max, now, lease_us) > 0)
+				break;
+			next_due = outbox_next_due(now);
+			if (!durable_wait_sleep(DQ_OUTBOX, deadline, next_due))
+				break;
+			now = GetCurrentTimestamp();
+		}
+		durable_wait_done();
+	}
+
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/* ---- outbox_heartbeat ---- */
+
+/*
+ * outbox_heartbeat(key, token, lease) → the new lease_until.  Extends the
+ * lease of a sending send held by token (DR001 once it was taken over or
+ * swept, DR002 when there is no such send).
+ */
+Datum
+durable_outbox_heartbeat(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[3] = {TEXTOID, INT8OID, TIMESTAMPTZOID};
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz lease_until;
+	Datum		values[3];
+	OutboxProbe probe;
+
+	values[0] = durable_arg_id(fcinfo, 0, "key");
+	values[1] = Int64GetDatum(durable_arg_int64(fcinfo, 1, "token"));
+	lease_until = now + durable_arg_lease_us(fcinfo, 2);
+	values[2] = TimestampTzGetDatum(lease_until);
+
+	SPI_connect();
+	durable_exec(durable_plan(&plan,
+							  "UPDATE durable.outbox SET lease_until = $3"
+							  " WHERE key = $1 AND token = $2 AND state = 'sending'",
+							  3, types),
+				 values, NULL, SPI_OK_UPDATE, 0);
+	if (SPI_processed != 1)
+	{
+		outbox_probe(values[0], &probe);
+		if (!probe.found)
+			outbox_error_missing(values[0]);
+		/* Another token, or the holder's lease is gone (swept, confirmed). */
+		outbox_error_stale(values[0], &probe);
+	}
+	SPI_finish();
+	PG_RETURN_TIMESTAMPTZ(lease_until);
+}
+
+/* ---- outbox_retry ---- */
+
+/*
+ * outbox_retry(key): a dead, failed or unknown send is due again now, with
+ * its attempts reset (an operator's decision, e.g. after checking that an
+ * unknown send did not reach the chat).
+ */
+Datum
+durable_outbox_retry(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		values[2];
+	OutboxProbe probe;
+
+	values[0] = durable_arg_id(fcinfo, 0, "key");
+	values[1] = TimestampTzGetDatum(now);
+
+	SPI_connect();
+	durable_exec(durable_plan(&plan,
+							  "UPDATE durable.outbox"
+							  " SET state = 'pending', not_before = $2, attempts = 0,"
+							  " lease_until = NULL"
+							  " WHERE key = $1"
+							  " AND state = ANY (ARRAY['dead', 'failed', 'unknown']::pg_catalog.text[])",
+							  2, types),
+				 values, NULL, SPI_OK_UPDATE, 0);
+	if (SPI_processed != 1)
+	{
+		outbox_probe(values[0], &probe);
+		if (!probe.found)
+			outbox_error_missing(values[0]);
+		outbox_error_state(values[0], probe.state,
+						   "Only a dead, failed or unknown send can be retried.");
+	}
+	durable_count(DC_OUTBOX_RETRIED, 1);
+	durable_wake_at_commit(DQ_OUTBOX);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/* ---- outbox_discard ---- */
+
+/*
+ * outbox_discard(key) → whether the send existed.  Deletes it in any state
+ * but one: a send whose lease is live is refused (DR003), since its sender
+ * would then confirm a send that no longer exists.  An expired lease may be
+ * discarded (the late sender's confirmation then gets DR002).
+ */
+Datum
+durable_outbox_discard(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		values[2];
+	OutboxProbe probe;
+	int			race;
+
+	values[0] = durable_arg_id(fcinfo, 0, "key");
+	values[1] = TimestampTzGetDatum(now);
+
+	SPI_connect();
+	for (race = 0;; race++)
+	{
+		durable_exec(durable_plan(&plan,
+								  "DELETE FROM durable.outbox"
+								  " WHERE key = $1"
+								  " AND NOT (state = 'sending' AND COALESCE(lease_until > $2, false))",
+								  2, types),
+					 values, NULL, SPI_OK_DELETE, 0);
+		if (SPI_processed == 1)
+		{
+			/* It may have blocked its chat. */
+			durable_wake_at_commit(DQ_OUTBOX);
+			SPI_finish();
+			PG_RETURN_BOOL(true);
+		}
+		outbox_probe(values[0], &probe);
+		if (!probe.found)
+		{
+			SPI_finish();
+			PG_RETURN_BOOL(false);
+		}
+		if (strcmp(probe.state, "sending") == 0 && probe.has_lease &&
+			probe.lease_until > now)
+			ereport(ERROR,
+					(errcode(ERRCODE_DURABLE_WRONG_STATE),
+					 errmsg("send \"%s\" is being sent", TextDatumGetCString(values[0])),
+					 errdetail("Its sender holds a lease until %s.",
+							   timestamptz_to_str(probe.lease_until)),
+					 errhint("Discard it after its sender confirmed it or its lease expired.")));
+		/* The send changed between the two statements: look again. */
+		if (race >= OUTBOX_MAX_RACES)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not discard send \"%s\": it is changing concurrently",
+							TextDatumGetCString(values[0])),
+					 errhint("Retry the call.")));
+	}
+}

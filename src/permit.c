@@ -1,6 +1,276 @@
-/* permit.c: placeholder until implemented */
+/*-------------------------------------------------------------------------
+ *
+ * permit.c
+ *		Shared pacing: permit(bucket, max, per), a sliding-window rate limit
+ *		that every process and replica using the database shares, and the
+ *		sweep's expiry of the permits it leaves behind.
+ *
+ * A bucket grants at most `max` permits in any window of length `per`.
+ * Every grant is a row of durable.permits (bucket, granted_at); a call
+ * grants when fewer than `max` grants are younger than `per`, and otherwise
+ * answers how long until enough of them leave the window, consuming nothing.
+ *
+ * Locking protocol.  Each bucket has one row in durable.permit_buckets, and
+ * its row lock serialises the bucket's calls:
+ *	1. INSERT ... ON CONFLICT DO UPDATE creates or locks the bucket row (and
+ *	   records the call's `per`);
+ *	2. only then is "now" read (GetCurrentTimestamp), so the grants of one
+ *	   bucket are stamped in lock order;
+ *	3. a new statement, hence (in READ COMMITTED) a new snapshot taken under
+ *	   the lock, deletes the grants that left the window and counts the rest:
+ *	   every earlier grant has committed or rolled back by then;
+ *	4. a grant inserts its row and stamps the bucket's last_granted_at.
+ * The lock is held until the caller's transaction ends, so the count of a
+ * call includes every grant before it.  By induction, each grant saw fewer
+ * than `max` others in (now - per, now], hence no half-open window of length
+ * `per` ever holds more than `max` grants.  Grants stamped in the future by
+ * a clock that stepped back are counted as in the window, so such a step
+ * makes callers wait longer, never grants too many.
+ *
+ * Because step 1 always writes the bucket row, a REPEATABLE READ or
+ * SERIALIZABLE caller whose snapshot predates another grant gets a
+ * serialization failure (40001) at step 1 instead of counting with a stale
+ * snapshot, and may retry; READ COMMITTED callers never do.
+ *
+ * The caller's transaction owns the grant: a rolled-back permit is not
+ * consumed, and the bucket stays locked until the caller commits.  Callers
+ * should therefore call permit() in a transaction of its own (autocommit).
+ *
+ * Expiry.  A bucket in use trims its own old grants at every call, so it
+ * holds at most about `max` rows.  A bucket no longer used keeps its last
+ * grants until the sweep (durable_permit_expire) drops it: once its last
+ * grant is older than its `per`, every grant it holds has left the window.
+ * The sweep locks such buckets with SKIP LOCKED (it never waits for a
+ * caller), re-checks on the locked row version, and deletes the grants in a
+ * later statement whose snapshot sees every grant that committed before the
+ * lock; a grant that commits later would need the lock first.  Each call
+ * deletes a bounded number of rows, so a bucket with many grants may take
+ * several passes.
+ *
+ * IDENTIFICATION
+ *	  src/permit.c
+ *
+ *-------------------------------------------------------------------------
+ */
 #include "durable.h"
-PG_FUNCTION_INFO_V1(durable_permit);
-Datum durable_permit(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
+
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+
 #include "permit.h"
-int64 durable_permit_expire(TimestampTz now, int limit) { return 0; }
+
+PG_FUNCTION_INFO_V1(durable_permit);
+
+/* Limits of the arguments (documented in the README). */
+#define PERMIT_MAX_MAX			1000000
+#define PERMIT_MIN_PER_US		(1000)	/* 1 ms */
+#define PERMIT_MAX_PER_US		(7 * USECS_PER_DAY)
+
+/* An interval of exactly us microseconds (no days or months: no calendar). */
+static Datum
+permit_interval(int64 us)
+{
+	Interval   *iv = (Interval *) palloc0(sizeof(Interval));
+
+	iv->time = us;
+	return IntervalPGetDatum(iv);
+}
+
+/*
+ * permit(bucket, max, per) → '0' when a permit was free (it is consumed by
+ * the caller's transaction), else the time until one will be (nothing is
+ * consumed).  See the file header for the locking protocol; the caller's
+ * transaction holds the bucket's row lock until it ends.
+ */
+Datum
+durable_permit(PG_FUNCTION_ARGS)
+{
+	static SPIPlanPtr lock_plan = NULL;
+	static SPIPlanPtr count_plan = NULL;
+	static SPIPlanPtr grant_plan = NULL;
+	static SPIPlanPtr oldest_plan = NULL;
+	static const Oid lock_types[2] = {TEXTOID, INTERVALOID};
+	static const Oid count_types[2] = {TEXTOID, TIMESTAMPTZOID};
+	static const Oid oldest_types[3] = {TEXTOID, TIMESTAMPTZOID, INT8OID};
+	Datum		bucket;
+	int32		max;
+	int64		per_us;
+	Datum		args[3];
+	TimestampTz now;
+	TimestampTz cutoff;
+	int64		in_window;
+	int64		wait_us;
+
+	bucket = durable_arg_id(fcinfo, 0, "bucket");
+	max = durable_arg_int32(fcinfo, 1, "max");
+	if (max < 1 || max > PERMIT_MAX_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max must be between 1 and %d", PERMIT_MAX_MAX)));
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("per cannot be null")));
+	per_us = durable_arg_interval_us(fcinfo, 2, "per", 0, PERMIT_MIN_PER_US, PERMIT_MAX_PER_US);
+
+	SPI_connect();
+
+	/* 1. Create or lock the bucket row; it stays locked to our commit. */
+	args[0] = bucket;
+	args[1] = permit_interval(per_us);
+	durable_exec(durable_plan(&lock_plan,
+							  "INSERT INTO durable.permit_buckets AS b (bucket, per)"
+							  " VALUES ($1, $2)"
+							  " ON CONFLICT (bucket) DO UPDATE SET per = EXCLUDED.per",
+							  2, lock_types),
+				 args, NULL, SPI_OK_INSERT, 0);
+	if (SPI_processed != 1)
+		elog(ERROR, "durable: permit bucket upsert affected " UINT64_FORMAT " rows",
+			 SPI_processed);
+
+	/* 2. Only now, under the lock, read the clock. */
+	now = GetCurrentTimestamp();
+	cutoff = now - per_us;
+
+	/* 3. Forget the grants that left the window, and count the others. */
+	args[1] = TimestampTzGetDatum(cutoff);
+	durable_exec(durable_plan(&count_plan,
+							  "WITH gone AS ("
+							  "  DELETE FROM durable.permits p"
+							  "   WHERE p.bucket = $1 AND p.granted_at <= $2)"
+							  " SELECT pg_catalog.count(*) FROM durable.permits p"
+							  "  WHERE p.bucket = $1 AND p.granted_at > $2",
+							  2, count_types),
+				 args, NULL, SPI_OK_SELECT, 0);
+	in_window = durable_col_int64(0, 1);
+
+	if (in_window < max)
+	{
+		/* 4. Grant: one row, and the bucket's last grant for the sweep. */
+		args[1] = TimestampTzGetDatum(now);
+		durable_exec(durable_plan(&grant_plan,
+								  "WITH p AS ("
+								  "  INSERT INTO durable.permits (bucket, granted_at)"
+								  "  VALUES ($1, $2))"
+								  " UPDATE durable.permit_buckets b SET last_granted_at = $2"
+								  "  WHERE b.bucket = $1",
+								  2, count_types),
+					 args, NULL, SPI_OK_UPDATE, 0);
+		if (SPI_processed != 1)
+			elog(ERROR, "durable: permit bucket vanished while locked");
+		wait_us = 0;
+	}
+	else
+	{
+		/*
+		 * Refused.  A permit frees up when the grant that would leave exactly
+		 * max - 1 in the window leaves it: the (in_window - max + 1)-th
+		 * oldest, which is the oldest unless max was lowered.
+		 */
+		TimestampTz frees_at;
+
+		args[2] = Int64GetDatum(in_window - max);
+		durable_exec(durable_plan(&oldest_plan,
+								  "SELECT p.granted_at FROM durable.permits p"
+								  " WHERE p.bucket = $1 AND p.granted_at > $2"
+								  " ORDER BY p.granted_at OFFSET $3 LIMIT 1",
+								  3, oldest_types),
+					 args, NULL, SPI_OK_SELECT, 0);
+		if (SPI_processed != 1)
+			elog(ERROR, "durable: permit window changed while locked");
+		frees_at = DatumGetTimestampTz(durable_col(0, 1)) + per_us;
+		/* Positive, as granted_at > cutoff; never 0, which means granted. */
+		wait_us = Max(frees_at - now, 1);
+	}
+	SPI_finish();
+
+	PG_RETURN_DATUM(permit_interval(wait_us));
+}
+
+/*
+ * Drop buckets whose grants have all left their window: locks at most
+ * `limit` such buckets, deletes at most `limit` of their grants, then the
+ * locked buckets left without grants.  Returns how many rows (grants and
+ * buckets) it deleted; a result below `limit` means nothing else was due,
+ * apart from buckets that callers held.  Buckets locked by a caller are
+ * skipped, never waited for.  Caller must have SPI connected, in a
+ * transaction.
+ */
+int64
+durable_permit_expire(TimestampTz now, int limit)
+{
+	static SPIPlanPtr idle_plan = NULL;
+	static SPIPlanPtr grants_plan = NULL;
+	static SPIPlanPtr drop_plan = NULL;
+	static const Oid idle_types[2] = {TIMESTAMPTZOID, INT4OID};
+	static const Oid grants_types[2] = {TEXTARRAYOID, INT4OID};
+	Datum		args[2];
+	Datum	   *buckets;
+	ArrayType  *array;
+	uint64		n;
+	uint64		i;
+	int64		deleted;
+
+	if (limit <= 0)
+		return 0;
+
+	/*
+	 * Lock the idle buckets.  The condition reads the bucket row only, so
+	 * that READ COMMITTED rechecks it on the latest version of a row that a
+	 * grant changed meanwhile (a grant always stamps last_granted_at).
+	 */
+	args[0] = TimestampTzGetDatum(now);
+	args[1] = Int32GetDatum(limit);
+	durable_exec(durable_plan(&idle_plan,
+							  "SELECT b.bucket FROM durable.permit_buckets b"
+							  " WHERE b.last_granted_at IS NULL"
+							  "    OR b.last_granted_at <= $1 - b.per"
+							  " LIMIT $2 FOR UPDATE SKIP LOCKED",
+							  2, idle_types),
+				 args, NULL, SPI_OK_SELECT, 0);
+	n = SPI_processed;
+	if (n == 0)
+		return 0;
+
+	buckets = (Datum *) palloc(sizeof(Datum) * n);
+	for (i = 0; i < n; i++)
+		buckets[i] = durable_col(i, 1);
+	array = construct_array(buckets, (int) n, TEXTOID, -1, false, TYPALIGN_INT);
+
+	/*
+	 * New statements: their snapshots, taken while we hold the locks, see
+	 * every grant of these buckets (in READ COMMITTED; under a transaction
+	 * snapshot, a grant after ours would have made the lock fail).  Every
+	 * grant of an idle bucket has left the window: a later one would have
+	 * moved last_granted_at.
+	 */
+	args[0] = PointerGetDatum(array);
+	durable_exec(durable_plan(&grants_plan,
+							  "WITH p AS ("
+							  "  DELETE FROM durable.permits p"
+							  "   WHERE p.ctid = ANY (ARRAY("
+							  "     SELECT q.ctid FROM durable.permits q"
+							  "      WHERE q.bucket = ANY ($1) LIMIT $2))"
+							  "  RETURNING 1)"
+							  " SELECT pg_catalog.count(*) FROM p",
+							  2, grants_types),
+				 args, NULL, SPI_OK_SELECT, 0);
+	deleted = durable_col_int64(0, 1);
+
+	durable_exec(durable_plan(&drop_plan,
+							  "WITH b AS ("
+							  "  DELETE FROM durable.permit_buckets b"
+							  "   WHERE b.bucket = ANY ($1)"
+							  "     AND NOT EXISTS (SELECT FROM durable.permits p"
+							  "                      WHERE p.bucket = b.bucket)"
+							  "  RETURNING 1)"
+							  " SELECT pg_catalog.count(*) FROM b",
+							  1, grants_types),
+				 args, NULL, SPI_OK_SELECT, 0);
+	deleted += durable_col_int64(0, 1);
+
+	pfree(array);
+	pfree(buckets);
+	return deleted;
+}

@@ -14,9 +14,11 @@
 #include "durable.h"
 
 /*
- * Delete permit records that have left their bucket's window (and buckets
- * left empty), at most `limit` rows; returns how many rows were deleted.
- * Called by the sweep; SPI must be connected.
+ * Drop the buckets whose permit records have all left their window, with
+ * those records: at most `limit` records and `limit` buckets per call;
+ * returns how many rows (records and buckets) were deleted, below `limit`
+ * when nothing else was due.  Never waits for a bucket a caller holds (SKIP
+ * LOCKED).  Called by the sweep; SPI must be connected.
  */
 extern int64 durable_permit_expire(TimestampTz now, int limit);
 

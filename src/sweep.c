@@ -1,6 +1,426 @@
-/* sweep.c: placeholder until implemented */
+/*-------------------------------------------------------------------------
+ *
+ * sweep.c
+ *		Recovery and retention: sweep() and purge(), and the lease recovery
+ *		that instance_start() shares with the sweep.
+ *
+ * A sweep pass, run by the background worker every durable.naptime or by
+ * hand (sweep()), has four steps, each one statement bounded by
+ * DURABLE_SWEEP_BATCH rows:
+ *	1. expired inbox leases go back to pending (due now; token, owner and
+ *	   attempts kept), or to dead when the record used its last attempt, so
+ *	   that a message that kills its handler every time cannot loop forever;
+ *	2. expired outbox leases (state sending) become unknown: the provider may
+ *	   or may not have delivered the send, so it is never resent by itself;
+ *	3. work that came due since the previous pass (pending inbox records,
+ *	   pending and failed sends, whose not_before lies after their
+ *	   created_at, i.e. deferred or retried work) is announced with one
+ *	   NOTIFY durable_ready per kind, never one per record;
+ *	4. retention: done inbox and sent outbox records older than
+ *	   durable.retention are deleted, and expired permits dropped.
+ *
+ * Fencing (lessons.md #1, River #1302).  Steps 1 and 2 pick their rows with
+ *	  WHERE id = ANY (ARRAY(SELECT id ... WHERE state = 'leased' AND <lost>
+ *							ORDER BY ... LIMIT n FOR UPDATE SKIP LOCKED))
+ *		AND state = 'leased' AND <lost>
+ * The row lock is taken on the row's latest version and the outer condition
+ * is re-checked on it, so a completion or a fresh takeover that committed
+ * after the statement's snapshot was taken is never overwritten: the sweep
+ * only moves a record whose lease is still the lost one it looked at.
+ * SKIP LOCKED means a sweep never waits for a row that a confirmation or a
+ * claim holds (that record is someone else's business this time round),
+ * two concurrent sweeps never move the same record, and since a sweep
+ * locks only rows it does not wait for, it cannot take part in a deadlock.
+ * Under REPEATABLE READ a record changed after the caller's snapshot makes
+ * the sweep fail with a serialization error rather than overwrite it.
+ * instance_start() runs the same statements with "held by this instance"
+ * in place of "expired".
+ *
+ * The ARRAY() form makes the locking scan an InitPlan that runs once, after
+ * which the outer statement probes the primary key for exactly those rows:
+ * the cost of a batch is the batch.  (With "id IN (subquery)" the planner
+ * may join against a scan of every lost or purgeable row, which makes
+ * clearing a backlog quadratic.)
+ *
+ * Retention deletes through the partial indexes inbox_done_at_idx
+ * (done_at WHERE state = 'done') and outbox_sent_at_idx (sent_at WHERE
+ * state = 'sent'), oldest first, then by primary key: the cost of a batch
+ * is the batch, whatever the number of live records or of older backlog.  The same fencing shape keeps a record that a
+ * concurrent transaction is replaying (SKIP LOCKED, then the state re-check).
+ * One purge() call is one statement per journal in the caller's
+ * transaction; to delete a large backlog without holding many row locks for
+ * long, call it again (each call its own transaction) until it returns 0.
+ *
+ * "Due since the previous pass" uses a per-process watermark: the window is
+ * (previous check, now]; the first pass of a process looks back one
+ * durable.naptime.  Several sweepers each announce with their own window;
+ * a duplicate durable_ready is harmless, and a listener must re-check
+ * anyway (a NOTIFY is a hint, not a queue).
+ *
+ * IDENTIFICATION
+ *	  src/sweep.c
+ *
+ *-------------------------------------------------------------------------
+ */
 #include "durable.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+
+#include "permit.h"
+#include "sweep.h"
+
 PG_FUNCTION_INFO_V1(durable_sweep);
-Datum durable_sweep(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
 PG_FUNCTION_INFO_V1(durable_purge);
-Datum durable_purge(PG_FUNCTION_ARGS) { ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("not implemented yet"))); }
+
+/* purge()'s batch when the argument is NULL (the SQL default). */
+#define SWEEP_PURGE_DEFAULT_BATCH	10000
+
+/* Longest older_than purge() accepts (1000 years): keeps now - older_than in range. */
+#define SWEEP_MAX_AGE_US	(INT64CONST(1000) * 36525 * USECS_PER_DAY / 100)
+
+/* Why a lost lease was recovered, as its dead record's error says it. */
+#define SWEEP_REASON_EXPIRED	"lease expired"
+#define SWEEP_REASON_RESTARTED	"instance restarted"
+
+/* End of the previous due-work window of this process (0: none yet). */
+static TimestampTz sweep_ready_checked_at = 0;
+
+/*
+ * The inbox recovery statement, for a "lost lease" condition given as a
+ * column of alias c (the candidate scan) and of alias i (the re-check on
+ * the locked row version).  $1 now, $2 limit (NULL: all), $3
+ * durable.inbox_max_attempts, $4 the reason, $5 the owner (owner variant).
+ * The CTE returns the moved records in id order so that notifications go
+ * out in a stable order.
+ */
+#define SWEEP_INBOX_SQL(lost_c, lost_i, order_c) \
+	"WITH moved AS (" \
+	" UPDATE durable.inbox i" \
+	"    SET state = CASE WHEN i.attempts >= $3 THEN 'dead' ELSE 'pending' END," \
+	"        not_before = CASE WHEN i.attempts >= $3 THEN i.not_before ELSE $1 END," \
+	"        error = CASE WHEN i.attempts >= $3" \
+	"                THEN pg_catalog.format('%s after %s %s', $4, i.attempts," \
+	"                       CASE WHEN i.attempts = 1 THEN 'attempt' ELSE 'attempts' END)" \
+	"                ELSE i.error END," \
+	"        lease_until = NULL" \
+	"  WHERE i.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c" \
+	"                          WHERE c.state = 'leased' AND " lost_c \
+	"                          ORDER BY " order_c " LIMIT $2" \
+	"                          FOR UPDATE SKIP LOCKED))" \
+	"    AND i.state = 'leased' AND " lost_i \
+	"  RETURNING i.id, i.state, i.error)" \
+	" SELECT m.id, m.state = 'dead', m.error FROM moved m ORDER BY m.id"
+
+/*
+ * The outbox recovery statement, same shape: $1 now, $2 limit, $3 the owner
+ * (owner variant).  Owner, token and attempts stay: they say who was
+ * sending and how many tries the provider saw.
+ */
+#define SWEEP_OUTBOX_SQL(lost_c, lost_o, order_c) \
+	"WITH flagged AS (" \
+	" UPDATE durable.outbox o" \
+	"    SET state = 'unknown', lease_until = NULL" \
+	"  WHERE o.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c" \
+	"                           WHERE c.state = 'sending' AND " lost_c \
+	"                           ORDER BY " order_c " LIMIT $2" \
+	"                           FOR UPDATE SKIP LOCKED))" \
+	"    AND o.state = 'sending' AND " lost_o \
+	"  RETURNING o.id, o.key, o.chat_id)" \
+	" SELECT f.key, f.chat_id FROM flagged f ORDER BY f.id"
+
+/* $1 limit as a datum: NULL (no LIMIT) for 0. */
+static void
+sweep_limit_param(int limit, Datum *value, char *null)
+{
+	*value = Int64GetDatum((int64) limit);
+	*null = (limit > 0) ? ' ' : 'n';
+}
+
+int
+durable_recover_inbox(TimestampTz now, Datum owner, bool by_owner, int limit)
+{
+	static SPIPlanPtr expired_plan = NULL;
+	static SPIPlanPtr owner_plan = NULL;
+	static const Oid types[5] = {TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID, TEXTOID};
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	SPIPlanPtr	plan;
+	uint64		n;
+	uint64		row;
+	int64		dead = 0;
+
+	values[0] = TimestampTzGetDatum(now);
+	sweep_limit_param(limit, &values[1], &nulls[1]);
+	values[2] = Int32GetDatum(durable_inbox_max_attempts);
+	values[3] = CStringGetTextDatum(by_owner ? SWEEP_REASON_RESTARTED : SWEEP_REASON_EXPIRED);
+	values[4] = owner;
+	if (by_owner)
+		plan = durable_plan(&owner_plan,
+							SWEEP_INBOX_SQL("c.owner = $5", "i.owner = $5", "c.id"),
+							5, types);
+	else
+		plan = durable_plan(&expired_plan,
+							SWEEP_INBOX_SQL("c.lease_until < $1", "i.lease_until < $1",
+											"c.lease_until"),
+							4, types);
+	durable_exec(plan, values, nulls, SPI_OK_SELECT, 0);
+
+	n = SPI_processed;
+	for (row = 0; row < n; row++)
+	{
+		StringInfoData payload;
+
+		if (!DatumGetBool(durable_col(row, 2)))
+			continue;
+		dead++;
+		initStringInfo(&payload);
+		durable_json_str(&payload, "kind", "inbox");
+		durable_json_int(&payload, "id", durable_col_int64(row, 1));
+		durable_json_str(&payload, "error", durable_text_to_cstring_datum(durable_col(row, 3)));
+		durable_notify_json("durable_dead", &payload);
+		pfree(payload.data);
+	}
+	if (dead > 0)
+		durable_count(DC_INBOUND_DEAD, dead);
+
+	/*
+	 * Pending records are claimable again, and a dead one no longer holds
+	 * back the younger records of its chat.
+	 */
+	if (n > 0)
+		durable_wake_at_commit(DQ_INBOX);
+	return (int) n;
+}
+
+int
+durable_recover_outbox(TimestampTz now, Datum owner, bool by_owner, int limit)
+{
+	static SPIPlanPtr expired_plan = NULL;
+	static SPIPlanPtr owner_plan = NULL;
+	static const Oid types[3] = {TIMESTAMPTZOID, INT8OID, TEXTOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	SPIPlanPtr	plan;
+	uint64		n;
+	uint64		row;
+
+	values[0] = TimestampTzGetDatum(now);
+	sweep_limit_param(limit, &values[1], &nulls[1]);
+	values[2] = owner;
+	if (by_owner)
+		plan = durable_plan(&owner_plan,
+							SWEEP_OUTBOX_SQL("c.owner = $3", "o.owner = $3", "c.id"),
+							3, types);
+	else
+		plan = durable_plan(&expired_plan,
+							SWEEP_OUTBOX_SQL("c.lease_until < $1", "o.lease_until < $1",
+											 "c.lease_until"),
+							2, types);
+	durable_exec(plan, values, nulls, SPI_OK_SELECT, 0);
+
+	n = SPI_processed;
+	for (row = 0; row < n; row++)
+	{
+		StringInfoData payload;
+
+		initStringInfo(&payload);
+		durable_json_str(&payload, "key", durable_text_to_cstring_datum(durable_col(row, 1)));
+		durable_json_str(&payload, "chat_id", durable_text_to_cstring_datum(durable_col(row, 2)));
+		durable_notify_json("durable_ambiguous", &payload);
+		pfree(payload.data);
+	}
+	if (n > 0)
+	{
+		durable_count(DC_OUTBOX_AMBIGUOUS, (int64) n);
+		/* unknown does not hold back its chat: younger sends may go. */
+		durable_wake_at_commit(DQ_OUTBOX);
+	}
+	return (int) n;
+}
+
+/*
+ * Announce work that came due in (since, now]: NOTIFY durable_ready once per
+ * kind that has some, and wake the claimers waiting on it.  Returns how many
+ * sends came due.  Caller must be connected to SPI.
+ */
+static int
+sweep_announce_due(TimestampTz since, TimestampTz now)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[2] = {TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[2];
+	bool		inbox_due;
+	int64		outbox_due;
+
+	values[0] = TimestampTzGetDatum(since);
+	values[1] = TimestampTzGetDatum(now);
+	durable_exec(durable_plan(&plan,
+							  "SELECT"
+							  " EXISTS (SELECT 1 FROM durable.inbox i"
+							  "          WHERE i.state = 'pending'"
+							  "            AND i.not_before > $1 AND i.not_before <= $2"
+							  "            AND i.not_before > i.created_at),"
+							  " (SELECT pg_catalog.count(*) FROM durable.outbox o"
+							  "   WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
+							  "     AND o.not_before > $1 AND o.not_before <= $2"
+							  "     AND o.not_before > o.created_at)",
+							  2, types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	inbox_due = DatumGetBool(durable_col(0, 1));
+	outbox_due = durable_col_int64(0, 2);
+
+	if (inbox_due)
+	{
+		StringInfoData payload;
+
+		initStringInfo(&payload);
+		durable_json_str(&payload, "kind", "inbox");
+		durable_notify_json("durable_ready", &payload);
+		pfree(payload.data);
+		durable_wake_at_commit(DQ_INBOX);
+	}
+	if (outbox_due > 0)
+	{
+		StringInfoData payload;
+
+		initStringInfo(&payload);
+		durable_json_str(&payload, "kind", "outbox");
+		durable_notify_json("durable_ready", &payload);
+		pfree(payload.data);
+		durable_wake_at_commit(DQ_OUTBOX);
+	}
+	return (int) Min(outbox_due, (int64) PG_INT32_MAX);
+}
+
+/*
+ * Delete up to `limit` finished records older than cutoff: done inbox
+ * records first, then sent outbox records with what is left of the limit.
+ * Returns how many were deleted.  Caller must be connected to SPI.
+ */
+static int64
+sweep_purge(TimestampTz cutoff, int64 limit)
+{
+	static SPIPlanPtr inbox_plan = NULL;
+	static SPIPlanPtr outbox_plan = NULL;
+	static const Oid types[2] = {TIMESTAMPTZOID, INT8OID};
+	Datum		values[2];
+	int64		deleted;
+
+	values[0] = TimestampTzGetDatum(cutoff);
+	values[1] = Int64GetDatum(limit);
+	durable_exec(durable_plan(&inbox_plan,
+							  "DELETE FROM durable.inbox d"
+							  " WHERE d.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c"
+							  "                         WHERE c.state = 'done' AND c.done_at < $1"
+							  "                         ORDER BY c.done_at LIMIT $2"
+							  "                         FOR UPDATE SKIP LOCKED))"
+							  "   AND d.state = 'done' AND d.done_at < $1",
+							  2, types),
+				 values, NULL, SPI_OK_DELETE, 0);
+	deleted = (int64) SPI_processed;
+	if (deleted >= limit)
+		return deleted;
+
+	values[1] = Int64GetDatum(limit - deleted);
+	durable_exec(durable_plan(&outbox_plan,
+							  "DELETE FROM durable.outbox d"
+							  " WHERE d.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c"
+							  "                          WHERE c.state = 'sent' AND c.sent_at < $1"
+							  "                          ORDER BY c.sent_at LIMIT $2"
+							  "                          FOR UPDATE SKIP LOCKED))"
+							  "   AND d.state = 'sent' AND d.sent_at < $1",
+							  2, types),
+				 values, NULL, SPI_OK_DELETE, 0);
+	return deleted + (int64) SPI_processed;
+}
+
+void
+durable_sweep_pass(TimestampTz now, DurableSweepResult *result)
+{
+	TimestampTz since = sweep_ready_checked_at;
+	int64		permits;
+
+	memset(result, 0, sizeof(*result));
+
+	result->inbox_expired = durable_recover_inbox(now, (Datum) 0, false, DURABLE_SWEEP_BATCH);
+	result->outbox_ambiguous = durable_recover_outbox(now, (Datum) 0, false, DURABLE_SWEEP_BATCH);
+
+	/*
+	 * After step 1, so that records it just made pending (due now) are
+	 * announced in this pass.  A clock that went backwards gives an empty
+	 * window, not a second announcement of old work.
+	 */
+	if (since == 0)
+		since = now - (int64) durable_naptime_ms * 1000;
+	if (since < now)
+		result->outbox_due = sweep_announce_due(since, now);
+	sweep_ready_checked_at = Max(since, now);
+
+	result->purged = sweep_purge(now - (int64) durable_retention_s * USECS_PER_SEC,
+								 DURABLE_SWEEP_BATCH);
+	permits = durable_permit_expire(now, DURABLE_SWEEP_BATCH);
+
+	result->batch_full = result->inbox_expired >= DURABLE_SWEEP_BATCH ||
+		result->outbox_ambiguous >= DURABLE_SWEEP_BATCH ||
+		result->purged >= DURABLE_SWEEP_BATCH ||
+		permits >= DURABLE_SWEEP_BATCH;
+
+	DURABLE_FAIL_POINT("sweep");
+}
+
+/*
+ * sweep() -> (inbox_expired, outbox_ambiguous, outbox_due, purged)
+ *
+ * One pass of what the background worker does, in the caller's
+ * transaction.  Works without shared_preload_libraries (then nothing is
+ * counted and no waiting claimer needs waking).
+ */
+Datum
+durable_sweep(PG_FUNCTION_ARGS)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	DurableSweepResult res;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+
+	durable_srf_init(fcinfo);
+	SPI_connect();
+	durable_sweep_pass(now, &res);
+	SPI_finish();
+
+	values[0] = Int32GetDatum(res.inbox_expired);
+	values[1] = Int32GetDatum(res.outbox_ambiguous);
+	values[2] = Int32GetDatum(res.outbox_due);
+	values[3] = Int64GetDatum(res.purged);
+	durable_srf_put(fcinfo, values, nulls);
+	return (Datum) 0;
+}
+
+/*
+ * purge(older_than, batch) -> rows deleted
+ *
+ * Deletes at most `batch` done inbox and sent outbox records finished more
+ * than older_than ago (NULL: durable.retention); dead records stay.  Call it
+ * again until it returns 0 to clear a backlog (see the file header).
+ */
+Datum
+durable_purge(PG_FUNCTION_ARGS)
+{
+	int64		older_than_us = durable_arg_interval_us(fcinfo, 0, "older_than",
+														(int64) durable_retention_s * USECS_PER_SEC,
+														0, SWEEP_MAX_AGE_US);
+	int32		batch = PG_ARGISNULL(1) ? SWEEP_PURGE_DEFAULT_BATCH : PG_GETARG_INT32(1);
+	TimestampTz now = GetCurrentTimestamp();
+	int64		deleted;
+
+	if (batch < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch must be at least 1")));
+
+	SPI_connect();
+	deleted = sweep_purge(now - older_than_us, batch);
+	SPI_finish();
+	PG_RETURN_INT64(deleted);
+}

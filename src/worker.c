@@ -1,5 +1,1103 @@
-/* worker.c: placeholder until implemented */
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *		The background workers: a launcher that finds, on its own, every
+ *		database where durable is installed, one worker per such database
+ *		that runs a sweep pass every durable.naptime, and a utility hook
+ *		that keeps the workers out of the way of DROP DATABASE and friends.
+ *
+ * Launcher.  A static worker (registered from _PG_init, restarted by the
+ * postmaster bgw_restart_time after it fails) that connects to no database
+ * and reads the shared catalog pg_database every naptime, and whenever its
+ * latch is set.  For every connectable, non-template database without a
+ * running worker it registers a dynamic worker (BGW_NEVER_RESTART: the
+ * launcher itself restarts workers, a naptime later, clamped to 1-10 s, so
+ * a worker failing at once cannot spin).  It does not wait for a worker to
+ * start: it keeps the handle and learns of the worker's start and exit from
+ * the postmaster's notifications (bgw_notify_pid), so one slow database
+ * never delays the others.  A worker finding no extension in its database
+ * records it in the database's slot and exits; the launcher then tries that
+ * database again only every WKR_ABSENT_RECHECK_MS, but at once when CREATE
+ * EXTENSION durable commits there (the hook below sets its latch).
+ *
+ * Workers.  A worker claims its database's slot (worker_pid) before it
+ * connects, checks in a transaction that the extension exists, then sleeps
+ * a naptime before its first pass (the regression suites rely on that with
+ * a naptime of one hour) and runs one pass per naptime, each in its own
+ * transaction, at once again when a step of the pass filled its batch.
+ * A latch wake other than SIGHUP makes it check that the extension still
+ * exists, so DROP EXTENSION (whose hook wakes it at commit) stops it
+ * promptly.  SIGHUP reloads the settings, SIGTERM ends it (die), an error
+ * ends it too (there is no error recovery in a worker: ERROR becomes
+ * FATAL) and the launcher starts a new one.
+ *
+ * Utility hook.  DROP DATABASE, ALTER DATABASE ... RENAME / SET TABLESPACE
+ * and CREATE DATABASE ... TEMPLATE all fail while another session is
+ * connected to the database they name, and our worker is such a session.
+ * Before them, the hook blocks the database's slot for WKR_BLOCK_MS (the
+ * launcher starts no worker there meanwhile), sends the worker SIGTERM and
+ * waits, at most WKR_STOP_WAIT_MS, until it is gone; the command itself
+ * then takes its lock on the database, which keeps a new worker from
+ * connecting until it is done.  Only the database's owner (or a superuser)
+ * stops a worker this way, so nobody else can use a doomed DROP DATABASE to
+ * keep a database unswept.  After a successful DROP DATABASE the slot is
+ * freed.
+ *
+ * Slot protocol (fields of DurableDbSlot, under the slot's spinlock):
+ *	- worker_starting: set by the launcher when it registers a worker, and
+ *	  cleared by that worker when it claims the slot, or by the launcher when
+ *	  the worker exits first or cannot be registered;
+ *	- worker_pid: set by the worker when it claims the slot, unless another
+ *	  worker holds it (a duplicate exits) or the slot is blocked; cleared by
+ *	  the worker's before_shmem_exit callback, which runs on every exit but
+ *	  SIGKILL, and SIGKILL makes the postmaster reinitialize shared memory;
+ *	- worker_blocked_until: no worker starts before it (set by the hook, and
+ *	  by the launcher after a worker exited, for the restart delay);
+ *	- extension_absent, worker_checked_at: the last check a worker made.
+ * Slots of databases that no longer exist (a DROP DATABASE racing with the
+ * launcher) are freed by the launcher when it no longer finds them in
+ * pg_database.
+ *
+ * IDENTIFICATION
+ *	  src/worker.c
+ *
+ *-------------------------------------------------------------------------
+ */
 #include "durable.h"
+
+#include <signal.h>
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
+#include "commands/defrem.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "tcop/tcopprot.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/wait_event.h"
+
+#include "shmem.h"
+#include "sweep.h"
 #include "worker.h"
-void durable_worker_register_launcher(void) {}
-void durable_worker_install_hooks(void) {}
+
+PGDLLEXPORT void durable_launcher_main(Datum main_arg);
+PGDLLEXPORT void durable_worker_main(Datum main_arg);
+
+/* A worker that stopped is started again after a naptime, within these bounds. */
+#define WKR_RESTART_MIN_MS		1000
+#define WKR_RESTART_MAX_MS		10000
+
+/* How often a database found without the extension is looked at again. */
+#define WKR_ABSENT_RECHECK_MS	30000
+
+/* The utility hook keeps a database's worker away this long... */
+#define WKR_BLOCK_MS			10000
+/* ...and waits at most this long for the running one to exit. */
+#define WKR_STOP_WAIT_MS		5000
+
+/* A database as the launcher saw it in pg_database. */
+typedef struct WkrDatabase
+{
+	Oid			oid;
+	NameData	name;
+	bool		launchable;		/* connectable, not a template, not invalid */
+} WkrDatabase;
+
+/* A worker the launcher registered and has not seen exit yet. */
+typedef struct WkrTracked
+{
+	Oid			dboid;
+	BackgroundWorkerHandle *handle;
+} WkrTracked;
+
+/* ---- launcher state (launcher process only) ---- */
+static WkrTracked wkr_tracked[DURABLE_MAX_DATABASES];
+static int	wkr_ntracked = 0;
+static List *wkr_warned_no_slot = NIL;	/* databases warned about, once each */
+static List *wkr_warned_no_worker = NIL;
+
+/* ---- worker state (worker process only) ---- */
+static DurableDbSlot *wkr_slot = NULL;
+static char *wkr_dbname = NULL;
+
+/* ---- backend state (the utility hook) ---- */
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+static bool wkr_callback_registered = false;
+static bool wkr_wake_launcher_at_commit = false;
+static bool wkr_wake_worker_at_commit = false;
+
+static uint32 wkr_wait_event = PG_WAIT_EXTENSION;
+
+/* Use a named wait event where the server has them (PG17). */
+static void
+wkr_init_wait_event(const char *name)
+{
+#if PG_VERSION_NUM >= 170000
+	wkr_wait_event = WaitEventExtensionNew(name);
+#endif
+}
+
+/* Milliseconds from now until `until`, at least 1. */
+static long
+wkr_ms_until(TimestampTz now, TimestampTz until)
+{
+	int64		ms;
+
+	if (until <= now)
+		return 1;
+	ms = (until - now + 999) / 1000;
+	return (long) Min(ms, (int64) INT_MAX);
+}
+
+/* The delay before a stopped worker is started again. */
+static int64
+wkr_restart_delay_us(void)
+{
+	int			ms = Min(Max(durable_naptime_ms, WKR_RESTART_MIN_MS), WKR_RESTART_MAX_MS);
+
+	return (int64) ms * 1000;
+}
+
+/*
+ * Register the launcher.  Called from _PG_init while preloading.
+ */
+void
+durable_worker_register_launcher(void)
+{
+	BackgroundWorker worker;
+
+	MemSet(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	strlcpy(worker.bgw_library_name, "durable", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "durable_launcher_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "durable launcher", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "durable launcher", BGW_MAXLEN);
+	worker.bgw_main_arg = (Datum) 0;
+	worker.bgw_notify_pid = 0;
+	RegisterBackgroundWorker(&worker);
+}
+
+/* ========================================================================
+ * Launcher
+ * ========================================================================
+ */
+
+/*
+ * Whether a slot is free for another database.  A hint only: another
+ * process may take it before we do.
+ */
+static bool
+wkr_free_slot_exists(void)
+{
+	bool		found = false;
+	int			i;
+
+	LWLockAcquire(durable_shared->lock, LW_SHARED);
+	for (i = 0; i < DURABLE_MAX_DATABASES && !found; i++)
+		found = (durable_shared->slots[i].dboid == InvalidOid);
+	LWLockRelease(durable_shared->lock);
+	return found;
+}
+
+/*
+ * The slot of a database the launcher wants a worker in, assigned if
+ * needed.  When every slot is taken, warns once per database and returns
+ * NULL.
+ */
+static DurableDbSlot *
+wkr_launcher_slot(const WkrDatabase *db)
+{
+	DurableDbSlot *slot = durable_db_slot(db->oid, false);
+	MemoryContext old;
+
+	if (slot != NULL)
+		return slot;
+	if (wkr_free_slot_exists())
+		slot = durable_db_slot(db->oid, true);
+	if (slot != NULL || list_member_oid(wkr_warned_no_slot, db->oid))
+		return slot;
+
+	ereport(WARNING,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("durable cannot start a worker for database \"%s\"", NameStr(db->name)),
+			 errdetail("durable tracks at most %d databases, and all are taken.",
+					   DURABLE_MAX_DATABASES)));
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	wkr_warned_no_slot = lappend_oid(wkr_warned_no_slot, db->oid);
+	MemoryContextSwitchTo(old);
+	return NULL;
+}
+
+/*
+ * At launcher start: no worker registered by a previous launcher is known
+ * to be starting any more.  One that still starts claims its slot with the
+ * duplicate check, so forgetting it can at worst start a worker that exits
+ * at once.
+ */
+static void
+wkr_forget_stale_starts(void)
+{
+	int			i;
+
+	LWLockAcquire(durable_shared->lock, LW_SHARED);
+	for (i = 0; i < DURABLE_MAX_DATABASES; i++)
+	{
+		DurableDbSlot *slot = &durable_shared->slots[i];
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->worker_pid == 0)
+			slot->worker_starting = false;
+		SpinLockRelease(&slot->mutex);
+	}
+	LWLockRelease(durable_shared->lock);
+}
+
+/* before_shmem_exit callback of the launcher: nobody may set its latch now. */
+static void
+wkr_launcher_exit(int code, Datum arg)
+{
+	SpinLockAcquire(&durable_shared->mutex);
+	if (durable_shared->launcher_latch == MyLatch)
+		durable_shared->launcher_latch = NULL;
+	SpinLockRelease(&durable_shared->mutex);
+}
+
+/*
+ * Every database in pg_database, in the current memory context.  Like
+ * autovacuum's get_database_list: a heap scan of the shared catalog in a
+ * short transaction.
+ */
+static List *
+wkr_list_databases(void)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	List	   *dbs = NIL;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+
+	StartTransactionCommand();
+	(void) GetTransactionSnapshot();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while (HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection)))
+	{
+		Form_pg_database form = (Form_pg_database) GETSTRUCT(tup);
+		MemoryContext old = MemoryContextSwitchTo(caller);
+		WkrDatabase *db = palloc(sizeof(WkrDatabase));
+
+		db->oid = form->oid;
+		db->name = form->datname;
+		db->launchable = form->datallowconn && !form->datistemplate;
+#ifdef DATCONNLIMIT_INVALID_DB
+		/* A database whose DROP DATABASE was interrupted cannot be connected to. */
+		if (form->datconnlimit == DATCONNLIMIT_INVALID_DB)
+			db->launchable = false;
+#endif
+		dbs = lappend(dbs, db);
+		MemoryContextSwitchTo(old);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller);
+	pgstat_report_stat(true);
+	return dbs;
+}
+
+/*
+ * Databases whose slot is in use with no worker running or starting: the
+ * candidates for wkr_free_orphan_slots.  Collected before pg_database is
+ * read, so that a slot assigned for a database created meanwhile cannot be
+ * mistaken for an orphan (the database is committed before a backend can
+ * connect to it and take a slot, so a later scan sees it).
+ */
+static List *
+wkr_idle_slot_databases(void)
+{
+	List	   *oids = NIL;
+	int			i;
+
+	LWLockAcquire(durable_shared->lock, LW_SHARED);
+	for (i = 0; i < DURABLE_MAX_DATABASES; i++)
+	{
+		DurableDbSlot *slot = &durable_shared->slots[i];
+		bool		idle;
+
+		if (slot->dboid == InvalidOid)
+			continue;
+		SpinLockAcquire(&slot->mutex);
+		idle = (slot->worker_pid == 0 && !slot->worker_starting);
+		SpinLockRelease(&slot->mutex);
+		if (idle)
+			oids = lappend_oid(oids, slot->dboid);
+	}
+	LWLockRelease(durable_shared->lock);
+	return oids;
+}
+
+/* Free the slots of candidates that are no longer in pg_database. */
+static void
+wkr_free_orphan_slots(List *candidates, List *dbs)
+{
+	ListCell   *lc;
+
+	foreach(lc, candidates)
+	{
+		Oid			dboid = lfirst_oid(lc);
+		ListCell   *ld;
+		bool		exists = false;
+
+		foreach(ld, dbs)
+		{
+			if (((WkrDatabase *) lfirst(ld))->oid == dboid)
+			{
+				exists = true;
+				break;
+			}
+		}
+		if (!exists)
+		{
+			ereport(DEBUG1,
+					(errmsg_internal("durable launcher: freeing the slot of dropped database %u",
+									 dboid)));
+			durable_db_slot_free(dboid);
+		}
+	}
+}
+
+/*
+ * Register a worker for db and track its handle.  Returns false when the
+ * postmaster has no room for it (warning once per database).
+ */
+static bool
+wkr_start_worker(const WkrDatabase *db)
+{
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
+	MemoryContext old;
+	bool		ok;
+
+	MemSet(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(worker.bgw_library_name, "durable", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "durable_worker_main", BGW_MAXLEN);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "durable worker for database %s", NameStr(db->name));
+	strlcpy(worker.bgw_type, "durable worker", BGW_MAXLEN);
+	worker.bgw_main_arg = ObjectIdGetDatum(db->oid);
+	worker.bgw_notify_pid = MyProcPid;
+
+	/* The handle must outlive this loop iteration. */
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	ok = RegisterDynamicBackgroundWorker(&worker, &handle);
+	if (ok)
+	{
+		wkr_tracked[wkr_ntracked].dboid = db->oid;
+		wkr_tracked[wkr_ntracked].handle = handle;
+		wkr_ntracked++;
+		wkr_warned_no_worker = list_delete_oid(wkr_warned_no_worker, db->oid);
+	}
+	else if (!list_member_oid(wkr_warned_no_worker, db->oid))
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("durable could not start a worker for database \"%s\"", NameStr(db->name)),
+				 errdetail("All background worker slots are in use; durable will try again."),
+				 errhint("You may need to increase \"max_worker_processes\".")));
+		wkr_warned_no_worker = lappend_oid(wkr_warned_no_worker, db->oid);
+	}
+	MemoryContextSwitchTo(old);
+	if (ok)
+		ereport(DEBUG1,
+				(errmsg_internal("durable launcher: registered a worker for database \"%s\"",
+								 NameStr(db->name))));
+	return ok;
+}
+
+/* Whether the launcher still tracks a worker of the database. */
+static bool
+wkr_is_tracked(Oid dboid)
+{
+	int			i;
+
+	for (i = 0; i < wkr_ntracked; i++)
+	{
+		if (wkr_tracked[i].dboid == dboid)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Forget the workers that exited, and hold their database's next worker
+ * back for the restart delay.
+ */
+static void
+wkr_reap_workers(TimestampTz now)
+{
+	int			i = 0;
+
+	while (i < wkr_ntracked)
+	{
+		pid_t		pid;
+		BgwHandleStatus status = GetBackgroundWorkerPid(wkr_tracked[i].handle, &pid);
+		DurableDbSlot *slot;
+
+		if (status == BGWH_POSTMASTER_DIED)
+			proc_exit(1);
+		if (status != BGWH_STOPPED)
+		{
+			i++;
+			continue;
+		}
+
+		slot = durable_db_slot(wkr_tracked[i].dboid, false);
+		if (slot != NULL)
+		{
+			SpinLockAcquire(&slot->mutex);
+			slot->worker_starting = false;
+			if (slot->worker_pid == 0)
+				slot->worker_blocked_until = Max(slot->worker_blocked_until,
+												 now + wkr_restart_delay_us());
+			SpinLockRelease(&slot->mutex);
+		}
+		pfree(wkr_tracked[i].handle);
+		wkr_tracked[i] = wkr_tracked[--wkr_ntracked];
+	}
+}
+
+/*
+ * One look at every database: free orphaned slots, start the workers that
+ * are missing.  Returns when the launcher should look again at the latest.
+ * Runs in the launcher's loop memory context.
+ */
+static TimestampTz
+wkr_launch_workers(TimestampTz now)
+{
+	TimestampTz next = now + (int64) durable_naptime_ms * 1000;
+	List	   *idle = wkr_idle_slot_databases();
+	List	   *dbs = wkr_list_databases();
+	ListCell   *lc;
+
+	wkr_free_orphan_slots(idle, dbs);
+
+	foreach(lc, dbs)
+	{
+		WkrDatabase *db = (WkrDatabase *) lfirst(lc);
+		DurableDbSlot *slot;
+		bool		start = false;
+
+		/*
+		 * A tracked worker that has already given up its slot but not yet
+		 * been reaped must be reaped first, so that the restart delay
+		 * applies.
+		 */
+		if (!db->launchable || wkr_is_tracked(db->oid) ||
+			wkr_ntracked >= DURABLE_MAX_DATABASES)
+			continue;
+		slot = wkr_launcher_slot(db);
+		if (slot == NULL)
+			continue;
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->worker_pid == 0 && !slot->worker_starting)
+		{
+			TimestampTz recheck = slot->worker_checked_at +
+				(int64) WKR_ABSENT_RECHECK_MS * 1000;
+
+			if (slot->worker_blocked_until > now)
+				next = Min(next, slot->worker_blocked_until);
+			else if (slot->extension_absent && recheck > now)
+				next = Min(next, recheck);
+			else
+			{
+				slot->worker_starting = true;
+				start = true;
+			}
+		}
+		SpinLockRelease(&slot->mutex);
+
+		if (start && !wkr_start_worker(db))
+		{
+			SpinLockAcquire(&slot->mutex);
+			slot->worker_starting = false;
+			slot->worker_blocked_until = now + wkr_restart_delay_us();
+			SpinLockRelease(&slot->mutex);
+			next = Min(next, now + wkr_restart_delay_us());
+		}
+	}
+	return next;
+}
+
+/*
+ * Entry point of the launcher.
+ */
+void
+durable_launcher_main(Datum main_arg)
+{
+	MemoryContext loop_cxt;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	/* No database: only the shared catalogs (pg_database) are readable. */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	wkr_init_wait_event("DurableLauncherMain");
+
+	before_shmem_exit(wkr_launcher_exit, (Datum) 0);
+	SpinLockAcquire(&durable_shared->mutex);
+	durable_shared->launcher_latch = MyLatch;
+	SpinLockRelease(&durable_shared->mutex);
+	wkr_forget_stale_starts();
+
+	ereport(LOG, (errmsg("durable launcher started")));
+
+	loop_cxt = AllocSetContextCreate(TopMemoryContext, "durable launcher loop",
+									 ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		TimestampTz now;
+		TimestampTz next;
+		MemoryContext old;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		now = GetCurrentTimestamp();
+		old = MemoryContextSwitchTo(loop_cxt);
+		wkr_reap_workers(now);
+		next = wkr_launch_workers(now);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(loop_cxt);
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 wkr_ms_until(GetCurrentTimestamp(), next), wkr_wait_event);
+		ResetLatch(MyLatch);
+	}
+}
+
+/* ========================================================================
+ * Per-database worker
+ * ========================================================================
+ */
+
+/* before_shmem_exit callback of a worker: give up the slot. */
+static void
+wkr_worker_exit(int code, Datum arg)
+{
+	Oid			dboid = DatumGetObjectId(arg);
+
+	if (wkr_slot == NULL)
+		return;
+	SpinLockAcquire(&wkr_slot->mutex);
+	if (wkr_slot->dboid == dboid && wkr_slot->worker_pid == MyProcPid)
+		wkr_slot->worker_pid = 0;
+	SpinLockRelease(&wkr_slot->mutex);
+}
+
+/*
+ * Claim the database's slot for this worker.  Returns false when another
+ * worker holds it or the slot is blocked (a DROP DATABASE or the like is
+ * under way): this worker must exit.
+ */
+static bool
+wkr_claim_slot(Oid dboid)
+{
+	bool		claimed = false;
+
+	SpinLockAcquire(&wkr_slot->mutex);
+	wkr_slot->worker_starting = false;
+	if (wkr_slot->dboid == dboid &&
+		wkr_slot->worker_pid == 0 &&
+		wkr_slot->worker_blocked_until <= GetCurrentTimestamp())
+	{
+		wkr_slot->worker_pid = MyProcPid;
+		claimed = true;
+	}
+	SpinLockRelease(&wkr_slot->mutex);
+	return claimed;
+}
+
+/* Record what a check of the extension found, for the launcher. */
+static void
+wkr_record_check(bool present)
+{
+	SpinLockAcquire(&wkr_slot->mutex);
+	wkr_slot->extension_absent = !present;
+	wkr_slot->worker_checked_at = GetCurrentTimestamp();
+	SpinLockRelease(&wkr_slot->mutex);
+}
+
+/*
+ * Whether the extension exists in this database, in a transaction of its
+ * own.  The first call also learns the database's name for the log.
+ */
+static bool
+wkr_check_extension(void)
+{
+	bool		present;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	present = OidIsValid(get_extension_oid("durable", true));
+	if (wkr_dbname == NULL)
+	{
+		char	   *name = get_database_name(MyDatabaseId);
+
+		wkr_dbname = MemoryContextStrdup(TopMemoryContext, name ? name : "?");
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	wkr_record_check(present);
+	return present;
+}
+
+/* Exit because DROP EXTENSION removed durable from this database. */
+static void
+wkr_exit_dropped(void)
+{
+	ereport(LOG,
+			(errmsg("durable worker for database \"%s\" stopping: the extension was dropped",
+					wkr_dbname)));
+	proc_exit(0);
+}
+
+/*
+ * One sweep pass in a transaction of its own, in worker_spi's order.
+ * Returns false when the extension is gone; *more says a step filled its
+ * batch.
+ */
+static bool
+wkr_pass(bool *more)
+{
+	DurableSweepResult res;
+	bool		present;
+
+	memset(&res, 0, sizeof(res));
+	*more = false;
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	debug_query_string = "durable sweep";
+	pgstat_report_activity(STATE_RUNNING, "durable sweep");
+
+	present = OidIsValid(get_extension_oid("durable", true));
+	if (present)
+		durable_sweep_pass(GetCurrentTimestamp(), &res);
+
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	debug_query_string = NULL;
+	pgstat_report_stat(true);
+	pgstat_report_activity(STATE_IDLE, NULL);
+
+	wkr_record_check(present);
+	if (present)
+	{
+		*more = res.batch_full;
+		ereport(DEBUG1,
+				(errmsg_internal("durable worker: swept database \"%s\": %d expired, %d ambiguous, %d due, " INT64_FORMAT " purged",
+								 wkr_dbname, res.inbox_expired, res.outbox_ambiguous,
+								 res.outbox_due, res.purged)));
+	}
+	return present;
+}
+
+/*
+ * Entry point of a per-database worker; main_arg is the database's oid.
+ */
+void
+durable_worker_main(Datum main_arg)
+{
+	Oid			dboid = DatumGetObjectId(main_arg);
+	MemoryContext pass_cxt;
+	TimestampTz last_pass;
+	bool		more = false;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	/* The slot is gone when the database was dropped since the launcher looked. */
+	wkr_slot = durable_db_slot(dboid, false);
+	if (wkr_slot == NULL)
+		proc_exit(0);
+	before_shmem_exit(wkr_worker_exit, ObjectIdGetDatum(dboid));
+	if (!wkr_claim_slot(dboid))
+		proc_exit(0);
+
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	wkr_init_wait_event("DurableWorkerMain");
+	/* The sweep's statements are schema-qualified; this is belt and braces. */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION);
+
+	if (!wkr_check_extension())
+	{
+		ereport(DEBUG1,
+				(errmsg_internal("durable worker: extension not installed in database \"%s\"",
+								 wkr_dbname)));
+		proc_exit(0);
+	}
+	ereport(LOG,
+			(errmsg("durable worker started for database \"%s\"", wkr_dbname)));
+
+	pass_cxt = AllocSetContextCreate(TopMemoryContext, "durable worker pass",
+									 ALLOCSET_DEFAULT_SIZES);
+	last_pass = GetCurrentTimestamp();
+	for (;;)
+	{
+		TimestampTz now;
+		TimestampTz next;
+		MemoryContext old;
+		bool		present;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		now = GetCurrentTimestamp();
+		next = last_pass + (int64) durable_naptime_ms * 1000;
+		if (!more && now < next)
+		{
+			int			rc = WaitLatch(MyLatch,
+									   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+									   wkr_ms_until(now, next), wkr_wait_event);
+
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+
+			/*
+			 * A wake that is not SIGHUP may be DROP EXTENSION's (see
+			 * wkr_wake_worker): look before sleeping again.
+			 */
+			if ((rc & WL_LATCH_SET) && !ConfigReloadPending && !wkr_check_extension())
+				wkr_exit_dropped();
+			continue;
+		}
+
+		last_pass = now;
+		old = MemoryContextSwitchTo(pass_cxt);
+		present = wkr_pass(&more);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(pass_cxt);
+		if (!present)
+			wkr_exit_dropped();
+	}
+}
+
+/* ========================================================================
+ * Utility hook
+ * ========================================================================
+ */
+
+/* Whether the current user owns the database (superusers own everything). */
+static bool
+wkr_owns_database(Oid dboid)
+{
+#if PG_VERSION_NUM >= 160000
+	return object_ownercheck(DatabaseRelationId, dboid, GetUserId());
+#else
+	return pg_database_ownercheck(dboid, GetUserId());
+#endif
+}
+
+/*
+ * Stop the worker of the named database before a command that needs the
+ * database to itself, and keep new ones away for WKR_BLOCK_MS.  Does
+ * nothing for a missing database, the current one (the command fails
+ * anyway), or one the user does not own (the command fails anyway).
+ */
+static void
+wkr_stop_worker(const char *dbname)
+{
+	Oid			dboid;
+	DurableDbSlot *slot;
+	TimestampTz deadline;
+	pid_t		signalled = 0;
+
+	if (dbname == NULL)
+		return;
+	dboid = get_database_oid(dbname, true);
+	if (!OidIsValid(dboid) || dboid == MyDatabaseId || !wkr_owns_database(dboid))
+		return;
+	slot = durable_db_slot(dboid, false);
+	if (slot == NULL)
+		return;
+
+	deadline = GetCurrentTimestamp() + (int64) WKR_STOP_WAIT_MS * 1000;
+	SpinLockAcquire(&slot->mutex);
+	slot->worker_blocked_until = Max(slot->worker_blocked_until,
+									 GetCurrentTimestamp() + (int64) WKR_BLOCK_MS * 1000);
+	SpinLockRelease(&slot->mutex);
+
+	for (;;)
+	{
+		pid_t		pid;
+		bool		starting;
+
+		SpinLockAcquire(&slot->mutex);
+		pid = (slot->dboid == dboid) ? slot->worker_pid : 0;
+		starting = (slot->dboid == dboid) && slot->worker_starting;
+		SpinLockRelease(&slot->mutex);
+
+		if (pid == 0 && !starting)
+			return;
+		if (pid != 0 && pid != signalled)
+		{
+			if (kill(pid, SIGTERM) == 0)
+				ereport(DEBUG1,
+						(errmsg_internal("durable: stopping the worker of database \"%s\"",
+										 dbname)));
+			signalled = pid;
+		}
+		if (GetCurrentTimestamp() >= deadline)
+		{
+			ereport(WARNING,
+					(errmsg("durable worker of database \"%s\" did not stop within %d ms",
+							dbname, WKR_STOP_WAIT_MS)));
+			return;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* The value of a DefElem option of a CREATE/ALTER DATABASE, or NULL. */
+static const char *
+wkr_option(List *options, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = (DefElem *) lfirst(lc);
+
+		if (strcmp(def->defname, name) == 0 && def->arg != NULL)
+			return defGetString(def);
+	}
+	return NULL;
+}
+
+/* Whether a DROP statement names the durable extension. */
+static bool
+wkr_drops_durable(DropStmt *stmt)
+{
+	ListCell   *lc;
+
+	if (stmt->removeType != OBJECT_EXTENSION)
+		return false;
+	foreach(lc, stmt->objects)
+	{
+		Node	   *name = (Node *) lfirst(lc);
+
+		if (IsA(name, String) && strcmp(strVal(name), "durable") == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Wake the launcher: durable was just installed in this database. */
+static void
+wkr_wake_launcher(void)
+{
+	DurableDbSlot *slot = durable_my_slot();
+	Latch	   *latch;
+
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		slot->extension_absent = false;
+		/* Nothing else can block a database we are connected to. */
+		slot->worker_blocked_until = 0;
+		SpinLockRelease(&slot->mutex);
+	}
+	SpinLockAcquire(&durable_shared->mutex);
+	latch = durable_shared->launcher_latch;
+	SpinLockRelease(&durable_shared->mutex);
+	/* A latch outlives its process; a stale one only costs a spurious wake. */
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+/* Wake this database's worker: durable was just dropped here. */
+static void
+wkr_wake_worker(void)
+{
+	DurableDbSlot *slot = durable_my_slot();
+	pid_t		pid;
+	PGPROC	   *proc;
+
+	if (slot == NULL)
+		return;
+	SpinLockAcquire(&slot->mutex);
+	pid = slot->worker_pid;
+	SpinLockRelease(&slot->mutex);
+	if (pid == 0)
+		return;
+	proc = BackendPidGetProc(pid);
+	if (proc != NULL)
+		SetLatch(&proc->procLatch);
+}
+
+/*
+ * Wakes requested by CREATE/DROP EXTENSION happen once the transaction has
+ * committed, so that the woken process sees the change.
+ */
+static void
+wkr_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+			if (wkr_wake_launcher_at_commit)
+				wkr_wake_launcher();
+			if (wkr_wake_worker_at_commit)
+				wkr_wake_worker();
+			wkr_wake_launcher_at_commit = false;
+			wkr_wake_worker_at_commit = false;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+			wkr_wake_launcher_at_commit = false;
+			wkr_wake_worker_at_commit = false;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+wkr_register_callback(void)
+{
+	if (!wkr_callback_registered)
+	{
+		RegisterXactCallback(wkr_xact_callback, NULL);
+		wkr_callback_registered = true;
+	}
+}
+
+/*
+ * The ProcessUtility hook (see the file header).
+ */
+static void
+wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+				   bool readOnlyTree, ProcessUtilityContext context,
+				   ParamListInfo params, QueryEnvironment *queryEnv,
+				   DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+	Oid			dropped_db = InvalidOid;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_DropdbStmt:
+			{
+				DropdbStmt *stmt = (DropdbStmt *) parsetree;
+
+				dropped_db = get_database_oid(stmt->dbname, true);
+				wkr_stop_worker(stmt->dbname);
+				break;
+			}
+		case T_RenameStmt:
+			{
+				RenameStmt *stmt = (RenameStmt *) parsetree;
+
+				if (stmt->renameType == OBJECT_DATABASE)
+					wkr_stop_worker(stmt->subname);
+				break;
+			}
+		case T_CreatedbStmt:
+			{
+				const char *template = wkr_option(((CreatedbStmt *) parsetree)->options,
+												  "template");
+
+				wkr_stop_worker(template ? template : "template1");
+				break;
+			}
+		case T_AlterDatabaseStmt:
+			{
+				AlterDatabaseStmt *stmt = (AlterDatabaseStmt *) parsetree;
+
+				if (wkr_option(stmt->options, "tablespace") != NULL)
+					wkr_stop_worker(stmt->dbname);
+				break;
+			}
+		default:
+			break;
+	}
+
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+							queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
+
+	switch (nodeTag(parsetree))
+	{
+		case T_DropdbStmt:
+			if (OidIsValid(dropped_db))
+				durable_db_slot_free(dropped_db);
+			break;
+		case T_CreateExtensionStmt:
+			if (strcmp(((CreateExtensionStmt *) parsetree)->extname, "durable") == 0)
+			{
+				wkr_register_callback();
+				wkr_wake_launcher_at_commit = true;
+			}
+			break;
+		case T_DropStmt:
+			if (wkr_drops_durable((DropStmt *) parsetree))
+			{
+				wkr_register_callback();
+				wkr_wake_worker_at_commit = true;
+			}
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * Install the utility hook.  Called from _PG_init while preloading.
+ */
+void
+durable_worker_install_hooks(void)
+{
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = wkr_ProcessUtility;
+}

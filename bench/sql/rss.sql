@@ -1,0 +1,24 @@
+-- memory test: one backend runs cycles of 6 API calls (admit with an
+-- instance, heartbeat, outbox_begin derived from the inbound lease,
+-- outbox_sent, complete, an empty claim), one transaction per cycle, and
+-- samples its own anonymous RSS every 5,000 cycles.
+\set chat random(1, 100000)
+\set n :n + 1
+BEGIN;
+SELECT id AS mid, token AS mtok
+  FROM durable.inbox_admit(source => 'bench',
+        message_id => :run::text || '-' || :n::text,
+        chat_id => :chat::text, payload => '{"text":"hello from the benchmark, about the size of a chat message"}', instance => 'bench-rss') \gset
+SELECT durable.inbox_heartbeat(:mid::bigint, :mtok::bigint);
+SELECT key AS skey, token AS stok
+  FROM durable.outbox_begin(idempotency_key => NULL, chat_id => :chat::text,
+        payload => '{"text":"a reply of the bot, about the size of a chat message"}', instance => 'bench-rss',
+        inbound_id => :mid::bigint, inbound_token => :mtok::bigint) \gset
+SELECT durable.outbox_sent(:skey::text, :stok::bigint, 'p-' || :n::text);
+SELECT durable.inbox_complete(:mid::bigint, :mtok::bigint);
+SELECT count(*) FROM durable.inbox_claim(instance => 'bench-rss');
+COMMIT;
+\if :n % 5000 = 0 or :n = 500
+INSERT INTO bench.rss (cycles, calls, rss_anon_kb)
+SELECT :n, :n * 6, (regexp_match(pg_read_file('/proc/self/status'), 'RssAnon:\s+(\d+)'))[1]::bigint;
+\endif

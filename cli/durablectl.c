@@ -1,0 +1,1118 @@
+/*-------------------------------------------------------------------------
+ *
+ * durablectl.c
+ *		The operator's command-line tool for durable, over libpq.
+ *
+ *	 durablectl [OPTION]... status | dlq inbox|outbox | replay ID |
+ *		 retry KEY | discard KEY | unknown | watch
+ *
+ * It is a thin client of the SQL contract: the commands that change records
+ * call the extension's functions (inbox_replay, outbox_retry,
+ * outbox_discard), so the server applies its own checks and counters; the
+ * listings SELECT from durable.inbox / durable.outbox.  Every value goes to
+ * the server as a $n parameter of PQexecParams, never spliced into SQL text,
+ * and the session's search_path is emptied first (as PostgreSQL's own client
+ * tools do), so that no object a user planted can stand in for a built-in.
+ *
+ * Conventions follow PostgreSQL's client programs: the libpq connection
+ * options and environment (-d accepts a connection string, PGSERVICE,
+ * PGHOST, ...), -w/-W for passwords, messages on stderr as
+ * "durablectl: error: ..." with "detail:" and "hint:" lines, and exit codes
+ * 0 (done), 1 (an error from the server, a lost connection, or a refused
+ * confirmation) and 2 (bad usage: the usage is printed on stderr).
+ *
+ * watch LISTENs on durable_dead and durable_ambiguous (and durable_ready
+ * with --ready) and prints one line per notification until SIGINT or
+ * SIGTERM, which end it with status 0.  The signal handlers only write to a
+ * self-pipe that the select() loop also waits on, so a signal that arrives
+ * between two waits is never lost.
+ *
+ * IDENTIFICATION
+ *	  cli/durablectl.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "libpq-fe.h"
+
+#ifndef DURABLECTL_VERSION
+#define DURABLECTL_VERSION "unknown"
+#endif
+
+#define PROGNAME "durablectl"
+
+/* Exit codes, as for PostgreSQL's client programs. */
+#define EXIT_DONE	0
+#define EXIT_ERROR	1
+#define EXIT_USAGE	2
+
+/* Default page size of the listings, and the most one page may hold. */
+#define DEFAULT_LIMIT	50
+#define MAX_LIMIT		100000
+
+/* Payloads are clipped to this many bytes in human-readable listings. */
+#define PAYLOAD_CLIP	200
+
+typedef struct Options
+{
+	const char *dbname;
+	const char *host;
+	const char *port;
+	const char *username;
+	int			password_mode;	/* 0 default, -1 never (-w), 1 force (-W) */
+	bool		json;
+	bool		yes;
+	bool		ready;
+	long		limit;
+	long		offset;
+} Options;
+
+static PGconn *conn = NULL;
+static int	signal_pipe[2] = {-1, -1};
+static volatile sig_atomic_t stop_requested = 0;
+
+/*
+ * Messages on stderr in the style of PostgreSQL 16's client programs.
+ */
+static void
+message(const char *level, const char *fmt,...)
+{
+	va_list		ap;
+
+	fprintf(stderr, "%s: %s: ", PROGNAME, level);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+#define error(...) message("error", __VA_ARGS__)
+#define detail(...) message("detail", __VA_ARGS__)
+#define hint(...) message("hint", __VA_ARGS__)
+
+static void
+usage(FILE *out)
+{
+	fprintf(out,
+			"%s is the operator's tool for the durable extension: standing, dead letters,\n"
+			"ambiguous sends, and the notifications that announce them.\n\n", PROGNAME);
+	fprintf(out, "Usage:\n  %s [OPTION]... COMMAND [ARG]\n\n", PROGNAME);
+	fprintf(out,
+			"Commands:\n"
+			"  status               records by state, bounds and event counters\n"
+			"  dlq inbox|outbox     list dead records with their errors (paged)\n"
+			"  replay ID            process a dead or done inbox record again\n"
+			"  retry KEY            make a dead, failed or unknown send due again now\n"
+			"  discard KEY          forget a send (asks for confirmation unless --yes)\n"
+			"  unknown              list ambiguous sends (the provider may have them)\n"
+			"  watch                print dead and ambiguous records as they are announced,\n"
+			"                       until interrupted\n\n");
+	fprintf(out,
+			"Options:\n"
+			"  -j, --json           status, dlq, unknown, watch: JSON output for scripts\n"
+			"  -l, --limit=N        dlq, unknown: at most N records (default %d)\n"
+			"  -o, --offset=N       dlq, unknown: skip the first N records (default 0)\n"
+			"  -y, --yes            discard: do not ask for confirmation\n"
+			"  -r, --ready          watch: also print durable_ready notifications\n"
+			"  -V, --version        output version information, then exit\n"
+			"  -?, --help           show this help, then exit\n\n", DEFAULT_LIMIT);
+	fprintf(out,
+			"Connection options:\n"
+			"  -d, --dbname=DBNAME      database name or connection string\n"
+			"  -h, --host=HOSTNAME      database server host or socket directory\n"
+			"  -p, --port=PORT          database server port\n"
+			"  -U, --username=USERNAME  database user name\n"
+			"  -w, --no-password        never prompt for password\n"
+			"  -W, --password           force password prompt\n\n"
+			"The usual libpq environment variables (PGHOST, PGPORT, PGDATABASE, PGUSER,\n"
+			"PGSERVICE, ...) apply.\n\n"
+			"Exit status: 0 done, 1 error (from the server or the connection, or a\n"
+			"refused confirmation), 2 bad usage.\n");
+}
+
+/* Bad usage: say why, print the usage on stderr, exit 2. */
+static void
+usage_error(const char *fmt,...)
+{
+	va_list		ap;
+
+	fprintf(stderr, "%s: error: ", PROGNAME);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\n\n", stderr);
+	usage(stderr);
+	exit(EXIT_USAGE);
+}
+
+static void
+finish(int code)
+{
+	if (conn != NULL)
+		PQfinish(conn);
+	exit(code);
+}
+
+/*
+ * Report a failed query the way psql does, field by field, then exit 1.
+ * The server's messages of durable never contain secrets, and this tool
+ * never touches the session functions.
+ */
+static void
+report_result_error(const PGresult *res)
+{
+	const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	const char *det = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL) : NULL;
+	const char *hin = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_HINT) : NULL;
+
+	if (primary == NULL)
+	{
+		char	   *msg = PQerrorMessage(conn);
+		size_t		len = strlen(msg);
+
+		while (len > 0 && msg[len - 1] == '\n')
+			msg[--len] = '\0';
+		error("%s", len > 0 ? msg : "query failed");
+		return;
+	}
+	error("%s (SQLSTATE %s)", primary, sqlstate ? sqlstate : "?????");
+	if (det)
+		detail("%s", det);
+	if (hin)
+		hint("%s", hin);
+	else if (sqlstate && strcmp(sqlstate, "42501") == 0)
+		hint("Ask an administrator for the grants this command needs (see the README, \"Privileges\").");
+}
+
+/*
+ * Run a statement with text parameters and return its result; any status
+ * but `expected` is reported and ends the program with status 1.
+ */
+static PGresult *
+run(const char *sql, int nparams, const char *const *params, ExecStatusType expected)
+{
+	PGresult   *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+
+	if (res == NULL || PQresultStatus(res) != expected)
+	{
+		report_result_error(res);
+		PQclear(res);
+		finish(EXIT_ERROR);
+	}
+	return res;
+}
+
+/*
+ * As run(), but a failure with SQLSTATE `tolerated` is returned to the
+ * caller as NULL instead of ending the program; any other failure still
+ * does.
+ */
+static PGresult *
+try_run(const char *sql, int nparams, const char *const *params, const char *tolerated)
+{
+	PGresult   *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	const char *state;
+
+	if (res != NULL && (PQresultStatus(res) == PGRES_TUPLES_OK ||
+						PQresultStatus(res) == PGRES_COMMAND_OK))
+		return res;
+	state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	if (state == NULL || strcmp(state, tolerated) != 0 || PQstatus(conn) == CONNECTION_BAD)
+	{
+		report_result_error(res);
+		PQclear(res);
+		finish(EXIT_ERROR);
+	}
+	PQclear(res);
+	return NULL;
+}
+
+/*
+ * Read a password from the terminal without echo, as PostgreSQL's
+ * simple_prompt does.  Returns a malloc'd string.
+ */
+static char *
+prompt_password(void)
+{
+	FILE	   *tty = fopen("/dev/tty", "r+");
+	FILE	   *in = tty ? tty : stdin;
+	FILE	   *out = tty ? tty : stderr;
+	struct termios saved,
+				quiet;
+	bool		restore = false;
+	char		buf[1024];
+	size_t		len;
+
+	fputs("Password: ", out);
+	fflush(out);
+	if (tcgetattr(fileno(in), &saved) == 0)
+	{
+		quiet = saved;
+		quiet.c_lflag &= ~ECHO;
+		restore = (tcsetattr(fileno(in), TCSAFLUSH, &quiet) == 0);
+	}
+	if (fgets(buf, sizeof(buf), in) == NULL)
+		buf[0] = '\0';
+	if (restore)
+		tcsetattr(fileno(in), TCSAFLUSH, &saved);
+	fputc('\n', out);
+	fflush(out);
+	if (tty)
+		fclose(tty);
+	len = strlen(buf);
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+		buf[--len] = '\0';
+	return strdup(buf);
+}
+
+/*
+ * Connect with the libpq options and environment, prompting for a password
+ * when the server asks for one (unless -w), or up front with -W.  Then pin
+ * an empty search_path and check that the extension is installed; returns
+ * its version (malloc'd).
+ */
+static char *
+connect_db(const Options *opt)
+{
+	const char *keywords[8];
+	const char *values[8];
+	char	   *password = NULL;
+	PGresult   *res;
+	char	   *version;
+
+	if (opt->password_mode > 0)
+		password = prompt_password();
+
+	for (;;)
+	{
+		int			n = 0;
+
+		keywords[n] = "host";
+		values[n++] = opt->host;
+		keywords[n] = "port";
+		values[n++] = opt->port;
+		keywords[n] = "user";
+		values[n++] = opt->username;
+		keywords[n] = "password";
+		values[n++] = password;
+		keywords[n] = "dbname";
+		values[n++] = opt->dbname;
+		keywords[n] = "fallback_application_name";
+		values[n++] = PROGNAME;
+		keywords[n] = NULL;
+		values[n] = NULL;
+
+		conn = PQconnectdbParams(keywords, values, 1);
+		if (conn == NULL)
+		{
+			error("out of memory");
+			exit(EXIT_ERROR);
+		}
+		if (PQstatus(conn) == CONNECTION_BAD && PQconnectionNeedsPassword(conn) &&
+			password == NULL && opt->password_mode >= 0)
+		{
+			PQfinish(conn);
+			conn = NULL;
+			password = prompt_password();
+			continue;
+		}
+		break;
+	}
+	free(password);
+
+	if (PQstatus(conn) == CONNECTION_BAD)
+	{
+		char	   *msg = PQerrorMessage(conn);
+		size_t		len = strlen(msg);
+
+		while (len > 0 && msg[len - 1] == '\n')
+			msg[--len] = '\0';
+		error("%s", msg);
+		finish(EXIT_ERROR);
+	}
+
+	res = run("SELECT pg_catalog.set_config('search_path', '', false)", 0, NULL, PGRES_TUPLES_OK);
+	PQclear(res);
+
+	res = run("SELECT e.extversion FROM pg_catalog.pg_extension e WHERE e.extname = 'durable'",
+			  0, NULL, PGRES_TUPLES_OK);
+	if (PQntuples(res) == 0)
+	{
+		error("extension \"durable\" is not installed in database \"%s\"", PQdb(conn));
+		hint("Connect to the bot's database with -d, or run CREATE EXTENSION durable there.");
+		PQclear(res);
+		finish(EXIT_ERROR);
+	}
+	version = strdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return version;
+}
+
+/* Parse a non-negative decimal number no larger than max; false if it is not one. */
+static bool
+parse_count(const char *s, long max, long *result)
+{
+	char	   *end;
+	long		v;
+
+	if (s == NULL || *s == '\0' || *s == '-' || *s == '+')
+		return false;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < 0 || v > max)
+		return false;
+	*result = v;
+	return true;
+}
+
+/* An inbox record id as the server prints one: 1 to 19 decimal digits. */
+static bool
+valid_record_id(const char *s)
+{
+	size_t		len = strlen(s);
+	size_t		i;
+
+	if (len == 0 || len > 19)
+		return false;
+	for (i = 0; i < len; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	return true;
+}
+
+/* Print text that may hold newlines with every line after the first indented. */
+static void
+print_indented(const char *label, const char *text, size_t clip)
+{
+	size_t		len = strlen(text);
+	size_t		i;
+
+	printf("  %s: ", label);
+	for (i = 0; i < len && (clip == 0 || i < clip); i++)
+	{
+		if (text[i] == '\n')
+			fputs("\n    ", stdout);
+		else
+			putchar(text[i]);
+	}
+	if (clip > 0 && len > clip)
+		printf("... (%zu bytes)", len);
+	putchar('\n');
+}
+
+/* Value of a column by name in row 0 (asserts the column exists). */
+static const char *
+col(const PGresult *res, int row, const char *name)
+{
+	int			c = PQfnumber(res, name);
+
+	if (c < 0)
+	{
+		error("internal error: column \"%s\" missing from the result", name);
+		finish(EXIT_ERROR);
+	}
+	return PQgetisnull(res, row, c) ? NULL : PQgetvalue(res, row, c);
+}
+
+static long long
+col_ll(const PGresult *res, int row, const char *name)
+{
+	const char *v = col(res, row, name);
+
+	return v ? atoll(v) : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * status
+ */
+
+/*
+ * status: standing() and metrics() in one report.  Without preloading
+ * metrics() is unavailable (55000); the report then says so instead of
+ * failing, because the gauges alone are still worth having.
+ */
+static int
+cmd_status(const Options *opt, const char *extversion)
+{
+	PGresult   *st;
+	PGresult   *mt;
+	long long	inbox_dead,
+				outbox_dead,
+				unknown,
+				stale = 0;
+	bool		over_bound;
+	const char *attention[4];
+	char		lines[4][256];
+	int			nattention = 0;
+	int			i;
+
+	st = run("SELECT s.*,"
+			 " pg_catalog.to_json(s) AS json,"
+			 " pg_catalog.date_trunc('second', s.oldest_pending) AS oldest,"
+			 " pg_catalog.date_trunc('second', pg_catalog.clock_timestamp() - s.oldest_pending) AS waited,"
+			 " pg_catalog.to_json(pg_catalog.current_database()) AS db_json"
+			 " FROM durable.standing() s",
+			 0, NULL, PGRES_TUPLES_OK);
+	/* 55000: durable is not preloaded; report the gauges anyway */
+	mt = try_run("SELECT m.*, pg_catalog.to_json(m) AS json,"
+				 " pg_catalog.date_trunc('second', m.since) AS since_s"
+				 " FROM durable.metrics() m",
+				 0, NULL, "55000");
+
+	inbox_dead = col_ll(st, 0, "inbox_dead");
+	outbox_dead = col_ll(st, 0, "outbox_dead");
+	unknown = col_ll(st, 0, "outbox_unknown");
+	over_bound = strcmp(col(st, 0, "over_bound"), "t") == 0;
+	if (mt)
+		stale = col_ll(mt, 0, "stale_leases");
+
+	/* What to alert on: the README's list, in the same order. */
+	if (inbox_dead + outbox_dead > 0)
+	{
+		snprintf(lines[nattention], sizeof(lines[0]),
+				 "%lld dead inbox and %lld dead outbox records (durablectl dlq inbox|outbox)",
+				 inbox_dead, outbox_dead);
+		attention[nattention] = lines[nattention];
+		nattention++;
+	}
+	if (unknown > 0)
+	{
+		snprintf(lines[nattention], sizeof(lines[0]),
+				 "%lld ambiguous sends: check with the provider (durablectl unknown)", unknown);
+		attention[nattention] = lines[nattention];
+		nattention++;
+	}
+	if (over_bound)
+	{
+		snprintf(lines[nattention], sizeof(lines[0]), "over bound: %s",
+				 col(st, 0, "why") ? col(st, 0, "why") : "");
+		attention[nattention] = lines[nattention];
+		nattention++;
+	}
+	if (stale > 0)
+	{
+		snprintf(lines[nattention], sizeof(lines[0]),
+				 "%lld stale confirmations rejected since the counters were reset (replicas outliving their leases)",
+				 stale);
+		attention[nattention] = lines[nattention];
+		nattention++;
+	}
+
+	if (opt->json)
+	{
+		printf("{\"database\": %s, \"extension_version\": \"%s\", \"standing\": %s, \"counters\": %s, \"attention\": [",
+			   col(st, 0, "db_json"), extversion, col(st, 0, "json"),
+			   mt ? col(mt, 0, "json") : "null");
+		for (i = 0; i < nattention; i++)
+		{
+			const char *p;
+
+			/* the lines are ours, but the bound text comes from the server: escape */
+			fputs(i > 0 ? ", \"" : "\"", stdout);
+			for (p = attention[i]; *p; p++)
+			{
+				if (*p == '"' || *p == '\\')
+					printf("\\%c", *p);
+				else if ((unsigned char) *p < 0x20)
+					printf("\\u%04x", (unsigned char) *p);
+				else
+					putchar(*p);
+			}
+			putchar('"');
+		}
+		printf("]}\n");
+	}
+	else
+	{
+		printf("durable %s in database \"%s\"\n\n", extversion, PQdb(conn));
+		printf("Inbox:   %lld pending, %lld leased, %lld dead\n",
+			   col_ll(st, 0, "inbox_pending"), col_ll(st, 0, "inbox_leased"), inbox_dead);
+		printf("Outbox:  %lld pending, %lld sending, %lld failed, %lld dead, %lld unknown\n",
+			   col_ll(st, 0, "outbox_pending"), col_ll(st, 0, "outbox_sending"),
+			   col_ll(st, 0, "outbox_failed"), outbox_dead, unknown);
+		if (col(st, 0, "oldest"))
+			printf("Oldest waiting record: %s (waiting %s)\n", col(st, 0, "oldest"), col(st, 0, "waited"));
+		else
+			printf("Oldest waiting record: none\n");
+		printf("Bounds:  %s\n", over_bound ? "EXCEEDED" : "ok");
+
+		if (mt)
+		{
+			static const char *const counters[] = {
+				"inbound_journaled", "inbound_duplicates", "inbound_replayed", "inbound_dead",
+				"outbox_journaled", "outbox_deduped", "outbox_retried", "outbox_deferred",
+				"outbox_dead", "outbox_ambiguous", "outbox_bypassed", "stale_leases",
+				"outbox_diverged"
+			};
+
+			printf("\nCounters since %s:\n", col(mt, 0, "since_s"));
+			for (i = 0; i < (int) (sizeof(counters) / sizeof(counters[0])); i++)
+				printf("  %-20s %s\n", counters[i], col(mt, 0, counters[i]));
+		}
+		else
+			printf("\nCounters: unavailable (durable is not in shared_preload_libraries)\n");
+
+		if (nattention == 0)
+			printf("\nNothing needs attention.\n");
+		else
+		{
+			printf("\nNeeds attention:\n");
+			for (i = 0; i < nattention; i++)
+				printf("  - %s\n", attention[i]);
+		}
+	}
+	PQclear(st);
+	PQclear(mt);
+	return EXIT_DONE;
+}
+
+/* ------------------------------------------------------------------------
+ * Listings: dlq inbox, dlq outbox, unknown
+ */
+
+/* "(showing 1-50 of 120; next page: --offset=50)" and friends. */
+static void
+print_page_footer(long long total, long offset, int shown)
+{
+	if (shown == 0 && total > 0)
+		printf("(no records at offset %ld; there are %lld)\n", offset, total);
+	else if (offset > 0 || shown < total)
+	{
+		printf("(showing %ld-%ld of %lld", offset + 1, offset + shown, total);
+		if (offset + shown < total)
+			printf("; next page: --offset=%ld", offset + shown);
+		printf(")\n");
+	}
+}
+
+/*
+ * A page of records in JSON: one object with the total and the records as
+ * the server renders them (row_to_json), so nothing is escaped by hand.
+ */
+static void
+print_json_page(PGresult *res, long long total, const Options *opt)
+{
+	int			i;
+
+	printf("{\"total\": %lld, \"offset\": %ld, \"limit\": %ld, \"records\": [", total,
+		   opt->offset, opt->limit);
+	for (i = 0; i < PQntuples(res); i++)
+		printf("%s%s", i > 0 ? ", " : "", col(res, i, "json"));
+	printf("]}\n");
+}
+
+static int
+cmd_dlq_inbox(const Options *opt)
+{
+	char		limit[32],
+				offset[32];
+	const char *params[2] = {limit, offset};
+	PGresult   *res;
+	PGresult   *count;
+	long long	total;
+	int			i;
+
+	snprintf(limit, sizeof(limit), "%ld", opt->limit);
+	snprintf(offset, sizeof(offset), "%ld", opt->offset);
+	count = run("SELECT pg_catalog.count(*) FROM durable.inbox i WHERE i.state = 'dead'",
+				0, NULL, PGRES_TUPLES_OK);
+	total = col_ll(count, 0, "count");
+	PQclear(count);
+	res = run("SELECT i.id, i.source, i.message_id, i.chat_id, i.kind, i.attempts, i.owner,"
+			  " i.error, i.payload::pg_catalog.text AS payload,"
+			  " pg_catalog.date_trunc('second', i.created_at) AS created,"
+			  " pg_catalog.json_build_object('id', i.id, 'source', i.source,"
+			  "   'message_id', i.message_id, 'chat_id', i.chat_id, 'kind', i.kind,"
+			  "   'attempts', i.attempts, 'owner', i.owner, 'error', i.error,"
+			  "   'payload', i.payload, 'created_at', i.created_at) AS json"
+			  " FROM durable.inbox i WHERE i.state = 'dead'"
+			  " ORDER BY i.id LIMIT $1::pg_catalog.int8 OFFSET $2::pg_catalog.int8",
+			  2, params, PGRES_TUPLES_OK);
+
+	if (opt->json)
+		print_json_page(res, total, opt);
+	else
+	{
+		printf("Dead inbox records: %lld\n", total);
+		for (i = 0; i < PQntuples(res); i++)
+		{
+			printf("\nid %s  source %s  message %s  chat %s  kind %s\n",
+				   col(res, i, "id"), col(res, i, "source"),
+				   col(res, i, "message_id") ? col(res, i, "message_id") : "(none)",
+				   col(res, i, "chat_id"), col(res, i, "kind"));
+			printf("  attempts %s, last owner %s, journaled %s\n", col(res, i, "attempts"),
+				   col(res, i, "owner") ? col(res, i, "owner") : "(none)", col(res, i, "created"));
+			print_indented("error", col(res, i, "error") ? col(res, i, "error") : "(none)", 0);
+			print_indented("payload", col(res, i, "payload"), PAYLOAD_CLIP);
+		}
+		if (PQntuples(res) > 0)
+			printf("\n");
+		print_page_footer(total, opt->offset, PQntuples(res));
+		if (total > 0)
+			printf("Replay one with: durablectl replay ID\n");
+	}
+	PQclear(res);
+	return EXIT_DONE;
+}
+
+/*
+ * The outbox listings: dead sends (dlq outbox) or ambiguous ones (unknown).
+ * The state is a parameter like every other value.
+ */
+static int
+cmd_outbox_list(const Options *opt, const char *state)
+{
+	char		limit[32],
+				offset[32];
+	const char *params[3] = {state, limit, offset};
+	PGresult   *res;
+	PGresult   *count;
+	long long	total;
+	bool		dead = strcmp(state, "dead") == 0;
+	int			i;
+
+	snprintf(limit, sizeof(limit), "%ld", opt->limit);
+	snprintf(offset, sizeof(offset), "%ld", opt->offset);
+	count = run("SELECT pg_catalog.count(*) FROM durable.outbox o WHERE o.state = $1",
+				1, params, PGRES_TUPLES_OK);
+	total = col_ll(count, 0, "count");
+	PQclear(count);
+	res = run("SELECT o.key, o.chat_id, o.attempts, o.owner, o.error, o.inbound_id,"
+			  " o.payload::pg_catalog.text AS payload,"
+			  " pg_catalog.date_trunc('second', o.created_at) AS created,"
+			  " pg_catalog.date_trunc('second', o.lease_until) AS lease_end,"
+			  " pg_catalog.json_build_object('key', o.key, 'chat_id', o.chat_id,"
+			  "   'attempts', o.attempts, 'owner', o.owner, 'error', o.error,"
+			  "   'inbound_id', o.inbound_id, 'payload', o.payload,"
+			  "   'lease_until', o.lease_until, 'created_at', o.created_at) AS json"
+			  " FROM durable.outbox o WHERE o.state = $1"
+			  " ORDER BY o.id LIMIT $2::pg_catalog.int8 OFFSET $3::pg_catalog.int8",
+			  3, params, PGRES_TUPLES_OK);
+
+	if (opt->json)
+		print_json_page(res, total, opt);
+	else
+	{
+		printf(dead ? "Dead sends: %lld\n" : "Ambiguous sends (the provider may or may not have them): %lld\n",
+			   total);
+		for (i = 0; i < PQntuples(res); i++)
+		{
+			printf("\nkey %s  chat %s\n", col(res, i, "key"), col(res, i, "chat_id"));
+			printf("  attempts %s, last owner %s, journaled %s", col(res, i, "attempts"),
+				   col(res, i, "owner") ? col(res, i, "owner") : "(none)", col(res, i, "created"));
+			if (!dead && col(res, i, "lease_end"))
+				printf(", lease ended %s", col(res, i, "lease_end"));
+			if (col(res, i, "inbound_id"))
+				printf(", reply to inbox id %s", col(res, i, "inbound_id"));
+			printf("\n");
+			if (col(res, i, "error"))
+				print_indented("error", col(res, i, "error"), 0);
+			print_indented("payload", col(res, i, "payload"), PAYLOAD_CLIP);
+		}
+		if (PQntuples(res) > 0)
+			printf("\n");
+		print_page_footer(total, opt->offset, PQntuples(res));
+		if (total > 0)
+			printf(dead ? "Send one again with: durablectl retry KEY (or drop it: durablectl discard KEY)\n"
+				   : "Check each with the provider, then: durablectl retry KEY (it was not sent) or durablectl discard KEY (it was)\n");
+	}
+	PQclear(res);
+	return EXIT_DONE;
+}
+
+/* ------------------------------------------------------------------------
+ * Actions: replay, retry, discard
+ */
+
+static int
+cmd_replay(const char *id)
+{
+	const char *params[1] = {id};
+	PGresult   *res;
+
+	res = run("SELECT durable.inbox_replay($1::pg_catalog.int8)", 1, params, PGRES_TUPLES_OK);
+	PQclear(res);
+	printf("inbox record %s is pending again\n", id);
+	return EXIT_DONE;
+}
+
+static int
+cmd_retry(const char *key)
+{
+	const char *params[1] = {key};
+	PGresult   *res;
+
+	res = run("SELECT durable.outbox_retry($1)", 1, params, PGRES_TUPLES_OK);
+	PQclear(res);
+	printf("send \"%s\" is due again\n", key);
+	return EXIT_DONE;
+}
+
+/*
+ * discard: show the send when this role may read the outbox, ask unless
+ * --yes, then call outbox_discard.  Without a terminal to ask on and
+ * without --yes it refuses (status 1): a script must say --yes itself.
+ */
+static int
+cmd_discard(const Options *opt, const char *key)
+{
+	const char *params[1] = {key};
+	PGresult   *res;
+	bool		existed;
+
+	if (!opt->yes)
+	{
+		char		answer[16] = "";
+
+		if (!isatty(STDIN_FILENO))
+		{
+			error("discarding send \"%s\" needs confirmation", key);
+			hint("Run it on a terminal to be asked, or pass --yes.");
+			finish(EXIT_ERROR);
+		}
+		/* a role with EXECUTE but no SELECT on the outbox is asked all the same */
+		res = try_run("SELECT o.state, o.chat_id, o.attempts, o.error,"
+					  " pg_catalog.date_trunc('second', o.created_at) AS created"
+					  " FROM durable.outbox o WHERE o.key = $1",
+					  1, params, "42501");
+		if (res != NULL && PQntuples(res) == 1)
+			printf("Send \"%s\": %s, chat %s, %s attempts, journaled %s%s%s\n", key,
+				   col(res, 0, "state"), col(res, 0, "chat_id"), col(res, 0, "attempts"),
+				   col(res, 0, "created"), col(res, 0, "error") ? ", error: " : "",
+				   col(res, 0, "error") ? col(res, 0, "error") : "");
+		PQclear(res);
+		printf("Discard send \"%s\"? Its key will be forgotten: a later send with it starts afresh. [y/N] ",
+			   key);
+		fflush(stdout);
+		if (fgets(answer, sizeof(answer), stdin) == NULL ||
+			(answer[0] != 'y' && answer[0] != 'Y'))
+		{
+			if (answer[0] == '\0' || answer[strlen(answer) - 1] != '\n')
+				putchar('\n');
+			error("discard of send \"%s\" cancelled", key);
+			finish(EXIT_ERROR);
+		}
+	}
+
+	res = run("SELECT durable.outbox_discard($1) AS existed", 1, params, PGRES_TUPLES_OK);
+	existed = strcmp(col(res, 0, "existed"), "t") == 0;
+	PQclear(res);
+	if (!existed)
+	{
+		error("no send with key \"%s\"", key);
+		finish(EXIT_ERROR);
+	}
+	printf("send \"%s\" discarded\n", key);
+	return EXIT_DONE;
+}
+
+/* ------------------------------------------------------------------------
+ * watch
+ */
+
+static void
+watch_signal(int signo __attribute__((unused)))
+{
+	int			saved = errno;
+	char		c = 1;
+
+	stop_requested = 1;
+	if (write(signal_pipe[1], &c, 1) < 0)
+	{
+		/* the pipe is full: a wake-up is already pending */
+	}
+	errno = saved;
+}
+
+/* The local time now as "2026-11-29 10:00:01+0000". */
+static void
+now_text(char *buf, size_t size)
+{
+	struct timespec ts;
+	struct tm	tm;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	localtime_r(&ts.tv_sec, &tm);
+	strftime(buf, size, "%Y-%m-%d %H:%M:%S%z", &tm);
+}
+
+/*
+ * watch: LISTEN, then print each notification as one line (text) or one
+ * JSON object (--json), flushed at once so that a pipe sees it.  The
+ * payloads are the extension's own JSON.  SIGINT/SIGTERM end it with 0; a
+ * lost connection with 1.
+ */
+static int
+cmd_watch(const Options *opt)
+{
+	static const char *const channels[] = {"durable_dead", "durable_ambiguous", "durable_ready"};
+	int			nchannels = opt->ready ? 3 : 2;
+	struct sigaction sa;
+	int			i;
+	int			sock;
+
+	if (pipe(signal_pipe) != 0)
+	{
+		error("could not create pipe: %s", strerror(errno));
+		finish(EXIT_ERROR);
+	}
+	fcntl(signal_pipe[0], F_SETFL, O_NONBLOCK);
+	fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = watch_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	for (i = 0; i < nchannels; i++)
+	{
+		char	   *quoted = PQescapeIdentifier(conn, channels[i], strlen(channels[i]));
+		char		sql[128];
+		PGresult   *res;
+
+		/* LISTEN takes no parameters; the channel names are our constants */
+		snprintf(sql, sizeof(sql), "LISTEN %s", quoted);
+		PQfreemem(quoted);
+		res = run(sql, 0, NULL, PGRES_COMMAND_OK);
+		PQclear(res);
+	}
+	fprintf(stderr, "%s: listening on durable_dead, durable_ambiguous%s in database \"%s\" (interrupt to stop)\n",
+			PROGNAME, opt->ready ? ", durable_ready" : "", PQdb(conn));
+
+	sock = PQsocket(conn);
+	while (!stop_requested)
+	{
+		fd_set		fds;
+		PGnotify   *note;
+		int			maxfd = sock > signal_pipe[0] ? sock : signal_pipe[0];
+
+		FD_ZERO(&fds);
+		FD_SET(sock, &fds);
+		FD_SET(signal_pipe[0], &fds);
+		if (select(maxfd + 1, &fds, NULL, NULL, NULL) < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			error("select() failed: %s", strerror(errno));
+			finish(EXIT_ERROR);
+		}
+		if (stop_requested)
+			break;
+		if (!PQconsumeInput(conn))
+		{
+			report_result_error(NULL);
+			finish(EXIT_ERROR);
+		}
+		while ((note = PQnotifies(conn)) != NULL)
+		{
+			char		when[64];
+
+			now_text(when, sizeof(when));
+			if (opt->json)
+			{
+				char	   *p;
+
+				printf("{\"time\": \"%s\", \"channel\": \"", when);
+				for (p = note->relname; *p; p++)
+					if (*p != '"' && *p != '\\' && (unsigned char) *p >= 0x20)
+						putchar(*p);
+				/* the extension's payloads are JSON objects; pass them through */
+				printf("\", \"payload\": %s}\n", note->extra[0] == '{' ? note->extra : "null");
+			}
+			else
+				printf("%s  %s  %s\n", when, note->relname, note->extra);
+			fflush(stdout);
+			PQfreemem(note);
+		}
+		if (PQstatus(conn) == CONNECTION_BAD)
+		{
+			report_result_error(NULL);
+			finish(EXIT_ERROR);
+		}
+	}
+	return EXIT_DONE;
+}
+
+/* ------------------------------------------------------------------------
+ * main
+ */
+
+int
+main(int argc, char **argv)
+{
+	static const struct option long_options[] = {
+		{"dbname", required_argument, NULL, 'd'},
+		{"host", required_argument, NULL, 'h'},
+		{"port", required_argument, NULL, 'p'},
+		{"username", required_argument, NULL, 'U'},
+		{"no-password", no_argument, NULL, 'w'},
+		{"password", no_argument, NULL, 'W'},
+		{"json", no_argument, NULL, 'j'},
+		{"limit", required_argument, NULL, 'l'},
+		{"offset", required_argument, NULL, 'o'},
+		{"yes", no_argument, NULL, 'y'},
+		{"ready", no_argument, NULL, 'r'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, '?'},
+		{NULL, 0, NULL, 0}
+	};
+	Options		opt;
+	const char *command;
+	int			nargs;
+	char	  **args;
+	char	   *extversion;
+	int			c;
+	int			rc;
+
+	memset(&opt, 0, sizeof(opt));
+	opt.limit = DEFAULT_LIMIT;
+
+	/* --help and --version alone, before anything else, as PostgreSQL's tools do */
+	if (argc > 1)
+	{
+		if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-?") == 0)
+		{
+			usage(stdout);
+			exit(EXIT_DONE);
+		}
+		if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)
+		{
+			printf("%s (durable) %s\n", PROGNAME, DURABLECTL_VERSION);
+			exit(EXIT_DONE);
+		}
+	}
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "d:h:p:U:wWjl:o:yrV?", long_options, NULL)) != -1)
+	{
+		switch (c)
+		{
+			case 'd':
+				opt.dbname = optarg;
+				break;
+			case 'h':
+				opt.host = optarg;
+				break;
+			case 'p':
+				opt.port = optarg;
+				break;
+			case 'U':
+				opt.username = optarg;
+				break;
+			case 'w':
+				opt.password_mode = -1;
+				break;
+			case 'W':
+				opt.password_mode = 1;
+				break;
+			case 'j':
+				opt.json = true;
+				break;
+			case 'l':
+				if (!parse_count(optarg, MAX_LIMIT, &opt.limit) || opt.limit < 1)
+					usage_error("invalid value \"%s\" for option --limit (an integer from 1 to %d)",
+								optarg, MAX_LIMIT);
+				break;
+			case 'o':
+				if (!parse_count(optarg, 1000000000L, &opt.offset))
+					usage_error("invalid value \"%s\" for option --offset (a non-negative integer)", optarg);
+				break;
+			case 'y':
+				opt.yes = true;
+				break;
+			case 'r':
+				opt.ready = true;
+				break;
+			case 'V':
+				printf("%s (durable) %s\n", PROGNAME, DURABLECTL_VERSION);
+				exit(EXIT_DONE);
+			case '?':
+				if (optopt == 0 && strcmp(argv[optind - 1], "-?") != 0 &&
+					strcmp(argv[optind - 1], "--help") != 0)
+					usage_error("unrecognized option \"%s\"", argv[optind - 1]);
+				if (optopt != 0 && optopt != '?')
+				{
+					if (strchr("dhpUlo", optopt) != NULL)
+						usage_error("option -%c requires an argument", optopt);
+					usage_error("invalid option -- '%c'", optopt);
+				}
+				usage(stdout);
+				exit(EXIT_DONE);
+			default:
+				usage_error("unexpected option");
+		}
+	}
+
+	if (optind >= argc)
+		usage_error("no command given");
+	command = argv[optind];
+	args = argv + optind + 1;
+	nargs = argc - optind - 1;
+
+	/* Check the command line completely before connecting. */
+	if (strcmp(command, "status") == 0 || strcmp(command, "unknown") == 0 ||
+		strcmp(command, "watch") == 0)
+	{
+		if (nargs != 0)
+			usage_error("too many arguments for %s: \"%s\"", command, args[0]);
+	}
+	else if (strcmp(command, "dlq") == 0)
+	{
+		if (nargs != 1)
+			usage_error("dlq needs one argument: inbox or outbox");
+		if (strcmp(args[0], "inbox") != 0 && strcmp(args[0], "outbox") != 0)
+			usage_error("invalid queue \"%s\" for dlq (inbox or outbox)", args[0]);
+	}
+	else if (strcmp(command, "replay") == 0)
+	{
+		if (nargs != 1)
+			usage_error("replay needs one argument: the id of an inbox record");
+		if (!valid_record_id(args[0]))
+			usage_error("invalid inbox record id \"%s\" (a positive integer)", args[0]);
+	}
+	else if (strcmp(command, "retry") == 0 || strcmp(command, "discard") == 0)
+	{
+		if (nargs != 1)
+			usage_error("%s needs one argument: the idempotency key of a send", command);
+		if (args[0][0] == '\0')
+			usage_error("the idempotency key must not be empty");
+	}
+	else
+		usage_error("unknown command \"%s\"", command);
+
+	extversion = connect_db(&opt);
+
+	if (strcmp(command, "status") == 0)
+		rc = cmd_status(&opt, extversion);
+	else if (strcmp(command, "dlq") == 0)
+		rc = strcmp(args[0], "inbox") == 0 ? cmd_dlq_inbox(&opt) : cmd_outbox_list(&opt, "dead");
+	else if (strcmp(command, "unknown") == 0)
+		rc = cmd_outbox_list(&opt, "unknown");
+	else if (strcmp(command, "replay") == 0)
+		rc = cmd_replay(args[0]);
+	else if (strcmp(command, "retry") == 0)
+		rc = cmd_retry(args[0]);
+	else if (strcmp(command, "discard") == 0)
+		rc = cmd_discard(&opt, args[0]);
+	else
+		rc = cmd_watch(&opt);
+
+	free(extversion);
+	fflush(stdout);
+	finish(rc);
+	return rc;
+}

@@ -1,0 +1,530 @@
+/*-------------------------------------------------------------------------
+ *
+ * bot.c
+ *		An example chat bot on durable, in C over libpq.
+ *
+ * A complete, runnable loop with a fake chat platform and a fake provider:
+ *
+ *	 - boot: durable.instance_start(instance) takes back what this instance
+ *	   id held when its previous incarnation died;
+ *	 - a feeder process (forked, with its own connection) plays the chat
+ *	   platform's webhook: it journals each inbound message with inbox_admit
+ *	   (no instance: the webhook only journals and acknowledges), including
+ *	   redeliveries, which are deduplicated by (source, message_id);
+ *	 - the worker waits in the server for work with
+ *	   inbox_claim(wait => '2s') instead of polling;
+ *	 - each message is handled in the order the discipline requires:
+ *		 1. the reply goes out through outbox_begin (key derived from the
+ *			inbound lease, so a reprocessed message re-derives the same key),
+ *			the provider, then outbox_sent, or outbox_failed + inbox_fail
+ *			when the provider refuses (the message comes back later and the
+ *			retried send reuses its key);
+ *		 2. one transaction writes the handler's effect row and ends with
+ *			inbox_complete: the effect commits exactly when the message is
+ *			done;
+ *	 - slow jobs send inbox_heartbeat while they work;
+ *	 - SIGTERM stops after the message in hand and gives back, with
+ *	   inbox_release, whatever the last claim handed out but was not handled.
+ *
+ * Why the send is not inside the completing transaction: the provider is
+ * outside the database, so the send record must be committed before the
+ * provider is called (outbox_begin) and right after it answered
+ * (outbox_sent); were they part of the handler's transaction, a rollback
+ * would forget a message the provider already delivered.
+ *
+ * The provider "delivers" by appending a line to a file; the test
+ * (examples/run) checks that every message has exactly one effect row and
+ * exactly one delivery.
+ *
+ *	 make tools && examples/c/bot --feed 20 --deliveries /tmp/deliveries
+ *
+ * Connection settings come from the libpq environment (PGHOST, PGPORT,
+ * PGUSER, PGDATABASE) or --conninfo.  Every value is a $n parameter.
+ *
+ * IDENTIFICATION
+ *	  examples/c/bot.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "libpq-fe.h"
+
+#define STALE_LEASE "DR001"
+#define MAX_BATCH 3
+
+typedef struct Args
+{
+	const char *conninfo;
+	const char *instance;
+	const char *schema;
+	const char *deliveries;
+	const char *lease;
+	int			feed;
+	double		feed_delay;
+	int			slow_every;
+	double		slow_seconds;
+	int			fail_every;
+	double		timeout;
+} Args;
+
+typedef struct Stats
+{
+	int			handled;
+	int			replies;
+	int			provider_errors;
+	int			heartbeats;
+	int			released;
+	int			stale;
+} Stats;
+
+static volatile sig_atomic_t stopping = 0;
+static Args args;
+static Stats stats;
+static PGconn *db;
+
+/* Keys the fake provider refused once (it refuses only the first call). */
+static char **refused;
+static int	nrefused;
+static long provider_calls;
+
+static void
+on_term(int signo __attribute__((unused)))
+{
+	stopping = 1;
+}
+
+static void
+die(const char *what, PGresult *res)
+{
+	fprintf(stderr, "%s: %s: %s", args.instance, what,
+			res ? PQresultErrorMessage(res) : PQerrorMessage(db));
+	exit(1);
+}
+
+/* Run a statement with text parameters; any failure ends the bot. */
+static PGresult *
+exec(PGconn *conn, const char *sql, int n, const char *const *params)
+{
+	PGresult   *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
+		die(sql, res);
+	return res;
+}
+
+static void
+exec_clear(PGconn *conn, const char *sql, int n, const char *const *params)
+{
+	PQclear(exec(conn, sql, n, params));
+}
+
+static void
+sleep_s(double s)
+{
+	struct timespec ts;
+
+	ts.tv_sec = (time_t) s;
+	ts.tv_nsec = (long) ((s - (double) ts.tv_sec) * 1e9);
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * The fake provider: appends "key<TAB>chat<TAB>text" to the deliveries file
+ * and answers with a message id, or refuses (false) the first call for a
+ * key when asked to; a refused call delivers nothing.
+ */
+static bool
+provider_send(const char *key, const char *chat_id, const char *text, bool refuse_first,
+			  char *pmid, size_t pmid_size)
+{
+	char		line[1024];
+	int			fd;
+	int			i;
+
+	provider_calls++;
+	if (refuse_first)
+	{
+		for (i = 0; i < nrefused; i++)
+			if (strcmp(refused[i], key) == 0)
+				break;
+		if (i == nrefused)
+		{
+			refused = realloc(refused, sizeof(char *) * (nrefused + 1));
+			refused[nrefused++] = strdup(key);
+			return false;
+		}
+	}
+	snprintf(line, sizeof(line), "%s\t%s\t%s\n", key, chat_id, text);
+	fd = open(args.deliveries, O_WRONLY | O_APPEND | O_CREAT, 0644);
+	if (fd < 0 || write(fd, line, strlen(line)) != (ssize_t) strlen(line) || fsync(fd) != 0)
+	{
+		fprintf(stderr, "%s: cannot write %s: %s\n", args.instance, args.deliveries, strerror(errno));
+		exit(1);
+	}
+	close(fd);
+	snprintf(pmid, pmid_size, "c-%ld", provider_calls);
+	return true;
+}
+
+/*
+ * The platform's webhook, in a child process with its own connection:
+ * n messages, every 5th delivered twice.  It stops early on SIGTERM.
+ */
+static void
+feeder_main(void)
+{
+	PGconn	   *conn = PQconnectdb(args.conninfo);
+	int			duplicates = 0;
+	int			deliveries = 0;
+	int			i,
+				copy;
+
+	if (PQstatus(conn) != CONNECTION_OK)
+	{
+		fprintf(stderr, "%s webhook: %s", args.instance, PQerrorMessage(conn));
+		_exit(1);
+	}
+	for (i = 1; i <= args.feed && !stopping; i++)
+	{
+		for (copy = 0; copy < (i % 5 == 0 ? 2 : 1) && !stopping; copy++)
+		{
+			char		message_id[32],
+						chat_id[32],
+						payload[96];
+			const char *params[4] = {args.instance, message_id, chat_id, payload};
+			PGresult   *res;
+
+			snprintf(message_id, sizeof(message_id), "m%d", i);
+			snprintf(chat_id, sizeof(chat_id), "chat-%d", i % 4);
+			snprintf(payload, sizeof(payload), "{\"text\": \"hello %d\", \"n\": %d}", i, i);
+			res = exec(conn, "SELECT duplicate FROM durable.inbox_admit(source => $1,"
+					   " message_id => $2, chat_id => $3, payload => $4::jsonb)", 4, params);
+			deliveries++;
+			if (strcmp(PQgetvalue(res, 0, 0), "t") == 0)
+				duplicates++;
+			PQclear(res);
+			sleep_s(args.feed_delay);
+		}
+	}
+	printf("%s webhook: %d deliveries journaled, %d duplicates\n", args.instance, deliveries, duplicates);
+	fflush(stdout);
+	PQfinish(conn);
+	_exit(0);
+}
+
+/* Work longer than the lease, extending it as we go. */
+static void
+slow_job(const char *id, const char *token)
+{
+	const char *params[3] = {id, token, args.lease};
+	int			steps = 4;
+	int			i;
+
+	for (i = 0; i < steps; i++)
+	{
+		sleep_s(args.slow_seconds / steps);
+		exec_clear(db, "SELECT durable.inbox_heartbeat($1::bigint, $2::bigint, $3::interval)", 3, params);
+		stats.heartbeats++;
+	}
+}
+
+/* The handler failed for now: the message comes back after retry_in. */
+static void
+fail_for_now(const char *id, const char *token, const char *why)
+{
+	const char *params[3] = {id, token, why};
+
+	exec_clear(db, "SELECT * FROM durable.inbox_fail($1::bigint, $2::bigint, $3, retry_in => '200ms')",
+			   3, params);
+}
+
+/*
+ * Handle one claimed message: the reply, then the effects and the
+ * completion in one transaction.  The caller holds the lease (id, token).
+ */
+static void
+handle(const char *id, const char *token, const char *message_id, const char *chat_id,
+	   int n, const char *text)
+{
+	char		reply_text[256],
+				reply[320],
+				key[600],
+				send_token[32],
+				action[16];
+	PGresult   *res;
+
+	if (n % args.slow_every == 0)
+		slow_job(id, token);
+
+	/* 1. the reply: journal, provider, confirm */
+	snprintf(reply_text, sizeof(reply_text), "echo: %s", text);
+	snprintf(reply, sizeof(reply), "{\"text\": \"%s\"}", reply_text);
+	{
+		const char *params[5] = {chat_id, reply, args.instance, id, token};
+
+		res = exec(db, "SELECT action, key, token FROM durable.outbox_begin(idempotency_key => NULL,"
+				   " chat_id => $1, payload => $2::jsonb, instance => $3,"
+				   " inbound_id => $4::bigint, inbound_token => $5::bigint)", 5, params);
+		snprintf(action, sizeof(action), "%s", PQgetvalue(res, 0, 0));
+		snprintf(key, sizeof(key), "%s", PQgetvalue(res, 0, 1));
+		snprintf(send_token, sizeof(send_token), "%s", PQgetvalue(res, 0, 2));
+		PQclear(res);
+	}
+	if (strcmp(action, "send") == 0 || strcmp(action, "bypass") == 0)
+	{
+		char		pmid[64];
+
+		if (!provider_send(key, chat_id, reply_text, n % args.fail_every == 0, pmid, sizeof(pmid)))
+		{
+			const char *params[3] = {key, send_token, "503 service unavailable"};
+
+			stats.provider_errors++;
+			if (strcmp(action, "send") == 0)
+				exec_clear(db, "SELECT * FROM durable.outbox_failed($1, $2::bigint, $3,"
+						   " retryable => true, retry_in => '100ms')", 3, params);
+			/* the message comes back after the retry is due; its send reuses the key */
+			fail_for_now(id, token, "provider: 503 service unavailable");
+			return;
+		}
+		if (strcmp(action, "send") == 0)
+		{
+			const char *params[3] = {key, send_token, pmid};
+
+			exec_clear(db, "SELECT durable.outbox_sent($1, $2::bigint, $3)", 3, params);
+		}
+		stats.replies++;
+	}
+	else if (strcmp(action, "busy") == 0 || strcmp(action, "wait") == 0)
+	{
+		char		why[32];
+
+		snprintf(why, sizeof(why), "reply %s", action);
+		fail_for_now(id, token, why);
+		return;
+	}
+	else if (strcmp(action, "sent") != 0)
+	{
+		/* dead or unknown: an operator decides (durablectl); never resend by ourselves */
+		printf("%s: reply %s is %s; left to the operator\n", args.instance, key, action);
+	}
+
+	/* 2. the effects and the completion, in one transaction */
+	{
+		char	   *effects = PQescapeIdentifier(db, args.schema, strlen(args.schema));
+		char		insert[256];
+		const char *eparams[4] = {message_id, chat_id, key, args.instance};
+		const char *cparams[2] = {id, token};
+		const char *sqlstate;
+
+		snprintf(insert, sizeof(insert),
+				 "INSERT INTO %s.effects (message_id, chat_id, reply_key, instance) VALUES ($1, $2, $3, $4)",
+				 effects);
+		PQfreemem(effects);
+		exec_clear(db, "BEGIN", 0, NULL);
+		exec_clear(db, insert, 4, eparams);
+		res = PQexecParams(db, "SELECT durable.inbox_complete($1::bigint, $2::bigint)", 2, NULL,
+						   cparams, NULL, NULL, 0);
+		if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		{
+			PQclear(res);
+			exec_clear(db, "COMMIT", 0, NULL);
+			stats.handled++;
+			return;
+		}
+		sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		if (sqlstate == NULL || strcmp(sqlstate, STALE_LEASE) != 0)
+			die("inbox_complete", res);
+		/* another replica took the message over: our effects roll back */
+		PQclear(res);
+		exec_clear(db, "ROLLBACK", 0, NULL);
+		stats.stale++;
+	}
+}
+
+static bool
+feed_done(void)
+{
+	const char *params[1] = {args.instance};
+	PGresult   *res = exec(db, "SELECT pg_catalog.count(*) FROM durable.inbox"
+						   " WHERE source = $1 AND state = 'done'", 1, params);
+	bool		done = atoi(PQgetvalue(res, 0, 0)) >= args.feed;
+
+	PQclear(res);
+	return done;
+}
+
+static void
+usage(void)
+{
+	fprintf(stderr,
+			"usage: bot [--conninfo C] [--instance I] [--schema S] [--feed N] [--feed-delay S]\n"
+			"           [--deliveries FILE] [--lease L] [--slow-every K] [--slow-seconds S]\n"
+			"           [--fail-every K] [--timeout S]\n");
+	exit(2);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"conninfo", required_argument, NULL, 'c'},
+		{"instance", required_argument, NULL, 'i'},
+		{"schema", required_argument, NULL, 's'},
+		{"feed", required_argument, NULL, 'f'},
+		{"feed-delay", required_argument, NULL, 'F'},
+		{"deliveries", required_argument, NULL, 'd'},
+		{"lease", required_argument, NULL, 'l'},
+		{"slow-every", required_argument, NULL, 'w'},
+		{"slow-seconds", required_argument, NULL, 'W'},
+		{"fail-every", required_argument, NULL, 'e'},
+		{"timeout", required_argument, NULL, 't'},
+		{NULL, 0, NULL, 0}
+	};
+	struct sigaction sa;
+	pid_t		feeder;
+	double		deadline;
+	int			c;
+	bool		feeder_alive = true;
+	char	   *schema;
+	char		sql[512];
+
+	args = (Args)
+	{
+		"", "example-c", "example_c", "deliveries.txt", "1s", 20, 0.02, 7, 1.6, 6, 120
+	};
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
+	{
+		switch (c)
+		{
+			case 'c': args.conninfo = optarg; break;
+			case 'i': args.instance = optarg; break;
+			case 's': args.schema = optarg; break;
+			case 'f': args.feed = atoi(optarg); break;
+			case 'F': args.feed_delay = atof(optarg); break;
+			case 'd': args.deliveries = optarg; break;
+			case 'l': args.lease = optarg; break;
+			case 'w': args.slow_every = atoi(optarg); break;
+			case 'W': args.slow_seconds = atof(optarg); break;
+			case 'e': args.fail_every = atoi(optarg); break;
+			case 't': args.timeout = atof(optarg); break;
+			default: usage();
+		}
+	}
+	if (optind < argc || args.feed < 1 || args.slow_every < 1 || args.fail_every < 1)
+		usage();
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_term;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	/* boot */
+	db = PQconnectdb(args.conninfo);
+	if (PQstatus(db) != CONNECTION_OK)
+		die("connect", NULL);
+	schema = PQescapeIdentifier(db, args.schema, strlen(args.schema));
+	snprintf(sql, sizeof(sql), "CREATE SCHEMA IF NOT EXISTS %s", schema);
+	exec_clear(db, sql, 0, NULL);
+	snprintf(sql, sizeof(sql),
+			 "CREATE TABLE IF NOT EXISTS %s.effects (message_id text NOT NULL, chat_id text NOT NULL,"
+			 " reply_key text, instance text NOT NULL,"
+			 " at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp())", schema);
+	exec_clear(db, sql, 0, NULL);
+	PQfreemem(schema);
+	{
+		const char *params[1] = {args.instance};
+		PGresult   *res = exec(db, "SELECT * FROM durable.instance_start($1)", 1, params);
+
+		printf("%s: booted (recovered %s inbox records, %s ambiguous sends)\n", args.instance,
+			   PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+		fflush(stdout);
+		PQclear(res);
+	}
+
+	feeder = fork();
+	if (feeder < 0)
+	{
+		perror("fork");
+		return 1;
+	}
+	if (feeder == 0)
+		feeder_main();
+
+	/* the worker loop */
+	deadline = now_s() + args.timeout;
+	while (!stopping)
+	{
+		const char *params[2] = {args.instance, args.lease};
+		PGresult   *res;
+		int			i,
+					n;
+
+		if (now_s() > deadline)
+		{
+			fprintf(stderr, "%s: timed out\n", args.instance);
+			kill(feeder, SIGTERM);
+			return 1;
+		}
+		/* waits in the server until work is admitted or due: no polling */
+		res = exec(db, "SELECT c.id, c.token, c.message_id, c.chat_id,"
+				   " (c.payload->>'n')::pg_catalog.int4, c.payload->>'text'"
+				   " FROM durable.inbox_claim(instance => $1, max => 3, lease => $2::interval,"
+				   " wait => '2s') c", 2, params);
+		n = PQntuples(res);
+		for (i = 0; i < n; i++)
+		{
+			if (stopping)
+			{
+				/* clean shutdown: give back what we hold, attempts not counted */
+				for (; i < n; i++)
+				{
+					const char *rparams[2] = {PQgetvalue(res, i, 0), PQgetvalue(res, i, 1)};
+
+					exec_clear(db, "SELECT durable.inbox_release($1::bigint, $2::bigint)", 2, rparams);
+					stats.released++;
+				}
+				break;
+			}
+			handle(PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
+				   PQgetvalue(res, i, 3), atoi(PQgetvalue(res, i, 4)), PQgetvalue(res, i, 5));
+		}
+		PQclear(res);
+		if (feeder_alive && waitpid(feeder, NULL, WNOHANG) == feeder)
+			feeder_alive = false;
+		if (n == 0 && !feeder_alive && feed_done())
+			break;
+	}
+	if (feeder_alive)
+	{
+		kill(feeder, SIGTERM);
+		waitpid(feeder, NULL, 0);
+	}
+	printf("%s: %s: handled %d, replies delivered %d, provider errors %d, heartbeats %d,"
+		   " released %d, stale %d\n", args.instance, stopping ? "stopped by SIGTERM" : "feed processed",
+		   stats.handled, stats.replies, stats.provider_errors, stats.heartbeats, stats.released,
+		   stats.stale);
+	PQfinish(db);
+	return 0;
+}

@@ -1,0 +1,264 @@
+#!/usr/bin/env node
+// An example chat bot on durable, in Node.js with node-postgres (pg).
+//
+// A complete, runnable loop with a fake chat platform and a fake provider:
+//
+//  * boot: durable.instance_start(instance) takes back what this instance id
+//    held when its previous incarnation died;
+//  * a feeder (its own connection, running concurrently) plays the chat
+//    platform's webhook: it journals each inbound message with inbox_admit
+//    (no instance: the webhook only journals and acknowledges), including
+//    redeliveries, which are deduplicated by (source, message_id);
+//  * the worker waits in the server for work with inbox_claim(wait => '2s')
+//    instead of polling;
+//  * each message is handled in the order the discipline requires:
+//      1. the reply goes out through outbox_begin (key derived from the
+//         inbound lease, so a reprocessed message re-derives the same key),
+//         the provider, then outbox_sent, or outbox_failed + inbox_fail when
+//         the provider refuses (the message comes back later and the retried
+//         send reuses its key);
+//      2. one transaction writes the handler's effect row and ends with
+//         inbox_complete: the effect commits exactly when the message is done;
+//  * slow jobs send inbox_heartbeat while they work;
+//  * SIGTERM stops after the message in hand and gives back, with
+//    inbox_release, whatever the last claim handed out but was not handled.
+//
+// The provider "delivers" by appending a line to a file; the test
+// (examples/run) checks that every message has exactly one effect row and
+// exactly one delivery.
+//
+//   npm ci && node bot.js --feed 20 --deliveries /tmp/deliveries
+//
+// Connection settings come from the usual libpq environment (PGHOST, PGPORT,
+// PGUSER, PGDATABASE), which pg reads too.
+'use strict';
+
+const fs = require('fs');
+const { Client, escapeIdentifier } = require('pg');
+
+const STALE_LEASE = 'DR001';
+
+function parseArgs(argv) {
+  const o = {
+    instance: 'example-node', schema: 'example_node', feed: 20, feedDelay: 0.02,
+    deliveries: 'deliveries.txt', lease: '1s', slowEvery: 7, slowSeconds: 1.6,
+    failEvery: 6, timeout: 120,
+  };
+  const names = {
+    '--instance': ['instance', String], '--schema': ['schema', String],
+    '--feed': ['feed', Number], '--feed-delay': ['feedDelay', Number],
+    '--deliveries': ['deliveries', String], '--lease': ['lease', String],
+    '--slow-every': ['slowEvery', Number], '--slow-seconds': ['slowSeconds', Number],
+    '--fail-every': ['failEvery', Number], '--timeout': ['timeout', Number],
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const [flag, inline] = argv[i].split(/=(.*)/s);
+    const spec = names[flag];
+    if (!spec) {
+      console.error(`bot.js: unknown option ${argv[i]}\nusage: node bot.js [${Object.keys(names).join(' V] [')} V]`);
+      process.exit(2);
+    }
+    const v = inline !== undefined ? inline : argv[++i];
+    o[spec[0]] = spec[1](v);
+  }
+  return o;
+}
+
+const sleep = (s) => new Promise((r) => setTimeout(r, s * 1000));
+
+class ProviderError extends Error {}
+
+// Delivers by appending "key<TAB>chat<TAB>text" to a file.  It refuses the
+// first call for the keys it is told to (a 503), so that the retry path
+// runs; the refused call delivers nothing.
+class FakeProvider {
+  constructor(path) { this.path = path; this.refused = new Set(); this.calls = 0; }
+
+  send(key, chatId, text, refuseFirst) {
+    this.calls++;
+    if (refuseFirst && !this.refused.has(key)) {
+      this.refused.add(key);
+      throw new ProviderError('503 service unavailable');
+    }
+    const fd = fs.openSync(this.path, 'a');
+    fs.writeSync(fd, `${key}\t${chatId}\t${text}\n`);
+    fs.fsyncSync(fd);
+    fs.closeSync(fd);
+    return `node-${this.calls}`;
+  }
+}
+
+// The platform's deliveries: n messages, every 5th delivered twice.
+function feedMessages(n) {
+  const out = [];
+  for (let i = 1; i <= n; i++) {
+    const msg = [`m${i}`, `chat-${i % 4}`, { text: `hello ${i}`, n: i }];
+    out.push(msg);
+    if (i % 5 === 0) out.push(msg); // a webhook retry: the same message id again
+  }
+  return out;
+}
+
+class Bot {
+  constructor(args) {
+    this.args = args;
+    this.instance = args.instance;
+    this.source = args.instance;
+    this.stopping = false;
+    this.provider = new FakeProvider(args.deliveries);
+    this.stats = { handled: 0, duplicates: 0, providerErrors: 0, heartbeats: 0, released: 0, stale: 0, replies: 0 };
+    this.db = new Client({ application_name: this.instance });
+    this.effects = `${escapeIdentifier(args.schema)}.effects`;
+  }
+
+  async boot() {
+    await this.db.connect();
+    const schema = escapeIdentifier(this.args.schema);
+    await this.db.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    await this.db.query(`CREATE TABLE IF NOT EXISTS ${this.effects} (
+        message_id text NOT NULL, chat_id text NOT NULL, reply_key text,
+        instance text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`);
+    const r = await this.db.query('SELECT * FROM durable.instance_start($1)', [this.instance]);
+    const { inbox_recovered: rec, outbox_ambiguous: amb } = r.rows[0];
+    console.log(`${this.instance}: booted (recovered ${rec} inbox records, ${amb} ambiguous sends)`);
+  }
+
+  // The platform's webhook, on its own connection, concurrently with the worker.
+  async feeder() {
+    const conn = new Client({ application_name: `${this.instance}-webhook` });
+    await conn.connect();
+    try {
+      for (const [messageId, chatId, payload] of feedMessages(this.args.feed)) {
+        if (this.stopping) return;
+        const r = await conn.query(
+          'SELECT duplicate FROM durable.inbox_admit(source => $1, message_id => $2,'
+          + ' chat_id => $3, payload => $4::jsonb)',
+          [this.source, messageId, chatId, JSON.stringify(payload)]);
+        if (r.rows[0].duplicate) this.stats.duplicates++;
+        await sleep(this.args.feedDelay);
+      }
+    } finally {
+      await conn.end();
+    }
+  }
+
+  async handle(rec) {
+    const { id, token, chat_id: chatId, payload } = rec;
+    const n = payload.n;
+
+    if (n % this.args.slowEvery === 0) await this.slowJob(id, token);
+
+    // 1. the reply: journal, provider, confirm
+    const reply = { text: `echo: ${payload.text}` };
+    const b = (await this.db.query(
+      'SELECT action, key, token FROM durable.outbox_begin(idempotency_key => NULL,'
+      + ' chat_id => $1, payload => $2::jsonb, instance => $3, inbound_id => $4, inbound_token => $5)',
+      [chatId, JSON.stringify(reply), this.instance, id, token])).rows[0];
+    if (b.action === 'send' || b.action === 'bypass') {
+      let pmid;
+      try {
+        pmid = this.provider.send(b.key, chatId, reply.text, n % this.args.failEvery === 0);
+      } catch (e) {
+        if (!(e instanceof ProviderError)) throw e;
+        this.stats.providerErrors++;
+        if (b.action === 'send') {
+          await this.db.query(
+            "SELECT * FROM durable.outbox_failed($1, $2, $3, retryable => true, retry_in => '100ms')",
+            [b.key, b.token, e.message]);
+        }
+        // the message comes back after the retry is due; its send reuses the key
+        await this.db.query("SELECT * FROM durable.inbox_fail($1::bigint, $2::bigint, $3, retry_in => '200ms')",
+          [id, token, `provider: ${e.message}`]);
+        return;
+      }
+      if (b.action === 'send') {
+        await this.db.query('SELECT durable.outbox_sent($1, $2, $3)', [b.key, b.token, pmid]);
+      }
+      this.stats.replies++;
+    } else if (b.action === 'busy' || b.action === 'wait') {
+      await this.db.query("SELECT * FROM durable.inbox_fail($1::bigint, $2::bigint, $3, retry_in => '200ms')",
+        [id, token, `reply ${b.action}`]);
+      return;
+    } else if (b.action !== 'sent') {
+      // dead or unknown: an operator decides (durablectl); never resend by ourselves
+      console.log(`${this.instance}: reply ${b.key} is ${b.action}; left to the operator`);
+    }
+
+    // 2. the effects and the completion, in one transaction
+    try {
+      await this.db.query('BEGIN');
+      await this.db.query(
+        `INSERT INTO ${this.effects} (message_id, chat_id, reply_key, instance) VALUES ($1, $2, $3, $4)`,
+        [rec.message_id, chatId, b.key, this.instance]);
+      await this.db.query('SELECT durable.inbox_complete($1::bigint, $2::bigint)', [id, token]);
+      await this.db.query('COMMIT');
+    } catch (e) {
+      await this.db.query('ROLLBACK');
+      if (e.code !== STALE_LEASE) throw e;
+      // another replica took the message over: our effects rolled back
+      this.stats.stale++;
+      return;
+    }
+    this.stats.handled++;
+  }
+
+  // Work longer than the lease, extending it as we go.
+  async slowJob(id, token) {
+    const steps = 4;
+    for (let i = 0; i < steps; i++) {
+      await sleep(this.args.slowSeconds / steps);
+      await this.db.query('SELECT durable.inbox_heartbeat($1::bigint, $2::bigint, $3::interval)', [id, token, this.args.lease]);
+      this.stats.heartbeats++;
+    }
+  }
+
+  async feedDone() {
+    const r = await this.db.query(
+      "SELECT count(*)::int AS n FROM durable.inbox WHERE source = $1 AND state = 'done'", [this.source]);
+    return r.rows[0].n >= this.args.feed;
+  }
+
+  async run() {
+    await this.boot();
+    let feederDone = false;
+    const feeder = this.feeder().finally(() => { feederDone = true; });
+    const deadline = Date.now() + this.args.timeout * 1000;
+    while (!this.stopping) {
+      if (Date.now() > deadline) {
+        console.error(`${this.instance}: timed out`);
+        return 1;
+      }
+      // waits in the server until work is admitted or due: no polling
+      const batch = (await this.db.query(
+        "SELECT * FROM durable.inbox_claim(instance => $1, max => 3, lease => $2::interval, wait => '2s')",
+        [this.instance, this.args.lease])).rows;
+      for (let i = 0; i < batch.length; i++) {
+        if (this.stopping) {
+          // clean shutdown: give back what we hold, attempts not counted
+          for (const held of batch.slice(i)) {
+            await this.db.query('SELECT durable.inbox_release($1::bigint, $2::bigint)', [held.id, held.token]);
+            this.stats.released++;
+          }
+          break;
+        }
+        await this.handle(batch[i]);
+      }
+      if (batch.length === 0 && feederDone && await this.feedDone()) break;
+    }
+    await feeder;
+    await this.db.end();
+    const s = this.stats;
+    console.log(`${this.instance}: ${this.stopping ? 'stopped by SIGTERM' : 'feed processed'}: `
+      + `handled ${s.handled}, replies delivered ${s.replies}, duplicates ${s.duplicates}, `
+      + `provider errors ${s.providerErrors}, heartbeats ${s.heartbeats}, released ${s.released}, stale ${s.stale}`);
+    return 0;
+  }
+}
+
+const bot = new Bot(parseArgs(process.argv.slice(2)));
+process.on('SIGTERM', () => { bot.stopping = true; });
+process.on('SIGINT', () => { bot.stopping = true; });
+bot.run().then((code) => process.exit(code), (err) => {
+  console.error(`${bot.instance}: ${err.code ? `${err.code} ` : ''}${err.message}`);
+  process.exit(1);
+});

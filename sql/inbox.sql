@@ -1,0 +1,270 @@
+--
+-- The inbox: journal an inbound message before handling it, mark it done
+-- only when its effects are settled.  Every function of the contract, one
+-- behaviour per statement.
+--
+-- SETUP
+--
+-- The claims below take from the whole inbox: start from an empty one.
+TRUNCATE durable.inbox;
+SELECT durable.metrics_reset();
+SET durable.inbox_backoff_base = '10s';
+SET durable.inbox_backoff_cap = '60s';
+
+--
+-- TESTS: inbox_admit
+--
+-- A new message admitted with an instance is journaled and leased at once: the bot runs its handler
+WITH r AS (SELECT * FROM durable.inbox_admit(source => 'docs', message_id => 'm1', chat_id => 'chat-a',
+                                             payload => '{"text": "hi"}', instance => 'bot-1'))
+SELECT token IS NOT NULL AS leased, duplicate, state FROM r;
+-- The journal holds it leased to bot-1: first attempt, a live lease of durable.lease (60s)
+SELECT state, owner, attempts, token > 0 AS has_token, lease_until > now() + '50s' AS lease_live,
+       not_before <= now() AS due, sends, content_hash IS NULL AS keyed_by_message_id
+  FROM durable.inbox WHERE source = 'docs' AND message_id = 'm1';
+SELECT id AS m1, token AS m1_token FROM durable.inbox WHERE source = 'docs' AND message_id = 'm1' \gset
+-- The same message delivered again: the existing record, and no token since another handler holds it
+WITH r AS (SELECT * FROM durable.inbox_admit(source => 'docs', message_id => 'm1', chat_id => 'chat-a',
+                                             payload => '{"text": "hi"}', instance => 'bot-2'))
+SELECT id = :m1 AS same_record, token, duplicate, state FROM r;
+-- A lease argument sets the length of the lease taken at admit
+SELECT id AS m0 FROM durable.inbox_admit('docs', 'm0', 'chat-0', instance => 'bot-1', lease => '5 min') \gset
+SELECT lease_until BETWEEN now() + '4 min' AND now() + '6 min' AS five_minutes FROM durable.inbox WHERE id = :m0;
+-- Without an instance the message is journaled pending, without a token: it comes out of inbox_claim
+WITH r AS (SELECT * FROM durable.inbox_admit('docs', 'm2', 'chat-b', '{"text": "yo"}'))
+SELECT token, duplicate, state FROM r;
+-- A duplicate without an instance never takes a lease
+WITH r AS (SELECT * FROM durable.inbox_admit('docs', 'm2', 'chat-b', '{"text": "yo"}'))
+SELECT token, duplicate, state FROM r;
+-- A duplicate of a pending, due record with an instance: leased to that instance now
+WITH r AS (SELECT * FROM durable.inbox_admit('docs', 'm2', 'chat-b', '{"text": "yo"}', instance => 'bot-2'))
+SELECT token > :m1_token AS new_token, duplicate, state FROM r;
+SELECT owner, attempts FROM durable.inbox WHERE source = 'docs' AND message_id = 'm2';
+-- Dedupe is per source: the same message id from another source is another message
+WITH r AS (SELECT * FROM durable.inbox_admit('other-source', 'm1', 'chat-z'))
+SELECT id <> :m1 AS new_record, duplicate, state FROM r;
+-- An id-less message is deduplicated by a hash of (source, chat_id, kind, payload) ...
+WITH r AS (SELECT * FROM durable.inbox_admit('docs', NULL, 'chat-d', '{"a": 1, "b": 2}'))
+SELECT duplicate, state FROM r;
+-- ... in which the JSON's key order and spacing do not matter
+WITH r AS (SELECT * FROM durable.inbox_admit('docs', NULL, 'chat-d', '{"b":2,   "a":1}'))
+SELECT duplicate, state FROM r;
+-- Another kind, chat or payload is another message
+SELECT duplicate FROM durable.inbox_admit('docs', NULL, 'chat-d', '{"a": 1, "b": 2}', kind => 'callback');
+SELECT duplicate FROM durable.inbox_admit('docs', NULL, 'chat-e', '{"a": 1, "b": 2}');
+SELECT duplicate FROM durable.inbox_admit('docs', NULL, 'chat-d', '{"a": 1, "b": 3}');
+-- Field boundaries are part of the hash: chat 'ab' with kind 'c' is not chat 'a' with kind 'bc'
+SELECT duplicate FROM durable.inbox_admit('docs', NULL, 'ab', kind => 'c');
+SELECT duplicate FROM durable.inbox_admit('docs', NULL, 'a', kind => 'bc');
+-- Id-less records carry a 32-byte SHA-256 key, the others none
+SELECT message_id IS NULL AS idless, octet_length(content_hash) AS hash_bytes, count(*)
+  FROM durable.inbox GROUP BY 1, 2 ORDER BY 1;
+-- Per-chat order: a second message of chat-a while m1 is leased stays pending without a token
+WITH r AS (SELECT * FROM durable.inbox_admit('docs', 'm3', 'chat-a', instance => 'bot-1'))
+SELECT token, duplicate, state FROM r;
+-- A done record does not hold its chat back: once m5 is done, m6 of the same chat is leased at admit
+SELECT id AS m5, token AS m5_token FROM durable.inbox_admit('docs', 'm5', 'chat-k', instance => 'bot-1') \gset
+SELECT durable.inbox_complete(:m5, :m5_token);
+WITH r AS (SELECT * FROM durable.inbox_admit('docs', 'm6', 'chat-k', instance => 'bot-1'))
+SELECT token IS NOT NULL AS leased, state FROM r;
+-- Counters: every new record is journaled, every repeat is a duplicate
+SELECT inbound_journaled, inbound_duplicates FROM durable.metrics();
+
+--
+-- TESTS: inbox_claim
+--
+-- Start again from an empty inbox: q1 and q3 in chat-x, q2 in chat-y, q4 in chat-z
+TRUNCATE durable.inbox;
+SELECT count(*) FROM (
+  SELECT durable.inbox_admit('docs', 'q1', 'chat-x', '{"n": 1}')
+  UNION ALL SELECT durable.inbox_admit('docs', 'q2', 'chat-y', '{"n": 2}')
+  UNION ALL SELECT durable.inbox_admit('docs', 'q3', 'chat-x', '{"n": 3}')
+  UNION ALL SELECT durable.inbox_admit('docs', 'q4', 'chat-z', '{"n": 4}')) admitted;
+-- Oldest first and one per chat: q1, q2, q4; q3 waits behind q1 (per-chat order)
+SELECT message_id, chat_id, kind, payload, attempts, token > 0 AS leased, source
+  FROM durable.inbox_claim(instance => 'bot-1', max => 10);
+-- The claimed records are leased to bot-1 with distinct tokens
+SELECT message_id, state, owner, count(*) OVER (PARTITION BY token) AS holders
+  FROM durable.inbox WHERE state = 'leased' ORDER BY id;
+-- Nothing else is claimable: q3's chat is busy
+SELECT count(*) FROM durable.inbox_claim('bot-2', 10);
+-- Once q1 is done, q3 is its chat's oldest unfinished record and can be claimed
+SELECT durable.inbox_complete(id, token) FROM durable.inbox WHERE message_id = 'q1';
+SELECT message_id, attempts FROM durable.inbox_claim('bot-2', 10);
+-- max bounds how many records one call leases, oldest first
+SELECT count(*) FROM (
+  SELECT durable.inbox_admit('docs', 'r' || g, 'chat-r' || g) FROM generate_series(1, 5) g) admitted;
+SELECT message_id FROM durable.inbox_claim('bot-1', max => 2);
+SELECT message_id FROM durable.inbox_claim('bot-1', max => 10000000);
+-- A pending record whose not_before is in the future is not claimable yet
+SELECT state FROM durable.inbox_admit('docs', 'later', 'chat-later');
+UPDATE durable.inbox SET not_before = now() + '1 hour' WHERE message_id = 'later';
+SELECT count(*) FROM durable.inbox_claim('bot-1', 10);
+-- The sends counter of the lease (outbox keys '<id>:<n>') restarts at 0 with every new lease
+UPDATE durable.inbox SET not_before = now(), sends = 3 WHERE message_id = 'later';
+SELECT message_id FROM durable.inbox_claim('bot-1', 10);
+SELECT sends FROM durable.inbox WHERE message_id = 'later';
+-- Takeover: a lease that expired is claimed by another instance, with a new, larger token and attempts + 1
+TRUNCATE durable.inbox;
+SELECT state FROM durable.inbox_admit('docs', 't1', 'chat-t');
+SELECT id AS t1, token AS t1_token FROM durable.inbox_claim('bot-1', lease => '30ms') \gset
+SELECT pg_sleep(0.1);
+SELECT id = :t1 AS same_record, token > :t1_token AS larger_token, attempts
+  FROM durable.inbox_claim('bot-2', 10);
+SELECT owner, attempts FROM durable.inbox WHERE id = :t1;
+-- An expired lease that used the last attempt is not taken over: the sweep moves it to dead
+SET durable.inbox_max_attempts = 2;
+UPDATE durable.inbox SET lease_until = now() - interval '1s' WHERE id = :t1;
+SELECT count(*) FROM durable.inbox_claim('bot-3', 10);
+RESET durable.inbox_max_attempts;
+-- With attempts left (the default 5) it is taken over
+SELECT attempts FROM durable.inbox_claim('bot-3', 10);
+-- wait: work is there, so the claim returns at once
+SELECT state FROM durable.inbox_admit('docs', 'w1', 'chat-w');
+SELECT clock_timestamp() AS t0 \gset
+SELECT message_id FROM durable.inbox_claim('bot-1', wait => '10s');
+SELECT clock_timestamp() - :'t0'::timestamptz < '5s' AS returned_at_once;
+-- wait: no work, so the claim returns empty once the wait has passed
+SELECT clock_timestamp() AS t0 \gset
+SELECT count(*) FROM durable.inbox_claim('bot-1', wait => '300ms');
+SELECT clock_timestamp() - :'t0'::timestamptz BETWEEN '300ms' AND '5s' AS waited;
+-- wait: a record that comes due during the wait is claimed when it does, not at the end of the wait
+SELECT state FROM durable.inbox_admit('docs', 'w2', 'chat-w2');
+UPDATE durable.inbox SET not_before = clock_timestamp() + '300ms' WHERE message_id = 'w2';
+SELECT clock_timestamp() AS t0 \gset
+SELECT message_id FROM durable.inbox_claim('bot-1', wait => '20s');
+SELECT clock_timestamp() - :'t0'::timestamptz BETWEEN '250ms' AND '10s' AS claimed_when_due;
+
+--
+-- TESTS: inbox_heartbeat
+--
+TRUNCATE durable.inbox;
+SELECT id AS h1, token AS h1_token FROM durable.inbox_admit('docs', 'h1', 'chat-h', instance => 'bot-1', lease => '1 min') \gset
+-- A heartbeat extends the lease and returns the new lease_until
+SELECT durable.inbox_heartbeat(:h1, :h1_token, '1 hour') > now() + '59 min' AS extended;
+SELECT lease_until > now() + '59 min' AS journaled, state, attempts FROM durable.inbox WHERE id = :h1;
+-- Without a lease argument it extends by durable.lease
+SET durable.lease = '2 min';
+SELECT durable.inbox_heartbeat(:h1, :h1_token) BETWEEN now() + '110s' AND now() + '130s' AS by_default;
+RESET durable.lease;
+-- An expired lease that nobody took over is still held by its token: the heartbeat revives it
+UPDATE durable.inbox SET lease_until = now() - interval '1s' WHERE id = :h1;
+SELECT durable.inbox_heartbeat(:h1, :h1_token, '1 min') > now() AS revived;
+
+--
+-- TESTS: inbox_complete
+--
+-- Completing marks the record done, with done_at, and ends the lease
+SELECT durable.inbox_complete(:h1, :h1_token);
+SELECT state, done_at IS NOT NULL AS has_done_at, lease_until, token = :h1_token AS token_kept
+  FROM durable.inbox WHERE id = :h1;
+-- A repeated complete with the same token is a no-op (a client retrying after a lost connection)
+SELECT durable.inbox_complete(:h1, :h1_token);
+SELECT state FROM durable.inbox WHERE id = :h1;
+-- In the handler's transaction, the handler's effects and the completion commit together
+CREATE TEMP TABLE effects (message_id text);
+BEGIN;
+SELECT id AS e1, token AS e1_token FROM durable.inbox_admit('docs', 'e1', 'chat-e', instance => 'bot-1') \gset
+INSERT INTO effects VALUES ('e1');
+SELECT durable.inbox_complete(:e1, :e1_token);
+COMMIT;
+SELECT i.state, e.message_id AS effect FROM durable.inbox i JOIN effects e USING (message_id);
+-- Batch: a claimed batch is completed in one call, which returns how many records are done
+SELECT count(*) FROM (
+  SELECT durable.inbox_admit('docs', 'b' || g, 'chat-b' || g) FROM generate_series(1, 3) g) admitted;
+CREATE TEMP TABLE batch AS SELECT id, token FROM durable.inbox_claim('bot-1', 10);
+SELECT durable.inbox_complete((SELECT array_agg(id) FROM batch), (SELECT array_agg(token) FROM batch));
+SELECT count(*) AS done FROM durable.inbox WHERE id IN (SELECT id FROM batch) AND state = 'done';
+-- The same batch again is a no-op that still reports the records done, as the single form does
+SELECT durable.inbox_complete((SELECT array_agg(id) FROM batch), (SELECT array_agg(token) FROM batch));
+-- An id given twice counts once
+SELECT durable.inbox_complete(ARRAY[:h1, :h1], ARRAY[:h1_token, :h1_token]);
+-- An empty batch completes nothing
+SELECT durable.inbox_complete('{}'::bigint[], '{}'::bigint[]);
+
+--
+-- TESTS: inbox_fail
+--
+TRUNCATE durable.inbox;
+SELECT id AS f1, token AS f1_token FROM durable.inbox_admit('docs', 'f1', 'chat-f', instance => 'bot-1') \gset
+-- A failure with attempts left: pending again after the backoff (durable.inbox_backoff_base 10s for attempt 1, plus jitter)
+SELECT state, not_before BETWEEN now() + '9s' AND now() + '13s' AS backed_off
+  FROM durable.inbox_fail(:f1, :f1_token, 'provider timeout');
+SELECT state, attempts, error, lease_until, not_before > now() AS not_yet_due FROM durable.inbox WHERE id = :f1;
+-- It is not claimable before its not_before
+SELECT count(*) FROM durable.inbox_claim('bot-1');
+-- retry_in overrides the backoff
+UPDATE durable.inbox SET not_before = now() WHERE id = :f1;
+SELECT token AS f1_token FROM durable.inbox_claim('bot-1') \gset
+SELECT state, not_before BETWEEN now() + '4 min' AND now() + '6 min' AS in_five_minutes
+  FROM durable.inbox_fail(:f1, :f1_token, 'rate limited', retry_in => '5 min');
+-- retry_in 0: due again at once
+UPDATE durable.inbox SET not_before = now() WHERE id = :f1;
+SELECT token AS f1_token FROM durable.inbox_claim('bot-1') \gset
+SELECT state, not_before <= clock_timestamp() AS due_now FROM durable.inbox_fail(:f1, :f1_token, 'again', retry_in => '0');
+-- The failure that uses the last attempt (durable.inbox_max_attempts) makes the record dead: no retry time
+SET durable.inbox_max_attempts = 4;
+SELECT token AS f1_token, attempts FROM durable.inbox_claim('bot-1') \gset
+SELECT :attempts AS attempts;
+SELECT state, not_before FROM durable.inbox_fail(:f1, :f1_token, 'handler crashed');
+SELECT state, attempts, error, lease_until FROM durable.inbox WHERE id = :f1;
+RESET durable.inbox_max_attempts;
+-- A dead record is never claimed
+SELECT count(*) FROM durable.inbox_claim('bot-1');
+-- A dead record does not hold its chat back
+WITH r AS (SELECT * FROM durable.inbox_admit('docs', 'f2', 'chat-f', instance => 'bot-1'))
+SELECT token IS NOT NULL AS leased, state FROM r;
+
+--
+-- TESTS: inbox_release
+--
+TRUNCATE durable.inbox;
+SELECT state FROM durable.inbox_admit('docs', 'g1', 'chat-g');
+SELECT id AS g1, token AS g1_token FROM durable.inbox_claim('bot-1') \gset
+-- Releasing gives the record back now, and the attempt does not count
+SELECT durable.inbox_release(:g1, :g1_token);
+SELECT state, attempts, lease_until, not_before <= now() AS due_now FROM durable.inbox WHERE id = :g1;
+-- Another instance claims it at once, as its first attempt, with a new token
+SELECT attempts, token > :g1_token AS new_token FROM durable.inbox_claim('bot-2');
+
+--
+-- TESTS: inbox_replay
+--
+-- A done record replayed is pending again, from a fresh count of attempts
+SELECT durable.inbox_complete(id, token) FROM durable.inbox WHERE id = :g1;
+SELECT durable.inbox_replay(:g1);
+SELECT state, attempts, done_at, lease_until, not_before <= now() AS due_now FROM durable.inbox WHERE id = :g1;
+-- A dead record replayed is pending again, with its last error kept for reference
+SET durable.inbox_max_attempts = 1;
+SELECT token AS g1_token FROM durable.inbox_claim('bot-1') \gset
+SELECT state FROM durable.inbox_fail(:g1, :g1_token, 'poison message');
+RESET durable.inbox_max_attempts;
+SELECT durable.inbox_replay(:g1);
+SELECT state, attempts, error FROM durable.inbox WHERE id = :g1;
+-- And it can be claimed again
+SELECT attempts FROM durable.inbox_claim('bot-1');
+
+--
+-- TESTS: counters
+--
+TRUNCATE durable.inbox;
+SELECT durable.metrics_reset();
+SELECT id AS c1, token AS c1_token FROM durable.inbox_admit('docs', 'c1', 'chat-c', instance => 'bot-1') \gset
+SELECT duplicate FROM durable.inbox_admit('docs', 'c1', 'chat-c');
+SELECT state FROM durable.inbox_admit('docs', 'c2', 'chat-c2');
+SET durable.inbox_max_attempts = 1;
+SELECT state FROM durable.inbox_fail(:c1, :c1_token, 'boom');
+RESET durable.inbox_max_attempts;
+SELECT durable.inbox_replay(:c1);
+-- Two journaled, one duplicate, one dead, one replayed, no stale confirmation
+SELECT inbound_journaled, inbound_duplicates, inbound_dead, inbound_replayed, stale_leases,
+       since <= now() AS since_reset
+  FROM durable.metrics();
+
+--
+-- CLEANUP
+--
+TRUNCATE durable.inbox;
+DROP TABLE effects, batch;
+RESET durable.inbox_backoff_base;
+RESET durable.inbox_backoff_cap;

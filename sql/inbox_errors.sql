@@ -1,0 +1,226 @@
+--
+-- The inbox's errors: every bad argument is refused with 22023 (54000 for
+-- an oversized payload) before anything is journaled; confirmations that
+-- do not hold the lease are refused with DR001 (counted even though the
+-- statement fails), DR002 or DR003.
+--
+-- SETUP
+--
+TRUNCATE durable.inbox;
+-- Ids from 1, so that the error messages below do not depend on the tests run before this one
+ALTER SEQUENCE durable.inbox_id_seq RESTART;
+SELECT durable.metrics_reset();
+-- One leased record (a1), one pending record (p1)
+SELECT id AS a1, token AS a1_token FROM durable.inbox_admit('errs', 'a1', 'chat-1', instance => 'bot-1') \gset
+SELECT id AS p1 FROM durable.inbox_admit('errs', 'p1', 'chat-2') \gset
+-- Runs a statement and returns its error, with "token <n>" replaced by the names given for the tokens
+CREATE FUNCTION pg_temp.error_of(stmt text, names text[] DEFAULT '{}', tokens bigint[] DEFAULT '{}')
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    st text; msg text; det text; i int;
+BEGIN
+    EXECUTE stmt;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+    FOR i IN 1 .. coalesce(array_length(tokens, 1), 0) LOOP
+        det := regexp_replace(det, 'token ' || tokens[i] || '\M', 'token ' || names[i], 'g');
+    END LOOP;
+    RETURN st || ': ' || msg || coalesce(' / ' || nullif(det, ''), '');
+END
+$$;
+
+--
+-- TESTS: bad arguments of inbox_admit (nothing is journaled)
+--
+\set VERBOSITY terse
+-- NULL required text
+SELECT * FROM durable.inbox_admit(NULL, 'x1', 'chat-x');
+SELECT * FROM durable.inbox_admit('errs', 'x1', NULL);
+SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', kind => NULL);
+-- Empty text, also where NULL is allowed (message_id, instance)
+SELECT * FROM durable.inbox_admit('', 'x1', 'chat-x');
+SELECT * FROM durable.inbox_admit('errs', '', 'chat-x');
+SELECT * FROM durable.inbox_admit('errs', 'x1', '');
+SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', kind => '');
+SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', instance => '');
+-- Ids over 512 bytes (512 is accepted: see the end of this section)
+SELECT * FROM durable.inbox_admit(repeat('s', 513), 'x1', 'chat-x');
+SELECT * FROM durable.inbox_admit('errs', repeat('m', 513), 'chat-x');
+SELECT * FROM durable.inbox_admit('errs', 'x1', repeat('c', 513));
+SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', kind => repeat('k', 513));
+SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', instance => repeat('i', 513));
+-- Bytes count, not characters: 257 two-byte characters are 514 bytes
+SELECT * FROM durable.inbox_admit('errs', repeat('é', 257), 'chat-x');
+-- NULL payload (the default is '{}')
+SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', NULL);
+-- A payload over durable.max_payload_bytes: 54000
+SET durable.max_payload_bytes = 1024;
+SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', jsonb_build_object('text', repeat('x', 2000)));
+\set VERBOSITY default
+-- The error names the setting to raise
+SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', jsonb_build_object('text', repeat('x', 2000)));
+\set VERBOSITY terse
+-- Also refused without an instance, and for an id-less message
+SELECT * FROM durable.inbox_admit('errs', NULL, 'chat-x', jsonb_build_object('text', repeat('x', 2000)));
+RESET durable.max_payload_bytes;
+-- A lease under 20 ms, negative, or over 7 days; checked even without an instance
+SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', instance => 'bot-1', lease => '19ms');
+SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', lease => '-1s');
+SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', lease => '8 days');
+\set VERBOSITY default
+-- Nothing was journaled by any of them
+SELECT count(*) AS records FROM durable.inbox;
+-- The limits themselves are accepted: 512-byte ids, a 20 ms lease
+SELECT duplicate, state FROM durable.inbox_admit(repeat('s', 512), repeat('m', 512), repeat('c', 512),
+                                                kind => repeat('k', 512), instance => repeat('i', 512), lease => '20ms');
+DELETE FROM durable.inbox WHERE source = repeat('s', 512);
+
+--
+-- TESTS: bad arguments of inbox_claim (nothing is leased)
+--
+\set VERBOSITY terse
+SELECT * FROM durable.inbox_claim(NULL);
+SELECT * FROM durable.inbox_claim('');
+SELECT * FROM durable.inbox_claim(repeat('i', 513));
+-- max must be at least 1
+SELECT * FROM durable.inbox_claim('bot-1', 0);
+SELECT * FROM durable.inbox_claim('bot-1', -1);
+SELECT * FROM durable.inbox_claim('bot-1', NULL);
+-- lease as for admit
+SELECT * FROM durable.inbox_claim('bot-1', lease => '10ms');
+-- wait: not negative, at most 1 hour
+SELECT * FROM durable.inbox_claim('bot-1', wait => '-1s');
+SELECT * FROM durable.inbox_claim('bot-1', wait => '2 hours');
+\set VERBOSITY default
+-- p1 is still pending
+SELECT state, attempts FROM durable.inbox WHERE id = :p1;
+
+--
+-- TESTS: bad arguments of the confirmations (nothing changes)
+--
+\set VERBOSITY terse
+SELECT durable.inbox_heartbeat(NULL, :a1_token);
+SELECT durable.inbox_heartbeat(:a1, NULL);
+SELECT durable.inbox_heartbeat(:a1, :a1_token, '1ms');
+SELECT durable.inbox_complete(NULL::bigint, :a1_token);
+SELECT durable.inbox_complete(:a1, NULL::bigint);
+SELECT * FROM durable.inbox_fail(NULL, :a1_token, 'e');
+SELECT * FROM durable.inbox_fail(:a1, NULL, 'e');
+SELECT * FROM durable.inbox_fail(:a1, :a1_token, NULL);
+SELECT * FROM durable.inbox_fail(:a1, :a1_token, 'e', retry_in => '-1s');
+SELECT * FROM durable.inbox_fail(:a1, :a1_token, 'e', retry_in => '400 days');
+SELECT durable.inbox_release(NULL, :a1_token);
+SELECT durable.inbox_release(:a1, NULL);
+SELECT durable.inbox_replay(NULL);
+\set VERBOSITY default
+-- a1 is still leased under its token, with one attempt
+SELECT state, attempts, token = :a1_token AS same_token FROM durable.inbox WHERE id = :a1;
+
+--
+-- TESTS: bad arguments of the batch complete
+--
+\set VERBOSITY terse
+-- NULL arrays
+SELECT durable.inbox_complete(NULL::bigint[], ARRAY[:a1_token]);
+SELECT durable.inbox_complete(ARRAY[:a1], NULL::bigint[]);
+-- NULL elements
+SELECT durable.inbox_complete(ARRAY[:a1, NULL], ARRAY[:a1_token, 1]);
+SELECT durable.inbox_complete(ARRAY[:a1], ARRAY[NULL::bigint]);
+-- Different lengths
+SELECT durable.inbox_complete(ARRAY[:a1, :p1], ARRAY[:a1_token]);
+-- More than one dimension
+SELECT durable.inbox_complete(ARRAY[[:a1]], ARRAY[[:a1_token]]);
+\set VERBOSITY default
+SELECT state FROM durable.inbox WHERE id = :a1;
+
+--
+-- TESTS: DR002, no such record
+--
+\set VERBOSITY terse
+SELECT durable.inbox_heartbeat(-1, 1);
+SELECT durable.inbox_complete(-1, 1);
+SELECT * FROM durable.inbox_fail(-1, 1, 'e');
+SELECT durable.inbox_release(-1, 1);
+SELECT durable.inbox_replay(-1);
+SELECT durable.inbox_complete(ARRAY[:a1, -1], ARRAY[:a1_token, 1]);
+\set VERBOSITY default
+
+--
+-- TESTS: DR001, stale token
+--
+-- A token that is not the record's current one is refused by every confirmation
+\set VERBOSITY terse
+SELECT durable.inbox_heartbeat(:a1, :a1_token - 1);
+SELECT durable.inbox_complete(:a1, :a1_token - 1);
+SELECT * FROM durable.inbox_fail(:a1, :a1_token - 1, 'e');
+SELECT durable.inbox_release(:a1, :a1_token - 1);
+\set VERBOSITY default
+-- The detail names the record and its current token
+SELECT pg_temp.error_of(format('SELECT durable.inbox_complete(%s, %s)', :a1, :a1_token - 1),
+                        ARRAY['<a1 token>', '<stale token>'], ARRAY[:a1_token, :a1_token - 1]);
+-- A record that was never leased has no lease to confirm
+SELECT pg_temp.error_of(format('SELECT durable.inbox_complete(%s, %s)', :p1, :a1_token),
+                        ARRAY['<a1 token>'], ARRAY[:a1_token]);
+-- After a takeover, the old holder's token is stale
+SELECT durable.inbox_release(:a1, :a1_token);
+SELECT token AS a1_token2 FROM durable.inbox_claim('bot-2') WHERE id = :a1 \gset
+SELECT pg_temp.error_of(format('SELECT durable.inbox_heartbeat(%s, %s)', :a1, :a1_token),
+                        ARRAY['<new token>', '<old token>'], ARRAY[:a1_token2, :a1_token]);
+-- A stale complete inside the handler's transaction rolls the handler's effects back with it
+CREATE TEMP TABLE effects (n int);
+BEGIN;
+INSERT INTO effects VALUES (1);
+\set VERBOSITY terse
+SELECT durable.inbox_complete(:a1, :a1_token);
+\set VERBOSITY default
+COMMIT;
+SELECT count(*) AS effects FROM effects;
+-- A batch with one stale pair completes nothing: all or nothing
+SELECT id AS p1_claimed, token AS p1_token FROM durable.inbox_claim('bot-2') \gset
+\set VERBOSITY terse
+SELECT durable.inbox_complete(ARRAY[:p1, :a1], ARRAY[:p1_token, :a1_token]);
+\set VERBOSITY default
+SELECT id = :p1 AS p1, state FROM durable.inbox ORDER BY id;
+-- A done record confirmed with another token is DR001, like any stale token
+SELECT durable.inbox_complete(:p1, :p1_token);
+\set VERBOSITY terse
+SELECT durable.inbox_complete(:p1, :a1_token);
+SELECT durable.inbox_heartbeat(:p1, :p1_token);
+SELECT durable.inbox_release(:p1, :p1_token);
+SELECT * FROM durable.inbox_fail(:p1, :p1_token, 'e');
+\set VERBOSITY default
+-- Every DR001 above was counted, although each statement failed: 4 + 3 + 1 + 1 + 4 = 13
+SELECT stale_leases FROM durable.metrics();
+
+--
+-- TESTS: DR003, wrong state
+--
+-- A record that went dead while its handler ran cannot be completed or failed with that token
+SET durable.inbox_max_attempts = 1;
+SELECT state FROM durable.inbox_fail(:a1, :a1_token2, 'lease ran out');
+RESET durable.inbox_max_attempts;
+SELECT pg_temp.error_of(format('SELECT durable.inbox_complete(%s, %s)', :a1, :a1_token2));
+\set VERBOSITY terse
+SELECT * FROM durable.inbox_fail(:a1, :a1_token2, 'again');
+SELECT durable.inbox_complete(ARRAY[:a1], ARRAY[:a1_token2]);
+-- Only dead or done records can be replayed
+SELECT state FROM durable.inbox_admit('errs', 'p2', 'chat-3');
+SELECT durable.inbox_replay(id) FROM durable.inbox WHERE message_id = 'p2';
+\set VERBOSITY default
+SELECT id AS l1 FROM durable.inbox_admit('errs', 'l1', 'chat-4', instance => 'bot-1') \gset
+\set VERBOSITY terse
+SELECT durable.inbox_replay(:l1);
+\set VERBOSITY default
+SELECT pg_temp.error_of(format('SELECT durable.inbox_replay(%s)', id))
+  FROM durable.inbox WHERE message_id = 'p2';
+-- DR003 is not a stale lease: the count is unchanged
+SELECT stale_leases FROM durable.metrics();
+-- The records are as the failed calls left them: nothing changed
+SELECT message_id, state, attempts FROM durable.inbox ORDER BY id;
+
+--
+-- CLEANUP
+--
+TRUNCATE durable.inbox;
+DROP TABLE effects;

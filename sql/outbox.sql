@@ -1,0 +1,428 @@
+-- The outbox: outbox_begin, outbox_sent, outbox_failed, outbox_enqueue,
+-- outbox_claim, outbox_heartbeat, outbox_retry and outbox_discard.
+-- This file uses keys 'rob-%', chats 'rob-chat-%' and the inbox source
+-- 'regress-outbox' only.  outbox_claim leases any due send of the database,
+-- so the file leaves no pending or failed send behind.
+
+-- SETUP
+DELETE FROM durable.outbox WHERE key LIKE 'rob-%' OR chat_id LIKE 'rob-chat-%';
+DELETE FROM durable.inbox WHERE source = 'regress-outbox';
+SELECT durable.metrics_reset();
+
+-- TESTS
+
+------------------------------------------------------------------------
+-- outbox_begin and outbox_sent: the direct send path
+------------------------------------------------------------------------
+
+-- A new key is journaled in state sending and leased to the caller: action send, with a token.
+SELECT action, key, token > 0 AS leased, provider_message_id, state
+  FROM durable.outbox_begin('rob-1', 'rob-chat-1', '{"text":"hello"}', 'bot-1');
+
+-- The journal row: one try, owned by bot-1, leased for durable.lease (60 s), due now.
+SELECT state, attempts, owner,
+       lease_until > clock_timestamp() + interval '50 s' AS leased_for_60s,
+       not_before <= clock_timestamp() AS due, inbound_id, sent_at
+  FROM durable.outbox WHERE key = 'rob-1';
+
+-- The same key again (another replica) while that lease is live: busy, no token.
+SELECT action, key, token, state
+  FROM durable.outbox_begin('rob-1', 'rob-chat-1', '{"text":"hello"}', 'bot-2');
+
+-- The provider answered: outbox_sent with the lease's token.
+SELECT durable.outbox_sent('rob-1', (SELECT token FROM durable.outbox WHERE key = 'rob-1'), 'tg-1001');
+
+-- The send is sent: provider id and sent_at stored, lease cleared.
+SELECT state, provider_message_id, sent_at <= clock_timestamp() AS sent_now, lease_until
+  FROM durable.outbox WHERE key = 'rob-1';
+
+-- A client retrying outbox_sent with the same token: a no-op success.
+SELECT durable.outbox_sent('rob-1', (SELECT token FROM durable.outbox WHERE key = 'rob-1'), 'tg-1001');
+
+-- A repeat of a sent key is answered from the journal: action sent with the provider's id
+-- and no token (do not call the provider).
+SELECT action, key, token, provider_message_id, state
+  FROM durable.outbox_begin('rob-1', 'rob-chat-1', '{"text":"hello"}', 'bot-2');
+
+-- The same key with another payload: a WARNING (counted in outbox_diverged), and the answer
+-- still comes from the journal.
+SELECT action, provider_message_id
+  FROM durable.outbox_begin('rob-1', 'rob-chat-1', '{"text":"HELLO"}', 'bot-1');
+
+-- The journaled payload stands: never overwritten.
+SELECT payload FROM durable.outbox WHERE key = 'rob-1';
+
+-- Neither idempotency_key nor inbound_id: the key is a random UUID.
+SELECT action, state,
+       key ~ '^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$' AS uuid_key
+  FROM durable.outbox_begin(NULL, 'rob-chat-uuid', '{"text":"hi"}', 'bot-1');
+
+-- Two such calls are two sends, even with one payload.
+SELECT action FROM durable.outbox_begin(NULL, 'rob-chat-uuid', '{"text":"hi"}', 'bot-1');
+SELECT count(DISTINCT key) AS sends FROM durable.outbox WHERE chat_id = 'rob-chat-uuid';
+
+------------------------------------------------------------------------
+-- An expired sending lease: unknown
+------------------------------------------------------------------------
+
+-- A send leased for 30 ms whose sender then goes silent.
+SELECT action FROM durable.outbox_begin('rob-2', 'rob-chat-2', '{"text":"maybe"}', 'bot-1', lease => '30 ms');
+SELECT pg_sleep(0.1);
+
+-- Another replica begins the key: the provider may or may not have the message, so it is
+-- not sent again: unknown (counted in outbox_ambiguous, NOTIFY durable_ambiguous).
+SELECT action, token, provider_message_id, state
+  FROM durable.outbox_begin('rob-2', 'rob-chat-2', '{"text":"maybe"}', 'bot-2');
+
+-- unknown is never resent by itself: a repeat answers unknown again.
+SELECT action, token, state
+  FROM durable.outbox_begin('rob-2', 'rob-chat-2', '{"text":"maybe"}', 'bot-2');
+
+-- The silent sender was only slow: its confirmation, with the token it holds, resolves the
+-- ambiguity truthfully: sent.
+SELECT durable.outbox_sent('rob-2', (SELECT token FROM durable.outbox WHERE key = 'rob-2'), 'tg-1002');
+SELECT state, provider_message_id FROM durable.outbox WHERE key = 'rob-2';
+
+------------------------------------------------------------------------
+-- A payload over durable.max_payload_bytes: bypass
+------------------------------------------------------------------------
+SET durable.max_payload_bytes = 1024;
+
+-- Not journaled: action bypass with the key, no token, no state, and a WARNING naming the
+-- key and the size (counted in outbox_bypassed).
+SELECT action, key, token, provider_message_id, state
+  FROM durable.outbox_begin('rob-big', 'rob-chat-3', jsonb_build_object('text', repeat('x', 2000)), 'bot-1');
+SELECT count(*) AS journaled FROM durable.outbox WHERE key = 'rob-big';
+
+-- An oversized repeat of a journaled key is still answered from the journal (and diverges).
+SELECT action, provider_message_id
+  FROM durable.outbox_begin('rob-1', 'rob-chat-1', jsonb_build_object('text', repeat('x', 2000)), 'bot-1');
+
+RESET durable.max_payload_bytes;
+
+------------------------------------------------------------------------
+-- Keys derived from an inbound record: '<inbound_id>:<n>'
+------------------------------------------------------------------------
+
+-- A message admitted and leased to bot-1 (its id and token are kept in psql variables).
+SELECT id AS in_id, token AS in_token
+  FROM durable.inbox_admit(source => 'regress-outbox', message_id => 'm-1',
+                           chat_id => 'rob-chat-4', instance => 'bot-1') \gset
+
+-- The handler's first and second sends get the keys '<id>:1' and '<id>:2'.
+SELECT action, key = :'in_id' || ':1' AS first_key, state
+  FROM durable.outbox_begin(NULL, 'rob-chat-4', '{"text":"one"}', 'bot-1',
+                            inbound_id => :in_id, inbound_token => :in_token);
+SELECT action, key = :'in_id' || ':2' AS second_key, state
+  FROM durable.outbox_begin(NULL, 'rob-chat-4', '{"text":"two"}', 'bot-1',
+                            inbound_id => :in_id, inbound_token => :in_token);
+
+-- Both are journaled with the inbound id.
+SELECT key = :'in_id' || ':' || row_number() OVER (ORDER BY id) AS derived, inbound_id = :in_id AS linked
+  FROM durable.outbox WHERE chat_id = 'rob-chat-4' ORDER BY id;
+
+-- The first send went out; then the handler stops before the second was confirmed.
+SELECT durable.outbox_sent(:'in_id' || ':1',
+                           (SELECT token FROM durable.outbox WHERE key = :'in_id' || ':1'), 'tg-1004');
+
+-- The message is leased again (given back, then redelivered: a new token).
+SELECT durable.inbox_release(:in_id, :in_token);
+SELECT id AS in_id2, token AS in_token2
+  FROM durable.inbox_admit(source => 'regress-outbox', message_id => 'm-1',
+                           chat_id => 'rob-chat-4', instance => 'bot-2') \gset
+SELECT :in_id2 = :in_id AS same_record, :in_token2 > :in_token AS new_token;
+
+-- Reprocessing re-derives the same keys: the first is answered from the journal (sent,
+-- with the provider's id), the second is still leased to the first run (busy).
+SELECT action, key = :'in_id' || ':1' AS first_key, provider_message_id
+  FROM durable.outbox_begin(NULL, 'rob-chat-4', '{"text":"one"}', 'bot-2',
+                            inbound_id => :in_id, inbound_token => :in_token2);
+SELECT action, key = :'in_id' || ':2' AS second_key, token
+  FROM durable.outbox_begin(NULL, 'rob-chat-4', '{"text":"two"}', 'bot-2',
+                            inbound_id => :in_id, inbound_token => :in_token2);
+
+-- A key given with inbound_id is checked against the lease and stored with it.
+SELECT action, key FROM durable.outbox_begin('rob-5', 'rob-chat-4', '{"text":"three"}', 'bot-2',
+                                             inbound_id => :in_id, inbound_token => :in_token2);
+SELECT inbound_id = :in_id AS linked FROM durable.outbox WHERE key = 'rob-5';
+
+-- Still two journaled sends derived from the message, plus rob-5.
+SELECT count(*) AS sends FROM durable.outbox WHERE inbound_id = :in_id;
+
+------------------------------------------------------------------------
+-- outbox_failed: backoff, retry_in and dead
+------------------------------------------------------------------------
+
+-- rob-6's provider call fails with a retryable error and retry_in 0: failed, due now.
+SELECT action FROM durable.outbox_begin('rob-6', 'rob-chat-6', '{"text":"x"}', 'bot-1');
+SELECT state, not_before <= clock_timestamp() AS due_now
+  FROM durable.outbox_failed('rob-6', (SELECT token FROM durable.outbox WHERE key = 'rob-6'),
+                             '429 Too Many Requests', retry_in => '0');
+
+-- The failure is journaled: error kept, lease cleared.
+SELECT state, attempts, error, lease_until FROM durable.outbox WHERE key = 'rob-6';
+
+-- A due failed send is leased again by a repeat of its key: send, second try (counted in
+-- outbox_retried).
+SELECT action, token > 0 AS leased, state
+  FROM durable.outbox_begin('rob-6', 'rob-chat-6', '{"text":"x"}', 'bot-1');
+SELECT attempts FROM durable.outbox WHERE key = 'rob-6';
+
+-- Second failure without retry_in: the backoff doubles from durable.outbox_backoff_base (1 s):
+-- 2 s plus up to 25 % jitter.
+SELECT state, not_before > clock_timestamp() + interval '1.5 s'
+              AND not_before <= clock_timestamp() + interval '2.5 s' AS backoff_2s
+  FROM durable.outbox_failed('rob-6', (SELECT token FROM durable.outbox WHERE key = 'rob-6'),
+                             '502 Bad Gateway');
+
+-- Not due yet: a repeat of the key waits.
+SELECT action, token, state
+  FROM durable.outbox_begin('rob-6', 'rob-chat-6', '{"text":"x"}', 'bot-1');
+
+-- First failure of rob-7: 1 s plus up to 25 % jitter.
+SELECT action FROM durable.outbox_begin('rob-7', 'rob-chat-7', '{"text":"x"}', 'bot-1');
+SELECT state, not_before > clock_timestamp() + interval '0.5 s'
+              AND not_before <= clock_timestamp() + interval '1.25 s' AS backoff_1s
+  FROM durable.outbox_failed('rob-7', (SELECT token FROM durable.outbox WHERE key = 'rob-7'),
+                             '502 Bad Gateway');
+
+-- durable.outbox_backoff_cap bounds the delay: rob-8's second failure would wait 2 s, the
+-- cap makes it 1.5 s.
+SET durable.outbox_backoff_cap = '1500ms';
+SELECT action FROM durable.outbox_begin('rob-8', 'rob-chat-8', '{"text":"x"}', 'bot-1');
+SELECT state FROM durable.outbox_failed('rob-8', (SELECT token FROM durable.outbox WHERE key = 'rob-8'),
+                                        'timeout', retry_in => '0');
+SELECT action FROM durable.outbox_begin('rob-8', 'rob-chat-8', '{"text":"x"}', 'bot-1');
+SELECT state, not_before > clock_timestamp() + interval '1 s'
+              AND not_before <= clock_timestamp() + interval '1.5 s' AS capped
+  FROM durable.outbox_failed('rob-8', (SELECT token FROM durable.outbox WHERE key = 'rob-8'),
+                             'timeout');
+RESET durable.outbox_backoff_cap;
+
+-- With durable.outbox_retries = 1 a send has two tries: the second failure is dead, with no
+-- retry time (counted in outbox_dead, NOTIFY durable_dead).
+SET durable.outbox_retries = 1;
+SELECT action FROM durable.outbox_begin('rob-9', 'rob-chat-9', '{"text":"x"}', 'bot-1');
+SELECT state, not_before IS NOT NULL AS retry_scheduled
+  FROM durable.outbox_failed('rob-9', (SELECT token FROM durable.outbox WHERE key = 'rob-9'),
+                             'timeout', retry_in => '0');
+SELECT action FROM durable.outbox_begin('rob-9', 'rob-chat-9', '{"text":"x"}', 'bot-1');
+SELECT state, not_before
+  FROM durable.outbox_failed('rob-9', (SELECT token FROM durable.outbox WHERE key = 'rob-9'),
+                             'timeout again');
+RESET durable.outbox_retries;
+SELECT state, attempts, error, lease_until FROM durable.outbox WHERE key = 'rob-9';
+
+-- A dead send is answered as dead, without a token.
+SELECT action, token, state
+  FROM durable.outbox_begin('rob-9', 'rob-chat-9', '{"text":"x"}', 'bot-1');
+
+-- A failure that is not retryable is dead at once, whatever retries remain.
+SELECT action FROM durable.outbox_begin('rob-10', 'rob-chat-10', '{"text":"x"}', 'bot-1');
+SELECT state, not_before
+  FROM durable.outbox_failed('rob-10', (SELECT token FROM durable.outbox WHERE key = 'rob-10'),
+                             '403 Forbidden: bot was blocked by the user', retryable => false);
+SELECT state, attempts, error FROM durable.outbox WHERE key = 'rob-10';
+
+------------------------------------------------------------------------
+-- outbox_enqueue: sends for a sender loop
+------------------------------------------------------------------------
+
+-- A new key: a pending send due now (created, counted in outbox_journaled and outbox_deferred).
+SELECT key, created, state FROM durable.outbox_enqueue('rob-e1', 'rob-chat-e', '{"text":"later"}');
+SELECT state, attempts, token, owner, not_before <= clock_timestamp() AS due
+  FROM durable.outbox WHERE key = 'rob-e1';
+
+-- The same key again does nothing: created false (counted in outbox_deduped).
+SELECT key, created, state FROM durable.outbox_enqueue('rob-e1', 'rob-chat-e', '{"text":"later"}');
+
+-- Again with another payload: nothing changes either, and a WARNING (outbox_diverged).
+SELECT key, created, state FROM durable.outbox_enqueue('rob-e1', 'rob-chat-e', '{"text":"other"}');
+SELECT payload FROM durable.outbox WHERE key = 'rob-e1';
+
+-- Deferred: due in an hour.
+SELECT key, created, state
+  FROM durable.outbox_enqueue('rob-e2', 'rob-chat-e2', '{"text":"reminder"}', now() + interval '1 hour');
+SELECT not_before > clock_timestamp() + interval '59 min' AS deferred FROM durable.outbox WHERE key = 'rob-e2';
+
+-- outbox_begin of a deferred key that is not due: wait.
+SELECT action, token, state
+  FROM durable.outbox_begin('rob-e2', 'rob-chat-e2', '{"text":"reminder"}', 'bot-1');
+
+-- outbox_begin of a due pending key leases it to the caller: send, first try.
+SELECT action, token > 0 AS leased, state
+  FROM durable.outbox_begin('rob-e1', 'rob-chat-e', '{"text":"later"}', 'bot-1');
+SELECT attempts, owner FROM durable.outbox WHERE key = 'rob-e1';
+
+-- Without a key, an enqueue from a leased inbound record derives the next key of its
+-- handler run ('<id>:3' after the two derived by outbox_begin above) and stores the link.
+SELECT key = :'in_id' || ':3' AS derived_key, created, state
+  FROM durable.outbox_enqueue(NULL, 'rob-chat-4', '{"text":"four"}', inbound_id => :in_id);
+SELECT inbound_id = :in_id AS linked FROM durable.outbox WHERE key = :'in_id' || ':3';
+
+-- Without key and inbound_id: a random UUID key.
+SELECT key ~ '^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$' AS uuid_key, created
+  FROM durable.outbox_enqueue(NULL, 'rob-chat-uuid', '{"text":"hi"}');
+
+------------------------------------------------------------------------
+-- outbox_discard
+------------------------------------------------------------------------
+
+-- A send is forgotten whatever its state (here pending, deferred, sent, dead): true.
+SELECT durable.outbox_discard(:'in_id' || ':3') AS pending,
+       durable.outbox_discard('rob-e2') AS deferred,
+       durable.outbox_discard('rob-1') AS sent,
+       durable.outbox_discard('rob-9') AS dead;
+SELECT count(*) AS left FROM durable.outbox WHERE key IN (:'in_id' || ':3', 'rob-e2', 'rob-1', 'rob-9');
+
+-- No such key (any more): false.
+SELECT durable.outbox_discard('rob-1') AS again, durable.outbox_discard('rob-never') AS never;
+
+-- A send whose lease expired may be discarded (its late sender then gets DR002).
+SELECT action FROM durable.outbox_begin('rob-d1', 'rob-chat-d', '{"text":"x"}', 'bot-1', lease => '30 ms');
+SELECT pg_sleep(0.1);
+SELECT durable.outbox_discard('rob-d1') AS expired_lease;
+
+-- Clear the other pending and failed sends of this file before the claims below.
+SELECT count(*) FILTER (WHERE discarded) AS discarded
+  FROM (SELECT durable.outbox_discard(key) AS discarded FROM durable.outbox
+         WHERE (key LIKE 'rob-%' OR chat_id LIKE 'rob-chat-%')
+           AND state IN ('pending', 'failed')) d;
+
+------------------------------------------------------------------------
+-- outbox_claim: a sender loop
+------------------------------------------------------------------------
+
+-- Four sends: two of chat A, one of chat B, one of chat C due in an hour.
+SELECT key, created FROM durable.outbox_enqueue('rob-q1', 'rob-chat-A', '{"n":1}');
+SELECT key, created FROM durable.outbox_enqueue('rob-q2', 'rob-chat-A', '{"n":2}');
+SELECT key, created FROM durable.outbox_enqueue('rob-q3', 'rob-chat-B', '{"n":3}');
+SELECT key, created FROM durable.outbox_enqueue('rob-q4', 'rob-chat-C', '{"n":4}', now() + interval '1 hour');
+
+-- Oldest first, one per chat, due ones only: q1 and q3 (q2 waits behind q1, q4 is not due).
+SELECT key, token > 0 AS leased, chat_id, payload, attempts
+  FROM durable.outbox_claim('sender-1');
+
+-- They are sending, leased to sender-1.
+SELECT key, state, owner, lease_until > clock_timestamp() AS live
+  FROM durable.outbox WHERE key IN ('rob-q1', 'rob-q3') ORDER BY key;
+
+-- Nothing else is claimable: q2 stays behind q1 while q1 is sending (per-chat order).
+SELECT key FROM durable.outbox_claim('sender-2');
+
+-- q1 sent: q2 is next.
+SELECT durable.outbox_sent('rob-q1', (SELECT token FROM durable.outbox WHERE key = 'rob-q1'), 'tg-q1');
+SELECT key, attempts FROM durable.outbox_claim('sender-2');
+
+-- q2 fails, due again now: claimed again with its second try (counted in outbox_retried).
+SELECT state FROM durable.outbox_failed('rob-q2', (SELECT token FROM durable.outbox WHERE key = 'rob-q2'),
+                                        'timeout', retry_in => '0');
+SELECT key, attempts FROM durable.outbox_claim('sender-1');
+
+-- A failed send waiting for its retry also keeps its chat's later sends back.
+SELECT state FROM durable.outbox_failed('rob-q2', (SELECT token FROM durable.outbox WHERE key = 'rob-q2'),
+                                        'timeout', retry_in => '1 hour');
+SELECT key, created FROM durable.outbox_enqueue('rob-q5', 'rob-chat-A', '{"n":5}');
+SELECT key FROM durable.outbox_claim('sender-1');
+
+-- A dead send no longer blocks its chat: q2 dead, q5 goes.
+SELECT durable.outbox_retry('rob-q2');
+SELECT key FROM durable.outbox_claim('sender-1');
+SELECT state FROM durable.outbox_failed('rob-q2', (SELECT token FROM durable.outbox WHERE key = 'rob-q2'),
+                                        'chat not found', retryable => false);
+SELECT key FROM durable.outbox_claim('sender-1');
+
+-- Nor does an unknown one: q3 (chat B) expires and becomes unknown, q6 of chat B goes.
+SELECT key, created FROM durable.outbox_enqueue('rob-q6', 'rob-chat-B', '{"n":6}');
+SELECT key FROM durable.outbox_claim('sender-1');
+SELECT durable.outbox_heartbeat('rob-q3', (SELECT token FROM durable.outbox WHERE key = 'rob-q3'), '30 ms')
+         < clock_timestamp() + interval '1 s' AS shortened;
+SELECT pg_sleep(0.1);
+SELECT action, state FROM durable.outbox_begin('rob-q3', 'rob-chat-B', '{"n":3}', 'bot-1');
+SELECT key FROM durable.outbox_claim('sender-1');
+
+-- max bounds how many sends one call leases.
+SELECT key, created FROM durable.outbox_enqueue('rob-q7', 'rob-chat-E', '{"n":7}');
+SELECT key, created FROM durable.outbox_enqueue('rob-q8', 'rob-chat-F', '{"n":8}');
+SELECT key FROM durable.outbox_claim('sender-1', max => 1);
+SELECT key FROM durable.outbox_claim('sender-1', max => 1);
+
+-- wait: with nothing claimable, the call waits in the server until wait passes, then
+-- returns no row.
+SELECT clock_timestamp() AS t0 \gset
+SELECT key FROM durable.outbox_claim('sender-1', wait => '200 ms');
+SELECT clock_timestamp() - :'t0'::timestamptz >= interval '200 ms' AS waited;
+
+-- A send deferred by 300 ms wakes a claim waiting up to 5 s when it comes due.
+SELECT key, created
+  FROM durable.outbox_enqueue('rob-q9', 'rob-chat-G', '{"n":9}', clock_timestamp() + interval '300 ms');
+SELECT clock_timestamp() AS t0 \gset
+SELECT key, attempts FROM durable.outbox_claim('sender-1', wait => '5 s');
+SELECT clock_timestamp() - :'t0'::timestamptz BETWEEN interval '200 ms' AND interval '4 s' AS woke_when_due;
+
+-- With work claimable, a waiting claim returns at once.
+SELECT key, created FROM durable.outbox_enqueue('rob-q10', 'rob-chat-H', '{"n":10}');
+SELECT clock_timestamp() AS t0 \gset
+SELECT key FROM durable.outbox_claim('sender-1', wait => '5 s');
+SELECT clock_timestamp() - :'t0'::timestamptz < interval '1 s' AS at_once;
+
+------------------------------------------------------------------------
+-- outbox_heartbeat
+------------------------------------------------------------------------
+
+-- A 30 ms lease extended to an hour: the new lease_until is returned.
+SELECT action FROM durable.outbox_begin('rob-h1', 'rob-chat-h', '{"text":"x"}', 'bot-1', lease => '30 ms');
+SELECT durable.outbox_heartbeat('rob-h1', (SELECT token FROM durable.outbox WHERE key = 'rob-h1'), '1 hour')
+         > clock_timestamp() + interval '59 min' AS extended;
+SELECT pg_sleep(0.1);
+
+-- Still held: a repeat of the key is busy.
+SELECT action FROM durable.outbox_begin('rob-h1', 'rob-chat-h', '{"text":"x"}', 'bot-2');
+
+-- Without lease, the heartbeat extends by durable.lease (60 s).
+SELECT durable.outbox_heartbeat('rob-h1', (SELECT token FROM durable.outbox WHERE key = 'rob-h1'))
+         BETWEEN clock_timestamp() + interval '50 s' AND clock_timestamp() + interval '61 s' AS default_lease;
+
+-- A lease that expired but was not taken over or swept is still held: the heartbeat succeeds.
+SELECT action FROM durable.outbox_begin('rob-h2', 'rob-chat-h2', '{"text":"x"}', 'bot-1', lease => '30 ms');
+SELECT pg_sleep(0.1);
+SELECT durable.outbox_heartbeat('rob-h2', (SELECT token FROM durable.outbox WHERE key = 'rob-h2'))
+         > clock_timestamp() AS held;
+SELECT action FROM durable.outbox_begin('rob-h2', 'rob-chat-h2', '{"text":"x"}', 'bot-2');
+
+------------------------------------------------------------------------
+-- outbox_retry
+------------------------------------------------------------------------
+
+-- A dead send is due again now, attempts reset (counted in outbox_retried).
+SELECT durable.outbox_retry('rob-10');
+SELECT state, attempts, not_before <= clock_timestamp() AS due FROM durable.outbox WHERE key = 'rob-10';
+SELECT action, state FROM durable.outbox_begin('rob-10', 'rob-chat-10', '{"text":"x"}', 'bot-1');
+SELECT attempts FROM durable.outbox WHERE key = 'rob-10';
+
+-- A failed send waiting for its backoff is due at once.
+SELECT action FROM durable.outbox_begin('rob-r1', 'rob-chat-r', '{"text":"x"}', 'bot-1');
+SELECT state, not_before > clock_timestamp() AS backing_off
+  FROM durable.outbox_failed('rob-r1', (SELECT token FROM durable.outbox WHERE key = 'rob-r1'), 'timeout');
+SELECT durable.outbox_retry('rob-r1');
+SELECT state, attempts, not_before <= clock_timestamp() AS due FROM durable.outbox WHERE key = 'rob-r1';
+
+-- An unknown send, once the operator decided it did not reach the chat.
+SELECT durable.outbox_retry('rob-q3');
+SELECT state, attempts FROM durable.outbox WHERE key = 'rob-q3';
+
+------------------------------------------------------------------------
+-- Counters
+------------------------------------------------------------------------
+
+-- Everything above, counted in shared memory: 30 sends journaled (16 by outbox_begin, 14
+-- enqueued, so 14 deferred), 21 repeated keys, 8 retries (3 failed sends leased again by
+-- outbox_begin, 1 by outbox_claim, 4 outbox_retry calls), 3 dead, 2 unknown, 1 bypass,
+-- 3 divergences, and no stale token.
+SELECT outbox_journaled, outbox_deduped, outbox_retried, outbox_deferred, outbox_dead,
+       outbox_ambiguous, outbox_bypassed, stale_leases, outbox_diverged
+  FROM durable.metrics();
+
+-- CLEANUP
+DELETE FROM durable.outbox WHERE key LIKE 'rob-%' OR chat_id LIKE 'rob-chat-%' OR inbound_id = :in_id;
+DELETE FROM durable.inbox WHERE source = 'regress-outbox';

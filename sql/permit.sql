@@ -1,0 +1,125 @@
+-- Shared pacing: permit(bucket, max, per), a sliding-window rate limit.
+-- This file uses buckets named 'regress-permit%' only.
+
+-- SETUP
+DELETE FROM durable.permits WHERE bucket LIKE 'regress-permit%';
+DELETE FROM durable.permit_buckets WHERE bucket LIKE 'regress-permit%';
+
+-- TESTS
+
+-- A free permit: the call returns a zero interval and consumes it.
+SELECT durable.permit(bucket => 'regress-permit:a', max => 3, per => '1h');
+
+-- Two more are free (max 3 per hour)...
+SELECT n, durable.permit('regress-permit:a', 3, '1h') = '0' AS granted
+  FROM generate_series(2, 3) n;
+
+-- ...and the fourth must wait until the oldest grant leaves the window,
+-- just under an hour from now.
+SELECT w > '59 min' AND w <= '1h' AS waits_for_oldest
+  FROM durable.permit('regress-permit:a', 3, '1h') w;
+
+-- A refusal consumes nothing: still exactly 3 grants recorded.
+SELECT count(*) AS grants FROM durable.permits WHERE bucket = 'regress-permit:a';
+
+-- The bucket row remembers the window (for the sweep) and the last grant.
+SELECT per, last_granted_at <= clock_timestamp() AND last_granted_at > now() - interval '1 min' AS stamped
+  FROM durable.permit_buckets WHERE bucket = 'regress-permit:a';
+
+-- Buckets are independent, and named exactly: another name has its own permits.
+SELECT durable.permit('regress-permit:b', 1, '1h') = '0' AS granted;
+SELECT durable.permit('regress-permit:A', 1, '1h') = '0' AS granted;
+SELECT durable.permit('regress-permit:b', 1, '1h') > '0' AS must_wait;
+
+-- A rolled-back grant is not consumed: the permit is free again afterwards.
+BEGIN;
+SELECT durable.permit('regress-permit:c', 1, '1h') = '0' AS granted;
+ROLLBACK;
+SELECT durable.permit('regress-permit:c', 1, '1h') = '0' AS granted;
+SELECT durable.permit('regress-permit:c', 1, '1h') > '0' AS must_wait;
+
+-- The window slides: grant at t0, 0.5 s later grant at t1 (max 2 per 1 s).
+SELECT durable.permit('regress-permit:slide', 2, '1s') = '0' AS granted;
+SELECT pg_sleep(0.5);
+SELECT durable.permit('regress-permit:slide', 2, '1s') = '0' AS granted;
+-- The third waits until t0 leaves (at most 0.5 s), not a whole window.
+SELECT durable.permit('regress-permit:slide', 2, '1s') AS wait \gset
+SELECT :'wait'::interval > '0' AND :'wait'::interval <= '0.5s' AS waits_for_t0;
+-- After that wait exactly one permit is free again (t1 is still in the window).
+SELECT pg_sleep(extract(epoch FROM :'wait'::interval));
+SELECT durable.permit('regress-permit:slide', 2, '1s') = '0' AS granted;
+SELECT durable.permit('regress-permit:slide', 2, '1s') > '0' AS must_wait;
+
+-- A bucket trims its own old grants: 3 grants with a 50 ms window, 0.1 s
+-- later a fourth call finds them gone and leaves only its own.
+SELECT durable.permit('regress-permit:trim', 5, '50ms') = '0' AS granted
+  FROM generate_series(1, 3);
+SELECT pg_sleep(0.1);
+SELECT durable.permit('regress-permit:trim', 5, '50ms') = '0' AS granted;
+SELECT count(*) AS grants FROM durable.permits WHERE bucket = 'regress-permit:trim';
+
+-- When max is lowered, the wait is until enough grants leave: with 3 grants
+-- at g0, then g1 and g2 0.2 s later, max 2 waits for g1 (not g0).
+SELECT durable.permit('regress-permit:lower', 3, '10s') = '0' AS granted;
+SELECT pg_sleep(0.2);
+SELECT durable.permit('regress-permit:lower', 3, '10s') = '0' AS granted
+  FROM generate_series(1, 2);
+SELECT clock_timestamp() AS before \gset
+SELECT durable.permit('regress-permit:lower', 2, '10s') AS wait \gset
+SELECT :'wait'::interval <= g[2] + '10s' - :'before'::timestamptz
+       AND :'wait'::interval > g[1] + '10s' - :'before'::timestamptz AS waits_for_g1
+  FROM (SELECT array_agg(granted_at ORDER BY granted_at) g
+          FROM durable.permits WHERE bucket = 'regress-permit:lower') s;
+
+-- Time is the wall clock of the call, not the start of the transaction.
+BEGIN;
+SELECT pg_sleep(0.1);
+SELECT durable.permit('regress-permit:clock', 1, '1h') = '0' AS granted;
+SELECT granted_at > now() AS stamped_after_transaction_start
+  FROM durable.permits WHERE bucket = 'regress-permit:clock';
+COMMIT;
+
+-- Buckets no longer used are dropped by the sweep, with their grants, once
+-- their last grant has left the window; buckets still in their window stay.
+SELECT durable.permit('regress-permit:idle', 5, '30ms') = '0' AS granted
+  FROM generate_series(1, 3);
+SELECT durable.permit('regress-permit:busy', 5, '1h') = '0' AS granted;
+SELECT pg_sleep(0.1);
+SELECT count(*) AS passes FROM durable.sweep();
+SELECT b.bucket, (SELECT count(*) FROM durable.permits p WHERE p.bucket = b.bucket) AS grants
+  FROM (VALUES ('regress-permit:idle'), ('regress-permit:busy')) b(bucket)
+ WHERE EXISTS (SELECT FROM durable.permit_buckets k WHERE k.bucket = b.bucket)
+ ORDER BY 1;
+SELECT count(*) AS idle_grants_left FROM durable.permits WHERE bucket = 'regress-permit:idle';
+
+-- A dropped bucket starts afresh on its next call.
+SELECT durable.permit('regress-permit:idle', 5, '30ms') = '0' AS granted;
+
+-- Limits: max 1000000 and per 7 days are accepted; a day counts 24 hours.
+SELECT durable.permit('regress-permit:limits', 1000000, '7 days') = '0' AS granted;
+SELECT per FROM durable.permit_buckets WHERE bucket = 'regress-permit:limits';
+
+-- Invalid input (22023), nothing consumed.
+\set VERBOSITY terse
+-- bucket NULL, empty, over 512 bytes.
+SELECT durable.permit(NULL, 1, '1s');
+SELECT durable.permit('', 1, '1s');
+SELECT durable.permit(repeat('x', 513), 1, '1s');
+-- max NULL, 0, negative, over 1000000.
+SELECT durable.permit('regress-permit:bad', NULL, '1s');
+SELECT durable.permit('regress-permit:bad', 0, '1s');
+SELECT durable.permit('regress-permit:bad', -1, '1s');
+SELECT durable.permit('regress-permit:bad', 1000001, '1s');
+-- per NULL, zero, negative, under 1 ms, over 7 days (a month counts 30 days).
+SELECT durable.permit('regress-permit:bad', 1, NULL);
+SELECT durable.permit('regress-permit:bad', 1, '0');
+SELECT durable.permit('regress-permit:bad', 1, '-1s');
+SELECT durable.permit('regress-permit:bad', 1, '0.5ms');
+SELECT durable.permit('regress-permit:bad', 1, '7 days 1 second');
+SELECT durable.permit('regress-permit:bad', 1, '1 mon');
+\set VERBOSITY default
+SELECT count(*) AS rows FROM durable.permit_buckets WHERE bucket = 'regress-permit:bad';
+
+-- CLEANUP
+DELETE FROM durable.permits WHERE bucket LIKE 'regress-permit%';
+DELETE FROM durable.permit_buckets WHERE bucket LIKE 'regress-permit%';

@@ -1,0 +1,129 @@
+--
+-- sweep() and purge(): recovery of expired leases, due work, retention.
+--
+-- The background worker of this database sleeps (durable.naptime = 1h in
+-- test/durable.conf), so records move here only when this file calls
+-- durable.sweep() itself.
+--
+
+-- SETUP
+-- sweep() acts on every record of the database: start from empty journals
+TRUNCATE durable.inbox, durable.outbox;
+SELECT durable.metrics_reset();
+
+-- TESTS
+
+-- 1. Expired leases
+
+-- An inbound record whose lease expires at once, and one with a live lease
+SELECT state, token IS NOT NULL AS leased
+  FROM durable.inbox_admit('sweep', 'm1', 'sweep-chat-1', '{"n":1}', instance => 'sweep-a', lease => '30ms');
+SELECT state, token IS NOT NULL AS leased
+  FROM durable.inbox_admit('sweep', 'm2', 'sweep-chat-2', '{"n":2}', instance => 'sweep-a', lease => '1h');
+-- A send whose lease expires at once, and one with a live lease
+SELECT action, state FROM durable.outbox_begin('sweep-k1', 'sweep-chat-1', '{"t":"a"}', 'sweep-a', lease => '30ms');
+SELECT action, state FROM durable.outbox_begin('sweep-k2', 'sweep-chat-2', '{"t":"b"}', 'sweep-a', lease => '1h');
+CREATE TEMP TABLE leases AS SELECT id, token, attempts FROM durable.inbox;
+SELECT pg_sleep(0.1);
+
+-- One pass: the expired lease goes back to pending, the expired send becomes unknown
+SELECT * FROM durable.sweep();
+-- m1 is pending and due now; token, owner and attempts stay; the live lease m2 is untouched
+SELECT i.message_id, i.state, i.owner, i.lease_until IS NULL AS lease_cleared,
+       CASE WHEN i.state = 'pending' THEN i.not_before <= clock_timestamp() END AS due,
+       i.token = l.token AS same_token, i.attempts = l.attempts AS same_attempts, i.error
+  FROM durable.inbox i JOIN leases l USING (id) ORDER BY i.message_id;
+-- sweep-k1 is unknown (never resent by itself), owner and attempts kept; sweep-k2 untouched
+SELECT key, state, owner, attempts, lease_until IS NULL AS lease_cleared
+  FROM durable.outbox ORDER BY key;
+-- The ambiguous send is counted
+SELECT outbox_ambiguous, inbound_dead FROM durable.metrics();
+-- The recovered record is claimable again, under a new token
+SELECT c.message_id, c.token > l.token AS new_token
+  FROM durable.inbox_claim('sweep-b', max => 10) c JOIN leases l USING (id);
+-- A second pass finds nothing left to recover
+SELECT inbox_expired, outbox_ambiguous FROM durable.sweep();
+
+-- 2. An expired lease on the last attempt goes to dead
+
+SET durable.inbox_max_attempts = 1;
+SELECT state, token IS NOT NULL AS leased
+  FROM durable.inbox_admit('sweep', 'm3', 'sweep-chat-3', '{"n":3}', instance => 'sweep-a', lease => '30ms');
+SELECT pg_sleep(0.1);
+-- The sweep counts it among the expired leases...
+SELECT inbox_expired FROM durable.sweep();
+-- ...and it is dead, with the reason, and no lease
+SELECT state, attempts, error, lease_until IS NULL AS lease_cleared
+  FROM durable.inbox WHERE message_id = 'm3';
+-- Counted as a dead inbound record
+SELECT inbound_dead FROM durable.metrics();
+RESET durable.inbox_max_attempts;
+
+-- 3. Deferred and retried work coming due (outbox_due)
+
+-- A send deferred by 50 ms, and one due at once (not deferred, so not announced)
+SELECT created, state FROM durable.outbox_enqueue('sweep-k3', 'sweep-chat-3', '{}',
+                                                  not_before => clock_timestamp() + interval '50 ms');
+SELECT created, state FROM durable.outbox_enqueue('sweep-k4', 'sweep-chat-4', '{}');
+SELECT pg_sleep(0.1);
+-- The deferred send came due since the last pass
+SELECT outbox_due FROM durable.sweep();
+-- The next pass does not count it again
+SELECT outbox_due FROM durable.sweep();
+-- A failed send whose retry comes due 200 ms later
+SELECT f.state, f.not_before > clock_timestamp() AS later
+  FROM durable.outbox o, durable.outbox_failed(o.key, o.token, 'provider 503', retry_in => '200 ms') f
+ WHERE o.key = 'sweep-k2';
+SELECT pg_sleep(0.3);
+-- The retried send is counted when it comes due
+SELECT outbox_due FROM durable.sweep();
+
+-- 4. Retention
+
+-- Finished records: three done inbound records and two sent sends
+SELECT count(*) AS completed
+  FROM (VALUES ('m4'), ('m5'), ('m6')) v(m),
+       durable.inbox_admit('sweep', v.m, 'sweep-chat-' || v.m, '{}', instance => 'sweep-c') a,
+       durable.inbox_complete(a.id, a.token) c;
+SELECT count(*) AS sent
+  FROM (VALUES ('sweep-k5'), ('sweep-k6')) v(k),
+       durable.outbox_begin(v.k, 'sweep-chat-' || v.k, '{}', 'sweep-c') b,
+       durable.outbox_sent(b.key, b.token, 'provider-' || v.k) s;
+-- Age m4, m5 and sweep-k5 beyond the retention (7 days); age the dead m3 too
+UPDATE durable.inbox SET done_at = done_at - interval '8 days' WHERE message_id IN ('m4', 'm5');
+UPDATE durable.inbox SET created_at = created_at - interval '30 days' WHERE message_id = 'm3';
+UPDATE durable.outbox SET sent_at = sent_at - interval '8 days' WHERE key = 'sweep-k5';
+-- purge() with the default retention deletes the three aged records
+SELECT durable.purge();
+-- Fresh finished records, dead records and unfinished ones stay
+SELECT message_id, state FROM durable.inbox ORDER BY message_id;
+SELECT key, state FROM durable.outbox ORDER BY key;
+-- A batch bounds one call; called again until it returns 0
+SELECT durable.purge(older_than => '0', batch => 1);
+SELECT durable.purge(older_than => '0', batch => 1);
+SELECT durable.purge(older_than => '0', batch => 1);
+-- NULL arguments mean the defaults (durable.retention, 10000): nothing is old enough
+SELECT durable.purge(NULL, NULL);
+-- The sweep's own retention step deletes what is older than durable.retention
+SELECT count(*) AS done
+  FROM durable.inbox_admit('sweep', 'm7', 'sweep-chat-7', '{}', instance => 'sweep-c') a,
+       durable.inbox_complete(a.id, a.token) c;
+UPDATE durable.inbox SET done_at = done_at - interval '8 days' WHERE message_id = 'm7';
+SELECT purged FROM durable.sweep();
+SELECT count(*) AS m7_left FROM durable.inbox WHERE message_id = 'm7';
+
+-- 5. Bad arguments (22023)
+
+\set VERBOSITY terse
+-- batch below 1
+SELECT durable.purge(batch => 0);
+SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
+-- negative age
+SELECT durable.purge(older_than => '-1 day');
+SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
+\set VERBOSITY default
+
+-- CLEANUP
+DROP TABLE leases;
+DELETE FROM durable.inbox WHERE source = 'sweep';
+DELETE FROM durable.outbox WHERE key LIKE 'sweep-%';

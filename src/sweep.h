@@ -1,0 +1,59 @@
+/*-------------------------------------------------------------------------
+ *
+ * sweep.h
+ *		Recovery of lost leases and the sweep pass, shared by sweep(),
+ *		instance_start() and the background worker.
+ *
+ * IDENTIFICATION
+ *	  src/sweep.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DURABLE_SWEEP_H
+#define DURABLE_SWEEP_H
+
+#include "durable.h"
+
+/* Most rows one step of a sweep pass handles (one step: one statement). */
+#define DURABLE_SWEEP_BATCH		1000
+
+/* What one sweep pass did (the columns of sweep()). */
+typedef struct DurableSweepResult
+{
+	int			inbox_expired;	/* expired leases moved to pending or dead */
+	int			outbox_ambiguous;	/* expired sends flagged unknown */
+	int			outbox_due;		/* deferred or retried sends that came due */
+	int64		purged;			/* journal rows deleted by retention */
+	bool		batch_full;		/* a step filled its batch: more work waits */
+} DurableSweepResult;
+
+/* ---- Lease recovery (sweep.c) ---- */
+
+/*
+ * Move lost inbox leases out of `leased`: back to pending, due at now, or to
+ * dead (NOTIFY durable_dead) when the record used its last attempt.  A lease
+ * is lost when it expired before now (owner is NULL) or, for
+ * instance_start, when it is held under instance `owner` (a text datum).
+ * At most `limit` records (0: all).  Returns how many records moved.
+ * Caller must be connected to SPI.
+ */
+extern int	durable_recover_inbox(TimestampTz now, Datum owner, bool by_owner, int limit);
+
+/*
+ * Flag lost outbox sends `unknown` (NOTIFY durable_ambiguous for each), with
+ * the same meaning of now, owner and limit.  Returns how many were flagged.
+ * Caller must be connected to SPI.
+ */
+extern int	durable_recover_outbox(TimestampTz now, Datum owner, bool by_owner, int limit);
+
+/* ---- The sweep pass (sweep.c) ---- */
+
+/*
+ * One pass of the sweep at `now`: lost leases, due work, retention, expired
+ * permits.  Each step handles at most DURABLE_SWEEP_BATCH rows.  Caller must
+ * be in a transaction and connected to SPI; the pass's effects and
+ * notifications take effect when that transaction commits.
+ */
+extern void durable_sweep_pass(TimestampTz now, DurableSweepResult *result);
+
+#endif							/* DURABLE_SWEEP_H */

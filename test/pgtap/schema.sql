@@ -1,0 +1,245 @@
+--
+-- test/pgtap/schema.sql: the installed schema is the contract of api.md.
+--
+-- Run with pg_prove against a database holding CREATE EXTENSION pgtap and
+-- CREATE EXTENSION durable:  pg_prove -d <db> test/pgtap/schema.sql
+--
+-- Tables: the columns api.md lists, with their types (more columns may
+-- exist).  Functions: every signature exactly (argument names, types,
+-- defaults, result columns), SECURITY DEFINER with a pinned search_path,
+-- not STRICT, C, volatile, no EXECUTE for PUBLIC.  Indexes: exactly those of
+-- durable--0.1.sql, predicates included.
+--
+\set ON_ERROR_STOP 1
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+
+BEGIN;
+SELECT plan(415);
+
+-- ---------------------------------------------------------------------------
+-- The extension and its schema
+-- ---------------------------------------------------------------------------
+SELECT has_extension('durable', 'durable is installed');
+SELECT has_schema('durable', 'schema durable exists');
+SELECT schema_privs_are('durable', 'public', ARRAY[]::name[], 'PUBLIC has no privilege on schema durable');
+SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'durable'), false, 'durable is not relocatable');
+SELECT is((SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'durable'),
+          'durable'::name, 'durable lives in schema durable');
+SELECT tables_are('durable', ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits'],
+                  'schema durable holds exactly the journals, sessions and permits');
+SELECT sequences_are('durable', ARRAY['inbox_id_seq', 'outbox_id_seq', 'token_seq'],
+                     'schema durable holds exactly the id and token sequences');
+SELECT functions_are('durable',
+                     ARRAY['inbox_admit', 'inbox_claim', 'inbox_heartbeat', 'inbox_complete', 'inbox_fail',
+                           'inbox_release', 'inbox_replay', 'outbox_begin', 'outbox_sent', 'outbox_failed',
+                           'outbox_enqueue', 'outbox_claim', 'outbox_heartbeat', 'outbox_retry', 'outbox_discard',
+                           'instance_start', 'sweep', 'purge', 'metrics', 'metrics_reset', 'standing',
+                           'session_save', 'session_load', 'permit'],
+                     'schema durable holds exactly the functions of the contract');
+SELECT is((SELECT count(*)::integer FROM pg_proc WHERE pronamespace = 'durable'::regnamespace), 25,
+          'with inbox_complete overloaded, 25 functions in all');
+
+-- ---------------------------------------------------------------------------
+-- Tables and the columns of the contract
+-- ---------------------------------------------------------------------------
+CREATE TEMP TABLE tap_cols (tbl name, col name, typ text, n serial);
+INSERT INTO tap_cols (tbl, col, typ) VALUES
+    ('inbox', 'id', 'bigint'),
+    ('inbox', 'source', 'text'),
+    ('inbox', 'message_id', 'text'),
+    ('inbox', 'chat_id', 'text'),
+    ('inbox', 'kind', 'text'),
+    ('inbox', 'payload', 'jsonb'),
+    ('inbox', 'state', 'text'),
+    ('inbox', 'attempts', 'integer'),
+    ('inbox', 'token', 'bigint'),
+    ('inbox', 'owner', 'text'),
+    ('inbox', 'lease_until', 'timestamp with time zone'),
+    ('inbox', 'not_before', 'timestamp with time zone'),
+    ('inbox', 'error', 'text'),
+    ('inbox', 'created_at', 'timestamp with time zone'),
+    ('inbox', 'done_at', 'timestamp with time zone'),
+    ('outbox', 'key', 'text'),
+    ('outbox', 'chat_id', 'text'),
+    ('outbox', 'payload', 'jsonb'),
+    ('outbox', 'state', 'text'),
+    ('outbox', 'attempts', 'integer'),
+    ('outbox', 'token', 'bigint'),
+    ('outbox', 'owner', 'text'),
+    ('outbox', 'lease_until', 'timestamp with time zone'),
+    ('outbox', 'not_before', 'timestamp with time zone'),
+    ('outbox', 'provider_message_id', 'text'),
+    ('outbox', 'error', 'text'),
+    ('outbox', 'inbound_id', 'bigint'),
+    ('outbox', 'created_at', 'timestamp with time zone'),
+    ('outbox', 'sent_at', 'timestamp with time zone'),
+    ('sessions', 'bot', 'text'),
+    ('sessions', 'shard', 'integer'),
+    ('sessions', 'session_id', 'text'),
+    ('sessions', 'sequence', 'bigint'),
+    ('sessions', 'resume_url', 'text'),
+    ('sessions', 'total_shards', 'integer'),
+    ('sessions', 'saved_at', 'timestamp with time zone');
+
+SELECT has_table('durable', t, format('table durable.%s exists', t))
+  FROM unnest(ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits']::name[]) AS t;
+SELECT has_column('durable', tbl, col, format('durable.%s has column %s', tbl, col)) FROM tap_cols ORDER BY n;
+SELECT col_type_is('durable', tbl, col, typ, format('durable.%s.%s is %s', tbl, col, typ)) FROM tap_cols ORDER BY n;
+SELECT col_not_null('durable', tbl, col, format('durable.%s.%s is NOT NULL', tbl, col))
+  FROM (VALUES ('inbox', 'id'), ('inbox', 'source'), ('inbox', 'chat_id'), ('inbox', 'kind'), ('inbox', 'payload'),
+               ('inbox', 'state'), ('inbox', 'attempts'), ('inbox', 'not_before'), ('inbox', 'created_at'),
+               ('outbox', 'key'), ('outbox', 'chat_id'), ('outbox', 'payload'), ('outbox', 'state'),
+               ('outbox', 'attempts'), ('outbox', 'not_before'), ('outbox', 'created_at'),
+               ('sessions', 'session_id'), ('sessions', 'saved_at')) AS v(tbl, col);
+SELECT col_is_pk('durable', 'inbox', 'id', 'durable.inbox is keyed by id');
+SELECT col_is_pk('durable', 'outbox', 'key', 'durable.outbox is keyed by its idempotency key');
+SELECT col_is_pk('durable', 'sessions', ARRAY['bot', 'shard']::name[], 'durable.sessions holds one row per bot and shard');
+SELECT col_is_pk('durable', 'permit_buckets', 'bucket', 'durable.permit_buckets holds one row per bucket');
+SELECT is((SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'inbox_state_check'
+             AND conrelid = 'durable.inbox'::regclass),
+          $$CHECK ((state = ANY (ARRAY['pending'::text, 'leased'::text, 'done'::text, 'dead'::text])))$$,
+          'inbox states are pending, leased, done and dead');
+SELECT is((SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'outbox_state_check'
+             AND conrelid = 'durable.outbox'::regclass),
+          $$CHECK ((state = ANY (ARRAY['pending'::text, 'sending'::text, 'sent'::text, 'failed'::text, 'dead'::text, 'unknown'::text])))$$,
+          'outbox states are pending, sending, sent, failed, dead and unknown');
+SELECT table_privs_are('durable', t, 'public', ARRAY[]::name[], format('PUBLIC has no privilege on durable.%s', t))
+  FROM unnest(ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits']::name[]) AS t;
+SELECT sequence_privs_are('durable', s, 'public', ARRAY[]::name[], format('PUBLIC has no privilege on durable.%s', s))
+  FROM unnest(ARRAY['inbox_id_seq', 'outbox_id_seq', 'token_seq']::name[]) AS s;
+SELECT is_empty($$SELECT oid::regclass FROM pg_class
+                   WHERE relnamespace = 'durable'::regnamespace AND relpersistence <> 'p'$$,
+                'no table, index or sequence of durable is unlogged or temporary');
+SELECT is((SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
+             FROM pg_extension e, unnest(e.extconfig) c WHERE e.extname = 'durable'),
+          ARRAY['durable.inbox', 'durable.inbox_id_seq', 'durable.outbox', 'durable.outbox_id_seq',
+                'durable.permit_buckets', 'durable.permits', 'durable.sessions', 'durable.token_seq'],
+          'every table and sequence is dumped by pg_dump (pg_extension_config_dump)');
+
+-- ---------------------------------------------------------------------------
+-- Functions: exact signatures, security and privileges
+-- ---------------------------------------------------------------------------
+CREATE TEMP TABLE tap_fns (fn name, args name[], arguments text, result text, returns text, n serial);
+INSERT INTO tap_fns (fn, args, arguments, result, returns) VALUES
+    ('inbox_admit', ARRAY['text', 'text', 'text', 'jsonb', 'text', 'text', 'interval'],
+     $$source text, message_id text, chat_id text, payload jsonb DEFAULT '{}'::jsonb, kind text DEFAULT 'message'::text, instance text DEFAULT NULL::text, lease interval DEFAULT NULL::interval$$,
+     'TABLE(id bigint, token bigint, duplicate boolean, state text)', 'setof record'),
+    ('inbox_claim', ARRAY['text', 'integer', 'interval', 'interval'],
+     $$instance text, max integer DEFAULT 1, lease interval DEFAULT NULL::interval, wait interval DEFAULT '00:00:00'::interval$$,
+     'TABLE(id bigint, token bigint, source text, message_id text, chat_id text, kind text, payload jsonb, attempts integer)', 'setof record'),
+    ('inbox_heartbeat', ARRAY['bigint', 'bigint', 'interval'],
+     'id bigint, token bigint, lease interval DEFAULT NULL::interval',
+     'timestamp with time zone', 'timestamp with time zone'),
+    ('inbox_complete', ARRAY['bigint', 'bigint'],
+     'id bigint, token bigint', 'void', 'void'),
+    ('inbox_complete', ARRAY['bigint[]', 'bigint[]'],
+     'ids bigint[], tokens bigint[]', 'integer', 'integer'),
+    ('inbox_fail', ARRAY['bigint', 'bigint', 'text', 'interval'],
+     'id bigint, token bigint, error text, retry_in interval DEFAULT NULL::interval',
+     'TABLE(state text, not_before timestamp with time zone)', 'setof record'),
+    ('inbox_release', ARRAY['bigint', 'bigint'],
+     'id bigint, token bigint', 'void', 'void'),
+    ('inbox_replay', ARRAY['bigint'],
+     'id bigint', 'void', 'void'),
+    ('outbox_begin', ARRAY['text', 'text', 'jsonb', 'text', 'interval', 'bigint', 'bigint'],
+     'idempotency_key text, chat_id text, payload jsonb, instance text, lease interval DEFAULT NULL::interval, inbound_id bigint DEFAULT NULL::bigint, inbound_token bigint DEFAULT NULL::bigint',
+     'TABLE(action text, key text, token bigint, provider_message_id text, state text)', 'setof record'),
+    ('outbox_sent', ARRAY['text', 'bigint', 'text'],
+     'key text, token bigint, provider_message_id text', 'void', 'void'),
+    ('outbox_failed', ARRAY['text', 'bigint', 'text', 'boolean', 'interval'],
+     'key text, token bigint, error text, retryable boolean DEFAULT true, retry_in interval DEFAULT NULL::interval',
+     'TABLE(state text, not_before timestamp with time zone)', 'setof record'),
+    ('outbox_enqueue', ARRAY['text', 'text', 'jsonb', 'timestamp with time zone', 'bigint'],
+     'idempotency_key text, chat_id text, payload jsonb, not_before timestamp with time zone DEFAULT now(), inbound_id bigint DEFAULT NULL::bigint',
+     'TABLE(key text, created boolean, state text)', 'setof record'),
+    ('outbox_claim', ARRAY['text', 'integer', 'interval', 'interval'],
+     $$instance text, max integer DEFAULT 10, lease interval DEFAULT NULL::interval, wait interval DEFAULT '00:00:00'::interval$$,
+     'TABLE(key text, token bigint, chat_id text, payload jsonb, attempts integer)', 'setof record'),
+    ('outbox_heartbeat', ARRAY['text', 'bigint', 'interval'],
+     'key text, token bigint, lease interval DEFAULT NULL::interval',
+     'timestamp with time zone', 'timestamp with time zone'),
+    ('outbox_retry', ARRAY['text'],
+     'key text', 'void', 'void'),
+    ('outbox_discard', ARRAY['text'],
+     'key text', 'boolean', 'boolean'),
+    ('instance_start', ARRAY['text'],
+     'instance text', 'TABLE(inbox_recovered integer, outbox_ambiguous integer)', 'setof record'),
+    ('sweep', ARRAY[]::name[],
+     '', 'TABLE(inbox_expired integer, outbox_ambiguous integer, outbox_due integer, purged bigint)', 'setof record'),
+    ('purge', ARRAY['interval', 'integer'],
+     'older_than interval DEFAULT NULL::interval, batch integer DEFAULT 10000', 'bigint', 'bigint'),
+    ('metrics', ARRAY[]::name[],
+     'OUT inbound_journaled bigint, OUT inbound_duplicates bigint, OUT inbound_replayed bigint, OUT inbound_dead bigint, OUT outbox_journaled bigint, OUT outbox_deduped bigint, OUT outbox_retried bigint, OUT outbox_deferred bigint, OUT outbox_dead bigint, OUT outbox_ambiguous bigint, OUT outbox_bypassed bigint, OUT stale_leases bigint, OUT outbox_diverged bigint, OUT since timestamp with time zone',
+     'record', 'record'),
+    ('metrics_reset', ARRAY[]::name[],
+     '', 'void', 'void'),
+    ('standing', ARRAY[]::name[],
+     'OUT inbox_pending bigint, OUT inbox_leased bigint, OUT inbox_dead bigint, OUT outbox_pending bigint, OUT outbox_sending bigint, OUT outbox_failed bigint, OUT outbox_dead bigint, OUT outbox_unknown bigint, OUT oldest_pending timestamp with time zone, OUT over_bound boolean, OUT why text',
+     'record', 'record'),
+    ('session_save', ARRAY['text', 'integer', 'text', 'bigint', 'text', 'integer'],
+     'bot text, shard integer, session_id text, sequence bigint, resume_url text, total_shards integer', 'void', 'void'),
+    ('session_load', ARRAY['text', 'integer', 'text', 'integer', 'interval'],
+     $$bot text, shard integer, resume_url text, total_shards integer, max_age interval DEFAULT '00:01:00'::interval$$,
+     'TABLE(session_id text, sequence bigint, saved_at timestamp with time zone, ignored text)', 'setof record'),
+    ('permit', ARRAY['text', 'integer', 'interval'],
+     'bucket text, max integer, per interval', 'interval', 'interval');
+
+CREATE TEMP VIEW tap_fn_oids AS
+SELECT f.*, format('durable.%s(%s)', f.fn, array_to_string(f.args, ', ')) AS sig,
+       to_regprocedure(format('durable.%s(%s)', f.fn, array_to_string(f.args, ', '))) AS oid
+  FROM tap_fns f;
+
+SELECT has_function('durable', fn, args, format('%s exists', sig)) FROM tap_fn_oids ORDER BY n;
+SELECT is(pg_get_function_arguments(oid), arguments, format('%s: argument names, order and defaults', sig))
+  FROM tap_fn_oids ORDER BY n;
+SELECT is(pg_get_function_result(oid), result, format('%s returns %s', sig, result)) FROM tap_fn_oids ORDER BY n;
+SELECT function_returns('durable', fn, args, returns, format('%s returns %s', sig, returns)) FROM tap_fn_oids ORDER BY n;
+SELECT is_definer('durable', fn, args, format('%s is SECURITY DEFINER', sig)) FROM tap_fn_oids ORDER BY n;
+SELECT is((SELECT proconfig FROM pg_proc WHERE pg_proc.oid = t.oid), ARRAY['search_path=pg_catalog, pg_temp'],
+          format('%s pins search_path to pg_catalog, pg_temp', sig))
+  FROM tap_fn_oids t ORDER BY n;
+SELECT isnt_strict('durable', fn, args, format('%s is not STRICT (a NULL argument raises 22023)', sig))
+  FROM tap_fn_oids ORDER BY n;
+SELECT function_lang_is('durable', fn, args, 'c', format('%s is written in C', sig)) FROM tap_fn_oids ORDER BY n;
+SELECT volatility_is('durable', fn, args, 'volatile', format('%s is volatile', sig)) FROM tap_fn_oids ORDER BY n;
+SELECT function_privs_are('durable', fn, args, 'public', ARRAY[]::name[], format('PUBLIC may not execute %s', sig))
+  FROM tap_fn_oids ORDER BY n;
+
+-- ---------------------------------------------------------------------------
+-- Indexes: exactly those of durable--0.1.sql
+-- ---------------------------------------------------------------------------
+CREATE TEMP TABLE tap_idx (tbl name, idx name, def text, n serial);
+INSERT INTO tap_idx (tbl, idx, def) VALUES
+    ('inbox', 'inbox_pkey', 'CREATE UNIQUE INDEX inbox_pkey ON durable.inbox USING btree (id)'),
+    ('inbox', 'inbox_source_message_id_key', 'CREATE UNIQUE INDEX inbox_source_message_id_key ON durable.inbox USING btree (source, message_id) WHERE (message_id IS NOT NULL)'),
+    ('inbox', 'inbox_source_content_hash_key', 'CREATE UNIQUE INDEX inbox_source_content_hash_key ON durable.inbox USING btree (source, content_hash) WHERE (message_id IS NULL)'),
+    ('inbox', 'inbox_unfinished_idx', $$CREATE INDEX inbox_unfinished_idx ON durable.inbox USING btree (id) WHERE (state = ANY (ARRAY['pending'::text, 'leased'::text]))$$),
+    ('inbox', 'inbox_chat_unfinished_idx', $$CREATE INDEX inbox_chat_unfinished_idx ON durable.inbox USING btree (chat_id, id) WHERE (state = ANY (ARRAY['pending'::text, 'leased'::text]))$$),
+    ('inbox', 'inbox_lease_until_idx', $$CREATE INDEX inbox_lease_until_idx ON durable.inbox USING btree (lease_until) WHERE (state = 'leased'::text)$$),
+    ('inbox', 'inbox_not_before_idx', $$CREATE INDEX inbox_not_before_idx ON durable.inbox USING btree (not_before) WHERE (state = 'pending'::text)$$),
+    ('inbox', 'inbox_done_at_idx', $$CREATE INDEX inbox_done_at_idx ON durable.inbox USING btree (done_at) WHERE (state = 'done'::text)$$),
+    ('inbox', 'inbox_dead_idx', $$CREATE INDEX inbox_dead_idx ON durable.inbox USING btree (id) WHERE (state = 'dead'::text)$$),
+    ('outbox', 'outbox_pkey', 'CREATE UNIQUE INDEX outbox_pkey ON durable.outbox USING btree (key)'),
+    ('outbox', 'outbox_waiting_idx', $$CREATE INDEX outbox_waiting_idx ON durable.outbox USING btree (id) WHERE (state = ANY (ARRAY['pending'::text, 'failed'::text]))$$),
+    ('outbox', 'outbox_chat_unfinished_idx', $$CREATE INDEX outbox_chat_unfinished_idx ON durable.outbox USING btree (chat_id, id) WHERE (state = ANY (ARRAY['pending'::text, 'sending'::text, 'failed'::text]))$$),
+    ('outbox', 'outbox_lease_until_idx', $$CREATE INDEX outbox_lease_until_idx ON durable.outbox USING btree (lease_until) WHERE (state = 'sending'::text)$$),
+    ('outbox', 'outbox_not_before_idx', $$CREATE INDEX outbox_not_before_idx ON durable.outbox USING btree (not_before) WHERE (state = ANY (ARRAY['pending'::text, 'failed'::text]))$$),
+    ('outbox', 'outbox_sent_at_idx', $$CREATE INDEX outbox_sent_at_idx ON durable.outbox USING btree (sent_at) WHERE (state = 'sent'::text)$$),
+    ('outbox', 'outbox_parked_idx', $$CREATE INDEX outbox_parked_idx ON durable.outbox USING btree (id) WHERE (state = ANY (ARRAY['dead'::text, 'unknown'::text]))$$),
+    ('sessions', 'sessions_pkey', 'CREATE UNIQUE INDEX sessions_pkey ON durable.sessions USING btree (bot, shard)'),
+    ('permit_buckets', 'permit_buckets_pkey', 'CREATE UNIQUE INDEX permit_buckets_pkey ON durable.permit_buckets USING btree (bucket)'),
+    ('permits', 'permits_bucket_granted_at_idx', 'CREATE INDEX permits_bucket_granted_at_idx ON durable.permits USING btree (bucket, granted_at)');
+
+SELECT indexes_are('durable', t, (SELECT array_agg(idx) FROM tap_idx WHERE tbl = t),
+                   format('durable.%s has exactly the indexes of durable--0.1.sql', t))
+  FROM unnest(ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits']::name[]) AS t;
+SELECT has_index('durable', tbl, idx, format('index %s exists on durable.%s', idx, tbl)) FROM tap_idx ORDER BY n;
+SELECT is(pg_get_indexdef(format('durable.%I', idx)::regclass), def, format('index %s: columns and predicate', idx))
+  FROM tap_idx ORDER BY n;
+SELECT index_is_unique('durable', tbl, idx, format('%s is unique: dedupe is a constraint', idx))
+  FROM tap_idx WHERE idx IN ('inbox_source_message_id_key', 'inbox_source_content_hash_key') ORDER BY n;
+
+SELECT * FROM finish();
+ROLLBACK;
