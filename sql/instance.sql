@@ -35,7 +35,7 @@ CREATE TEMP TABLE old_leases AS
 
 -- The restarted inst-old recovers its two inbound leases and its one send in flight
 SELECT * FROM durable.instance_start('inst-old');
--- Its records are pending and due now, owner, token and attempts kept; inst-other's lease is untouched
+-- Its records are pending and due now, owner and attempts kept; inst-other's lease is untouched
 SELECT message_id, state, owner, attempts, lease_until IS NULL AS lease_cleared,
        CASE WHEN state = 'pending' THEN not_before <= clock_timestamp() END AS due
   FROM durable.inbox WHERE source = 'instance' ORDER BY message_id;

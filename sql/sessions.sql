@@ -104,6 +104,17 @@ SELECT session_id IS NULL AS no_session, sequence IS NULL AS no_sequence,
 SELECT ignored
   FROM durable.session_load('regress-sessions', 0, 'wss://other.example/?v=10', 2);
 
+-- An infinite saved_at (a superuser's edit) is classified without overflow:
+-- '-infinity' is expired, 'infinity' is in the future.
+UPDATE durable.sessions SET saved_at = '-infinity'
+ WHERE bot = 'regress-sessions' AND shard = 0;
+SELECT ignored
+  FROM durable.session_load('regress-sessions', 0, 'wss://gateway.example/?v=10', 2);
+UPDATE durable.sessions SET saved_at = 'infinity'
+ WHERE bot = 'regress-sessions' AND shard = 0;
+SELECT ignored
+  FROM durable.session_load('regress-sessions', 0, 'wss://gateway.example/?v=10', 2);
+
 -- A new save stamps the wall clock again: usable.
 SELECT durable.session_save('regress-sessions', 0, 'sid-e', 9, 'wss://gateway.example/?v=10', 2);
 SELECT session_id, sequence, ignored

@@ -92,7 +92,7 @@ typedef struct OutboxProbe
 	TimestampTz lease_until;
 } OutboxProbe;
 
-/* A send found by key in outbox_begin (outbox_begin_existing). */
+/* outbox_begin's answer: one result row, filled in by whichever path decides. */
 typedef struct OutboxBeginResult
 {
 	const char *action;
@@ -105,6 +105,7 @@ typedef struct OutboxBeginResult
 
 /* ---- Errors ---- */
 
+/* Each raises its error: they never return. */
 static void outbox_error_missing(Datum key) pg_attribute_noreturn();
 static void outbox_error_stale(Datum key, const OutboxProbe *probe) pg_attribute_noreturn();
 static void outbox_error_state(Datum key, const char *state,
@@ -113,6 +114,7 @@ static void outbox_error_inbound(int64 inbound_id, bool found, const char *state
 								 bool has_token, int64 token) pg_attribute_noreturn();
 static void outbox_explain_inbound(int64 inbound_id) pg_attribute_noreturn();
 
+/* DR002: there is no send with this key. */
 static void
 outbox_error_missing(Datum key)
 {

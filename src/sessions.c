@@ -30,6 +30,14 @@
  * a value of session_id (a length error names its byte count only); and
  * the table carries no CHECK constraint, whose violation message would
  * print the failing row.  Statements pass every value as a $n parameter.
+ * What this file cannot control is the caller's own statement: the server
+ * logs the text of a failing statement (log_min_error_statement), so
+ * clients must send the session id as a bind parameter, never as a literal
+ * (parameters are not logged on error by default).
+ *
+ * Limits: bot and session_id as ids (non-empty, at most 512 bytes),
+ * resume_url at most 2048 bytes, total_shards from 1 to 16384, shard from 0
+ * to total_shards - 1, sequence not negative, max_age from 0 to 366 days.
  *
  * Time is the wall clock at the call (GetCurrentTimestamp), as everywhere
  * in durable, so that a caller's long transaction does not age snapshots.

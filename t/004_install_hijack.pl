@@ -370,8 +370,22 @@ $node->safe_psql('postgres', q{
 });
 is( clean_psql(q{SELECT string_agg(state || ':' || n, ' ' ORDER BY state)
 	  FROM (SELECT state, count(*) AS n FROM durable.inbox GROUP BY state) s}),
-	'dead:2 done:1 pending:1', 'the workload left inbox records done, pending and dead');
+	'dead:2 pending:1', 'the workload left inbox records pending and dead (purge took the done one)');
 is(canary(), '', 'no trojan ran in any function of durable');
+
+# The control experiment: what protects durable is the pinned search_path
+# of its functions (and its schema-qualified SQL).  Unpinned, standing()
+# resolves its unqualified "=" with the caller's search_path, and trips.
+$node->safe_psql('postgres', q{
+	ALTER FUNCTION durable.standing() RESET search_path;
+	SET search_path = public, pg_catalog;
+	SELECT * FROM durable.standing();
+});
+like(canary(), qr/text = text/, 'control: an unpinned function does run the trojans: ' . canary());
+$node->safe_psql('postgres', q{
+	ALTER FUNCTION durable.standing() SET search_path = pg_catalog, pg_temp;
+	TRUNCATE public.canary;
+});
 
 # Leave work for the worker: an expired lease, an expired send, a deferred one.
 $node->safe_psql('postgres', q{
@@ -394,7 +408,9 @@ is(clean_psql('SELECT count(*) FROM public.inbox') . '/'
 # ---------------------------------------------------------------------------
 # A schema "durable" planted by the attacker
 # ---------------------------------------------------------------------------
+# (DROP EXTENSION leaves the schema the control file made: drop it too.)
 $node->safe_psql('postgres', 'DROP EXTENSION durable');
+$node->safe_psql('postgres', 'DROP SCHEMA durable');
 $node->safe_psql('postgres', 'GRANT CREATE ON DATABASE postgres TO mallory');
 as_mallory(q{
 	CREATE SCHEMA durable;

@@ -61,7 +61,7 @@
 #include "libpq-fe.h"
 
 #define STALE_LEASE "DR001"
-#define MAX_BATCH 3
+#define MAX_BATCH 3				/* the max of each claim */
 
 typedef struct Args
 {
@@ -93,6 +93,19 @@ static Args args;
 static Stats stats;
 static PGconn *db;
 
+/*
+ * The records of the last claim: every one is leased to us until handled,
+ * released, or lost (a heartbeat answered DR001).
+ */
+typedef struct Held
+{
+	char		id[32];
+	char		token[32];
+	bool		live;
+} Held;
+static Held held[MAX_BATCH];
+static int	nheld;
+
 /* Keys the fake provider refused once (it refuses only the first call). */
 static char **refused;
 static int	nrefused;
@@ -121,6 +134,26 @@ exec(PGconn *conn, const char *sql, int n, const char *const *params)
 	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
 		die(sql, res);
 	return res;
+}
+
+/*
+ * As exec(), for a call that names a lease we hold: NULL when the lease was
+ * lost (DR001, a stale token: another replica has the record now), any
+ * other failure ends the bot.
+ */
+static PGresult *
+exec_fenced(const char *sql, int n, const char *const *params)
+{
+	PGresult   *res = PQexecParams(db, sql, n, NULL, params, NULL, NULL, 0);
+	const char *sqlstate;
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
+		return res;
+	sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	if (sqlstate == NULL || strcmp(sqlstate, STALE_LEASE) != 0)
+		die(sql, res);
+	PQclear(res);
+	return NULL;
 }
 
 static void
@@ -233,19 +266,36 @@ feeder_main(void)
 	_exit(0);
 }
 
-/* Work longer than the lease, extending it as we go. */
+/*
+ * Work longer than the lease, extending it as we go.  Every record the last
+ * claim handed out is leased to us, not just the one in hand: the heartbeat
+ * extends them all, or the ones waiting their turn would expire behind the
+ * slow job and be swept back.
+ */
 static void
-slow_job(const char *id, const char *token)
+slow_job(void)
 {
-	const char *params[3] = {id, token, args.lease};
 	int			steps = 4;
-	int			i;
+	int			i,
+				h;
 
 	for (i = 0; i < steps; i++)
 	{
 		sleep_s(args.slow_seconds / steps);
-		exec_clear(db, "SELECT durable.inbox_heartbeat($1::bigint, $2::bigint, $3::interval)", 3, params);
-		stats.heartbeats++;
+		for (h = 0; h < nheld; h++)
+		{
+			const char *params[3] = {held[h].id, held[h].token, args.lease};
+			PGresult   *res;
+
+			if (!held[h].live)
+				continue;
+			res = exec_fenced("SELECT durable.inbox_heartbeat($1::bigint, $2::bigint, $3::interval)",
+							  3, params);
+			if (res == NULL)
+				held[h].live = false;	/* lost: someone else has it now */
+			PQclear(res);
+			stats.heartbeats++;
+		}
 	}
 }
 
@@ -255,8 +305,8 @@ fail_for_now(const char *id, const char *token, const char *why)
 {
 	const char *params[3] = {id, token, why};
 
-	exec_clear(db, "SELECT * FROM durable.inbox_fail($1::bigint, $2::bigint, $3, retry_in => '200ms')",
-			   3, params);
+	PQclear(exec_fenced("SELECT * FROM durable.inbox_fail($1::bigint, $2::bigint, $3,"
+						" retry_in => '200ms')", 3, params));
 }
 
 /*
@@ -275,7 +325,7 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 	PGresult   *res;
 
 	if (n % args.slow_every == 0)
-		slow_job(id, token);
+		slow_job();
 
 	/* 1. the reply: journal, provider, confirm */
 	snprintf(reply_text, sizeof(reply_text), "echo: %s", text);
@@ -283,9 +333,14 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 	{
 		const char *params[5] = {chat_id, reply, args.instance, id, token};
 
-		res = exec(db, "SELECT action, key, token FROM durable.outbox_begin(idempotency_key => NULL,"
-				   " chat_id => $1, payload => $2::jsonb, instance => $3,"
-				   " inbound_id => $4::bigint, inbound_token => $5::bigint)", 5, params);
+		res = exec_fenced("SELECT action, key, token FROM durable.outbox_begin(idempotency_key => NULL,"
+						  " chat_id => $1, payload => $2::jsonb, instance => $3,"
+						  " inbound_id => $4::bigint, inbound_token => $5::bigint)", 5, params);
+		if (res == NULL)
+		{
+			stats.stale++;		/* fenced off: its new holder handles it */
+			return;
+		}
 		snprintf(action, sizeof(action), "%s", PQgetvalue(res, 0, 0));
 		snprintf(key, sizeof(key), "%s", PQgetvalue(res, 0, 1));
 		snprintf(send_token, sizeof(send_token), "%s", PQgetvalue(res, 0, 2));
@@ -444,6 +499,7 @@ main(int argc, char **argv)
 	db = PQconnectdb(args.conninfo);
 	if (PQstatus(db) != CONNECTION_OK)
 		die("connect", NULL);
+	exec_clear(db, "SET client_min_messages = warning", 0, NULL);
 	schema = PQescapeIdentifier(db, args.schema, strlen(args.schema));
 	snprintf(sql, sizeof(sql), "CREATE SCHEMA IF NOT EXISTS %s", schema);
 	exec_clear(db, sql, 0, NULL);
@@ -493,6 +549,13 @@ main(int argc, char **argv)
 				   " FROM durable.inbox_claim(instance => $1, max => 3, lease => $2::interval,"
 				   " wait => '2s') c", 2, params);
 		n = PQntuples(res);
+		nheld = n;
+		for (i = 0; i < n; i++)
+		{
+			snprintf(held[i].id, sizeof(held[i].id), "%s", PQgetvalue(res, i, 0));
+			snprintf(held[i].token, sizeof(held[i].token), "%s", PQgetvalue(res, i, 1));
+			held[i].live = true;
+		}
 		for (i = 0; i < n; i++)
 		{
 			if (stopping)
@@ -500,16 +563,22 @@ main(int argc, char **argv)
 				/* clean shutdown: give back what we hold, attempts not counted */
 				for (; i < n; i++)
 				{
-					const char *rparams[2] = {PQgetvalue(res, i, 0), PQgetvalue(res, i, 1)};
+					const char *rparams[2] = {held[i].id, held[i].token};
 
-					exec_clear(db, "SELECT durable.inbox_release($1::bigint, $2::bigint)", 2, rparams);
+					if (!held[i].live)
+						continue;
+					PQclear(exec_fenced("SELECT durable.inbox_release($1::bigint, $2::bigint)", 2, rparams));
 					stats.released++;
 				}
 				break;
 			}
-			handle(PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
+			if (!held[i].live)
+				continue;		/* its lease was lost while it waited its turn */
+			handle(held[i].id, held[i].token, PQgetvalue(res, i, 2),
 				   PQgetvalue(res, i, 3), atoi(PQgetvalue(res, i, 4)), PQgetvalue(res, i, 5));
+			held[i].live = false;
 		}
+		nheld = 0;
 		PQclear(res);
 		if (feeder_alive && waitpid(feeder, NULL, WNOHANG) == feeder)
 			feeder_alive = false;

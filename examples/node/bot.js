@@ -108,6 +108,7 @@ class Bot {
     this.provider = new FakeProvider(args.deliveries);
     this.stats = { handled: 0, duplicates: 0, providerErrors: 0, heartbeats: 0, released: 0, stale: 0, replies: 0 };
     this.db = new Client({ application_name: this.instance });
+    this.held = new Map(); // id -> token of every record we hold a lease on
     this.effects = `${escapeIdentifier(args.schema)}.effects`;
   }
 
@@ -146,7 +147,7 @@ class Bot {
     const { id, token, chat_id: chatId, payload } = rec;
     const n = payload.n;
 
-    if (n % this.args.slowEvery === 0) await this.slowJob(id, token);
+    if (n % this.args.slowEvery === 0) await this.slowJob();
 
     // 1. the reply: journal, provider, confirm
     const reply = { text: `echo: ${payload.text}` };
@@ -202,13 +203,24 @@ class Bot {
     this.stats.handled++;
   }
 
-  // Work longer than the lease, extending it as we go.
-  async slowJob(id, token) {
+  // Work longer than the lease, extending it as we go.  Every record the
+  // last claim handed out is leased to us, not just the one in hand: the
+  // heartbeat extends them all, or the ones waiting their turn would expire
+  // behind the slow job and be swept back.
+  async slowJob() {
     const steps = 4;
     for (let i = 0; i < steps; i++) {
       await sleep(this.args.slowSeconds / steps);
-      await this.db.query('SELECT durable.inbox_heartbeat($1::bigint, $2::bigint, $3::interval)', [id, token, this.args.lease]);
-      this.stats.heartbeats++;
+      for (const [heldId, heldToken] of [...this.held]) {
+        try {
+          await this.db.query('SELECT durable.inbox_heartbeat($1::bigint, $2::bigint, $3::interval)',
+            [heldId, heldToken, this.args.lease]);
+        } catch (e) {
+          if (e.code !== STALE_LEASE) throw e;
+          this.held.delete(heldId); // lost: someone else has it now
+        }
+        this.stats.heartbeats++;
+      }
     }
   }
 
@@ -232,16 +244,24 @@ class Bot {
       const batch = (await this.db.query(
         "SELECT * FROM durable.inbox_claim(instance => $1, max => 3, lease => $2::interval, wait => '2s')",
         [this.instance, this.args.lease])).rows;
-      for (let i = 0; i < batch.length; i++) {
+      this.held = new Map(batch.map((r) => [r.id, r.token]));
+      for (const rec of batch) {
         if (this.stopping) {
           // clean shutdown: give back what we hold, attempts not counted
-          for (const held of batch.slice(i)) {
-            await this.db.query('SELECT durable.inbox_release($1::bigint, $2::bigint)', [held.id, held.token]);
+          for (const [heldId, heldToken] of this.held) {
+            await this.db.query('SELECT durable.inbox_release($1::bigint, $2::bigint)', [heldId, heldToken]);
             this.stats.released++;
           }
           break;
         }
-        await this.handle(batch[i]);
+        if (!this.held.has(rec.id)) continue; // its lease was lost while it waited its turn
+        try {
+          await this.handle(rec);
+        } catch (e) {
+          if (e.code !== STALE_LEASE) throw e;
+          this.stats.stale++; // fenced off: drop it, its new holder handles it
+        }
+        this.held.delete(rec.id);
       }
       if (batch.length === 0 && feederDone && await this.feedDone()) break;
     }

@@ -99,6 +99,7 @@ class Bot:
         self.stats = dict(handled=0, duplicates=0, provider_errors=0,
                           heartbeats=0, released=0, stale=0, replies=0)
         self.conn = psycopg.connect(args.dsn, autocommit=True)
+        self.held = {}  # id -> token of every record we hold a lease on
 
     # -- boot ---------------------------------------------------------
     def boot(self):
@@ -186,13 +187,24 @@ class Bot:
         self.stats["handled"] += 1
 
     def slow_job(self, rid, token):
-        """Work longer than the lease, extending it as we go."""
+        """Work longer than the lease, extending it as we go.
+
+        Every record the last claim handed out is leased to us, not just the
+        one in hand: the heartbeat extends them all, or the ones waiting
+        their turn would expire behind the slow job and be swept back.
+        """
         steps = 4
         for _ in range(steps):
             time.sleep(self.args.slow_seconds / steps)
-            self.conn.execute("SELECT durable.inbox_heartbeat(%s, %s, %s::interval)",
-                              (rid, token, self.args.lease))
-            self.stats["heartbeats"] += 1
+            for held_id, held_token in list(self.held.items()):
+                try:
+                    self.conn.execute("SELECT durable.inbox_heartbeat(%s, %s, %s::interval)",
+                                      (held_id, held_token, self.args.lease))
+                except psycopg.Error as e:
+                    if e.sqlstate != STALE_LEASE:
+                        raise
+                    del self.held[held_id]  # lost: someone else has it now
+                self.stats["heartbeats"] += 1
 
     def feed_done(self):
         row = self.conn.execute(
@@ -216,15 +228,24 @@ class Bot:
                             " lease => %s::interval, wait => '2s')",
                             (self.instance, self.args.lease))
                 batch = cur.fetchall()
-                for i, rec in enumerate(batch):
+                self.held = {rec["id"]: rec["token"] for rec in batch}
+                for rec in batch:
                     if self.stopping:
                         # clean shutdown: give back what we hold, attempts not counted
-                        for held in batch[i:]:
+                        for held_id, held_token in self.held.items():
                             self.conn.execute("SELECT durable.inbox_release(%s, %s)",
-                                              (held["id"], held["token"]))
+                                              (held_id, held_token))
                             self.stats["released"] += 1
                         break
-                    self.handle(rec)
+                    if rec["id"] not in self.held:
+                        continue  # its lease was lost while it waited its turn
+                    try:
+                        self.handle(rec)
+                    except psycopg.Error as e:
+                        if e.sqlstate != STALE_LEASE:
+                            raise
+                        self.stats["stale"] += 1  # fenced off: drop it, its new holder handles it
+                    del self.held[rec["id"]]
                 if not batch and not feeder.is_alive() and self.feed_done():
                     break
         feeder.join()

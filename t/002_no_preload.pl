@@ -1,0 +1,182 @@
+# t/002_no_preload.pl: durable without shared_preload_libraries.
+#
+# The contract: without preloading, every function still works and sweep()
+# can be called by hand or by a scheduler; only what lives in shared memory
+# is missing.  On a server that does not preload durable:
+#
+#   - CREATE EXTENSION works, and no durable process runs;
+#   - the inbox and outbox cycles work (admit, duplicate, claim, heartbeat,
+#     complete single and batch, fail to pending and to dead, release,
+#     replay; begin, sent, answered from the journal, enqueue, claim,
+#     failed, retry, discard), fencing included (a stale token is DR001);
+#   - instance_start, sessions and permits work;
+#   - a claim with wait still waits, and returns a record admitted
+#     meanwhile (it re-checks instead of sleeping on a condition variable);
+#   - metrics() and metrics_reset() (and the stat_counters view) raise 55000
+#     with a hint to preload; standing() works, it reads the tables;
+#   - sweep() and purge() work by hand.
+#
+# Run (after the library is installed, as a user that may run postgres):
+#   prove -v t/002_no_preload.pl
+# with PATH holding pg_config --bindir and PERL5LIB the PGXS test/perl
+# directory (scripts/test does this).
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+my $node = PostgreSQL::Test::Cluster->new('no_preload');
+$node->init;
+$node->start;
+
+sub q1
+{
+	my ($sql) = @_;
+	return $node->safe_psql('postgres', $sql);
+}
+
+# Runs $sql expecting an error; returns "SQLSTATE: message" of the first ERROR line.
+sub error_of
+{
+	my ($sql) = @_;
+	my ($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$sql");
+	return 'no error' if $ret == 0;
+	my ($line) = $err =~ /ERROR:\s+(.*)/;
+	return $line // $err;
+}
+
+is(q1('SHOW shared_preload_libraries'), '', 'the server does not preload durable');
+
+q1('CREATE EXTENSION durable');
+is(q1("SELECT extversion IS NOT NULL FROM pg_extension WHERE extname = 'durable'"), 't',
+	'CREATE EXTENSION durable works without preloading');
+sleep(1);
+is(q1("SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'durable%'"), '0',
+	'no durable launcher or worker runs');
+
+# ---------------------------------------------------------------------------
+# The inbox
+# ---------------------------------------------------------------------------
+my ($id1, $tok1) = split /\|/, q1(
+	"SELECT id, token FROM durable.inbox_admit('np', 'm1', 'c1', '{\"text\":\"hi\"}', instance => 'np-bot')");
+ok($tok1 > 0, 'inbox_admit with an instance journals and leases at once');
+is(q1("SELECT duplicate || '/' || state FROM durable.inbox_admit('np', 'm1', 'c1', '{\"text\":\"hi\"}')"),
+	'true/leased', 'the same message again is a duplicate');
+is(q1("SELECT durable.inbox_heartbeat($id1, $tok1, '5 min') > clock_timestamp() + interval '4 min'"),
+	't', 'inbox_heartbeat extends the lease');
+q1("SELECT durable.inbox_complete($id1, $tok1)");
+is(q1("SELECT state FROM durable.inbox WHERE id = $id1"), 'done', 'inbox_complete marks it done');
+
+q1("SELECT * FROM durable.inbox_admit('np', NULL, 'c2', '{\"text\":\"no id\"}')");
+is(q1("SELECT duplicate FROM durable.inbox_admit('np', NULL, 'c2', '{\"text\":\"no id\"}')"),
+	't', 'a message without id is deduplicated by its content');
+my ($id2, $tok2, $att2) = split /\|/, q1("SELECT id, token, attempts FROM durable.inbox_claim('np-bot', 10)");
+ok($tok2 > 0 && $att2 == 1, 'inbox_claim leases the pending record');
+is(q1("SELECT state || '/' || (not_before > clock_timestamp()) FROM durable.inbox_fail($id2, $tok2, 'boom', '1 hour')"),
+	'pending/true', 'inbox_fail with attempts left: pending, due later');
+
+is(error_of("SELECT durable.inbox_complete($id1, $tok1 + 1000000)") =~ /^DR001/ ? 'DR001' : 'other',
+	'DR001', 'a stale confirmation raises DR001 (the counter is simply not kept)');
+
+q1("SELECT * FROM durable.inbox_admit('np', 'm3', 'c3')");
+my ($id3, $tok3) = split /\|/, q1("SELECT id, token FROM durable.inbox_claim('np-bot', 1)");
+q1("SELECT durable.inbox_release($id3, $tok3)");
+my ($id3b, $tok3b) = split /\|/, q1("SELECT id, token FROM durable.inbox_claim('np-bot', 1)");
+ok($id3b == $id3 && $tok3b != $tok3, 'inbox_release gives it back; claimed again under a new token');
+is(q1("SELECT durable.inbox_complete(ARRAY[$id3b], ARRAY[$tok3b])"), '1', 'the batch inbox_complete completes it');
+
+q1("SELECT * FROM durable.inbox_admit('np', 'm4', 'c4')");
+my ($id4, $tok4) = split /\|/, q1("SELECT id, token FROM durable.inbox_claim('np-bot', 1)");
+is($node->safe_psql('postgres', "SET durable.inbox_max_attempts = 1;\n"
+	  . "SELECT state FROM durable.inbox_fail($id4, $tok4, 'fatal')"),
+	'dead', 'inbox_fail on the last attempt: dead');
+q1("SELECT durable.inbox_replay($id4)");
+is(q1("SELECT state || '/' || attempts FROM durable.inbox WHERE id = $id4"), 'pending/0',
+	'inbox_replay makes it pending with attempts reset');
+my ($id4b, $tok4b) = split /\|/, q1("SELECT id, token FROM durable.inbox_claim('np-bot', 1)");
+q1("SELECT durable.inbox_complete($id4b, $tok4b)");
+
+# A claim that waits returns a record admitted while it waits.
+{
+	my $bg = $node->background_psql('postgres');
+	my $started = time();
+	$bg->query_until(qr/waiting/,
+		"\\echo waiting\nSELECT 'claimed:' || message_id FROM durable.inbox_claim('np-waiter', 1, wait => '20s');\n");
+	sleep(1);
+	q1("SELECT * FROM durable.inbox_admit('np', 'm5', 'c5')");
+	my $out = $bg->query_safe("SELECT 'done'");
+	my $elapsed = time() - $started;
+	like($out, qr/claimed:m5/, 'a waiting claim gets the record admitted while it waits');
+	ok($elapsed < 15, sprintf('... long before its wait ran out (%.1f s)', $elapsed));
+	$bg->quit;
+}
+
+# ---------------------------------------------------------------------------
+# The outbox, instances, sessions, permits
+# ---------------------------------------------------------------------------
+my ($action, $k1tok) = split /\|/, q1(
+	"SELECT action, token FROM durable.outbox_begin('np-k1', 'c1', '{\"text\":\"one\"}', 'np-bot')");
+is($action, 'send', 'outbox_begin journals and leases a new send');
+q1("SELECT durable.outbox_sent('np-k1', $k1tok, 'p-1')");
+is(q1("SELECT action || '/' || provider_message_id FROM durable.outbox_begin('np-k1', 'c1', '{\"text\":\"one\"}', 'np-bot')"),
+	'sent/p-1', 'the same key is answered from the journal');
+is(q1("SELECT created FROM durable.outbox_enqueue('np-k2', 'c2', '{\"text\":\"two\"}')"), 't', 'outbox_enqueue');
+my ($k2, $k2tok) = split /\|/, q1("SELECT key, token FROM durable.outbox_claim('np-bot', 10)");
+is($k2, 'np-k2', 'outbox_claim leases the enqueued send');
+is(q1("SELECT state FROM durable.outbox_failed('np-k2', $k2tok, 'HTTP 403', false)"), 'dead',
+	'outbox_failed, not retryable: dead');
+q1("SELECT durable.outbox_retry('np-k2')");
+is(q1("SELECT state FROM durable.outbox WHERE key = 'np-k2'"), 'pending', 'outbox_retry: pending again');
+is(q1("SELECT durable.outbox_discard('np-k2')"), 't', 'outbox_discard forgets it');
+
+q1("SELECT * FROM durable.outbox_begin('np-k3', 'c3', '{\"text\":\"three\"}', 'np-old')");
+q1("SELECT * FROM durable.inbox_admit('np', 'm6', 'c6', instance => 'np-old')");
+is(q1("SELECT inbox_recovered || '/' || outbox_ambiguous FROM durable.instance_start('np-old')"), '1/1',
+	'instance_start recovers the leases of a dead incarnation');
+
+q1("SELECT durable.session_save('np-bot', 0, 'secret', 42, 'wss://gw', 1)");
+is(q1("SELECT session_id || '/' || sequence FROM durable.session_load('np-bot', 0, 'wss://gw', 1)"),
+	'secret/42', 'session_save and session_load');
+is(q1("SELECT durable.permit('np-bucket', 1, '1 min') = '0', durable.permit('np-bucket', 1, '1 min') > '0'"),
+	't|t', 'permit grants one, then says how long to wait');
+
+# ---------------------------------------------------------------------------
+# Observing: the counters need shared memory, the gauges do not
+# ---------------------------------------------------------------------------
+my $e = error_of('SELECT * FROM durable.metrics()');
+like($e, qr/^55000: durable must be loaded via shared_preload_libraries/, "metrics() raises 55000: $e");
+my ($ret, $out, $err) = $node->psql('postgres', 'SELECT * FROM durable.metrics()');
+like($err, qr/HINT:.*shared_preload_libraries/, '... with a hint to preload durable');
+like(error_of('SELECT durable.metrics_reset()'), qr/^55000:/, 'metrics_reset() raises 55000');
+like(error_of('SELECT * FROM durable.stat_counters'), qr/^55000:/, 'the stat_counters view raises 55000');
+is(q1('SELECT inbox_pending >= 1 AND inbox_dead = 0 AND over_bound IS NOT NULL FROM durable.standing()'),
+	't', 'standing() works: it reads the journals');
+
+# ---------------------------------------------------------------------------
+# Sweep and purge by hand
+# ---------------------------------------------------------------------------
+q1("SELECT * FROM durable.inbox_admit('np', 'm7', 'c7', instance => 'np-bot', lease => '30ms')");
+q1("SELECT * FROM durable.outbox_begin('np-k7', 'c7', '{\"text\":\"seven\"}', 'np-bot', lease => '30ms')");
+sleep(1);
+is(q1("SELECT state FROM durable.inbox WHERE message_id = 'm7'") . '/'
+	  . q1("SELECT state FROM durable.outbox WHERE key = 'np-k7'"),
+	'leased/sending', 'nothing sweeps by itself without preloading');
+my ($expired, $ambiguous) = split /\|/, q1('SELECT inbox_expired, outbox_ambiguous FROM durable.sweep()');
+ok($expired >= 1 && $ambiguous >= 1, "sweep() by hand: $expired expired lease(s), $ambiguous ambiguous send(s)");
+is(q1("SELECT state FROM durable.inbox WHERE message_id = 'm7'") . '/'
+	  . q1("SELECT state FROM durable.outbox WHERE key = 'np-k7'"),
+	'pending/unknown', '... the lease is back to pending, the send is unknown');
+
+my $done = q1("SELECT (SELECT count(*) FROM durable.inbox WHERE state = 'done') + (SELECT count(*) FROM durable.outbox WHERE state = 'sent')");
+ok($done >= 3, "there are $done done and sent records");
+is(q1('SELECT durable.purge()'), '0', 'purge() keeps records younger than durable.retention');
+is(q1("SELECT durable.purge('0')"), $done, "purge('0') by hand deletes the $done done and sent records");
+is(q1("SELECT count(*) FROM durable.inbox WHERE state = 'done'") . '/'
+	  . q1("SELECT count(*) FROM durable.outbox WHERE state = 'sent'"),
+	'0/0', '... and only those');
+
+$node->stop;
+done_testing();
