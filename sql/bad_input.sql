@@ -163,13 +163,15 @@ INSERT INTO cases (call, expect) VALUES
 ($$inbox_replay(id => 9223372036854775807)$$, 'DR002'),
 ($$inbox_replay(id => {live})$$, 'DR003'),
 ($$inbox_replay(id => {pending})$$, 'DR003'),
--- outbox_begin(idempotency_key, chat_id, payload, instance, lease, inbound_id, inbound_token)
+-- outbox_begin(idempotency_key, chat_id, payload, instance, lease, inbound_id, inbound_token):
+-- a payload over durable.max_payload_bytes is not an error, it bypasses the journal (a WARNING)
 ($$outbox_begin(idempotency_key => '', chat_id => 'bad-x', payload => '{}', instance => 'bad-bot')$$, '22023'),
 ($$outbox_begin(idempotency_key => repeat('k', 513), chat_id => 'bad-x', payload => '{}', instance => 'bad-bot')$$, '22023'),
 ($$outbox_begin(idempotency_key => 'bad-x', chat_id => NULL, payload => '{}', instance => 'bad-bot')$$, '22023'),
 ($$outbox_begin(idempotency_key => 'bad-x', chat_id => '', payload => '{}', instance => 'bad-bot')$$, '22023'),
 ($$outbox_begin(idempotency_key => 'bad-x', chat_id => repeat('c', 513), payload => '{}', instance => 'bad-bot')$$, '22023'),
 ($$outbox_begin(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => NULL, instance => 'bad-bot')$$, '22023'),
+($$outbox_begin(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => jsonb_build_object('t', repeat('p', 1100000)), instance => 'bad-bot')$$, 'ok'),
 ($$outbox_begin(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', instance => NULL)$$, '22023'),
 ($$outbox_begin(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', instance => '')$$, '22023'),
 ($$outbox_begin(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', instance => repeat('i', 513))$$, '22023'),

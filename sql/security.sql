@@ -107,8 +107,8 @@ SELECT a.attrelid::regclass AS relation, a.attname
   FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
  WHERE c.relnamespace = 'durable'::regnamespace AND a.attacl IS NOT NULL;
 
--- The install script is what the catalog says: the control file pins the schema, no relocation
-SELECT e.extname, n.nspname AS schema, e.extrelocatable, e.extversion
+-- The control file pins the schema: durable lives in schema durable and cannot be relocated
+SELECT e.extname, n.nspname AS schema, e.extrelocatable
   FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
  WHERE e.extname = 'durable';
 

@@ -264,7 +264,7 @@ inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
 			ereport(ERROR,
 					(errcode(ERRCODE_DURABLE_WRONG_STATE),
 					 errmsg("inbox record %lld is dead", (long long) id),
-					 errdetail("Its lease ran out of attempts before this confirmation arrived."),
+					 errdetail("It used its last attempt and is in the dead-letter queue."),
 					 errhint("Replay it with durable.inbox_replay() to process it again.")));
 	}
 
@@ -339,12 +339,14 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	 */
 	for (tries = 0;; tries++)
 	{
-		Oid			insert_types[9] = {TEXTOID, TEXTOID, BYTEAOID, TEXTOID, JSONBOID,
-		TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+		static const Oid insert_types[9] = {
+			TEXTOID, TEXTOID, BYTEAOID, TEXTOID, JSONBOID,
+			TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID
+		};
+		static const Oid find_types[3] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
+		static const Oid find_hash_types[3] = {TEXTOID, BYTEAOID, TIMESTAMPTZOID};
 		Datum		insert_values[9];
-		char		insert_nulls[9] = "         ";
-		Oid			find_types[3] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
-		Oid			find_hash_types[3] = {TEXTOID, BYTEAOID, TIMESTAMPTZOID};
+		char		insert_nulls[9];
 		Datum		find_values[3];
 		int64		dup_id;
 		Datum		dup_chat;
@@ -356,6 +358,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 					 errmsg("could not admit the inbound message: its duplicate keeps disappearing"),
 					 errhint("Retry the transaction.")));
 
+		memset(insert_nulls, ' ', sizeof(insert_nulls));
 		insert_values[0] = source;
 		insert_values[1] = message_id;
 		insert_nulls[1] = has_message_id ? ' ' : 'n';
@@ -455,7 +458,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 
 		if (has_instance && dup_due)
 		{
-			Oid			lease_types[4] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+			static const Oid lease_types[4] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 			Datum		lease_values[4];
 
 			/*
@@ -888,7 +891,7 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 	Oid			lock_types[1] = {INT8OID};
 	Oid			fail_types[4] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
 	Datum		values[4];
-	char		nulls[4] = "    ";
+	char		nulls[4] = {' ', ' ', ' ', ' '};
 	Datum		out[2];
 	bool		outnull[2] = {false, false};
 	char	   *state;

@@ -32,13 +32,16 @@
  *	  not claimed while an older send of its chat is pending, sending or
  *	  failed (dead and unknown do not block).  Every candidate is unfinished
  *	  itself, so at most one send per chat qualifies in a call.  Order is
- *	  journal (id) order: two sends of one chat journaled concurrently by
- *	  different transactions are ordered by id, not by commit.
+ *	  journal (id) order among committed sends: a send whose transaction is
+ *	  still open is invisible, so a younger send of its chat that committed
+ *	  first can be claimed before it (journal one chat's sends from one
+ *	  transaction, or one after the other, to keep their order).
  *	- The inbound fence of outbox_begin (inbound_id with inbound_token) locks
  *	  the inbox record (the UPDATE of its sends counter for a derived key,
  *	  FOR SHARE otherwise) until the caller's transaction ends, so a takeover
  *	  or sweep of that record either happened before and is seen (DR001), or
- *	  waits until the send is journaled.
+ *	  comes after the send is journaled (claims and sweeps skip a locked
+ *	  record; anything else waits for it).
  *
  * Time: every call takes the wall clock once (GetCurrentTimestamp) and
  * passes it to its statements, so a caller holding a transaction open still

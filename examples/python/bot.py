@@ -89,12 +89,12 @@ def feed_messages(n):
 
 
 class Bot:
-    def __init__(self, args):
+    def __init__(self, args, stop):
         self.args = args
+        self.stop = stop
         self.instance = args.instance
         self.source = args.instance
         self.schema = sql.Identifier(args.schema)
-        self.stopping = False
         self.provider = FakeProvider(args.deliveries)
         self.stats = dict(handled=0, duplicates=0, provider_errors=0,
                           heartbeats=0, released=0, stale=0, replies=0)
@@ -118,7 +118,7 @@ class Bot:
     def feeder(self):
         with psycopg.connect(self.args.dsn, autocommit=True) as conn:
             for message_id, chat_id, payload in feed_messages(self.args.feed):
-                if self.stopping:
+                if self.stop.is_set():
                     return
                 row = conn.execute(
                     "SELECT duplicate FROM durable.inbox_admit("
@@ -219,7 +219,7 @@ class Bot:
         feeder.start()
         deadline = time.monotonic() + self.args.timeout
         with self.conn.cursor(row_factory=dict_row) as cur:
-            while not self.stopping:
+            while not self.stop.is_set():
                 if time.monotonic() > deadline:
                     print(f"{self.instance}: timed out", file=sys.stderr)
                     return 1
@@ -230,7 +230,7 @@ class Bot:
                 batch = cur.fetchall()
                 self.held = {rec["id"]: rec["token"] for rec in batch}
                 for rec in batch:
-                    if self.stopping:
+                    if self.stop.is_set():
                         # clean shutdown: give back what we hold, attempts not counted
                         for held_id, held_token in self.held.items():
                             self.conn.execute("SELECT durable.inbox_release(%s, %s)",
@@ -250,7 +250,7 @@ class Bot:
                     break
         feeder.join()
         s = self.stats
-        how = "stopped by SIGTERM" if self.stopping else "feed processed"
+        how = "stopped by SIGTERM" if self.stop.is_set() else "feed processed"
         print(f"{self.instance}: {how}: handled {s['handled']}, replies delivered {s['replies']}, "
               f"duplicates {s['duplicates']}, provider errors {s['provider_errors']}, "
               f"heartbeats {s['heartbeats']}, released {s['released']}, stale {s['stale']}",
@@ -273,13 +273,11 @@ def main():
     p.add_argument("--timeout", type=float, default=120)
     args = p.parse_args()
 
-    bot = Bot(args)
-
-    def on_term(signo, frame):
-        bot.stopping = True
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
+    stop = threading.Event()
+    # installed first: a SIGTERM during boot must not kill the bot mid-call
+    signal.signal(signal.SIGTERM, lambda signo, frame: stop.set())
+    signal.signal(signal.SIGINT, lambda signo, frame: stop.set())
+    bot = Bot(args, stop)
     sys.exit(bot.run())
 
 

@@ -47,7 +47,10 @@
  *	 botsim feed --feed N --seed S
  *		prints "deliveries N distinct D": the size of the feed.
  *	 botsim replica --conninfo C --instance I --replica r --replicas R
- *		 --feed N --seed S --dir D [--rate R] [--lease L] [--refuse P]
+ *		 --feed N --seed S --dir D [--rate R] [--lease L] [--refuse P] [--t0 T]
+ *		--rate paces the replica's share: its k-th entry is due at T + k / R
+ *		(T: the feed's start, epoch seconds; default: when it boots).
+ *		--refuse is the share of provider calls refused, in percent.
  *
  * IDENTIFICATION
  *	  test/crash/botsim.c
@@ -108,6 +111,7 @@ typedef struct Sim
 	long		feed_len;
 	uint64_t	seed;
 	double		rate;			/* admits per second, 0: as fast as possible */
+	double		t0;				/* when the feed started (epoch seconds) */
 	int			refuse_pct;		/* share of provider calls that fail */
 
 	PGconn	   *conn;
@@ -740,7 +744,13 @@ sim_replica(Sim *sim)
 	if (!sim_instance_start(sim))
 		return 0;
 
-	next_admit = sim_now();
+	/*
+	 * The k-th own entry is due at t0 + k / rate, so a replica that was
+	 * down catches up in a burst, as a real one would with a backlog.
+	 */
+	if (sim->t0 <= 0)
+		sim->t0 = sim_now() - sim->pos * interval;
+	next_admit = sim->t0 + sim->pos * interval;
 	while (!sim_stop)
 	{
 		double		now;
@@ -752,10 +762,7 @@ sim_replica(Sim *sim)
 		if (sim->pos < sim->own_total && now >= next_admit)
 		{
 			sim_admit_next(sim);
-			next_admit += interval;
-			/* After an outage, resume the pace instead of catching up in a burst. */
-			if (next_admit < now - 1.0)
-				next_admit = now;
+			next_admit = sim->t0 + sim->pos * interval;
 			continue;
 		}
 		if (sim->pos < sim->own_total)
@@ -778,7 +785,7 @@ sim_usage(void)
 			"usage: botsim feed --feed N --seed S\n"
 			"       botsim replica --conninfo C --instance I --replica r --replicas R\n"
 			"              --feed N --seed S --dir D [--rate PER_SECOND] [--lease INTERVAL]\n"
-			"              [--refuse PERCENT]\n");
+			"              [--refuse PERCENT] [--t0 EPOCH_SECONDS]\n");
 	exit(2);
 }
 
@@ -796,6 +803,7 @@ main(int argc, char **argv)
 		{"rate", required_argument, NULL, 'a'},
 		{"lease", required_argument, NULL, 'l'},
 		{"refuse", required_argument, NULL, 'f'},
+		{"t0", required_argument, NULL, 't'},
 		{NULL, 0, NULL, 0}
 	};
 	Sim			sim;
@@ -849,6 +857,9 @@ main(int argc, char **argv)
 				break;
 			case 'f':
 				sim.refuse_pct = atoi(optarg);
+				break;
+			case 't':
+				sim.t0 = atof(optarg);
 				break;
 			default:
 				sim_usage();

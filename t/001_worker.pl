@@ -1,0 +1,244 @@
+# t/001_worker.pl
+# The background workers: a launcher that finds every database where durable
+# is installed on its own, one worker per such database that sweeps every
+# durable.naptime, and how they live through CREATE/DROP EXTENSION, DROP
+# DATABASE (and the other commands that need a database to themselves),
+# SIGHUP, SIGTERM, a worker crash and a full shortage of worker slots.
+# Without preloading, sweep() and purge() still work by hand.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+# Rows of pg_stat_activity for the workers of a database.
+sub workers_of
+{
+	my ($db) = @_;
+	return "SELECT count(*) FROM pg_stat_activity"
+	  . " WHERE backend_type = 'durable worker' AND datname = '$db'";
+}
+
+# The pid of the worker of a database (empty when none).
+sub worker_pid
+{
+	my ($node, $db) = @_;
+	return $node->safe_psql('postgres',
+		    "SELECT pid FROM pg_stat_activity"
+		  . " WHERE backend_type = 'durable worker' AND datname = '$db'");
+}
+
+# Admit a record leased for 50 ms, then wait until something (not this
+# test) returns it to pending; returns the seconds that took.
+sub expire_and_wait
+{
+	my ($node, $db, $message_id) = @_;
+	my $start = time;
+	$node->safe_psql($db,
+		"SELECT durable.inbox_admit('tap', '$message_id', 'chat-$message_id', instance => 'bot', lease => '50ms')"
+	);
+	$node->poll_query_until($db,
+		"SELECT state = 'pending' FROM durable.inbox WHERE message_id = '$message_id'")
+	  or return undef;
+	return time - $start;
+}
+
+my $node = PostgreSQL::Test::Cluster->new('worker');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'durable'
+durable.naptime = '100ms'
+restart_after_crash = on
+max_worker_processes = 16
+});
+$node->start;
+
+# ---- The launcher ----
+
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'durable launcher'"),
+	'the launcher runs, with a backend_type naming durable');
+ok($node->log_contains(qr/durable launcher started/), 'the launcher logs its start');
+
+# ---- A database created after the server started ----
+
+$node->safe_psql('postgres', 'CREATE DATABASE late');
+$node->safe_psql('late', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('late', workers_of('late') . ' = 1'),
+	'CREATE EXTENSION in a new database starts its worker');
+ok($node->log_contains(qr/durable worker started for database "late"/),
+	'the worker logs its start');
+ok($node->poll_query_until('postgres', workers_of('postgres') . ' = 0'),
+	'a database without the extension keeps no worker');
+
+my $took = expire_and_wait($node, 'late', 'w1');
+ok(defined $took && $took < 5,
+	'the worker alone returns an expired lease to pending within a few naptimes'
+);
+
+# ---- SIGHUP ----
+
+$node->safe_psql('postgres', "ALTER SYSTEM SET durable.naptime = '1h'");
+$node->reload;
+sleep 1;
+$node->safe_psql('late',
+	"SELECT durable.inbox_admit('tap', 'w2', 'chat-w2', instance => 'bot', lease => '50ms')"
+);
+sleep 2;
+is( $node->safe_psql(
+		'late', "SELECT state FROM durable.inbox WHERE message_id = 'w2'"),
+	'leased',
+	'after a reload to naptime 1h, the worker waits');
+my $start = time;
+$node->safe_psql('postgres', "ALTER SYSTEM SET durable.naptime = '100ms'");
+$node->reload;
+ok( $node->poll_query_until(
+		'late', "SELECT state = 'pending' FROM durable.inbox WHERE message_id = 'w2'"),
+	'after a reload to naptime 100ms, the sleeping worker sweeps at once');
+ok(time - $start < 5, 'within seconds of the reload');
+
+# ---- DROP EXTENSION / CREATE EXTENSION ----
+
+my $offset = -s $node->logfile;
+$node->safe_psql('late', 'DROP EXTENSION durable');
+ok($node->poll_query_until('late', workers_of('late') . ' = 0'),
+	'DROP EXTENSION stops the worker');
+ok( $node->log_contains(
+		qr/durable worker for database "late" stopping: the extension was dropped/,
+		$offset),
+	'the worker logs why it stopped');
+sleep 1;
+is($node->safe_psql('late', workers_of('late')),
+	'0', 'no worker comes back while the extension is absent');
+$start = time;
+$node->safe_psql('late', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('late', workers_of('late') . ' = 1'),
+	'CREATE EXTENSION again brings the worker back');
+ok(time - $start < 5, 'at once, not after the absent-database recheck');
+
+# ---- SIGTERM ----
+
+my $pid = worker_pid($node, 'late');
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity"
+		  . " WHERE backend_type = 'durable worker' AND datname = 'late' AND pid <> $pid"
+	),
+	'a worker ended by SIGTERM is replaced');
+
+# ---- Commands that need a database to themselves ----
+
+foreach my $db ('doomed', 'renamed', 'source')
+{
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, 'CREATE EXTENSION durable');
+	ok($node->poll_query_until($db, workers_of($db) . ' = 1'),
+		"database $db has a worker");
+}
+
+$offset = -s $node->logfile;
+$start = time;
+my ($ret, $stdout, $stderr) = $node->psql('postgres', 'DROP DATABASE doomed');
+is($ret, 0, 'DROP DATABASE of a database with a running worker succeeds')
+  or diag $stderr;
+ok(time - $start < 4, 'and completes quickly');
+ok(!$node->log_contains(qr/being accessed by other users/, $offset),
+	'without waiting for other sessions');
+is($node->safe_psql('postgres', workers_of('doomed')),
+	'0', 'and leaves no worker behind');
+
+($ret, $stdout, $stderr) =
+  $node->psql('postgres', 'ALTER DATABASE renamed RENAME TO renamed2');
+is($ret, 0, 'ALTER DATABASE RENAME of a database with a running worker succeeds')
+  or diag $stderr;
+ok($node->poll_query_until('postgres', workers_of('renamed2') . ' = 1'),
+	'the renamed database gets its worker back');
+
+($ret, $stdout, $stderr) =
+  $node->psql('postgres', 'CREATE DATABASE copied TEMPLATE source');
+is($ret, 0, 'CREATE DATABASE from a template with a running worker succeeds')
+  or diag $stderr;
+ok($node->poll_query_until('postgres', workers_of('copied') . ' = 1'),
+	'the copy, which has the extension, gets a worker of its own');
+ok($node->poll_query_until('postgres', workers_of('source') . ' = 1'),
+	'the template gets its worker back');
+
+# ---- A worker crash: the whole server restarts, and so do the workers ----
+
+$pid = worker_pid($node, 'late');
+$offset = -s $node->logfile;
+kill 'KILL', $pid;
+$node->wait_for_log(qr/all server processes terminated; reinitializing/, $offset);
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'durable launcher'"),
+	'after a worker crash the launcher comes back');
+foreach my $db ('late', 'renamed2', 'source', 'copied')
+{
+	ok($node->poll_query_until('postgres', workers_of($db) . ' = 1'),
+		"after a worker crash the worker of $db comes back");
+}
+$took = expire_and_wait($node, 'late', 'w3');
+ok(defined $took && $took < 5, 'and sweeps again');
+
+$node->stop;
+
+# ---- No room for workers: one warning per database, with a hint ----
+
+my $tight = PostgreSQL::Test::Cluster->new('tight');
+$tight->init;
+# The launcher and the logical replication launcher take both slots.
+$tight->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'durable'
+durable.naptime = '100ms'
+max_worker_processes = 2
+});
+$tight->start;
+$tight->safe_psql('postgres', 'CREATE DATABASE crowded');
+$tight->safe_psql('crowded', 'CREATE EXTENSION durable');
+$tight->wait_for_log(
+	qr/durable could not start a worker for database "crowded"/);
+sleep 3;
+my $log = slurp_file($tight->logfile);
+my $warnings = () =
+  $log =~ /WARNING:  durable could not start a worker for database "crowded"/g;
+is($warnings, 1, 'the shortage of worker slots is reported once per database');
+like(
+	$log,
+	qr/HINT:  You may need to increase "max_worker_processes"/,
+	'with a hint to raise max_worker_processes');
+$tight->stop;
+
+# ---- Without preloading: sweep() and purge() by hand ----
+
+my $plain = PostgreSQL::Test::Cluster->new('plain');
+$plain->init;
+$plain->start;
+$plain->safe_psql('postgres', 'CREATE EXTENSION durable');
+is( $plain->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'durable%'"),
+	'0',
+	'without preloading there are no workers');
+$plain->safe_psql('postgres',
+	"SELECT durable.inbox_admit('tap', 'p1', 'chat-p1', instance => 'bot', lease => '50ms')"
+);
+usleep(200_000);
+is($plain->safe_psql('postgres', 'SELECT inbox_expired FROM durable.sweep()'),
+	'1', 'sweep() by hand recovers an expired lease');
+is( $plain->safe_psql(
+		'postgres', "SELECT state FROM durable.inbox WHERE message_id = 'p1'"),
+	'pending',
+	'back to pending');
+is($plain->safe_psql('postgres', "SELECT durable.purge('0')"),
+	'0', 'purge() by hand works');
+$plain->stop;
+
+done_testing();

@@ -1,0 +1,263 @@
+# t/006_upgrade.pl: every ALTER EXTENSION durable UPDATE step, from every
+# released version, keeps the data and ends in the schema a fresh install
+# makes.
+#
+# For each version the server offers (pg_available_extension_versions) other
+# than the default one, a database gets CREATE EXTENSION durable VERSION v,
+# then walks the path pg_extension_update_paths gives to the default
+# version, one ALTER EXTENSION ... UPDATE TO per step, checking extversion
+# after each.  The first released version's database is loaded first with
+# records in every state through the API; after the walk:
+#
+#   - every table's rows are unchanged (count and md5 over the rows), and so
+#     are the sequences;
+#   - the journals still work across the upgrade: the leased record
+#     completes under its token (and a stale token is refused), a sent key is
+#     answered from the journal, a message seen before is a duplicate;
+#   - the extension's members, functions (signature, result, security,
+#     search_path, volatility, strictness, C symbol), relations, columns,
+#     defaults, indexes, constraints, views, comments, ACLs, the schema's ACL
+#     and the dumped configuration tables equal those of a fresh
+#     CREATE EXTENSION durable in another database; pg_dump --schema-only of
+#     the two databases is identical;
+#   - the monitoring views of 0.2 answer for a member of pg_monitor.
+#
+# The upgrade scripts themselves are checked as durable--0.1.sql is: the
+# \echo guard first, no CREATE OR REPLACE, no IF NOT EXISTS.
+#
+# Run (after the extension is installed, as a user that may run postgres):
+#   prove -v t/006_upgrade.pl
+# with PATH holding pg_config --bindir and PERL5LIB the PGXS test/perl
+# directory (scripts/test does this).
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+
+my $node = PostgreSQL::Test::Cluster->new('upgrade');
+$node->init;
+# The worker sleeps: the records stay exactly as the test leaves them.
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'durable'\ndurable.naptime = '1h'\n");
+$node->start;
+
+my $default = $node->safe_psql('postgres',
+	"SELECT default_version FROM pg_available_extensions WHERE name = 'durable'");
+my @versions = split /\n/, $node->safe_psql('postgres', q{
+	SELECT version FROM pg_available_extension_versions
+	 WHERE name = 'durable' ORDER BY string_to_array(version, '.')::int[]});
+ok(scalar(@versions) >= 2, "versions offered: @versions (default $default)");
+my $first = $versions[0];
+
+# ---- the upgrade scripts are written like the base script
+my $extdir = `pg_config --sharedir`;
+chomp $extdir;
+$extdir .= '/extension';
+for my $script (sort glob("$extdir/durable--*--*.sql"))
+{
+	my $text = slurp_file($script);
+	my $name = $script =~ s{.*/}{}r;
+	(my $body = $text) =~ s{/\*.*?\*/}{}gs;
+	$body =~ s{--[^\n]*}{}g;
+	like($text, qr/\A(?:\/\*.*?\*\/\s*)?\\echo Use "ALTER EXTENSION durable UPDATE TO '[0-9.]+'" to load this file\. \\quit/s,
+		"$name starts with the \\echo guard");
+	unlike($body, qr/\bOR\s+REPLACE\b/i, "$name uses no CREATE OR REPLACE");
+	unlike($body, qr/\bIF\s+NOT\s+EXISTS\b/i, "$name uses no IF NOT EXISTS");
+	unlike($body, qr/'[^']*\@extschema\@[^']*'/, "$name puts no \@extschema\@ in a string literal");
+}
+
+# ---- the catalog of an installed durable, as text to compare
+my $catalog_sql = q{
+	WITH ext AS (SELECT oid FROM pg_extension WHERE extname = 'durable')
+	SELECT 'member ' || pg_describe_object(d.classid, d.objid, d.objsubid)
+	  FROM pg_depend d, ext
+	 WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext.oid AND d.deptype = 'e'
+	UNION ALL
+	SELECT concat_ws(' | ', 'function ' || p.oid::regprocedure, pg_get_function_arguments(p.oid),
+	                 pg_get_function_result(p.oid), p.prosecdef, p.proconfig::text, p.provolatile,
+	                 p.proisstrict, p.proretset, l.lanname, p.prosrc, p.probin, p.proacl::text,
+	                 obj_description(p.oid, 'pg_proc'))
+	  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+	 WHERE p.pronamespace = 'durable'::regnamespace
+	UNION ALL
+	SELECT concat_ws(' | ', 'relation ' || c.relname, c.relkind, c.relpersistence, c.reloptions::text,
+	                 c.relacl::text, obj_description(c.oid, 'pg_class'),
+	                 CASE WHEN c.relkind = 'v' THEN pg_get_viewdef(c.oid) END)
+	  FROM pg_class c WHERE c.relnamespace = 'durable'::regnamespace
+	UNION ALL
+	SELECT concat_ws(' | ', 'column ' || c.relname || '.' || a.attname, a.attnum,
+	                 format_type(a.atttypid, a.atttypmod), a.attnotnull,
+	                 pg_get_expr(ad.adbin, ad.adrelid), a.attacl::text,
+	                 col_description(c.oid, a.attnum))
+	  FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+	  LEFT JOIN pg_attrdef ad ON ad.adrelid = c.oid AND ad.adnum = a.attnum
+	 WHERE c.relnamespace = 'durable'::regnamespace AND c.relkind IN ('r', 'v')
+	UNION ALL
+	SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'durable'
+	UNION ALL
+	SELECT concat_ws(' | ', 'constraint ' || conrelid::regclass || '.' || conname, pg_get_constraintdef(oid))
+	  FROM pg_constraint WHERE connamespace = 'durable'::regnamespace
+	UNION ALL
+	SELECT concat_ws(' | ', 'schema ' || nspname, nspacl::text, obj_description(oid, 'pg_namespace'))
+	  FROM pg_namespace WHERE nspname = 'durable'
+	UNION ALL
+	SELECT concat_ws(' | ', 'extension ' || extname, extversion, extrelocatable,
+	                 (SELECT string_agg(x::regclass::text, ',' ORDER BY x::regclass::text)
+	                    FROM unnest(extconfig) x))
+	  FROM pg_extension WHERE extname = 'durable'
+	UNION ALL
+	SELECT concat_ws(' | ', 'init_privs ' || pg_describe_object(classoid, objoid, objsubid), privtype,
+	                 initprivs::text)
+	  FROM pg_init_privs
+	 WHERE pg_describe_object(classoid, objoid, objsubid) ~ '(^| )durable\.|schema durable'
+	ORDER BY 1};
+
+# ---- records in every state, through the 0.1 API
+my $setup = q{
+	SELECT durable.inbox_complete(id, token)
+	  FROM durable.inbox_admit('tg', 'done-1', 'chat-1', '{"text":"done"}', instance => 'bot-1');
+	SELECT * FROM durable.inbox_admit('tg', 'pending-1', 'chat-2', '{"text":"pending"}');
+	SELECT * FROM durable.inbox_admit('tg', NULL, 'chat-3', '{"text":"no id"}');
+	SELECT * FROM durable.inbox_admit('tg', 'leased-1', 'chat-4', '{"text":"leased"}', instance => 'bot-1', lease => '1 hour');
+	SELECT durable.inbox_fail(id, token, 'handler crashed', '1 hour')
+	  FROM durable.inbox_admit('tg', 'failed-1', 'chat-5', '{"text":"failed"}', instance => 'bot-1');
+	SET durable.inbox_max_attempts = 1;
+	SELECT durable.inbox_fail(id, token, 'poison message')
+	  FROM durable.inbox_admit('tg', 'dead-1', 'chat-6', '{"text":"dead"}', instance => 'bot-1');
+	RESET durable.inbox_max_attempts;
+	SELECT * FROM durable.outbox_enqueue('k-pending', 'chat-1', '{"text":"pending"}');
+	SELECT * FROM durable.outbox_begin('k-sending', 'chat-3', '{"text":"sending"}', 'bot-1', lease => '1 hour');
+	SELECT durable.outbox_sent(key, token, 'provider-42')
+	  FROM durable.outbox_begin('k-sent', 'chat-4', '{"text":"sent"}', 'bot-1');
+	SELECT durable.outbox_failed(key, token, 'HTTP 403', false)
+	  FROM durable.outbox_begin('k-dead', 'chat-6', '{"text":"dead"}', 'bot-1');
+	SELECT * FROM durable.outbox_begin('k-unknown', 'chat-7', '{"text":"unknown"}', 'bot-old');
+	SELECT * FROM durable.instance_start('bot-old');
+	SELECT durable.session_save('bot-1', 0, 'session-secret', 1234, 'wss://gateway', 1);
+	SELECT durable.permit('identify:1.2.3.4', 5, '1 hour');
+};
+
+# count and md5 of every table of the extension, and the sequences' positions
+my $data_sql = q{
+	SELECT string_agg(line, E'\n' ORDER BY line) FROM (
+	  SELECT 'durable.inbox ' || count(*) || ' ' || md5(coalesce(string_agg(t::text, ',' ORDER BY t.id), '')) FROM durable.inbox t
+	  UNION ALL
+	  SELECT 'durable.outbox ' || count(*) || ' ' || md5(coalesce(string_agg(t::text, ',' ORDER BY t.key), '')) FROM durable.outbox t
+	  UNION ALL
+	  SELECT 'durable.sessions ' || count(*) || ' ' || md5(coalesce(string_agg(t::text, ',' ORDER BY t.bot, t.shard), '')) FROM durable.sessions t
+	  UNION ALL
+	  SELECT 'durable.permits ' || count(*) || ' ' || md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM durable.permits t
+	  UNION ALL
+	  SELECT 'durable.permit_buckets ' || count(*) || ' ' || md5(coalesce(string_agg(t::text, ',' ORDER BY t.bucket), '')) FROM durable.permit_buckets t
+	  UNION ALL
+	  SELECT 'sequence ' || sequencename || ' ' || coalesce(last_value::text, 'unused')
+	    FROM pg_sequences WHERE schemaname = 'durable'
+	) s(line)};
+
+$node->safe_psql('postgres', 'CREATE DATABASE fresh');
+$node->safe_psql('fresh', 'CREATE EXTENSION durable');
+is($node->safe_psql('fresh', "SELECT extversion FROM pg_extension WHERE extname = 'durable'"),
+	$default, "a fresh CREATE EXTENSION durable installs the default version $default");
+my $fresh_catalog = $node->safe_psql('fresh', $catalog_sql);
+my $fresh_dump = schema_dump('fresh');
+
+sub schema_dump
+{
+	my ($db) = @_;
+	my ($stdout, $stderr);
+	IPC::Run::run([ 'pg_dump', '--schema-only', '--no-owner', '-d', $node->connstr($db) ],
+		'>', \$stdout, '2>', \$stderr)
+	  or die "pg_dump $db failed: $stderr";
+	# newer minor releases fence the dump with a random \restrict key
+	$stdout =~ s/^\\(?:un)?restrict .*$//mg;
+	return $stdout;
+}
+
+for my $from (@versions)
+{
+	next if $from eq $default;
+	my $db = "from_" . ($from =~ s/\./_/gr);
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, "CREATE EXTENSION durable VERSION '$from'");
+	is($node->safe_psql($db, "SELECT extversion FROM pg_extension WHERE extname = 'durable'"),
+		$from, "$db: CREATE EXTENSION durable VERSION '$from'");
+
+	my $loaded = ($from eq $first);
+	my ($leased_id, $leased_token, $before);
+	if ($loaded)
+	{
+		$node->safe_psql($db, $setup);
+		($leased_id, $leased_token) = split /\|/,
+		  $node->safe_psql($db, "SELECT id, token FROM durable.inbox WHERE message_id = 'leased-1'");
+		$before = $node->safe_psql($db, $data_sql);
+		is($node->safe_psql($db, q{SELECT string_agg(state || ':' || n, ' ' ORDER BY state) FROM
+			(SELECT state, count(*) n FROM durable.inbox GROUP BY state UNION ALL
+			 SELECT 'out-' || state, count(*) FROM durable.outbox GROUP BY state) s}),
+			'dead:1 done:1 leased:1 out-dead:1 out-pending:1 out-sending:1 out-sent:1 out-unknown:1 pending:3',
+			"$db: records in every state before the update");
+	}
+
+	# the path the server would take, one step at a time
+	my $path = $node->safe_psql($db,
+		"SELECT path FROM pg_extension_update_paths('durable') WHERE source = '$from' AND target = '$default'");
+	ok($path ne '', "$db: an update path from $from to $default exists ($path)");
+	my @steps = split /--/, $path;
+	shift @steps;
+	for my $to (@steps)
+	{
+		$node->safe_psql($db, "ALTER EXTENSION durable UPDATE TO '$to'");
+		is($node->safe_psql($db, "SELECT extversion FROM pg_extension WHERE extname = 'durable'"),
+			$to, "$db: ALTER EXTENSION durable UPDATE TO '$to'");
+	}
+
+	my $catalog = $node->safe_psql($db, $catalog_sql);
+	is($catalog, $fresh_catalog, "$db: the updated catalog equals a fresh install's")
+	  or diag(diff_lines($fresh_catalog, $catalog));
+	is(schema_dump($db), $fresh_dump, "$db: pg_dump --schema-only equals a fresh install's");
+
+	next unless $loaded;
+
+	is($node->safe_psql($db, $data_sql), $before, "$db: every row and sequence is unchanged by the update");
+
+	# the journals still work across the upgrade
+	my ($ret, $out, $err) = $node->psql($db,
+		"SELECT durable.inbox_complete($leased_id, $leased_token - 1)");
+	like($err, qr/DR001|stale|lease/i, "$db: a stale token is still refused after the update");
+	$node->safe_psql($db, "SELECT durable.inbox_complete($leased_id, $leased_token)");
+	is($node->safe_psql($db, "SELECT state FROM durable.inbox WHERE id = $leased_id"),
+		'done', "$db: the record leased before the update completes under its token");
+	is($node->safe_psql($db,
+		"SELECT action || ' ' || provider_message_id FROM durable.outbox_begin('k-sent', 'chat-4', '{\"text\":\"sent\"}', 'bot-2')"),
+		'sent provider-42', "$db: a key sent before the update is answered from the journal");
+	is($node->safe_psql($db, "SELECT duplicate FROM durable.inbox_admit('tg', 'done-1', 'chat-1', '{\"text\":\"done\"}')"),
+		't', "$db: a message admitted before the update is a duplicate");
+
+	# the monitoring views of 0.2, for a member of pg_monitor
+	$node->safe_psql($db, 'CREATE ROLE upgrade_monitor LOGIN IN ROLE pg_monitor');
+	is($node->safe_psql($db, q{SELECT inbox_dead || ' ' || outbox_dead || ' ' || outbox_unknown FROM durable.stat_standing},
+			extra_params => [ '-U', 'upgrade_monitor' ]),
+		'1 1 1', "$db: pg_monitor reads durable.stat_standing after the update");
+	is($node->safe_psql($db, q{SELECT inbound_dead >= 1 FROM durable.stat_counters},
+			extra_params => [ '-U', 'upgrade_monitor' ]),
+		't', "$db: pg_monitor reads durable.stat_counters after the update");
+	($ret, $out, $err) = $node->psql($db, 'SELECT durable.metrics_reset()',
+		extra_params => [ '-U', 'upgrade_monitor' ]);
+	like($err, qr/permission denied/, "$db: pg_monitor still cannot reset the counters");
+	$node->safe_psql($db, 'DROP ROLE upgrade_monitor');
+}
+
+# A line diff for the failure message.
+sub diff_lines
+{
+	my ($want, $got) = @_;
+	my %w = map { $_ => 1 } split /\n/, $want;
+	my %g = map { $_ => 1 } split /\n/, $got;
+	return join("\n",
+		(map { "missing after update: $_" } grep { !$g{$_} } split /\n/, $want),
+		(map { "extra after update:   $_" } grep { !$w{$_} } split /\n/, $got));
+}
+
+$node->stop;
+done_testing();
