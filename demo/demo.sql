@@ -20,13 +20,15 @@ SET client_min_messages = warning;
 SELECT extversion AS durable_version FROM pg_extension WHERE extname = 'durable';
 SELECT backend_type, datname FROM pg_stat_activity WHERE backend_type LIKE 'durable%' ORDER BY 1;
 SELECT durable.metrics_reset();
+-- the bot's own table, written in the same transactions as its completions
+CREATE TABLE demo_replies_log (message text, handled_at timestamptz DEFAULT clock_timestamp());
 
 \echo
 \echo '--- 1. Telegram delivers message 8812: journal it first, lease it to bot-1 at once'
 SELECT id, token, duplicate, state
   FROM durable.inbox_admit(source => 'telegram', message_id => '8812', chat_id => 'chat-42',
                            payload => '{"text":"hi"}', instance => 'bot-1') \gset m1_
-\echo '    -> record' :m1_id 'is' :m1_state 'by bot-1 under fencing token' :m1_token
+\echo '    ->' record :m1_id is :m1_state by bot-1 under fencing token :m1_token
 
 \echo
 \echo '--- 2. Telegram retries the webhook: the same message is recognised, nothing new is journaled'
@@ -37,7 +39,6 @@ SELECT id = :m1_id AS same_record, duplicate, token IS NULL AS no_new_lease, sta
 \echo
 \echo '--- 3. The handler of 8812 succeeds: its effects and the completion commit together'
 BEGIN;
-CREATE TABLE IF NOT EXISTS demo_replies_log (message text, handled_at timestamptz DEFAULT clock_timestamp());
 INSERT INTO demo_replies_log (message) VALUES ('8812');
 SELECT durable.inbox_complete(:m1_id, :m1_token);
 COMMIT;
@@ -53,11 +54,11 @@ SELECT state, round(extract(epoch FROM not_before - clock_timestamp())::numeric,
 \echo '    bot-2 asks for work now: nothing is due yet'
 SELECT count(*) AS claimed FROM durable.inbox_claim(instance => 'bot-2', max => 10);
 \echo '    bot-2 asks again and waits in the server (on a latch, no polling) until the retry is due'
-SELECT message_id, attempts, token > :m2_token AS new_token,
-       round(extract(epoch FROM clock_timestamp() - statement_timestamp())::numeric, 1) AS waited_seconds
+SELECT id, token, message_id, attempts,
+       round(extract(epoch FROM clock_timestamp() - statement_timestamp())::numeric, 1) AS waited
   FROM durable.inbox_claim(instance => 'bot-2', max => 1, wait => '10s') \gset c2_
-\echo '    -> bot-2 got message' :c2_message_id ', attempt' :c2_attempts ', after waiting' :c2_waited_seconds 's'
-SELECT durable.inbox_complete(id, token) FROM durable.inbox WHERE id = :m2_id;
+\echo '    ->' bot-2 got message :c2_message_id after waiting :c2_waited s (attempt :c2_attempts, token :c2_token); this time the handler succeeds
+SELECT durable.inbox_complete(:c2_id, :c2_token);
 
 \echo
 \echo '--- 5. Message 8814 goes to bot-1 with a short lease; bot-1 stalls (a long GC pause)'
@@ -65,9 +66,9 @@ SELECT id, token FROM durable.inbox_admit('telegram', '8814', 'chat-44', '{"text
                                           instance => 'bot-1', lease => '300ms') \gset m3_
 SELECT pg_sleep(0.6);
 \echo '    the lease expired: bot-2 takes the message over, with a new fencing token'
-SELECT id = :m3_id AS same_record, token > :m3_token AS newer_token, attempts
-  FROM durable.inbox_claim(instance => 'bot-2', max => 1);
-SELECT token AS m3_new_token FROM durable.inbox WHERE id = :m3_id \gset
+SELECT (id = :m3_id)::text AS same_record, token, attempts
+  FROM durable.inbox_claim(instance => 'bot-2', max => 1) \gset t_
+\echo '    ->' same record: :t_same_record, attempt :t_attempts, token :t_token (bot-1 still holds token :m3_token)
 \echo '    bot-1 wakes up and tries to confirm with its old token: rejected (DR001), its transaction rolls back'
 \set ON_ERROR_STOP off
 \set VERBOSITY default
@@ -77,7 +78,7 @@ SELECT durable.inbox_complete(:m3_id, :m3_token);
 ROLLBACK;
 \set ON_ERROR_STOP on
 \echo '    bot-2, the holder of the current token, completes it; the stale attempt was counted'
-SELECT durable.inbox_complete(:m3_id, :m3_new_token);
+SELECT durable.inbox_complete(:m3_id, :t_token);
 SELECT stale_leases FROM durable.metrics();
 SELECT message FROM demo_replies_log ORDER BY handled_at;
 
@@ -88,7 +89,7 @@ SELECT id, token FROM durable.inbox_admit('telegram', '8815', 'chat-45', '{"text
 SELECT action, key, token FROM durable.outbox_begin(idempotency_key => NULL, chat_id => 'chat-45',
     payload => '{"text":"Here is the help"}', instance => 'bot-1',
     inbound_id => :m4_id, inbound_token => :m4_token) \gset r1_
-\echo '    -> action' :r1_action 'for key' :r1_key ': bot-1 calls Telegram sendMessage, which answers message_id 5001'
+\echo '    ->' action :r1_action for key :r1_key (derived from the inbound record): bot-1 calls Telegram sendMessage, which answers message_id 5001
 SELECT durable.outbox_sent(:'r1_key', :r1_token, '5001');
 \echo '    *** bot-1 is killed here, before inbox_complete ***'
 \echo '    bot-1 restarts: instance_start takes back what its dead incarnation held'
@@ -114,9 +115,9 @@ SELECT * FROM durable.instance_start('bot-2');
 SELECT action, state FROM durable.outbox_begin('welcome:chat-46', 'chat-46', '{"text":"Welcome!"}', 'bot-2');
 \echo '    an operator checks the chat, sees no welcome message, and retries it'
 SELECT durable.outbox_retry('welcome:chat-46');
-SELECT action, token IS NOT NULL AS leased FROM durable.outbox_begin('welcome:chat-46', 'chat-46', '{"text":"Welcome!"}', 'bot-2') \gset w_
-\echo '    -> action' :w_action ': bot-2 sends it, Telegram answers message_id 5002'
-SELECT durable.outbox_sent('welcome:chat-46', token, '5002') FROM durable.outbox WHERE key = 'welcome:chat-46';
+SELECT action, token FROM durable.outbox_begin('welcome:chat-46', 'chat-46', '{"text":"Welcome!"}', 'bot-2') \gset w_
+\echo '    ->' action :w_action: bot-2 sends it, Telegram answers message_id 5002
+SELECT durable.outbox_sent('welcome:chat-46', :w_token, '5002');
 UNLISTEN durable_ambiguous;
 
 \echo

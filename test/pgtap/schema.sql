@@ -16,7 +16,7 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(415);
+SELECT plan(418);
 
 -- ---------------------------------------------------------------------------
 -- The extension and its schema
@@ -31,6 +31,10 @@ SELECT tables_are('durable', ARRAY['inbox', 'outbox', 'sessions', 'permit_bucket
                   'schema durable holds exactly the journals, sessions and permits');
 SELECT sequences_are('durable', ARRAY['inbox_id_seq', 'outbox_id_seq', 'token_seq'],
                      'schema durable holds exactly the id and token sequences');
+SELECT views_are('durable', ARRAY['stat_counters', 'stat_standing'],
+                 'schema durable holds exactly the monitoring views of 0.2');
+SELECT table_privs_are('durable', v, 'public', ARRAY[]::name[], format('PUBLIC has no privilege on view durable.%s', v))
+  FROM unnest(ARRAY['stat_counters', 'stat_standing']::name[]) AS v;
 SELECT functions_are('durable',
                      ARRAY['inbox_admit', 'inbox_claim', 'inbox_heartbeat', 'inbox_complete', 'inbox_fail',
                            'inbox_release', 'inbox_replay', 'outbox_begin', 'outbox_sent', 'outbox_failed',
