@@ -71,15 +71,17 @@ SELECT (id = :m3_id)::text AS same_record, token, attempts
 \echo '    ->' same record: :t_same_record, attempt :t_attempts, token :t_token (bot-1 still holds token :m3_token)
 \echo '    bot-1 wakes up and tries to confirm with its old token: rejected (DR001), its transaction rolls back'
 \set ON_ERROR_STOP off
-\set VERBOSITY default
+\set VERBOSITY terse
 BEGIN;
 INSERT INTO demo_replies_log (message) VALUES ('8814 by bot-1, too late');
 SELECT durable.inbox_complete(:m3_id, :m3_token);
 ROLLBACK;
+\set VERBOSITY default
 \set ON_ERROR_STOP on
 \echo '    bot-2, the holder of the current token, completes it; the stale attempt was counted'
 SELECT durable.inbox_complete(:m3_id, :t_token);
 SELECT stale_leases FROM durable.metrics();
+\echo '    the bot''s table: the late write of bot-1 rolled back with its rejected confirmation'
 SELECT message FROM demo_replies_log ORDER BY handled_at;
 
 \echo

@@ -96,15 +96,15 @@ INSERT INTO roles VALUES
     ('regress_durable_nobody', 'nobody'), ('public', 'public');
 
 -- TESTS: the catalog
--- PUBLIC has no privilege on the schema, any function, table or sequence of the extension (no row)
+-- PUBLIC has no privilege on the schema, any function, table, view or sequence of the extension (no row)
 SELECT 'function' AS kind, function AS name FROM api WHERE has_function_privilege('public', fn, 'EXECUTE')
 UNION ALL
 SELECT 'schema', 'durable' WHERE has_schema_privilege('public', 'durable', 'USAGE')
                               OR has_schema_privilege('public', 'durable', 'CREATE')
 UNION ALL
-SELECT 'table', c.oid::regclass::text
+SELECT CASE c.relkind WHEN 'v' THEN 'view' ELSE 'table' END, c.oid::regclass::text
   FROM pg_class c
- WHERE c.relnamespace = 'durable'::regnamespace AND c.relkind = 'r'
+ WHERE c.relnamespace = 'durable'::regnamespace AND c.relkind IN ('r', 'v')
    AND has_table_privilege('public', c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
 UNION ALL
 SELECT 'sequence', c.oid::regclass::text

@@ -50,7 +50,8 @@
  *		 --feed N --seed S --dir D [--rate R] [--lease L] [--refuse P] [--t0 T]
  *		--rate paces the replica's share: its k-th entry is due at T + k / R
  *		(T: the feed's start, epoch seconds; default: when it boots).
- *		--refuse is the share of provider calls refused, in percent.
+ *		--refuse is the share of provider calls refused, in percent;
+ *		--provider-ms the provider's longest latency (default 20).
  *
  * IDENTIFICATION
  *	  test/crash/botsim.c
@@ -113,6 +114,7 @@ typedef struct Sim
 	double		rate;			/* admits per second, 0: as fast as possible */
 	double		t0;				/* when the feed started (epoch seconds) */
 	int			refuse_pct;		/* share of provider calls that fail */
+	int			provider_ms;	/* the provider's longest latency */
 
 	PGconn	   *conn;
 	int			ledger_fd;
@@ -279,6 +281,9 @@ sim_open_files(Sim *sim)
  * The fake provider: record the delivery (or the refusal) durably, then
  * answer.  A "sent" line means the provider delivered the message to the
  * chat; the ledger is the provider's truth, whatever the journal says.
+ * Half its latency comes before the delivery (the request travelling) and
+ * half after (the answer travelling), so a replica killed meanwhile leaves
+ * both kinds of ambiguous send: delivered, and not.
  */
 static bool
 sim_provider(Sim *sim, const char *key, char *pmid, size_t pmid_size)
@@ -286,7 +291,9 @@ sim_provider(Sim *sim, const char *key, char *pmid, size_t pmid_size)
 	char		line[512];
 	int			len;
 	bool		refuse = (rand() % 100) < sim->refuse_pct;
+	double		latency = sim->provider_ms > 0 ? (rand() % (sim->provider_ms + 1)) / 1000.0 : 0;
 
+	sim_sleep(latency / 2);
 	if (refuse)
 		len = snprintf(line, sizeof(line), "refused %s - %s\n", key, sim->instance);
 	else
@@ -301,6 +308,7 @@ sim_provider(Sim *sim, const char *key, char *pmid, size_t pmid_size)
 		sim_die("cannot write the ledger: %s", strerror(errno));
 	if (fsync(sim->ledger_fd) != 0)
 		sim_die("cannot fsync the ledger: %s", strerror(errno));
+	sim_sleep(latency / 2);
 	return !refuse;
 }
 
@@ -785,7 +793,7 @@ sim_usage(void)
 			"usage: botsim feed --feed N --seed S\n"
 			"       botsim replica --conninfo C --instance I --replica r --replicas R\n"
 			"              --feed N --seed S --dir D [--rate PER_SECOND] [--lease INTERVAL]\n"
-			"              [--refuse PERCENT] [--t0 EPOCH_SECONDS]\n");
+			"              [--refuse PERCENT] [--t0 EPOCH_SECONDS] [--provider-ms MS]\n");
 	exit(2);
 }
 
@@ -804,6 +812,7 @@ main(int argc, char **argv)
 		{"lease", required_argument, NULL, 'l'},
 		{"refuse", required_argument, NULL, 'f'},
 		{"t0", required_argument, NULL, 't'},
+		{"provider-ms", required_argument, NULL, 'p'},
 		{NULL, 0, NULL, 0}
 	};
 	Sim			sim;
@@ -820,6 +829,7 @@ main(int argc, char **argv)
 	sim.seed = 42;
 	sim.lease = "2s";
 	sim.refuse_pct = 5;
+	sim.provider_ms = 20;
 	sim.ledger_fd = -1;
 	sim.pos_fd = -1;
 
@@ -860,6 +870,9 @@ main(int argc, char **argv)
 				break;
 			case 't':
 				sim.t0 = atof(optarg);
+				break;
+			case 'p':
+				sim.provider_ms = atoi(optarg);
 				break;
 			default:
 				sim_usage();
