@@ -48,7 +48,7 @@ include $(PGXS)
 print-%:
 	@echo $($*)
 
-# Client-side programs: the crash-test bot simulator (libpq).
+# Client-side programs (libpq): the crash-test bot simulator, durablectl, the C example bot.
 TOOLS = test/crash/botsim cli/durablectl examples/c/bot
 EXTRA_CLEAN += $(TOOLS)
 .PHONY: tools
