@@ -55,7 +55,9 @@
  * (previous check, now]; the first pass of a process looks back one
  * durable.naptime.  Several sweepers each announce with their own window;
  * a duplicate durable_ready is harmless, and a listener must re-check
- * anyway (a NOTIFY is a hint, not a queue).
+ * anyway (a NOTIFY is a hint, not a queue).  For the same reason a pass
+ * whose transaction rolls back does not announce its window again: a hint
+ * is lost, never work.
  *
  * IDENTIFICATION
  *	  src/sweep.c
@@ -401,8 +403,9 @@ durable_sweep(PG_FUNCTION_ARGS)
  * purge(older_than, batch) -> rows deleted
  *
  * Deletes at most `batch` done inbox and sent outbox records finished more
- * than older_than ago (NULL: durable.retention); dead records stay.  Call it
- * again until it returns 0 to clear a backlog (see the file header).
+ * than older_than ago (NULL: durable.retention; batch NULL: 10000, the SQL
+ * default); dead records stay.  Call it again until it returns 0 to clear a
+ * backlog (see the file header).
  */
 Datum
 durable_purge(PG_FUNCTION_ARGS)

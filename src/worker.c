@@ -38,10 +38,12 @@
  * launcher starts no worker there meanwhile), sends the worker SIGTERM and
  * waits, at most WKR_STOP_WAIT_MS, until it is gone; the command itself
  * then takes its lock on the database, which keeps a new worker from
- * connecting until it is done.  Only the database's owner (or a superuser)
+ * connecting until the command's transaction ends.  When the command
+ * returns or fails, the block is lifted and the launcher woken, so the
+ * database has its worker back at once; after a successful DROP DATABASE
+ * the slot is freed instead.  Only the database's owner (or a superuser)
  * stops a worker this way, so nobody else can use a doomed DROP DATABASE to
- * keep a database unswept.  After a successful DROP DATABASE the slot is
- * freed.
+ * keep a database unswept.
  *
  * Slot protocol (fields of DurableDbSlot, under the slot's spinlock):
  *	- worker_starting: set by the launcher when it registers a worker, and
@@ -73,6 +75,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "commands/extension.h"
@@ -83,6 +86,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "tcop/tcopprot.h"
@@ -99,6 +103,9 @@
 
 PGDLLEXPORT void durable_launcher_main(Datum main_arg);
 PGDLLEXPORT void durable_worker_main(Datum main_arg);
+
+/* The postmaster restarts a failed launcher after this many seconds. */
+#define WKR_LAUNCHER_RESTART_S	5
 
 /* A worker that stopped is started again after a naptime, within these bounds. */
 #define WKR_RESTART_MIN_MS		1000
@@ -186,7 +193,7 @@ durable_worker_register_launcher(void)
 	MemSet(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 5;
+	worker.bgw_restart_time = WKR_LAUNCHER_RESTART_S;
 	strlcpy(worker.bgw_library_name, "durable", BGW_MAXLEN);
 	strlcpy(worker.bgw_function_name, "durable_launcher_main", BGW_MAXLEN);
 	strlcpy(worker.bgw_name, "durable launcher", BGW_MAXLEN);
@@ -629,13 +636,14 @@ wkr_worker_exit(int code, Datum arg)
 static bool
 wkr_claim_slot(Oid dboid)
 {
+	TimestampTz now = GetCurrentTimestamp();
 	bool		claimed = false;
 
 	SpinLockAcquire(&wkr_slot->mutex);
 	wkr_slot->worker_starting = false;
 	if (wkr_slot->dboid == dboid &&
 		wkr_slot->worker_pid == 0 &&
-		wkr_slot->worker_blocked_until <= GetCurrentTimestamp())
+		wkr_slot->worker_blocked_until <= now)
 	{
 		wkr_slot->worker_pid = MyProcPid;
 		claimed = true;
@@ -648,10 +656,37 @@ wkr_claim_slot(Oid dboid)
 static void
 wkr_record_check(bool present)
 {
+	TimestampTz now = GetCurrentTimestamp();
+
 	SpinLockAcquire(&wkr_slot->mutex);
 	wkr_slot->extension_absent = !present;
-	wkr_slot->worker_checked_at = GetCurrentTimestamp();
+	wkr_slot->worker_checked_at = now;
 	SpinLockRelease(&wkr_slot->mutex);
+}
+
+/*
+ * Whether durable is installed in this database; if so, lock it against
+ * DROP EXTENSION until the end of the caller's transaction.  DROP EXTENSION
+ * takes the extension's lock before it deletes anything, so once we hold
+ * our lock and find the extension still there, its tables stay until we
+ * commit; without the lock a drop committing between the check and the
+ * sweep's statements would make them fail.  Caller must be in a
+ * transaction.
+ */
+static bool
+wkr_lock_extension(void)
+{
+	for (;;)
+	{
+		Oid			extoid = get_extension_oid("durable", true);
+
+		if (!OidIsValid(extoid))
+			return false;
+		LockDatabaseObject(ExtensionRelationId, extoid, 0, AccessShareLock);
+		/* Taking the lock processed invalidations: this lookup is current. */
+		if (get_extension_oid("durable", true) == extoid)
+			return true;
+	}
 }
 
 /*
@@ -666,7 +701,7 @@ wkr_check_extension(void)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	present = OidIsValid(get_extension_oid("durable", true));
+	present = wkr_lock_extension();
 	if (wkr_dbname == NULL)
 	{
 		char	   *name = get_database_name(MyDatabaseId);
@@ -709,7 +744,7 @@ wkr_pass(bool *more)
 	debug_query_string = "durable sweep";
 	pgstat_report_activity(STATE_RUNNING, "durable sweep");
 
-	present = OidIsValid(get_extension_oid("durable", true));
+	present = wkr_lock_extension();
 	if (present)
 		durable_sweep_pass(GetCurrentTimestamp(), &res);
 
@@ -835,31 +870,35 @@ wkr_owns_database(Oid dboid)
 
 /*
  * Stop the worker of the named database before a command that needs the
- * database to itself, and keep new ones away for WKR_BLOCK_MS.  Does
- * nothing for a missing database, the current one (the command fails
- * anyway), or one the user does not own (the command fails anyway).
+ * database to itself, and keep new ones away for WKR_BLOCK_MS (the caller
+ * lifts that sooner with wkr_unblock).  Does nothing for a missing
+ * database, the current one (the command fails anyway), or one the user
+ * does not own (the command fails anyway).  Returns the database blocked,
+ * or InvalidOid.
  */
-static void
+static Oid
 wkr_stop_worker(const char *dbname)
 {
 	Oid			dboid;
 	DurableDbSlot *slot;
+	TimestampTz now;
 	TimestampTz deadline;
 	pid_t		signalled = 0;
 
 	if (dbname == NULL)
-		return;
+		return InvalidOid;
 	dboid = get_database_oid(dbname, true);
 	if (!OidIsValid(dboid) || dboid == MyDatabaseId || !wkr_owns_database(dboid))
-		return;
+		return InvalidOid;
 	slot = durable_db_slot(dboid, false);
 	if (slot == NULL)
-		return;
+		return InvalidOid;
 
-	deadline = GetCurrentTimestamp() + (int64) WKR_STOP_WAIT_MS * 1000;
+	now = GetCurrentTimestamp();
+	deadline = now + (int64) WKR_STOP_WAIT_MS * 1000;
 	SpinLockAcquire(&slot->mutex);
 	slot->worker_blocked_until = Max(slot->worker_blocked_until,
-									 GetCurrentTimestamp() + (int64) WKR_BLOCK_MS * 1000);
+									 now + (int64) WKR_BLOCK_MS * 1000);
 	SpinLockRelease(&slot->mutex);
 
 	for (;;)
@@ -873,7 +912,7 @@ wkr_stop_worker(const char *dbname)
 		SpinLockRelease(&slot->mutex);
 
 		if (pid == 0 && !starting)
-			return;
+			return dboid;
 		if (pid != 0 && pid != signalled)
 		{
 			if (kill(pid, SIGTERM) == 0)
@@ -887,13 +926,36 @@ wkr_stop_worker(const char *dbname)
 			ereport(WARNING,
 					(errmsg("durable worker of database \"%s\" did not stop within %d ms",
 							dbname, WKR_STOP_WAIT_MS)));
-			return;
+			return dboid;
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 10, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+}
+
+/*
+ * Lift the block wkr_stop_worker put on a database, once its command is
+ * over, and let the launcher know.  A worker it starts now waits at its
+ * connection for the lock the command holds until it commits.
+ */
+static void
+wkr_unblock(Oid dboid)
+{
+	DurableDbSlot *slot = durable_db_slot(dboid, false);
+	Latch	   *latch;
+
+	if (slot == NULL)
+		return;
+	SpinLockAcquire(&slot->mutex);
+	slot->worker_blocked_until = 0;
+	SpinLockRelease(&slot->mutex);
+	SpinLockAcquire(&durable_shared->mutex);
+	latch = durable_shared->launcher_latch;
+	SpinLockRelease(&durable_shared->mutex);
+	if (latch != NULL)
+		SetLatch(latch);
 }
 
 /* The value of a DefElem option of a CREATE/ALTER DATABASE, or NULL. */
@@ -1020,7 +1082,8 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				   DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
-	Oid			dropped_db = InvalidOid;
+	volatile Oid dropped_db = InvalidOid;
+	volatile Oid blocked_db = InvalidOid;
 
 	switch (nodeTag(parsetree))
 	{
@@ -1029,7 +1092,7 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				DropdbStmt *stmt = (DropdbStmt *) parsetree;
 
 				dropped_db = get_database_oid(stmt->dbname, true);
-				wkr_stop_worker(stmt->dbname);
+				blocked_db = wkr_stop_worker(stmt->dbname);
 				break;
 			}
 		case T_RenameStmt:
@@ -1037,7 +1100,7 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				RenameStmt *stmt = (RenameStmt *) parsetree;
 
 				if (stmt->renameType == OBJECT_DATABASE)
-					wkr_stop_worker(stmt->subname);
+					blocked_db = wkr_stop_worker(stmt->subname);
 				break;
 			}
 		case T_CreatedbStmt:
@@ -1045,7 +1108,7 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				const char *template = wkr_option(((CreatedbStmt *) parsetree)->options,
 												  "template");
 
-				wkr_stop_worker(template ? template : "template1");
+				blocked_db = wkr_stop_worker(template ? template : "template1");
 				break;
 			}
 		case T_AlterDatabaseStmt:
@@ -1053,19 +1116,34 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				AlterDatabaseStmt *stmt = (AlterDatabaseStmt *) parsetree;
 
 				if (wkr_option(stmt->options, "tablespace") != NULL)
-					wkr_stop_worker(stmt->dbname);
+					blocked_db = wkr_stop_worker(stmt->dbname);
 				break;
 			}
 		default:
 			break;
 	}
 
-	if (prev_ProcessUtility)
-		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-							queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+	PG_TRY();
+	{
+		if (prev_ProcessUtility)
+			prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 								queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+									queryEnv, dest, qc);
+	}
+	PG_CATCH();
+	{
+		/* The command failed: the database keeps its worker after all. */
+		if (OidIsValid(blocked_db))
+			wkr_unblock(blocked_db);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	/* A dropped database's slot is freed instead (below). */
+	if (OidIsValid(blocked_db) && !OidIsValid(dropped_db))
+		wkr_unblock(blocked_db);
 
 	switch (nodeTag(parsetree))
 	{

@@ -4,7 +4,7 @@
 # durable.naptime, and how they live through CREATE/DROP EXTENSION, DROP
 # DATABASE (and the other commands that need a database to themselves),
 # SIGHUP, SIGTERM, a worker crash and a full shortage of worker slots.
-# Without preloading, sweep() and purge() still work by hand.
+# (Without preloading, sweep() and purge() by hand: t/002_no_preload.pl.)
 
 use strict;
 use warnings;
@@ -14,12 +14,19 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-# Rows of pg_stat_activity for the workers of a database.
+# A query counting the workers of a database.
 sub workers_of
 {
 	my ($db) = @_;
 	return "SELECT count(*) FROM pg_stat_activity"
 	  . " WHERE backend_type = 'durable worker' AND datname = '$db'";
+}
+
+# A query: does the database have exactly $n workers?
+sub has_workers
+{
+	my ($db, $n) = @_;
+	return "SELECT (" . workers_of($db) . ") = $n";
 }
 
 # The pid of the worker of a database (empty when none).
@@ -69,11 +76,11 @@ ok($node->log_contains(qr/durable launcher started/), 'the launcher logs its sta
 
 $node->safe_psql('postgres', 'CREATE DATABASE late');
 $node->safe_psql('late', 'CREATE EXTENSION durable');
-ok($node->poll_query_until('late', workers_of('late') . ' = 1'),
+ok($node->poll_query_until('late', has_workers('late', 1)),
 	'CREATE EXTENSION in a new database starts its worker');
 ok($node->log_contains(qr/durable worker started for database "late"/),
 	'the worker logs its start');
-ok($node->poll_query_until('postgres', workers_of('postgres') . ' = 0'),
+ok($node->poll_query_until('postgres', has_workers('postgres', 0)),
 	'a database without the extension keeps no worker');
 
 my $took = expire_and_wait($node, 'late', 'w1');
@@ -106,7 +113,7 @@ ok(time - $start < 5, 'within seconds of the reload');
 
 my $offset = -s $node->logfile;
 $node->safe_psql('late', 'DROP EXTENSION durable');
-ok($node->poll_query_until('late', workers_of('late') . ' = 0'),
+ok($node->poll_query_until('late', has_workers('late', 0)),
 	'DROP EXTENSION stops the worker');
 ok( $node->log_contains(
 		qr/durable worker for database "late" stopping: the extension was dropped/,
@@ -117,7 +124,7 @@ is($node->safe_psql('late', workers_of('late')),
 	'0', 'no worker comes back while the extension is absent');
 $start = time;
 $node->safe_psql('late', 'CREATE EXTENSION durable');
-ok($node->poll_query_until('late', workers_of('late') . ' = 1'),
+ok($node->poll_query_until('late', has_workers('late', 1)),
 	'CREATE EXTENSION again brings the worker back');
 ok(time - $start < 5, 'at once, not after the absent-database recheck');
 
@@ -138,7 +145,7 @@ foreach my $db ('doomed', 'renamed', 'source')
 {
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
 	$node->safe_psql($db, 'CREATE EXTENSION durable');
-	ok($node->poll_query_until($db, workers_of($db) . ' = 1'),
+	ok($node->poll_query_until($db, has_workers($db, 1)),
 		"database $db has a worker");
 }
 
@@ -153,20 +160,22 @@ ok(!$node->log_contains(qr/being accessed by other users/, $offset),
 is($node->safe_psql('postgres', workers_of('doomed')),
 	'0', 'and leaves no worker behind');
 
+$start = time;
 ($ret, $stdout, $stderr) =
   $node->psql('postgres', 'ALTER DATABASE renamed RENAME TO renamed2');
 is($ret, 0, 'ALTER DATABASE RENAME of a database with a running worker succeeds')
   or diag $stderr;
-ok($node->poll_query_until('postgres', workers_of('renamed2') . ' = 1'),
+ok($node->poll_query_until('postgres', has_workers('renamed2', 1)),
 	'the renamed database gets its worker back');
+ok(time - $start < 5, 'at once');
 
 ($ret, $stdout, $stderr) =
   $node->psql('postgres', 'CREATE DATABASE copied TEMPLATE source');
 is($ret, 0, 'CREATE DATABASE from a template with a running worker succeeds')
   or diag $stderr;
-ok($node->poll_query_until('postgres', workers_of('copied') . ' = 1'),
+ok($node->poll_query_until('postgres', has_workers('copied', 1)),
 	'the copy, which has the extension, gets a worker of its own');
-ok($node->poll_query_until('postgres', workers_of('source') . ' = 1'),
+ok($node->poll_query_until('postgres', has_workers('source', 1)),
 	'the template gets its worker back');
 
 # ---- A worker crash: the whole server restarts, and so do the workers ----
@@ -181,7 +190,7 @@ ok( $node->poll_query_until(
 	'after a worker crash the launcher comes back');
 foreach my $db ('late', 'renamed2', 'source', 'copied')
 {
-	ok($node->poll_query_until('postgres', workers_of($db) . ' = 1'),
+	ok($node->poll_query_until('postgres', has_workers($db, 1)),
 		"after a worker crash the worker of $db comes back");
 }
 $took = expire_and_wait($node, 'late', 'w3');
@@ -215,30 +224,5 @@ like(
 	qr/HINT:  You may need to increase "max_worker_processes"/,
 	'with a hint to raise max_worker_processes');
 $tight->stop;
-
-# ---- Without preloading: sweep() and purge() by hand ----
-
-my $plain = PostgreSQL::Test::Cluster->new('plain');
-$plain->init;
-$plain->start;
-$plain->safe_psql('postgres', 'CREATE EXTENSION durable');
-is( $plain->safe_psql(
-		'postgres',
-		"SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'durable%'"),
-	'0',
-	'without preloading there are no workers');
-$plain->safe_psql('postgres',
-	"SELECT durable.inbox_admit('tap', 'p1', 'chat-p1', instance => 'bot', lease => '50ms')"
-);
-usleep(200_000);
-is($plain->safe_psql('postgres', 'SELECT inbox_expired FROM durable.sweep()'),
-	'1', 'sweep() by hand recovers an expired lease');
-is( $plain->safe_psql(
-		'postgres', "SELECT state FROM durable.inbox WHERE message_id = 'p1'"),
-	'pending',
-	'back to pending');
-is($plain->safe_psql('postgres', "SELECT durable.purge('0')"),
-	'0', 'purge() by hand works');
-$plain->stop;
 
 done_testing();
