@@ -45,16 +45,24 @@ args_check_id(Datum d, const char *name)
 	return PointerGetDatum(t);
 }
 
-/* An interval of us microseconds as text, in days and time. */
+/*
+ * A duration of us microseconds as text in its largest exact unit ("20 ms",
+ * "7 days"), independent of the session's IntervalStyle.
+ */
 static char *
-args_interval_text(int64 us)
+args_duration_text(int64 us)
 {
-	Interval	iv;
-
-	memset(&iv, 0, sizeof(iv));
-	iv.day = (int32) (us / USECS_PER_DAY);
-	iv.time = us % USECS_PER_DAY;
-	return DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(&iv)));
+	if (us != 0 && us % USECS_PER_DAY == 0)
+		return psprintf(INT64_FORMAT " days", us / USECS_PER_DAY);
+	if (us != 0 && us % USECS_PER_HOUR == 0)
+		return psprintf(INT64_FORMAT " h", us / USECS_PER_HOUR);
+	if (us != 0 && us % USECS_PER_MINUTE == 0)
+		return psprintf(INT64_FORMAT " min", us / USECS_PER_MINUTE);
+	if (us != 0 && us % USECS_PER_SEC == 0)
+		return psprintf(INT64_FORMAT " s", us / USECS_PER_SEC);
+	if (us % 1000 == 0)
+		return psprintf(INT64_FORMAT " ms", us / 1000);
+	return psprintf(INT64_FORMAT " us", us);
 }
 
 Datum
@@ -153,12 +161,12 @@ durable_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name,
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be at least %s", name,
-						args_interval_text(min_us))));
+						args_duration_text(min_us))));
 	if (us > max_us)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be at most %s", name,
-						args_interval_text(max_us))));
+						args_duration_text(max_us))));
 	return us;
 }
 
