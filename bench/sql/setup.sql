@@ -19,6 +19,30 @@ CREATE TABLE bench.ref_queue (
 );
 CREATE INDEX ref_queue_pending_idx ON bench.ref_queue (id) WHERE state = 'pending';
 
+-- CPU time samples that the benchmark backends write about themselves
+-- (utime + stime of /proc/self/stat, in clock ticks), every 200 cycles.
+CREATE TABLE bench.cpu (
+    tag    text NOT NULL,
+    pid    integer NOT NULL,
+    cycles bigint NOT NULL,
+    ticks  bigint NOT NULL
+);
+
+-- This backend's CPU time so far, in clock ticks.
+CREATE FUNCTION bench.cpu_ticks() RETURNS bigint LANGUAGE sql AS $$
+    SELECT f[12]::bigint + f[13]::bigint
+      FROM (SELECT pg_catalog.string_to_array(
+                       pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/stat'), ') ', 2), ' ') AS f) s
+$$;
+
+-- Server CPU per cycle of a run: for each backend, the ticks between its
+-- first and last sample over the cycles between them; in microseconds.
+CREATE FUNCTION bench.cpu_per_cycle(t text, hz integer) RETURNS numeric LANGUAGE sql AS $$
+    SELECT round(sum(dt)::numeric * 1000000 / hz / nullif(sum(dc), 0))
+      FROM (SELECT max(ticks) - min(ticks) AS dt, max(cycles) - min(cycles) AS dc
+              FROM bench.cpu WHERE tag = t GROUP BY pid) b
+$$;
+
 -- RSS samples that the backend of the memory test writes about itself.
 CREATE TABLE bench.rss (
     cycles      bigint NOT NULL,

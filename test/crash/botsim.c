@@ -819,6 +819,7 @@ main(int argc, char **argv)
 	const char *cmd;
 	int			c;
 	long		distinct;
+	int			rc = 0;
 	struct sigaction sa;
 
 	if (argc < 2)
@@ -880,21 +881,23 @@ main(int argc, char **argv)
 	}
 	if (sim.feed_len < 0 || sim.replicas < 1)
 		sim_usage();
+	if (strcmp(cmd, "feed") != 0 &&
+		(strcmp(cmd, "replica") != 0 || sim.conninfo == NULL || sim.instance == NULL ||
+		 sim.dir == NULL || sim.replica < 0 || sim.replica >= sim.replicas))
+		sim_usage();
 	distinct = sim_build_feed(sim.feed_len, sim.seed, &sim.feed);
 
 	if (strcmp(cmd, "feed") == 0)
-	{
 		printf("deliveries %ld distinct %ld\n", sim.feed_len, distinct);
-		return 0;
+	else
+	{
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = sim_on_term;
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGINT, &sa, NULL);
+		signal(SIGPIPE, SIG_IGN);
+		rc = sim_replica(&sim);
 	}
-	if (strcmp(cmd, "replica") != 0 || sim.conninfo == NULL || sim.instance == NULL ||
-		sim.dir == NULL || sim.replica < 0 || sim.replica >= sim.replicas)
-		sim_usage();
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = sim_on_term;
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	return sim_replica(&sim);
+	free(sim.feed);
+	return rc;
 }
