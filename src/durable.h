@@ -110,6 +110,8 @@ extern void durable_srf_put(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 
 /* Text helpers. */
 extern char *durable_text_to_cstring_datum(Datum d);
+/* Whether two text datums hold the same bytes (no collation involved). */
+extern bool durable_text_equal(Datum a, Datum b);
 
 /*
  * NOTIFY payloads: start with an empty StringInfo, add members (text values

@@ -205,17 +205,6 @@ inbox_lock_chat(Datum chat_id)
 						Int32GetDatum((int32) h));
 }
 
-/* Byte-wise equality of two text datums. */
-static bool
-inbox_text_equal(Datum a, Datum b)
-{
-	text	   *x = DatumGetTextPP(a);
-	text	   *y = DatumGetTextPP(b);
-
-	return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
-		memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
-}
-
 /*
  * Read the current state and token of a record into *state (palloc'd in
  * the SPI context) and *token (0 and *has_token false when NULL).  Returns
@@ -466,7 +455,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 			 * given (a client reusing a message id): its own chat's lock is
 			 * what makes the order check below safe.
 			 */
-			if (!inbox_text_equal(dup_chat, chat_id))
+			if (!durable_text_equal(dup_chat, chat_id))
 				inbox_lock_chat(dup_chat);
 
 			lease_values[0] = Int64GetDatum(dup_id);

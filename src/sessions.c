@@ -131,17 +131,6 @@ session_arg_total_shards(FunctionCallInfo fcinfo, int argno, int32 shard)
 	return total_shards;
 }
 
-/* Whether two text datums hold the same bytes. */
-static bool
-session_text_equal(Datum a, Datum b)
-{
-	text	   *ta = DatumGetTextPP(a);
-	text	   *tb = DatumGetTextPP(b);
-
-	return VARSIZE_ANY_EXHDR(ta) == VARSIZE_ANY_EXHDR(tb) &&
-		memcmp(VARDATA_ANY(ta), VARDATA_ANY(tb), VARSIZE_ANY_EXHDR(ta)) == 0;
-}
-
 /*
  * session_save(bot, shard, session_id, sequence, resume_url, total_shards)
  * stores the shard's session, replacing the one saved before, stamped with
@@ -257,7 +246,7 @@ durable_session_load(PG_FUNCTION_ARGS)
 			ignored = "expired";
 		else if (TIMESTAMP_IS_NOEND(saved_at) || saved_at - now > SESSION_MAX_FUTURE_US)
 			ignored = "future";
-		else if (!session_text_equal(durable_col(0, 4), resume_url))
+		else if (!durable_text_equal(durable_col(0, 4), resume_url))
 			ignored = "resume_url";
 		else if (durable_col_int32(0, 5) != total_shards)
 			ignored = "total_shards";

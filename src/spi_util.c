@@ -112,6 +112,16 @@ durable_text_to_cstring_datum(Datum d)
 	return text_to_cstring(DatumGetTextPP(d));
 }
 
+bool
+durable_text_equal(Datum a, Datum b)
+{
+	text	   *x = DatumGetTextPP(a);
+	text	   *y = DatumGetTextPP(b);
+
+	return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
+		memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
+}
+
 /* Longest text value copied into a NOTIFY payload (the journal keeps it whole). */
 #define DURABLE_NOTIFY_VALUE_BYTES 1000
 
