@@ -119,6 +119,29 @@ CREATE FUNCTION bench.inbox_done(n bigint, tag text, age interval) RETURNS void 
       FROM generate_series(1, n) g
 $$;
 
+-- A history every point starts from: n finished records in each journal
+-- and in the reference table, an hour old (well within the retention), as
+-- a bot that has run for a while has.  Without it every point would start
+-- from empty tables, and the plans that the backends cache in their first
+-- transactions (pgbench's prepared statements, the C functions' SPI plans)
+-- would be chosen for a table of a few pages and kept until autovacuum's
+-- ANALYZE invalidates them, a minute or so into the run.
+CREATE FUNCTION bench.history(n integer) RETURNS void LANGUAGE sql AS $$
+    SELECT bench.inbox_done(n, 'hist', '1 hour');
+    INSERT INTO durable.outbox (key, chat_id, payload, state, attempts, token, owner,
+                                not_before, provider_message_id, created_at, sent_at)
+    SELECT 'hist-' || g, (1 + (g * 7919) % 100000)::text,
+           '{"text":"a reply of the bot, about the size of a chat message"}',
+           'sent', 1, nextval('durable.token_seq'), 'bench-preload',
+           clock_timestamp() - interval '1 hour', 'p-hist-' || g,
+           clock_timestamp() - interval '1 hour', clock_timestamp() - interval '1 hour'
+      FROM generate_series(1, n) g;
+    INSERT INTO bench.ref_queue (chat_id, payload, state)
+    SELECT (1 + (g * 7919) % 100000)::text,
+           '{"text":"hello from the benchmark, about the size of a chat message"}', 'done'
+      FROM generate_series(1, n) g;
+$$;
+
 -- Sent outbox records the repeated outbox_begin finds in the journal.
 CREATE FUNCTION bench.outbox_sent_keys(n integer) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
