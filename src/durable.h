@@ -121,6 +121,11 @@ extern void durable_json_str(StringInfo buf, const char *key, const char *value)
 extern void durable_json_int(StringInfo buf, const char *key, int64 value);
 extern void durable_notify_json(const char *channel, StringInfo buf);
 
+/* The documented notifications of api.md, each built in one place. */
+extern void durable_notify_dead_inbox(int64 id, const char *error);
+extern void durable_notify_dead_outbox(const char *key, const char *error);
+extern void durable_notify_ambiguous(const char *key, const char *chat_id);
+
 /* Backoff for the n-th attempt (n >= 1): base doubling to cap, with upward jitter. */
 extern int64 durable_backoff_us(int attempt, int64 base_us, int64 cap_us);
 

@@ -932,13 +932,7 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 
 	if (dead)
 	{
-		StringInfoData payload;
-
-		initStringInfo(&payload);
-		durable_json_str(&payload, "kind", "inbox");
-		durable_json_int(&payload, "id", id);
-		durable_json_str(&payload, "error", text_to_cstring(DatumGetTextPP(error)));
-		durable_notify_json("durable_dead", &payload);
+		durable_notify_dead_inbox(id, text_to_cstring(DatumGetTextPP(error)));
 		durable_count(DC_INBOUND_DEAD, 1);
 	}
 

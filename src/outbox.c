@@ -417,18 +417,15 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 		 * make it; its token is kept, so that sender's late outbox_sent
 		 * still resolves it.
 		 */
-		StringInfoData buf;
+		char	   *chat_id = TextDatumGetCString(durable_col(0, 5));
 
-		initStringInfo(&buf);
-		durable_json_str(&buf, "key", TextDatumGetCString(key));
-		durable_json_str(&buf, "chat_id", TextDatumGetCString(durable_col(0, 5)));
 		durable_exec(durable_plan(&plan_unknown,
 								  "UPDATE durable.outbox SET state = 'unknown', lease_until = NULL"
 								  " WHERE key = $1",
 								  1, unknown_types),
 					 values, NULL, SPI_OK_UPDATE, 0);
 		durable_count(DC_OUTBOX_AMBIGUOUS, 1);
-		durable_notify_json("durable_ambiguous", &buf);
+		durable_notify_ambiguous(TextDatumGetCString(key), chat_id);
 		/* unknown does not block its chat: a waiting claim may go on. */
 		durable_wake_at_commit(DQ_OUTBOX);
 		res->action = "unknown";
@@ -767,13 +764,7 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 
 	if (dead)
 	{
-		StringInfoData buf;
-
-		initStringInfo(&buf);
-		durable_json_str(&buf, "kind", "outbox");
-		durable_json_str(&buf, "key", TextDatumGetCString(key));
-		durable_json_str(&buf, "error", TextDatumGetCString(error));
-		durable_notify_json("durable_dead", &buf);
+		durable_notify_dead_outbox(TextDatumGetCString(key), TextDatumGetCString(error));
 		durable_count(DC_OUTBOX_DEAD, 1);
 	}
 

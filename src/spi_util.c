@@ -173,6 +173,47 @@ durable_notify_json(const char *channel, StringInfo buf)
 	Async_Notify(channel, buf->data);
 }
 
+/* NOTIFY durable_dead {"kind":"inbox","id":…,"error":…} */
+void
+durable_notify_dead_inbox(int64 id, const char *error)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	durable_json_str(&buf, "kind", "inbox");
+	durable_json_int(&buf, "id", id);
+	durable_json_str(&buf, "error", error);
+	durable_notify_json("durable_dead", &buf);
+	pfree(buf.data);
+}
+
+/* NOTIFY durable_dead {"kind":"outbox","key":…,"error":…} */
+void
+durable_notify_dead_outbox(const char *key, const char *error)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	durable_json_str(&buf, "kind", "outbox");
+	durable_json_str(&buf, "key", key);
+	durable_json_str(&buf, "error", error);
+	durable_notify_json("durable_dead", &buf);
+	pfree(buf.data);
+}
+
+/* NOTIFY durable_ambiguous {"key":…,"chat_id":…} */
+void
+durable_notify_ambiguous(const char *key, const char *chat_id)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	durable_json_str(&buf, "key", key);
+	durable_json_str(&buf, "chat_id", chat_id);
+	durable_notify_json("durable_ambiguous", &buf);
+	pfree(buf.data);
+}
+
 int64
 durable_backoff_us(int attempt, int64 base_us, int64 cap_us)
 {

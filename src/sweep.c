@@ -171,17 +171,11 @@ durable_recover_inbox(TimestampTz now, Datum owner, bool by_owner, int limit)
 	n = SPI_processed;
 	for (row = 0; row < n; row++)
 	{
-		StringInfoData payload;
-
 		if (!DatumGetBool(durable_col(row, 2)))
 			continue;
 		dead++;
-		initStringInfo(&payload);
-		durable_json_str(&payload, "kind", "inbox");
-		durable_json_int(&payload, "id", durable_col_int64(row, 1));
-		durable_json_str(&payload, "error", durable_text_to_cstring_datum(durable_col(row, 3)));
-		durable_notify_json("durable_dead", &payload);
-		pfree(payload.data);
+		durable_notify_dead_inbox(durable_col_int64(row, 1),
+								  durable_text_to_cstring_datum(durable_col(row, 3)));
 	}
 	if (dead > 0)
 		durable_count(DC_INBOUND_DEAD, dead);
@@ -224,13 +218,8 @@ durable_recover_outbox(TimestampTz now, Datum owner, bool by_owner, int limit)
 	n = SPI_processed;
 	for (row = 0; row < n; row++)
 	{
-		StringInfoData payload;
-
-		initStringInfo(&payload);
-		durable_json_str(&payload, "key", durable_text_to_cstring_datum(durable_col(row, 1)));
-		durable_json_str(&payload, "chat_id", durable_text_to_cstring_datum(durable_col(row, 2)));
-		durable_notify_json("durable_ambiguous", &payload);
-		pfree(payload.data);
+		durable_notify_ambiguous(durable_text_to_cstring_datum(durable_col(row, 1)),
+								 durable_text_to_cstring_datum(durable_col(row, 2)));
 	}
 	if (n > 0)
 	{
