@@ -628,7 +628,9 @@ cmd_dlq_inbox(const Options *opt)
 
 	snprintf(limit, sizeof(limit), "%ld", opt->limit);
 	snprintf(offset, sizeof(offset), "%ld", opt->offset);
-	count = run("SELECT pg_catalog.count(*) FROM durable.inbox i WHERE i.state = 'dead'",
+	/* (finished but not done: the predicate of inbox_dead_idx) */
+	count = run("SELECT pg_catalog.count(*) FROM durable.inbox i"
+				" WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL AND i.state = 'dead'",
 				0, NULL, PGRES_TUPLES_OK);
 	total = col_ll(count, 0, "count");
 	PQclear(count);
@@ -639,7 +641,8 @@ cmd_dlq_inbox(const Options *opt)
 			  "   'message_id', i.message_id, 'chat_id', i.chat_id, 'kind', i.kind,"
 			  "   'attempts', i.attempts, 'owner', i.owner, 'error', i.error,"
 			  "   'payload', i.payload, 'created_at', i.created_at) AS json"
-			  " FROM durable.inbox i WHERE i.state = 'dead'"
+			  " FROM durable.inbox i"
+			  " WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL AND i.state = 'dead'"
 			  " ORDER BY i.id LIMIT $1::pg_catalog.int8 OFFSET $2::pg_catalog.int8",
 			  2, params, PGRES_TUPLES_OK);
 

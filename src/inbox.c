@@ -90,8 +90,15 @@ PG_FUNCTION_INFO_V1(durable_inbox_replay);
  */
 #define INBOX_MAX_CLAIM			10000
 
-/* The unfinished states, spelled as the partial indexes' predicates spell them. */
-#define INBOX_UNFINISHED "ARRAY['pending', 'leased']::pg_catalog.text[]"
+/*
+ * A record is open (pending or leased) while its finished_at is NULL: the
+ * predicate of the partial indexes inbox_unfinished_idx and
+ * inbox_chat_unfinished_idx, which every statement below spells exactly so
+ * that the planner can use them.  finished_at is set when a record becomes
+ * done or dead and cleared when it is replayed; no other transition touches
+ * an indexed column, so claims, heartbeats, retries and takeovers are HOT
+ * updates (durable--0.2--0.3.sql).
+ */
 
 /* Which confirmation is being diagnosed: decides the exceptions to DR001. */
 typedef enum InboxConfirm
@@ -384,7 +391,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 								  " FROM (SELECT $7::pg_catalog.text IS NOT NULL AND NOT EXISTS"
 								  "        (SELECT 1 FROM durable.inbox o"
 								  "          WHERE o.chat_id = $4"
-								  "            AND o.state = ANY (" INBOX_UNFINISHED ")) AS lease) AS l"
+								  "            AND o.finished_at IS NULL) AS lease) AS l"
 								  " ON CONFLICT DO NOTHING"
 								  " RETURNING i.id, i.token, i.state",
 								  9, insert_types),
@@ -472,7 +479,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 									  "   AND NOT EXISTS"
 									  "       (SELECT 1 FROM durable.inbox o"
 									  "         WHERE o.chat_id = i.chat_id"
-									  "           AND o.state = ANY (" INBOX_UNFINISHED ")"
+									  "           AND o.finished_at IS NULL"
 									  "           AND o.id < i.id)"
 									  " RETURNING i.token",
 									  4, lease_types),
@@ -492,6 +499,16 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* qsort comparator: rows of SPI_tuptable (by index) in id order. */
+static int
+inbox_claimed_cmp(const void *a, const void *b)
+{
+	int64		x = durable_col_int64(*(const uint64 *) a, 1);
+	int64		y = durable_col_int64(*(const uint64 *) b, 1);
+
+	return (x > y) - (x < y);
+}
+
 /*
  * One claim attempt: lease up to max due records and add them to the
  * function's result, oldest first.  Returns how many.  Caller must be
@@ -505,10 +522,16 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
  * claim or confirmation holds; the UPDATE repeats the candidate condition
  * because the row it locks may be newer than the snapshot that chose it.
  *
- * The pick is a MATERIALIZED CTE so that it runs exactly once: as a plain
+ * The pick is an ARRAY() InitPlan so that it runs exactly once (as a plain
  * subquery the planner may put it on the inner side of a nested loop, and
  * every rescan would skip the rows this statement just leased and pick
- * others, leasing more than max.
+ * others, leasing more than max); the UPDATE then probes the primary key
+ * for exactly those ids.  This is also the cheapest plan to start, which
+ * matters at one statement per claim.  The rows come back in the order the
+ * UPDATE met them and are put in id order here.
+ *
+ * The lease changes no indexed column (durable--0.2--0.3.sql): it is a HOT
+ * update.
  */
 static uint64
 inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease_us)
@@ -517,7 +540,8 @@ inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease
 	Datum		values[5];
 	TimestampTz now = GetCurrentTimestamp();
 	uint64		n;
-	uint64		row;
+	uint64		i;
+	uint64	   *order;
 
 	values[0] = instance;
 	values[1] = TimestampTzGetDatum(now + lease_us);
@@ -525,38 +549,39 @@ inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease
 	values[3] = Int32GetDatum(durable_inbox_max_attempts);
 	values[4] = Int32GetDatum(max);
 	durable_exec(durable_plan(&inbox_claim_plan,
-							  "WITH pick AS MATERIALIZED ("
-							  " SELECT c.id FROM durable.inbox c"
-							  "  WHERE c.state = ANY (" INBOX_UNFINISHED ")"
-							  "    AND CASE WHEN c.state = 'pending' THEN c.not_before <= $3"
-							  "             ELSE c.lease_until < $3 AND c.attempts < $4 END"
-							  "    AND NOT EXISTS"
-							  "        (SELECT 1 FROM durable.inbox o"
-							  "          WHERE o.chat_id = c.chat_id"
-							  "            AND o.state = ANY (" INBOX_UNFINISHED ")"
-							  "            AND o.id < c.id)"
-							  "  ORDER BY c.id"
-							  "  LIMIT $5"
-							  "  FOR UPDATE SKIP LOCKED),"
-							  " claimed AS ("
-							  " UPDATE durable.inbox i"
-							  "    SET state = 'leased',"
-							  "        token = pg_catalog.nextval('durable.token_seq'::pg_catalog.regclass),"
-							  "        owner = $1, lease_until = $2,"
-							  "        attempts = i.attempts + 1, sends = 0"
-							  "   FROM pick"
-							  "  WHERE i.id = pick.id"
-							  "    AND i.state = ANY (" INBOX_UNFINISHED ")"
-							  "    AND CASE WHEN i.state = 'pending' THEN i.not_before <= $3"
-							  "             ELSE i.lease_until < $3 AND i.attempts < $4 END"
-							  "  RETURNING i.id, i.token, i.source, i.message_id, i.chat_id,"
-							  "            i.kind, i.payload, i.attempts)"
-							  " SELECT * FROM claimed ORDER BY id",
+							  "UPDATE durable.inbox i"
+							  "   SET state = 'leased',"
+							  "       token = pg_catalog.nextval('durable.token_seq'::pg_catalog.regclass),"
+							  "       owner = $1, lease_until = $2,"
+							  "       attempts = i.attempts + 1, sends = 0"
+							  " WHERE i.id = ANY (ARRAY("
+							  "        SELECT c.id FROM durable.inbox c"
+							  "         WHERE c.finished_at IS NULL"
+							  "           AND CASE WHEN c.state = 'pending' THEN c.not_before <= $3"
+							  "                    ELSE c.lease_until < $3 AND c.attempts < $4 END"
+							  "           AND NOT EXISTS"
+							  "               (SELECT 1 FROM durable.inbox o"
+							  "                 WHERE o.chat_id = c.chat_id"
+							  "                   AND o.finished_at IS NULL"
+							  "                   AND o.id < c.id)"
+							  "         ORDER BY c.id"
+							  "         LIMIT $5"
+							  "         FOR UPDATE SKIP LOCKED))"
+							  "   AND i.finished_at IS NULL"
+							  "   AND CASE WHEN i.state = 'pending' THEN i.not_before <= $3"
+							  "            ELSE i.lease_until < $3 AND i.attempts < $4 END"
+							  " RETURNING i.id, i.token, i.source, i.message_id, i.chat_id,"
+							  "           i.kind, i.payload, i.attempts",
 							  5, types),
-				 values, NULL, SPI_OK_SELECT, 0);
+				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
 
 	n = SPI_processed;
-	for (row = 0; row < n; row++)
+	order = palloc(sizeof(uint64) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		order[i] = i;
+	if (n > 1)
+		qsort(order, n, sizeof(uint64), inbox_claimed_cmp);
+	for (i = 0; i < n; i++)
 	{
 		Datum		out[8];
 		bool		outnull[8];
@@ -564,11 +589,12 @@ inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease
 
 		for (col = 0; col < 8; col++)
 		{
-			outnull[col] = durable_col_isnull(row, col + 1);
-			out[col] = outnull[col] ? (Datum) 0 : durable_col(row, col + 1);
+			outnull[col] = durable_col_isnull(order[i], col + 1);
+			out[col] = outnull[col] ? (Datum) 0 : durable_col(order[i], col + 1);
 		}
 		durable_srf_put(fcinfo, out, outnull);
 	}
+	pfree(order);
 	return n;
 }
 
@@ -588,10 +614,11 @@ inbox_next_due(TimestampTz now)
 	values[0] = TimestampTzGetDatum(now);
 	durable_exec(durable_plan(&inbox_next_due_plan,
 							  "SELECT"
-							  " (SELECT pg_catalog.min(p.not_before) FROM durable.inbox p"
-							  "   WHERE p.state = 'pending' AND p.not_before > $1),"
-							  " (SELECT pg_catalog.min(l.lease_until) FROM durable.inbox l"
-							  "   WHERE l.state = 'leased' AND l.lease_until > $1)",
+							  " pg_catalog.min(p.not_before) FILTER"
+							  "   (WHERE p.state = 'pending' AND p.not_before > $1),"
+							  " pg_catalog.min(p.lease_until) FILTER"
+							  "   (WHERE p.state = 'leased' AND p.lease_until > $1)"
+							  " FROM durable.inbox p WHERE p.finished_at IS NULL",
 							  1, types),
 				 values, NULL, SPI_OK_SELECT, 1);
 	for (col = 1; col <= 2; col++)
@@ -705,12 +732,12 @@ durable_inbox_complete(PG_FUNCTION_ARGS)
 	SPI_connect();
 	durable_exec(durable_plan(&inbox_complete_plan,
 							  "UPDATE durable.inbox i"
-							  "   SET state = 'done', done_at = $3, lease_until = NULL"
+							  "   SET state = 'done', done_at = $3, finished_at = $3, lease_until = NULL"
 							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'"
 							  " RETURNING EXISTS"
 							  "  (SELECT 1 FROM durable.inbox o"
 							  "    WHERE o.chat_id = i.chat_id"
-							  "      AND o.state = ANY (" INBOX_UNFINISHED ")"
+							  "      AND o.finished_at IS NULL"
 							  "      AND o.id > i.id)",
 							  3, types),
 				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
@@ -798,13 +825,13 @@ durable_inbox_complete_batch(PG_FUNCTION_ARGS)
 	SPI_connect();
 	durable_exec(durable_plan(&inbox_complete_batch_plan,
 							  "UPDATE durable.inbox i"
-							  "   SET state = 'done', done_at = $3, lease_until = NULL"
+							  "   SET state = 'done', done_at = $3, finished_at = $3, lease_until = NULL"
 							  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS b(id, token)"
 							  " WHERE i.id = b.id AND i.token = b.token AND i.state = 'leased'"
 							  " RETURNING EXISTS"
 							  "  (SELECT 1 FROM durable.inbox o"
 							  "    WHERE o.chat_id = i.chat_id"
-							  "      AND o.state = ANY (" INBOX_UNFINISHED ")"
+							  "      AND o.finished_at IS NULL"
 							  "      AND o.id > i.id)",
 							  3, types),
 				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
@@ -878,9 +905,9 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 													  DURABLE_MAX_DELAY_US);
 	TimestampTz now = GetCurrentTimestamp();
 	Oid			lock_types[1] = {INT8OID};
-	Oid			fail_types[4] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
-	Datum		values[4];
-	char		nulls[4] = {' ', ' ', ' ', ' '};
+	Oid			fail_types[5] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID};
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	Datum		out[2];
 	bool		outnull[2] = {false, false};
 	char	   *state;
@@ -920,12 +947,14 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 	values[2] = TimestampTzGetDatum(not_before);
 	nulls[2] = dead ? 'n' : ' ';
 	values[3] = error;
+	values[4] = TimestampTzGetDatum(now);
 	durable_exec(durable_plan(&inbox_fail_plan,
 							  "UPDATE durable.inbox i"
 							  "   SET state = $2, not_before = COALESCE($3, i.not_before),"
-							  "       error = $4, lease_until = NULL"
+							  "       error = $4, lease_until = NULL,"
+							  "       finished_at = CASE WHEN $2 = 'dead' THEN $5 END"
 							  " WHERE i.id = $1",
-							  4, fail_types),
+							  5, fail_types),
 				 values, nulls, SPI_OK_UPDATE, 0);
 	if (SPI_processed != 1)
 		elog(ERROR, "durable: locked inbox record %lld vanished", (long long) id);
@@ -1003,7 +1032,7 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 	durable_exec(durable_plan(&inbox_replay_plan,
 							  "UPDATE durable.inbox i"
 							  "   SET state = 'pending', attempts = 0, not_before = $2,"
-							  "       lease_until = NULL, done_at = NULL"
+							  "       lease_until = NULL, done_at = NULL, finished_at = NULL"
 							  " WHERE i.id = $1 AND i.state = ANY (ARRAY['dead', 'done']::pg_catalog.text[])",
 							  2, types),
 				 values, NULL, SPI_OK_UPDATE, 0);

@@ -96,7 +96,8 @@ durable_metrics_reset(PG_FUNCTION_ARGS)
 
 /*
  * standing() → gauges from the journals.  Each count is answered by a
- * partial index of its state.  "Waiting" means inbox pending plus outbox
+ * partial index: the open inbox records (inbox_unfinished_idx), the dead
+ * ones (inbox_dead_idx), the outbox's by state.  "Waiting" means inbox pending plus outbox
  * pending and failed: work that nobody holds yet.
  */
 Datum
@@ -118,9 +119,12 @@ durable_standing(PG_FUNCTION_ARGS)
 	SPI_connect();
 	durable_exec(durable_plan(&plan,
 							  "SELECT"
-							  " (SELECT pg_catalog.count(*) FROM durable.inbox WHERE state = 'pending'),"
-							  " (SELECT pg_catalog.count(*) FROM durable.inbox WHERE state = 'leased'),"
-							  " (SELECT pg_catalog.count(*) FROM durable.inbox WHERE state = 'dead'),"
+							  " (SELECT pg_catalog.count(*) FILTER (WHERE state = 'pending')"
+							  "  FROM durable.inbox WHERE finished_at IS NULL),"
+							  " (SELECT pg_catalog.count(*) FILTER (WHERE state = 'leased')"
+							  "  FROM durable.inbox WHERE finished_at IS NULL),"
+							  " (SELECT pg_catalog.count(*) FROM durable.inbox"
+							  "   WHERE finished_at IS NOT NULL AND done_at IS NULL AND state = 'dead'),"
 							  " (SELECT pg_catalog.count(*) FROM durable.outbox WHERE state = 'pending'),"
 							  " (SELECT pg_catalog.count(*) FROM durable.outbox WHERE state = 'sending'),"
 							  " (SELECT pg_catalog.count(*) FROM durable.outbox WHERE state = 'failed'),"
@@ -128,8 +132,8 @@ durable_standing(PG_FUNCTION_ARGS)
 							  " (SELECT pg_catalog.count(*) FROM durable.outbox WHERE state = 'unknown'),"
 							  " LEAST("
 							  "  (SELECT i.created_at FROM durable.inbox i"
-							  "    WHERE i.state = ANY (ARRAY['pending', 'leased']::pg_catalog.text[])"
-							  "      AND i.state = 'pending' ORDER BY i.id LIMIT 1),"
+							  "    WHERE i.finished_at IS NULL AND i.state = 'pending'"
+							  "    ORDER BY i.id LIMIT 1),"
 							  "  (SELECT o.created_at FROM durable.outbox o"
 							  "    WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
 							  "    ORDER BY o.id LIMIT 1))",

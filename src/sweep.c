@@ -42,10 +42,16 @@
  * may join against a scan of every lost or purgeable row, which makes
  * clearing a backlog quadratic.)
  *
+ * Lost leases are found among the open records only: inbox records through
+ * inbox_unfinished_idx (finished_at IS NULL), sends in state sending
+ * through outbox_chat_unfinished_idx.  A pass costs the number of open
+ * records (those in flight or waiting), never the finished history.
+ *
  * Retention deletes through the partial indexes inbox_done_at_idx
- * (done_at WHERE state = 'done') and outbox_sent_at_idx (sent_at WHERE
+ * (done_at WHERE done_at IS NOT NULL) and outbox_sent_at_idx (sent_at WHERE
  * state = 'sent'), oldest first, then by primary key: the cost of a batch
- * is the batch, whatever the number of live records or of older backlog.  The same fencing shape keeps a record that a
+ * is the batch, whatever the number of live records or of older backlog.
+ * The same fencing shape keeps a record that a
  * concurrent transaction is replaying (SKIP LOCKED, then the state re-check).
  * One purge() call is one statement per journal in the caller's
  * transaction; to delete a large backlog without holding many row locks for
@@ -105,9 +111,11 @@ static TimestampTz sweep_ready_checked_at = 0;
 	"                THEN pg_catalog.format('%s after %s %s', $4, i.attempts," \
 	"                       CASE WHEN i.attempts = 1 THEN 'attempt' ELSE 'attempts' END)" \
 	"                ELSE i.error END," \
-	"        lease_until = NULL" \
+	"        lease_until = NULL," \
+	"        finished_at = CASE WHEN i.attempts >= $3 THEN $1 END" \
 	"  WHERE i.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c" \
-	"                          WHERE c.state = 'leased' AND " lost_c \
+	"                          WHERE c.finished_at IS NULL" \
+	"                            AND c.state = 'leased' AND " lost_c \
 	"                          ORDER BY " order_c " LIMIT $2" \
 	"                          FOR UPDATE SKIP LOCKED))" \
 	"    AND i.state = 'leased' AND " lost_i \
@@ -249,7 +257,7 @@ sweep_announce_due(TimestampTz since, TimestampTz now)
 	durable_exec(durable_plan(&plan,
 							  "SELECT"
 							  " EXISTS (SELECT 1 FROM durable.inbox i"
-							  "          WHERE i.state = 'pending'"
+							  "          WHERE i.finished_at IS NULL AND i.state = 'pending'"
 							  "            AND i.not_before > $1 AND i.not_before <= $2"
 							  "            AND i.not_before > i.created_at),"
 							  " (SELECT pg_catalog.count(*) FROM durable.outbox o"
@@ -303,7 +311,7 @@ sweep_purge(TimestampTz cutoff, int64 limit)
 	durable_exec(durable_plan(&inbox_plan,
 							  "DELETE FROM durable.inbox d"
 							  " WHERE d.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c"
-							  "                         WHERE c.state = 'done' AND c.done_at < $1"
+							  "                         WHERE c.done_at < $1 AND c.state = 'done'"
 							  "                         ORDER BY c.done_at LIMIT $2"
 							  "                         FOR UPDATE SKIP LOCKED))"
 							  "   AND d.state = 'done' AND d.done_at < $1",

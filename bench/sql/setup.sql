@@ -20,7 +20,8 @@ CREATE TABLE bench.ref_queue (
 CREATE INDEX ref_queue_pending_idx ON bench.ref_queue (id) WHERE state = 'pending';
 
 -- CPU time samples that the benchmark backends write about themselves
--- (utime + stime of /proc/self/stat, in clock ticks), every 200 cycles.
+-- (utime + stime of /proc/self/stat, in clock ticks), every 200 cycles
+-- (20 for the batch path).
 CREATE TABLE bench.cpu (
     tag    text NOT NULL,
     pid    integer NOT NULL,
@@ -111,11 +112,12 @@ $$;
 -- what a purge deletes.
 CREATE FUNCTION bench.inbox_done(n bigint, tag text, age interval) RETURNS void LANGUAGE sql AS $$
     INSERT INTO durable.inbox (source, message_id, chat_id, kind, payload, state, attempts,
-                               token, owner, not_before, created_at, done_at)
+                               token, owner, not_before, created_at, done_at, finished_at)
     SELECT 'bench', tag || '-' || g, (1 + (g * 7919) % 100000)::text, 'message',
            '{"text":"hello from the benchmark, about the size of a chat message"}',
            'done', 1, nextval('durable.token_seq'), 'bench-preload',
-           clock_timestamp() - age, clock_timestamp() - age, clock_timestamp() - age
+           clock_timestamp() - age, clock_timestamp() - age, clock_timestamp() - age,
+           clock_timestamp() - age
       FROM generate_series(1, n) g
 $$;
 

@@ -16,7 +16,7 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(418);
+SELECT plan(414);
 
 -- ---------------------------------------------------------------------------
 -- The extension and its schema
@@ -65,6 +65,7 @@ INSERT INTO tap_cols (tbl, col, typ) VALUES
     ('inbox', 'error', 'text'),
     ('inbox', 'created_at', 'timestamp with time zone'),
     ('inbox', 'done_at', 'timestamp with time zone'),
+    ('inbox', 'finished_at', 'timestamp with time zone'),
     ('outbox', 'key', 'text'),
     ('outbox', 'chat_id', 'text'),
     ('outbox', 'payload', 'jsonb'),
@@ -101,14 +102,13 @@ SELECT col_is_pk('durable', 'inbox', 'id', 'durable.inbox is keyed by id');
 SELECT col_is_pk('durable', 'outbox', 'key', 'durable.outbox is keyed by its idempotency key');
 SELECT col_is_pk('durable', 'sessions', ARRAY['bot', 'shard']::name[], 'durable.sessions holds one row per bot and shard');
 SELECT col_is_pk('durable', 'permit_buckets', 'bucket', 'durable.permit_buckets holds one row per bucket');
-SELECT is((SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'inbox_state_check'
-             AND conrelid = 'durable.inbox'::regclass),
-          $$CHECK ((state = ANY (ARRAY['pending'::text, 'leased'::text, 'done'::text, 'dead'::text])))$$,
-          'inbox states are pending, leased, done and dead');
-SELECT is((SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'outbox_state_check'
-             AND conrelid = 'durable.outbox'::regclass),
-          $$CHECK ((state = ANY (ARRAY['pending'::text, 'sending'::text, 'sent'::text, 'failed'::text, 'dead'::text, 'unknown'::text])))$$,
-          'outbox states are pending, sending, sent, failed, dead and unknown');
+-- No CHECK constraint on the journals (durable--0.2--0.3.sql says why).
+SELECT is_empty($$SELECT conname FROM pg_constraint
+                   WHERE conrelid = 'durable.inbox'::regclass AND contype = 'c'$$,
+                'durable.inbox has no CHECK constraint (re-planned by every statement)');
+SELECT is_empty($$SELECT conname FROM pg_constraint
+                   WHERE conrelid = 'durable.outbox'::regclass AND contype = 'c'$$,
+                'durable.outbox has no CHECK constraint (re-planned by every statement)');
 SELECT table_privs_are('durable', t, 'public', ARRAY[]::name[], format('PUBLIC has no privilege on durable.%s', t))
   FROM unnest(ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits']::name[]) AS t;
 SELECT sequence_privs_are('durable', s, 'public', ARRAY[]::name[], format('PUBLIC has no privilege on durable.%s', s))
@@ -212,23 +212,20 @@ SELECT function_privs_are('durable', fn, args, 'public', ARRAY[]::name[], format
   FROM tap_fn_oids ORDER BY n;
 
 -- ---------------------------------------------------------------------------
--- Indexes: exactly those of durable--0.1.sql
+-- Indexes: exactly those of the default version (durable--0.2--0.3.sql)
 -- ---------------------------------------------------------------------------
 CREATE TEMP TABLE tap_idx (tbl name, idx name, def text, n serial);
 INSERT INTO tap_idx (tbl, idx, def) VALUES
     ('inbox', 'inbox_pkey', 'CREATE UNIQUE INDEX inbox_pkey ON durable.inbox USING btree (id)'),
     ('inbox', 'inbox_source_message_id_key', 'CREATE UNIQUE INDEX inbox_source_message_id_key ON durable.inbox USING btree (source, message_id) WHERE (message_id IS NOT NULL)'),
     ('inbox', 'inbox_source_content_hash_key', 'CREATE UNIQUE INDEX inbox_source_content_hash_key ON durable.inbox USING btree (source, content_hash) WHERE (message_id IS NULL)'),
-    ('inbox', 'inbox_unfinished_idx', $$CREATE INDEX inbox_unfinished_idx ON durable.inbox USING btree (id) WHERE (state = ANY (ARRAY['pending'::text, 'leased'::text]))$$),
-    ('inbox', 'inbox_chat_unfinished_idx', $$CREATE INDEX inbox_chat_unfinished_idx ON durable.inbox USING btree (chat_id, id) WHERE (state = ANY (ARRAY['pending'::text, 'leased'::text]))$$),
-    ('inbox', 'inbox_lease_until_idx', $$CREATE INDEX inbox_lease_until_idx ON durable.inbox USING btree (lease_until) WHERE (state = 'leased'::text)$$),
-    ('inbox', 'inbox_not_before_idx', $$CREATE INDEX inbox_not_before_idx ON durable.inbox USING btree (not_before) WHERE (state = 'pending'::text)$$),
-    ('inbox', 'inbox_done_at_idx', $$CREATE INDEX inbox_done_at_idx ON durable.inbox USING btree (done_at) WHERE (state = 'done'::text)$$),
-    ('inbox', 'inbox_dead_idx', $$CREATE INDEX inbox_dead_idx ON durable.inbox USING btree (id) WHERE (state = 'dead'::text)$$),
+    ('inbox', 'inbox_unfinished_idx', $$CREATE INDEX inbox_unfinished_idx ON durable.inbox USING btree (id) WHERE (finished_at IS NULL)$$),
+    ('inbox', 'inbox_chat_unfinished_idx', $$CREATE INDEX inbox_chat_unfinished_idx ON durable.inbox USING btree (chat_id, id) WHERE (finished_at IS NULL)$$),
+    ('inbox', 'inbox_done_at_idx', $$CREATE INDEX inbox_done_at_idx ON durable.inbox USING btree (done_at) WHERE (done_at IS NOT NULL)$$),
+    ('inbox', 'inbox_dead_idx', $$CREATE INDEX inbox_dead_idx ON durable.inbox USING btree (id) WHERE ((finished_at IS NOT NULL) AND (done_at IS NULL))$$),
     ('outbox', 'outbox_pkey', 'CREATE UNIQUE INDEX outbox_pkey ON durable.outbox USING btree (key)'),
     ('outbox', 'outbox_waiting_idx', $$CREATE INDEX outbox_waiting_idx ON durable.outbox USING btree (id) WHERE (state = ANY (ARRAY['pending'::text, 'failed'::text]))$$),
     ('outbox', 'outbox_chat_unfinished_idx', $$CREATE INDEX outbox_chat_unfinished_idx ON durable.outbox USING btree (chat_id, id) WHERE (state = ANY (ARRAY['pending'::text, 'sending'::text, 'failed'::text]))$$),
-    ('outbox', 'outbox_lease_until_idx', $$CREATE INDEX outbox_lease_until_idx ON durable.outbox USING btree (lease_until) WHERE (state = 'sending'::text)$$),
     ('outbox', 'outbox_not_before_idx', $$CREATE INDEX outbox_not_before_idx ON durable.outbox USING btree (not_before) WHERE (state = ANY (ARRAY['pending'::text, 'failed'::text]))$$),
     ('outbox', 'outbox_sent_at_idx', $$CREATE INDEX outbox_sent_at_idx ON durable.outbox USING btree (sent_at) WHERE (state = 'sent'::text)$$),
     ('outbox', 'outbox_parked_idx', $$CREATE INDEX outbox_parked_idx ON durable.outbox USING btree (id) WHERE (state = ANY (ARRAY['dead'::text, 'unknown'::text]))$$),
@@ -237,7 +234,7 @@ INSERT INTO tap_idx (tbl, idx, def) VALUES
     ('permits', 'permits_bucket_granted_at_idx', 'CREATE INDEX permits_bucket_granted_at_idx ON durable.permits USING btree (bucket, granted_at)');
 
 SELECT indexes_are('durable', t, (SELECT array_agg(idx) FROM tap_idx WHERE tbl = t),
-                   format('durable.%s has exactly the indexes of durable--0.1.sql', t))
+                   format('durable.%s has exactly the indexes of the default version', t))
   FROM unnest(ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits']::name[]) AS t;
 SELECT has_index('durable', tbl, idx, format('index %s exists on durable.%s', idx, tbl)) FROM tap_idx ORDER BY n;
 SELECT is(pg_get_indexdef(format('durable.%I', idx)::regclass), def, format('index %s: columns and predicate', idx))
