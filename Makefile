@@ -36,6 +36,10 @@ ISOLATION_OPTS = --inputdir=test --load-extension=durable
 NO_INSTALLCHECK = 0
 
 PG_CPPFLAGS = -I$(srcdir)/src -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
+# The library checks that the database's tables are its version's (pgxs.mk
+# expands PG_CPPFLAGS when it is included: the version is read here).
+DURABLE_VERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))durable.control)
+PG_CPPFLAGS += -DDURABLE_VERSION='"$(DURABLE_VERSION)"'
 ifdef WERROR
 PG_CPPFLAGS += -Werror
 endif
@@ -60,7 +64,6 @@ test/crash/botsim: test/crash/botsim.c
 # durablectl, the operator's command-line tool (libpq): built by `make`,
 # installed by `make install` beside psql in $(bindir).  examples/c/bot is
 # the example bot in C (built by `make tools`, not installed).
-DURABLE_VERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(srcdir)/durable.control)
 all: cli/durablectl
 cli/durablectl: cli/durablectl.c durable.control
 	$(CC) -O2 -Wall -Wextra $(if $(WERROR),-Werror) -DDURABLECTL_VERSION='"$(DURABLE_VERSION)"' \

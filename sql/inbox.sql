@@ -262,6 +262,40 @@ SELECT inbound_journaled, inbound_duplicates, inbound_dead, inbound_replayed, st
   FROM durable.metrics();
 
 --
+-- TESTS: the journal's invariants hold over everything this file did (0.3
+-- keeps them in code, not in CHECK constraints: see durable--0.2--0.3.sql)
+--
+SELECT count(*) AS broken FROM durable.inbox
+ WHERE state NOT IN ('pending', 'leased', 'done', 'dead')
+    OR (finished_at IS NULL) <> (state IN ('pending', 'leased'))
+    OR (done_at IS NULL) <> (state <> 'done')
+    OR (state = 'done' AND finished_at <> done_at)
+    OR (message_id IS NULL) = (content_hash IS NULL)
+    OR (state = 'leased') <> (lease_until IS NOT NULL);
+
+--
+-- TESTS: lease transitions are HOT updates (they change no indexed column)
+--
+TRUNCATE durable.inbox;
+BEGIN;
+-- (this backend's counters since they were last flushed: deltas count)
+SELECT pg_stat_get_xact_tuples_updated('durable.inbox'::regclass) AS upd0,
+       pg_stat_get_xact_tuples_hot_updated('durable.inbox'::regclass) AS hot0 \gset
+SELECT id AS hot_id FROM durable.inbox_admit('docs', 'hot-1', 'chat-hot') \gset
+SELECT token AS hot_t1 FROM durable.inbox_claim('bot-hot') \gset
+SELECT durable.inbox_heartbeat(:hot_id, :hot_t1) > now() AS extended;
+SELECT state FROM durable.inbox_fail(:hot_id, :hot_t1, 'try again', retry_in => '0');
+SELECT token AS hot_t2 FROM durable.inbox_claim('bot-hot') \gset
+-- claim, heartbeat, retry, claim: 4 updates, all HOT
+SELECT pg_stat_get_xact_tuples_updated('durable.inbox'::regclass) - :upd0 AS updated,
+       pg_stat_get_xact_tuples_hot_updated('durable.inbox'::regclass) - :hot0 AS hot;
+SELECT durable.inbox_complete(:hot_id, :hot_t2);
+-- the completion leaves the open records' indexes: the one update that is not HOT
+SELECT pg_stat_get_xact_tuples_updated('durable.inbox'::regclass) - :upd0 AS updated,
+       pg_stat_get_xact_tuples_hot_updated('durable.inbox'::regclass) - :hot0 AS hot;
+COMMIT;
+
+--
 -- CLEANUP
 --
 TRUNCATE durable.inbox;

@@ -89,6 +89,8 @@ extern int64 durable_arg_wait_us(FunctionCallInfo fcinfo, int argno);
  * Return the plan cached in *cache, preparing and keeping it on first use.
  * The statement must schema-qualify every name it uses.
  */
+extern char *durable_installed_version(void);
+extern bool durable_schema_current(char **installed);
 extern SPIPlanPtr durable_plan(SPIPlanPtr *cache, const char *sql, int nargs,
 							   const Oid *argtypes);
 

@@ -18,20 +18,99 @@
 
 #include <math.h>
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_extension.h"
 #include "commands/async.h"
 #include "common/pg_prng.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/json.h"
+#include "utils/rel.h"
+
+#ifndef DURABLE_VERSION
+#error "DURABLE_VERSION must be defined (the Makefile reads it from durable.control)"
+#endif
+StaticAssertDecl(sizeof(DURABLE_VERSION) > 1, "DURABLE_VERSION is empty");
+
+/*
+ * The version of durable installed in this database (palloc'd), or NULL
+ * when it is not installed.
+ */
+char *
+durable_installed_version(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	char	   *version = NULL;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("durable"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tuple, Anum_pg_extension_extversion,
+									 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			version = text_to_cstring(DatumGetTextPP(d));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return version;
+}
+
+/*
+ * Whether the tables this library's statements name are those of its own
+ * version.  One library serves every version's SQL functions, so after the
+ * binaries of a new version are installed, a database whose extension was
+ * not yet updated has the old tables; its statements would fail on a
+ * missing column, or worse, find no index for their predicates.
+ */
+bool
+durable_schema_current(char **installed)
+{
+	char	   *version = durable_installed_version();
+
+	if (installed)
+		*installed = version;
+	return version == NULL || strcmp(version, DURABLE_VERSION) == 0;
+}
 
 SPIPlanPtr
 durable_plan(SPIPlanPtr *cache, const char *sql, int nargs, const Oid *argtypes)
 {
+	static bool schema_checked = false;
 	SPIPlanPtr	plan;
 
 	if (*cache != NULL)
 		return *cache;
+
+	/*
+	 * Checked once per backend, before its first plan: a plan prepared
+	 * against the right tables stays right (an update only ever moves a
+	 * database forward to the library's version).
+	 */
+	if (!schema_checked)
+	{
+		char	   *installed;
+
+		if (!durable_schema_current(&installed))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("durable's library is version %s but this database has durable %s",
+							DURABLE_VERSION, installed),
+					 errhint("Run ALTER EXTENSION durable UPDATE in this database.")));
+		schema_checked = true;
+	}
 
 	/*
 	 * Generic plans only: every statement is written for one index path

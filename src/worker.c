@@ -725,6 +725,30 @@ wkr_exit_dropped(void)
 }
 
 /*
+ * Whether this database's durable is the library's version.  If it is not
+ * (new binaries installed, ALTER EXTENSION durable UPDATE not yet run), the
+ * worker skips its passes and says so once, rather than failing on every
+ * pass.  Caller must be in a transaction.
+ */
+static bool
+wkr_schema_current(void)
+{
+	static bool warned = false;
+	char	   *installed;
+
+	if (durable_schema_current(&installed))
+		return true;
+	if (!warned)
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("durable worker for database \"%s\" is idle: the library is version %s but the database has durable %s",
+						wkr_dbname, DURABLE_VERSION, installed),
+				 errhint("Run ALTER EXTENSION durable UPDATE in this database.")));
+	warned = true;
+	return false;
+}
+
+/*
  * One sweep pass in a transaction of its own, in worker_spi's order.
  * Returns false when the extension is gone; *more says a step filled its
  * batch.
@@ -745,7 +769,7 @@ wkr_pass(bool *more)
 	pgstat_report_activity(STATE_RUNNING, "durable sweep");
 
 	present = wkr_lock_extension();
-	if (present)
+	if (present && wkr_schema_current())
 		durable_sweep_pass(GetCurrentTimestamp(), &res);
 
 	SPI_finish();

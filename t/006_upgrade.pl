@@ -10,7 +10,7 @@
 # records in every state through the API; after the walk:
 #
 #   - every table's rows are unchanged (count and md5 over the rows), and so
-#     are the sequences;
+#     are the sequences; 0.3's inbox.finished_at is filled from the state;
 #   - the journals still work across the upgrade: the leased record
 #     completes under its token (and a stale token is refused), a sent key is
 #     answered from the journal, a message seen before is a duplicate;
@@ -114,35 +114,47 @@ my $catalog_sql = q{
 	 WHERE pg_describe_object(classoid, objoid, objsubid) ~ '(^| )durable\.|schema durable'
 	ORDER BY 1};
 
-# ---- records in every state, through the 0.1 API
+# ---- records in every state, as the 0.1 API writes them
+# (written directly: the installed library is the newest version's, and its
+# functions refuse to run on an older schema until the update; see below)
 my $setup = q{
-	SELECT durable.inbox_complete(id, token)
-	  FROM durable.inbox_admit('tg', 'done-1', 'chat-1', '{"text":"done"}', instance => 'bot-1');
-	SELECT * FROM durable.inbox_admit('tg', 'pending-1', 'chat-2', '{"text":"pending"}');
-	SELECT * FROM durable.inbox_admit('tg', NULL, 'chat-3', '{"text":"no id"}');
-	SELECT * FROM durable.inbox_admit('tg', 'leased-1', 'chat-4', '{"text":"leased"}', instance => 'bot-1', lease => '1 hour');
-	SELECT durable.inbox_fail(id, token, 'handler crashed', '1 hour')
-	  FROM durable.inbox_admit('tg', 'failed-1', 'chat-5', '{"text":"failed"}', instance => 'bot-1');
-	SET durable.inbox_max_attempts = 1;
-	SELECT durable.inbox_fail(id, token, 'poison message')
-	  FROM durable.inbox_admit('tg', 'dead-1', 'chat-6', '{"text":"dead"}', instance => 'bot-1');
-	RESET durable.inbox_max_attempts;
-	SELECT * FROM durable.outbox_enqueue('k-pending', 'chat-1', '{"text":"pending"}');
-	SELECT * FROM durable.outbox_begin('k-sending', 'chat-3', '{"text":"sending"}', 'bot-1', lease => '1 hour');
-	SELECT durable.outbox_sent(key, token, 'provider-42')
-	  FROM durable.outbox_begin('k-sent', 'chat-4', '{"text":"sent"}', 'bot-1');
-	SELECT durable.outbox_failed(key, token, 'HTTP 403', false)
-	  FROM durable.outbox_begin('k-dead', 'chat-6', '{"text":"dead"}', 'bot-1');
-	SELECT * FROM durable.outbox_begin('k-unknown', 'chat-7', '{"text":"unknown"}', 'bot-old');
-	SELECT * FROM durable.instance_start('bot-old');
-	SELECT durable.session_save('bot-1', 0, 'session-secret', 1234, 'wss://gateway', 1);
-	SELECT durable.permit('identify:1.2.3.4', 5, '1 hour');
+	INSERT INTO durable.inbox (source, message_id, content_hash, chat_id, kind, payload, state, attempts,
+	                           token, owner, lease_until, not_before, error, created_at, done_at)
+	VALUES ('tg', 'done-1', NULL, 'chat-1', 'message', '{"text":"done"}', 'done', 1,
+	        nextval('durable.token_seq'), 'bot-1', NULL, now(), NULL, now(), now()),
+	       ('tg', 'pending-1', NULL, 'chat-2', 'message', '{"text":"pending"}', 'pending', 0,
+	        NULL, NULL, NULL, now(), NULL, now(), NULL),
+	       ('tg', NULL, sha256('no id'), 'chat-3', 'message', '{"text":"no id"}', 'pending', 0,
+	        NULL, NULL, NULL, now(), NULL, now(), NULL),
+	       ('tg', 'leased-1', NULL, 'chat-4', 'message', '{"text":"leased"}', 'leased', 1,
+	        nextval('durable.token_seq'), 'bot-1', now() + interval '1 hour', now(), NULL, now(), NULL),
+	       ('tg', 'failed-1', NULL, 'chat-5', 'message', '{"text":"failed"}', 'pending', 1,
+	        nextval('durable.token_seq'), 'bot-1', NULL, now() + interval '1 hour', 'handler crashed', now(), NULL),
+	       ('tg', 'dead-1', NULL, 'chat-6', 'message', '{"text":"dead"}', 'dead', 1,
+	        nextval('durable.token_seq'), 'bot-1', NULL, now(), 'poison message', now(), NULL);
+	INSERT INTO durable.outbox (key, chat_id, payload, state, attempts, token, owner, lease_until,
+	                            not_before, provider_message_id, error, created_at, sent_at)
+	VALUES ('k-pending', 'chat-1', '{"text":"pending"}', 'pending', 0, NULL, NULL, NULL,
+	        now(), NULL, NULL, now(), NULL),
+	       ('k-sending', 'chat-3', '{"text":"sending"}', 'sending', 1, nextval('durable.token_seq'), 'bot-1',
+	        now() + interval '1 hour', now(), NULL, NULL, now(), NULL),
+	       ('k-sent', 'chat-4', '{"text":"sent"}', 'sent', 1, nextval('durable.token_seq'), 'bot-1', NULL,
+	        now(), 'provider-42', NULL, now(), now()),
+	       ('k-dead', 'chat-6', '{"text":"dead"}', 'dead', 1, nextval('durable.token_seq'), 'bot-1', NULL,
+	        now(), NULL, 'HTTP 403', now(), NULL),
+	       ('k-unknown', 'chat-7', '{"text":"unknown"}', 'unknown', 1, nextval('durable.token_seq'), 'bot-old', NULL,
+	        now(), NULL, NULL, now(), NULL);
+	INSERT INTO durable.sessions (bot, shard, session_id, sequence, resume_url, total_shards, saved_at)
+	VALUES ('bot-1', 0, 'session-secret', 1234, 'wss://gateway', 1, now());
+	INSERT INTO durable.permit_buckets (bucket, per, last_granted_at) VALUES ('identify:1.2.3.4', '1 hour', now());
+	INSERT INTO durable.permits (bucket, granted_at) VALUES ('identify:1.2.3.4', now());
 };
 
 # count and md5 of every table of the extension, and the sequences' positions
+# (the inbox's without finished_at, the column 0.3 adds and fills)
 my $data_sql = q{
 	SELECT string_agg(line, E'\n' ORDER BY line) FROM (
-	  SELECT 'durable.inbox ' || count(*) || ' ' || md5(coalesce(string_agg(t::text, ',' ORDER BY t.id), '')) FROM durable.inbox t
+	  SELECT 'durable.inbox ' || count(*) || ' ' || md5(coalesce(string_agg((to_jsonb(t) - 'finished_at')::text, ',' ORDER BY t.id), '')) FROM durable.inbox t
 	  UNION ALL
 	  SELECT 'durable.outbox ' || count(*) || ' ' || md5(coalesce(string_agg(t::text, ',' ORDER BY t.key), '')) FROM durable.outbox t
 	  UNION ALL
@@ -189,6 +201,12 @@ for my $from (@versions)
 	if ($loaded)
 	{
 		$node->safe_psql($db, $setup);
+		# the newest library refuses the older schema, with what to do
+		my ($rc, $stdout, $stderr) = $node->psql($db,
+			"SELECT * FROM durable.inbox_admit('tg', 'too-early', 'chat-9', '{}')",
+			extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+		like($stderr, qr/55000.*durable's library is version \Q$default\E but this database has durable \Q$from\E.*HINT:\s+Run ALTER EXTENSION durable UPDATE/s,
+			"$db: before the update the API refuses the older schema (55000, with the hint)");
 		($leased_id, $leased_token) = split /\|/,
 		  $node->safe_psql($db, "SELECT id, token FROM durable.inbox WHERE message_id = 'leased-1'");
 		$before = $node->safe_psql($db, $data_sql);
@@ -220,6 +238,10 @@ for my $from (@versions)
 	next unless $loaded;
 
 	is($node->safe_psql($db, $data_sql), $before, "$db: every row and sequence is unchanged by the update");
+	is($node->safe_psql($db, q{SELECT count(*) FROM durable.inbox
+		 WHERE (finished_at IS NULL) <> (state IN ('pending', 'leased'))
+		    OR (state = 'done' AND finished_at IS DISTINCT FROM done_at)}),
+		'0', "$db: finished_at is filled for the done and dead records, and only for them");
 
 	# the journals still work across the upgrade
 	my ($ret, $out, $err) = $node->psql($db,
@@ -239,7 +261,7 @@ for my $from (@versions)
 	is($node->safe_psql($db, q{SELECT inbox_dead || ' ' || outbox_dead || ' ' || outbox_unknown FROM durable.stat_standing},
 			extra_params => [ '-U', 'upgrade_monitor' ]),
 		'1 1 1', "$db: pg_monitor reads durable.stat_standing after the update");
-	is($node->safe_psql($db, q{SELECT inbound_dead >= 1 FROM durable.stat_counters},
+	is($node->safe_psql($db, q{SELECT stale_leases >= 1 FROM durable.stat_counters},
 			extra_params => [ '-U', 'upgrade_monitor' ]),
 		't', "$db: pg_monitor reads durable.stat_counters after the update");
 	($ret, $out, $err) = $node->psql($db, 'SELECT durable.metrics_reset()',

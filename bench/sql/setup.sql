@@ -45,6 +45,12 @@ CREATE FUNCTION bench.cpu_per_cycle(t text, hz integer) RETURNS numeric LANGUAGE
 $$;
 
 -- RSS samples that the backend of the memory test writes about itself.
+-- Admit-to-claim latencies of the wakeup section (claim_wait.sql, claim_poll.sql).
+CREATE TABLE bench.wake (
+    mode text NOT NULL,
+    age  interval NOT NULL
+);
+
 CREATE TABLE bench.rss (
     cycles      bigint NOT NULL,
     calls       bigint NOT NULL,

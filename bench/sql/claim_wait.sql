@@ -1,0 +1,10 @@
+-- Admit-to-claim latency, waiting claimer: inbox_claim(wait => 2 s) sleeps
+-- in the server until an admit's commit wakes it; the record's age when the
+-- claim returns (now minus created_at, which inbox_admit set before its
+-- commit) is written to bench.wake, then the record is completed.
+SELECT coalesce(max(id), 0) AS cid, coalesce(max(token), 0) AS ctok
+  FROM durable.inbox_claim(instance => 'waiter', wait => '2 s') \gset
+\if :cid > 0
+INSERT INTO bench.wake SELECT :'mode', clock_timestamp() - created_at FROM durable.inbox WHERE id = :cid::bigint;
+SELECT durable.inbox_complete(:cid::bigint, :ctok::bigint);
+\endif
