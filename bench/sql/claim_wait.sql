@@ -5,6 +5,6 @@
 SELECT coalesce(max(id), 0) AS cid, coalesce(max(token), 0) AS ctok
   FROM durable.inbox_claim(instance => 'waiter', wait => '2 s') \gset
 \if :cid > 0
-INSERT INTO bench.wake SELECT :'mode', clock_timestamp() - created_at FROM durable.inbox WHERE id = :cid::bigint;
+INSERT INTO bench.wake SELECT 'wait', clock_timestamp() - created_at FROM durable.inbox WHERE id = :cid::bigint;
 SELECT durable.inbox_complete(:cid::bigint, :ctok::bigint);
 \endif
