@@ -296,6 +296,16 @@ SELECT pg_stat_get_xact_tuples_updated('durable.inbox'::regclass) - :upd0 AS upd
 COMMIT;
 
 --
+-- TESTS: a waiting claim returns at once when its statement is cancelled
+-- (here by statement_timeout), not when its wait ends; nothing is claimable
+--
+SET statement_timeout = '300ms';
+SELECT clock_timestamp() AS cancel_t0 \gset
+SELECT * FROM durable.inbox_claim('bot-cancel', wait => '30 s');
+RESET statement_timeout;
+SELECT clock_timestamp() - :'cancel_t0'::timestamptz < interval '5 s' AS returned_at_once;
+
+--
 -- CLEANUP
 --
 TRUNCATE durable.inbox;
