@@ -102,10 +102,11 @@ PG_INCLUDEDIR_SERVER := $(shell $(PG_CONFIG) --includedir-server)
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 		--inline-suppr --suppress=missingIncludeSystem --suppress=unknownMacro \
-		-I src -I $(PG_INCLUDEDIR_SERVER) -D__GNUC__ src/*.c
+		-I src -I $(PG_INCLUDEDIR_SERVER) -D__GNUC__ -DDURABLE_VERSION='"$(DURABLE_VERSION)"' src/*.c
 	clang-tidy --quiet --warnings-as-errors='*' \
 		--checks='-*,clang-analyzer-*,bugprone-*,-bugprone-reserved-identifier,-bugprone-easily-swappable-parameters,-bugprone-narrowing-conversions,-bugprone-sizeof-expression,-bugprone-branch-clone,-bugprone-implicit-widening-of-multiplication-result,-clang-analyzer-security.insecureAPI.*,-clang-analyzer-deadcode.DeadStores' \
-		src/*.c -- -I src -I $(PG_INCLUDEDIR_SERVER) -I$(shell $(PG_CONFIG) --includedir)
+		src/*.c -- -I src -I $(PG_INCLUDEDIR_SERVER) -I$(shell $(PG_CONFIG) --includedir) \
+		-DDURABLE_VERSION='"$(DURABLE_VERSION)"'
 
 .PHONY: test demo bench
 test:
