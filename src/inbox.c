@@ -948,11 +948,12 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 	nulls[2] = dead ? 'n' : ' ';
 	values[3] = error;
 	values[4] = TimestampTzGetDatum(now);
+	nulls[4] = dead ? ' ' : 'n';
 	durable_exec(durable_plan(&inbox_fail_plan,
 							  "UPDATE durable.inbox i"
 							  "   SET state = $2, not_before = COALESCE($3, i.not_before),"
 							  "       error = $4, lease_until = NULL,"
-							  "       finished_at = CASE WHEN $2 = 'dead' THEN $5 END"
+							  "       finished_at = $5"
 							  " WHERE i.id = $1",
 							  5, fail_types),
 				 values, nulls, SPI_OK_UPDATE, 0);

@@ -96,7 +96,8 @@ durable_metrics_reset(PG_FUNCTION_ARGS)
 
 /*
  * standing() → gauges from the journals.  Each count is answered by a
- * partial index: the open inbox records (inbox_unfinished_idx), the dead
+ * partial index: the open inbox records (inbox_unfinished_idx, read once
+ * for both of their counts), the dead
  * ones (inbox_dead_idx), the outbox's by state.  "Waiting" means inbox pending plus outbox
  * pending and failed: work that nobody holds yet.
  */
@@ -118,11 +119,7 @@ durable_standing(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	durable_exec(durable_plan(&plan,
-							  "SELECT"
-							  " (SELECT pg_catalog.count(*) FILTER (WHERE state = 'pending')"
-							  "  FROM durable.inbox WHERE finished_at IS NULL),"
-							  " (SELECT pg_catalog.count(*) FILTER (WHERE state = 'leased')"
-							  "  FROM durable.inbox WHERE finished_at IS NULL),"
+							  "SELECT open.pending, open.leased,"
 							  " (SELECT pg_catalog.count(*) FROM durable.inbox"
 							  "   WHERE finished_at IS NOT NULL AND done_at IS NULL AND state = 'dead'),"
 							  " (SELECT pg_catalog.count(*) FROM durable.outbox WHERE state = 'pending'),"
@@ -136,7 +133,11 @@ durable_standing(PG_FUNCTION_ARGS)
 							  "    ORDER BY i.id LIMIT 1),"
 							  "  (SELECT o.created_at FROM durable.outbox o"
 							  "    WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
-							  "    ORDER BY o.id LIMIT 1))",
+							  "    ORDER BY o.id LIMIT 1))"
+							  " FROM (SELECT pg_catalog.count(*) FILTER (WHERE state = 'pending'),"
+							  "              pg_catalog.count(*) FILTER (WHERE state = 'leased')"
+							  "         FROM durable.inbox WHERE finished_at IS NULL)"
+							  "      AS open(pending, leased)",
 							  0, NULL),
 				 NULL, NULL, SPI_OK_SELECT, 1);
 
