@@ -23,7 +23,7 @@ OBJS = \
 	src/waiting.o
 
 EXTENSION = durable
-DATA = durable--0.1.sql durable--0.1--0.2.sql durable--0.2--0.3.sql
+DATA = durable--0.1.sql durable--0.1--0.2.sql durable--0.2--0.3.sql durable--0.3--0.4.sql
 PGFILEDESC = "durable - journaled inbox and outbox for chat bots"
 
 # One file per feature; each reads as documentation of that feature.
@@ -47,6 +47,9 @@ endif
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# The version is compiled in: a new default_version must rebuild its user.
+src/spi_util.o: durable.control
 
 # Print a make variable (used by scripts/test to find the suites).
 print-%:

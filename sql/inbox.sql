@@ -296,6 +296,27 @@ SELECT pg_stat_get_xact_tuples_updated('durable.inbox'::regclass) - :upd0 AS upd
 COMMIT;
 
 --
+-- TESTS: per-chat probes read inbox_chat_unfinished_idx, once per call, and
+-- cannot be planned on inbox_unfinished_idx (there a probe would walk every
+-- dead entry a long transaction keeps: durable--0.3--0.4.sql)
+--
+TRUNCATE durable.inbox;
+BEGIN;
+SELECT pg_stat_get_xact_numscans('durable.inbox_unfinished_idx'::regclass) AS open0,
+       pg_stat_get_xact_numscans('durable.inbox_chat_unfinished_idx'::regclass) AS chat0 \gset
+-- an admit with an instance probes its chat once, on the chat index
+SELECT state FROM durable.inbox_admit('docs', 'probe-1', 'chat-probe-1', instance => 'bot-probe');
+SELECT pg_stat_get_xact_numscans('durable.inbox_unfinished_idx'::regclass) - :open0 AS open_scans,
+       pg_stat_get_xact_numscans('durable.inbox_chat_unfinished_idx'::regclass) - :chat0 AS chat_scans;
+-- without the chat index, neither the admit's nor the completion's probe uses the queue-wide index
+DROP INDEX durable.inbox_chat_unfinished_idx;
+SELECT id AS probe_id, token AS probe_token
+  FROM durable.inbox_admit('docs', 'probe-2', 'chat-probe-2', instance => 'bot-probe') \gset
+SELECT durable.inbox_complete(:probe_id, :probe_token);
+SELECT pg_stat_get_xact_numscans('durable.inbox_unfinished_idx'::regclass) - :open0 AS open_scans;
+ROLLBACK;
+
+--
 -- TESTS: a waiting claim returns at once when its statement is cancelled
 -- (here by statement_timeout), not when its wait ends; nothing is claimable
 --

@@ -27,6 +27,15 @@
 /* Ids, keys, instance names and other identifying text: at most this many bytes. */
 #define DURABLE_MAX_ID_BYTES	512
 
+/*
+ * The condition of a scan of the open inbox records in id order (claims,
+ * lease recovery, due times): the predicate of inbox_unfinished_idx, spelled
+ * exactly so that the planner can use it.  Its "id > 0" is always true and
+ * is there so that per-chat probes, which spell only "finished_at IS NULL",
+ * cannot be planned on this index (durable--0.3--0.4.sql says why).
+ */
+#define INBOX_OPEN_SCAN(alias)	alias ".finished_at IS NULL AND " alias ".id > 0"
+
 /* ---- Settings (durable.c) ---- */
 extern int	durable_lease_ms;
 extern int	durable_inbox_max_attempts;

@@ -92,9 +92,9 @@ PG_FUNCTION_INFO_V1(durable_inbox_replay);
 
 /*
  * A record is open (pending or leased) while its finished_at is NULL: the
- * predicate of the partial indexes inbox_unfinished_idx and
- * inbox_chat_unfinished_idx, which every statement below spells exactly so
- * that the planner can use them.  finished_at is set when a record becomes
+ * predicate of the partial index inbox_chat_unfinished_idx, which per-chat
+ * probes spell exactly, and of inbox_unfinished_idx, which scans in id
+ * order spell as INBOX_OPEN_SCAN.  finished_at is set when a record becomes
  * done or dead and cleared when it is replayed; no other transition touches
  * an indexed column, so claims, heartbeats, retries and takeovers are HOT
  * updates (durable--0.2--0.3.sql).
@@ -375,7 +375,9 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 		 * may waste one, which is harmless since tokens only need to grow.
 		 * With the chat lock held, every committed record of the chat is
 		 * older than this one, so "no unfinished record in the chat" is
-		 * "no older unfinished record".
+		 * "no older unfinished record".  OFFSET 0 keeps the subquery l from
+		 * being pulled up: pulled up, its probe was copied into each CASE
+		 * that reads l.lease and ran five times per admit.
 		 */
 		durable_exec(durable_plan(&inbox_insert_plan,
 								  "INSERT INTO durable.inbox AS i"
@@ -391,7 +393,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 								  " FROM (SELECT $7::pg_catalog.text IS NOT NULL AND NOT EXISTS"
 								  "        (SELECT 1 FROM durable.inbox o"
 								  "          WHERE o.chat_id = $4"
-								  "            AND o.finished_at IS NULL) AS lease) AS l"
+								  "            AND o.finished_at IS NULL) AS lease OFFSET 0) AS l"
 								  " ON CONFLICT DO NOTHING"
 								  " RETURNING i.id, i.token, i.state",
 								  9, insert_types),
@@ -556,7 +558,7 @@ inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease
 							  "       attempts = i.attempts + 1, sends = 0"
 							  " WHERE i.id = ANY (ARRAY("
 							  "        SELECT c.id FROM durable.inbox c"
-							  "         WHERE c.finished_at IS NULL"
+							  "         WHERE " INBOX_OPEN_SCAN("c")
 							  "           AND CASE WHEN c.state = 'pending' THEN c.not_before <= $3"
 							  "                    ELSE c.lease_until < $3 AND c.attempts < $4 END"
 							  "           AND NOT EXISTS"
@@ -618,7 +620,7 @@ inbox_next_due(TimestampTz now)
 							  "   (WHERE p.state = 'pending' AND p.not_before > $1),"
 							  " pg_catalog.min(p.lease_until) FILTER"
 							  "   (WHERE p.state = 'leased' AND p.lease_until > $1)"
-							  " FROM durable.inbox p WHERE p.finished_at IS NULL",
+							  " FROM durable.inbox p WHERE " INBOX_OPEN_SCAN("p"),
 							  1, types),
 				 values, NULL, SPI_OK_SELECT, 1);
 	for (col = 1; col <= 2; col++)

@@ -129,14 +129,14 @@ durable_standing(PG_FUNCTION_ARGS)
 							  " (SELECT pg_catalog.count(*) FROM durable.outbox WHERE state = 'unknown'),"
 							  " LEAST("
 							  "  (SELECT i.created_at FROM durable.inbox i"
-							  "    WHERE i.finished_at IS NULL AND i.state = 'pending'"
+							  "    WHERE " INBOX_OPEN_SCAN("i") " AND i.state = 'pending'"
 							  "    ORDER BY i.id LIMIT 1),"
 							  "  (SELECT o.created_at FROM durable.outbox o"
 							  "    WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
 							  "    ORDER BY o.id LIMIT 1))"
 							  " FROM (SELECT pg_catalog.count(*) FILTER (WHERE state = 'pending'),"
 							  "              pg_catalog.count(*) FILTER (WHERE state = 'leased')"
-							  "         FROM durable.inbox WHERE finished_at IS NULL)"
+							  "         FROM durable.inbox i WHERE " INBOX_OPEN_SCAN("i") ")"
 							  "      AS open(pending, leased)",
 							  0, NULL),
 				 NULL, NULL, SPI_OK_SELECT, 1);

@@ -43,7 +43,7 @@
  * clearing a backlog quadratic.)
  *
  * Lost leases are found among the open records only: inbox records through
- * inbox_unfinished_idx (finished_at IS NULL), sends in state sending
+ * inbox_unfinished_idx (INBOX_OPEN_SCAN), sends in state sending
  * through outbox_chat_unfinished_idx.  A pass costs the number of open
  * records (those in flight or waiting), never the finished history.
  *
@@ -114,7 +114,7 @@ static TimestampTz sweep_ready_checked_at = 0;
 	"        lease_until = NULL," \
 	"        finished_at = CASE WHEN i.attempts >= $3 THEN $1 END" \
 	"  WHERE i.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c" \
-	"                          WHERE c.finished_at IS NULL" \
+	"                          WHERE " INBOX_OPEN_SCAN("c") \
 	"                            AND c.state = 'leased' AND " lost_c \
 	"                          ORDER BY " order_c " LIMIT $2" \
 	"                          FOR UPDATE SKIP LOCKED))" \
@@ -257,7 +257,7 @@ sweep_announce_due(TimestampTz since, TimestampTz now)
 	durable_exec(durable_plan(&plan,
 							  "SELECT"
 							  " EXISTS (SELECT 1 FROM durable.inbox i"
-							  "          WHERE i.finished_at IS NULL AND i.state = 'pending'"
+							  "          WHERE " INBOX_OPEN_SCAN("i") " AND i.state = 'pending'"
 							  "            AND i.not_before > $1 AND i.not_before <= $2"
 							  "            AND i.not_before > i.created_at),"
 							  " (SELECT pg_catalog.count(*) FROM durable.outbox o"

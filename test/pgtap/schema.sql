@@ -212,14 +212,14 @@ SELECT function_privs_are('durable', fn, args, 'public', ARRAY[]::name[], format
   FROM tap_fn_oids ORDER BY n;
 
 -- ---------------------------------------------------------------------------
--- Indexes: exactly those of the default version (durable--0.2--0.3.sql)
+-- Indexes: exactly those of the default version (durable--0.2--0.3.sql, durable--0.3--0.4.sql)
 -- ---------------------------------------------------------------------------
 CREATE TEMP TABLE tap_idx (tbl name, idx name, def text, n serial);
 INSERT INTO tap_idx (tbl, idx, def) VALUES
     ('inbox', 'inbox_pkey', 'CREATE UNIQUE INDEX inbox_pkey ON durable.inbox USING btree (id)'),
     ('inbox', 'inbox_source_message_id_key', 'CREATE UNIQUE INDEX inbox_source_message_id_key ON durable.inbox USING btree (source, message_id) WHERE (message_id IS NOT NULL)'),
     ('inbox', 'inbox_source_content_hash_key', 'CREATE UNIQUE INDEX inbox_source_content_hash_key ON durable.inbox USING btree (source, content_hash) WHERE (message_id IS NULL)'),
-    ('inbox', 'inbox_unfinished_idx', $$CREATE INDEX inbox_unfinished_idx ON durable.inbox USING btree (id) WHERE (finished_at IS NULL)$$),
+    ('inbox', 'inbox_unfinished_idx', $$CREATE INDEX inbox_unfinished_idx ON durable.inbox USING btree (id) WHERE ((finished_at IS NULL) AND (id > 0))$$),
     ('inbox', 'inbox_chat_unfinished_idx', $$CREATE INDEX inbox_chat_unfinished_idx ON durable.inbox USING btree (chat_id, id) WHERE (finished_at IS NULL)$$),
     ('inbox', 'inbox_done_at_idx', $$CREATE INDEX inbox_done_at_idx ON durable.inbox USING btree (done_at) WHERE (done_at IS NOT NULL)$$),
     ('inbox', 'inbox_dead_idx', $$CREATE INDEX inbox_dead_idx ON durable.inbox USING btree (id) WHERE ((finished_at IS NOT NULL) AND (done_at IS NULL))$$),
