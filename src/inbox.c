@@ -94,7 +94,20 @@ PG_FUNCTION_INFO_V1(durable_inbox_replay);
  * A record is open (pending or leased) while its finished_at is NULL: the
  * predicate of the partial index inbox_chat_unfinished_idx, which per-chat
  * probes spell exactly, and of inbox_unfinished_idx, which scans in id
- * order spell as INBOX_OPEN_SCAN.  finished_at is set when a record becomes
+ * order spell as INBOX_OPEN_SCAN.
+ *
+ * Plans are generic and made while the statistics say that hardly any
+ * record is open (the normal state), when any plan over the open-records
+ * indexes looks free.  So every statement is written to leave the planner
+ * one access path that stays cheap when they are not -- a backlog, or dead
+ * entries that a long transaction keeps: a per-chat NOT EXISTS probe ends
+ * in OFFSET 0, which keeps it a correlated subplan probing the chat index
+ * by (chat_id, id) (turned into an anti join, it was planned as a full scan
+ * of that index per candidate); and a statement that finds its rows by id
+ * does not repeat the open-records predicate, which would let the planner
+ * scan a whole partial index instead of probing the primary key.
+ *
+ * finished_at is set when a record becomes
  * done or dead and cleared when it is replayed; no other transition touches
  * an indexed column, so claims, heartbeats, retries and takeovers are HOT
  * updates (durable--0.2--0.3.sql).
@@ -482,7 +495,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 									  "       (SELECT 1 FROM durable.inbox o"
 									  "         WHERE o.chat_id = i.chat_id"
 									  "           AND o.finished_at IS NULL"
-									  "           AND o.id < i.id)"
+									  "           AND o.id < i.id OFFSET 0)"
 									  " RETURNING i.token",
 									  4, lease_types),
 						 lease_values, NULL, SPI_OK_UPDATE_RETURNING, 1);
@@ -565,11 +578,10 @@ inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease
 							  "               (SELECT 1 FROM durable.inbox o"
 							  "                 WHERE o.chat_id = c.chat_id"
 							  "                   AND o.finished_at IS NULL"
-							  "                   AND o.id < c.id)"
+							  "                   AND o.id < c.id OFFSET 0)"
 							  "         ORDER BY c.id"
 							  "         LIMIT $5"
 							  "         FOR UPDATE SKIP LOCKED))"
-							  "   AND i.finished_at IS NULL"
 							  "   AND CASE WHEN i.state = 'pending' THEN i.not_before <= $3"
 							  "            ELSE i.lease_until < $3 AND i.attempts < $4 END"
 							  " RETURNING i.id, i.token, i.source, i.message_id, i.chat_id,"
@@ -668,6 +680,7 @@ durable_inbox_claim(PG_FUNCTION_ARGS)
 	else
 	{
 		deadline = GetCurrentTimestamp() + wait_us;
+		durable_wait_begin(fcinfo);
 		for (;;)
 		{
 			durable_wait_prepare(DQ_INBOX);

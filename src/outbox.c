@@ -928,7 +928,10 @@ outbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max,
 
 	/*
 	 * The UPDATE re-checks the state on the latest row version; the row is
-	 * ours from the CTE's lock, so this only guards against surprises.
+	 * ours from the CTE's lock, so this only guards against surprises.  The
+	 * per-chat probe ends in OFFSET 0 so that it stays a correlated subplan
+	 * on outbox_chat_unfinished_idx whatever the statistics (inbox.c says
+	 * why).
 	 */
 	durable_exec(durable_plan(&plan,
 							  "WITH cand AS ("
@@ -937,7 +940,8 @@ outbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max,
 							  "  AND o.not_before <= $1"
 							  "  AND NOT EXISTS (SELECT 1 FROM durable.outbox p"
 							  "   WHERE p.chat_id = o.chat_id AND p.id < o.id"
-							  "   AND p.state = ANY (ARRAY['pending', 'sending', 'failed']::pg_catalog.text[]))"
+							  "   AND p.state = ANY (ARRAY['pending', 'sending', 'failed']::pg_catalog.text[])"
+							  "   OFFSET 0)"
 							  "  ORDER BY o.id LIMIT $2"
 							  "  FOR UPDATE OF o SKIP LOCKED),"
 							  " upd AS ("
@@ -1034,6 +1038,7 @@ durable_outbox_claim(PG_FUNCTION_ARGS)
 		(void) outbox_claim_once(fcinfo, instance, max, now, lease_us);
 	else
 	{
+		durable_wait_begin(fcinfo);
 		for (;;)
 		{
 			TimestampTz next_due;
