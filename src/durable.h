@@ -176,12 +176,14 @@ typedef enum DurableQueue
 extern void durable_wake_at_commit(DurableQueue queue);
 
 /*
- * A claim that may wait: call durable_wait_prepare before each claim attempt,
+ * A claim that may wait: call durable_wait_begin once, with the claim
+ * function's fcinfo, then durable_wait_prepare before each claim attempt,
  * then durable_wait_sleep when the attempt found nothing.  It sleeps until a
  * wake for `queue`, next_due (0: none known) or the deadline, whichever is
  * first, and returns false once the deadline has passed.  Always finish with
  * durable_wait_done.
  */
+extern void durable_wait_begin(FunctionCallInfo fcinfo);
 extern void durable_wait_prepare(DurableQueue queue);
 extern bool durable_wait_sleep(DurableQueue queue, TimestampTz deadline,
 							   TimestampTz next_due);

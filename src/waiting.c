@@ -16,6 +16,18 @@
  * Without shared_preload_libraries there are no condition variables; a
  * waiting claim then re-checks every 100 ms (documented in the README).
  *
+ * Snapshots.  Each attempt reads through SPI with a snapshot of its own;
+ * only the calling statement's snapshot would stay registered while the
+ * claimer sleeps, and it would hold back vacuum's horizon (every dead tuple
+ * of the database) for as long as the wait.  When nothing but the claim
+ * itself can read with that snapshot after the wait -- READ COMMITTED, and a
+ * statement that is exactly one SELECT over the claim function calling no
+ * other non-built-in function -- the claimer stops advertising its xmin
+ * before it sleeps, as a backend does between statements, and the next
+ * attempt's snapshot advertises a new one.  In any other context (REPEATABLE
+ * READ, a claim inside a PL/pgSQL function or a query that also reads
+ * tables) the snapshot is kept, and the wait holds the horizon back.
+ *
  * IDENTIFICATION
  *	  src/waiting.c
  *
@@ -23,10 +35,16 @@
  */
 #include "durable.h"
 
+#include "access/transam.h"
 #include "access/xact.h"
 #include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/plannodes.h"
 #include "pgstat.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/pquery.h"
+#include "utils/snapmgr.h"
 #include "utils/wait_event.h"
 
 #include "shmem.h"
@@ -37,6 +55,9 @@
 static bool waiting_wake_pending[DQ_NUM_QUEUES];
 static bool waiting_callback_registered = false;
 static bool waiting_prepared = false;
+
+/* Whether the current waiting claim may give up its statement's snapshot while it sleeps. */
+static bool waiting_release_snapshot = false;
 
 static void
 waiting_xact_callback(XactEvent event, void *arg)
@@ -82,6 +103,83 @@ durable_wake_at_commit(DurableQueue queue)
 	waiting_wake_pending[queue] = true;
 }
 
+/* check_functions_in_node callback: a function that is not built in. */
+static bool
+waiting_user_function(Oid func, void *context)
+{
+	return func >= FirstNormalObjectId;
+}
+
+static bool
+waiting_calls_user_function(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (check_functions_in_node(node, waiting_user_function, context))
+		return true;
+	return expression_tree_walker(node, waiting_calls_user_function, context);
+}
+
+/*
+ * Whether a plan node or one below it evaluates a function that is not
+ * built in (which could read tables with the statement's snapshot), or
+ * calls a function of its own other than `self` in a function scan.  The
+ * arguments of the call of `self` are not looked at: they are evaluated
+ * before the claim runs.
+ */
+static bool
+waiting_plan_calls_others(Plan *plan, Oid self)
+{
+	if (plan == NULL)
+		return false;
+	if (IsA(plan, FunctionScan))
+	{
+		FunctionScan *scan = (FunctionScan *) plan;
+		RangeTblFunction *rtfunc;
+
+		if (list_length(scan->functions) != 1)
+			return true;
+		rtfunc = linitial_node(RangeTblFunction, scan->functions);
+		if (!IsA(rtfunc->funcexpr, FuncExpr) ||
+			((FuncExpr *) rtfunc->funcexpr)->funcid != self)
+			return true;
+	}
+	if (waiting_calls_user_function((Node *) plan->targetlist, NULL) ||
+		waiting_calls_user_function((Node *) plan->qual, NULL))
+		return true;
+	return waiting_plan_calls_others(plan->lefttree, self) ||
+		waiting_plan_calls_others(plan->righttree, self);
+}
+
+/*
+ * Whether the statement that called the claim function `self` reads nothing
+ * with its snapshot once the claim returns: READ COMMITTED, and the active
+ * portal runs one SELECT whose only range table entry is a function scan
+ * (which the plan shows to be of `self`), with no subplan and no other
+ * non-built-in function.
+ */
+static bool
+waiting_statement_is_claim_only(Oid self)
+{
+	PlannedStmt *stmt;
+
+	if (IsolationUsesXactSnapshot() || ActivePortal == NULL ||
+		list_length(ActivePortal->stmts) != 1)
+		return false;
+	stmt = linitial_node(PlannedStmt, ActivePortal->stmts);
+	if (stmt->commandType != CMD_SELECT || stmt->utilityStmt != NULL ||
+		stmt->subplans != NIL || list_length(stmt->rtable) != 1 ||
+		linitial_node(RangeTblEntry, stmt->rtable)->rtekind != RTE_FUNCTION)
+		return false;
+	return !waiting_plan_calls_others(stmt->planTree, self);
+}
+
+void
+durable_wait_begin(FunctionCallInfo fcinfo)
+{
+	waiting_release_snapshot = waiting_statement_is_claim_only(fcinfo->flinfo->fn_oid);
+}
+
 void
 durable_wait_prepare(DurableQueue queue)
 {
@@ -110,6 +208,17 @@ durable_wait_sleep(DurableQueue queue, TimestampTz deadline, TimestampTz next_du
 	if (timeout_ms < 1)
 		timeout_ms = 1;
 
+	/*
+	 * Stop holding back vacuum's horizon while asleep (file header).  The
+	 * catalog snapshot goes too: it would otherwise be reused after the
+	 * wait with an xmin nobody protects any more.
+	 */
+	if (waiting_release_snapshot)
+	{
+		InvalidateCatalogSnapshot();
+		MyProc->xmin = InvalidTransactionId;
+	}
+
 	if (slot != NULL)
 		(void) ConditionVariableTimedSleep(&slot->queue_cv[queue], timeout_ms,
 										   PG_WAIT_EXTENSION);
@@ -126,6 +235,7 @@ durable_wait_sleep(DurableQueue queue, TimestampTz deadline, TimestampTz next_du
 void
 durable_wait_done(void)
 {
+	waiting_release_snapshot = false;
 	if (waiting_prepared)
 	{
 		ConditionVariableCancelSleep();

@@ -1,0 +1,89 @@
+# t/007_waiting_snapshot.pl
+# A claim that waits in the server does not hold back vacuum while it sleeps:
+# its backend advertises no xmin (pg_stat_activity.backend_xmin is NULL), a
+# row deleted meanwhile is vacuumed away, and the claim still takes the
+# message that wakes it.  Where the statement's snapshot could be read again
+# after the wait (REPEATABLE READ, a query that also reads a table) the
+# snapshot is kept, as the README documents.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('waiting');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'durable'\ndurable.naptime = '1h'\nautovacuum = off\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION durable; CREATE TABLE scratch (n int)');
+
+# Start $sql in a background session, wait until it sleeps in the claim,
+# and return the session and its pid.
+sub start_waiter
+{
+	my ($name, $sql) = @_;
+	my $bg = $node->background_psql('postgres');
+	my $pid = $bg->query_safe('SELECT pg_backend_pid()');
+	$pid =~ s/\s+//g;
+	$bg->query_until(qr/started/, "\\echo started\n$sql\n");
+	$node->poll_query_until('postgres',
+		"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $pid")
+	  or die "$name: the claim never went to sleep";
+	return ($bg, $pid);
+}
+
+sub backend_xmin
+{
+	my ($pid) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT coalesce(backend_xmin::text, 'none') FROM pg_stat_activity WHERE pid = $pid");
+}
+
+# Dead rows a VACUUM of scratch had to keep (recently dead) after deleting
+# one row that committed while the waiter slept.
+sub dead_rows_kept
+{
+	$node->safe_psql('postgres', 'INSERT INTO scratch VALUES (1)');
+	$node->safe_psql('postgres', 'DELETE FROM scratch');
+	$node->safe_psql('postgres', 'VACUUM scratch');
+	return $node->safe_psql('postgres',
+		"SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'scratch'");
+}
+
+# ---- an inbox claim on its own, in READ COMMITTED: no xmin while asleep
+my ($bg, $pid) = start_waiter('inbox',
+	"SELECT 'claimed:' || message_id FROM durable.inbox_claim('w1', 1, wait => '60 s');");
+is(backend_xmin($pid), 'none', 'a sleeping inbox claim advertises no xmin');
+is(dead_rows_kept(), '0', 'a row deleted while it sleeps is vacuumed away');
+$node->safe_psql('postgres', "SELECT * FROM durable.inbox_admit('t', 'm1', 'c1')");
+like($bg->query_safe("SELECT 'after'"), qr/claimed:m1/, 'the claim then takes the message that woke it');
+$bg->quit;
+
+# ---- the same for the outbox
+($bg, $pid) = start_waiter('outbox',
+	"SELECT 'claimed:' || key FROM durable.outbox_claim('w2', 1, wait => '60 s');");
+is(backend_xmin($pid), 'none', 'a sleeping outbox claim advertises no xmin');
+is(dead_rows_kept(), '0', 'a row deleted while it sleeps is vacuumed away');
+$node->safe_psql('postgres', "SELECT * FROM durable.outbox_enqueue('k1', 'c1', '{}')");
+like($bg->query_safe("SELECT 'after'"), qr/claimed:k1/, 'the claim then takes the send that woke it');
+$bg->quit;
+
+# ---- where the snapshot is read again after the wait, it is kept
+($bg, $pid) = start_waiter('repeatable read',
+	"BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'claimed:' || message_id FROM durable.inbox_claim('w3', 1, wait => '3 s');");
+isnt(backend_xmin($pid), 'none', 'under REPEATABLE READ the claim keeps its snapshot');
+# (it cannot see a record admitted after its snapshot: its short wait ends)
+$bg->query_safe('COMMIT');
+$bg->quit;
+
+($bg, $pid) = start_waiter('query reading a table',
+	"SELECT 'claimed:' || c.message_id, (SELECT count(*) FROM scratch) FROM durable.inbox_claim('w4', 1, wait => '60 s') c;");
+isnt(backend_xmin($pid), 'none', 'a query that also reads a table keeps its snapshot');
+$node->safe_psql('postgres', "SELECT * FROM durable.inbox_admit('t', 'm2', 'c2')");
+like($bg->query_safe("SELECT 'after'"), qr/claimed:m2/, 'and claims as before');
+$bg->quit;
+
+$node->stop;
+done_testing();
