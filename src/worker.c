@@ -818,6 +818,8 @@ durable_worker_main(Datum main_arg)
 	wkr_init_wait_event("DurableWorkerMain");
 	/* The sweep's statements are schema-qualified; this is belt and braces. */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION);
+	/* Generic plans over a large backlog must not be JIT-compiled at every pass. */
+	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_SESSION);
 
 	if (!wkr_check_extension())
 	{
