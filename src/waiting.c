@@ -22,11 +22,13 @@
  * of the database) for as long as the wait.  When nothing but the claim
  * itself can read with that snapshot after the wait -- READ COMMITTED, and a
  * statement that is exactly one SELECT over the claim function calling no
- * other non-built-in function -- the claimer stops advertising its xmin
- * before it sleeps, as a backend does between statements, and the next
- * attempt's snapshot advertises a new one.  In any other context (REPEATABLE
- * READ, a claim inside a PL/pgSQL function or a query that also reads
- * tables) the snapshot is kept, and the wait holds the horizon back.
+ * other non-built-in function, with no other snapshot registered (an open
+ * cursor) -- the claimer stops advertising its xmin before it sleeps, as a
+ * backend does between statements, and the next attempt's snapshot
+ * advertises a new one.  In any other context (REPEATABLE READ, a claim
+ * inside a PL/pgSQL function, a query that also reads tables, a transaction
+ * with an open cursor) the snapshot is kept, and the wait holds the horizon
+ * back.
  *
  * IDENTIFICATION
  *	  src/waiting.c
@@ -210,13 +212,17 @@ durable_wait_sleep(DurableQueue queue, TimestampTz deadline, TimestampTz next_du
 
 	/*
 	 * Stop holding back vacuum's horizon while asleep (file header).  The
-	 * catalog snapshot goes too: it would otherwise be reused after the
-	 * wait with an xmin nobody protects any more.
+	 * catalog snapshot goes first: it would otherwise be reused after the
+	 * wait with an xmin nobody protects any more.  Then the statement's
+	 * snapshot must be the only one registered: another one (an open
+	 * cursor of the same transaction, an exported snapshot) will be read
+	 * again, so the horizon stays.
 	 */
 	if (waiting_release_snapshot)
 	{
 		InvalidateCatalogSnapshot();
-		MyProc->xmin = InvalidTransactionId;
+		if (ThereAreNoPriorRegisteredSnapshots())
+			MyProc->xmin = InvalidTransactionId;
 	}
 
 	if (slot != NULL)

@@ -3,8 +3,8 @@
 # its backend advertises no xmin (pg_stat_activity.backend_xmin is NULL), a
 # row deleted meanwhile is vacuumed away, and the claim still takes the
 # message that wakes it.  Where the statement's snapshot could be read again
-# after the wait (REPEATABLE READ, a query that also reads a table) the
-# snapshot is kept, as the README documents.
+# after the wait (REPEATABLE READ, a query that also reads a table, an open
+# cursor) the snapshot is kept, as the README documents.
 use strict;
 use warnings;
 
@@ -70,7 +70,23 @@ $node->safe_psql('postgres', "SELECT * FROM durable.outbox_enqueue('k1', 'c1', '
 like($bg->query_safe("SELECT 'after'"), qr/claimed:k1/, 'the claim then takes the send that woke it');
 $bg->quit;
 
+# ---- inside a transaction block (as drivers that are not in autocommit
+# mode send it), with no other snapshot open: no xmin either
+($bg, $pid) = start_waiter('transaction block',
+	"BEGIN; SELECT 'claimed:' || message_id FROM durable.inbox_claim('w5', 1, wait => '60 s');");
+is(backend_xmin($pid), 'none', 'a sleeping claim inside BEGIN advertises no xmin');
+$node->safe_psql('postgres', "SELECT * FROM durable.inbox_admit('t', 'm3', 'c3')");
+like($bg->query_safe("SELECT 'after'"), qr/claimed:m3/, 'and claims the message that woke it');
+$bg->query_safe('COMMIT');
+$bg->quit;
+
 # ---- where the snapshot is read again after the wait, it is kept
+($bg, $pid) = start_waiter('open cursor',
+	"BEGIN; DECLARE c CURSOR FOR SELECT n FROM scratch; SELECT 'claimed:' || message_id FROM durable.inbox_claim('w6', 1, wait => '3 s');");
+isnt(backend_xmin($pid), 'none', 'with a cursor open in its transaction the claim keeps its snapshot');
+$bg->query_safe('COMMIT');
+$bg->quit;
+
 ($bg, $pid) = start_waiter('repeatable read',
 	"BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'claimed:' || message_id FROM durable.inbox_claim('w3', 1, wait => '3 s');");
 isnt(backend_xmin($pid), 'none', 'under REPEATABLE READ the claim keeps its snapshot');
