@@ -360,9 +360,9 @@ durable_sweep_pass(TimestampTz now, DurableSweepResult *result)
 								 DURABLE_SWEEP_BATCH);
 	permits = durable_permit_expire(now, DURABLE_SWEEP_BATCH);
 
-	result->batch_full = result->inbox_expired >= DURABLE_SWEEP_BATCH ||
-		result->outbox_ambiguous >= DURABLE_SWEEP_BATCH ||
-		result->purged >= DURABLE_SWEEP_BATCH ||
+	result->recovery_full = result->inbox_expired >= DURABLE_SWEEP_BATCH ||
+		result->outbox_ambiguous >= DURABLE_SWEEP_BATCH;
+	result->purge_full = result->purged >= DURABLE_SWEEP_BATCH ||
 		permits >= DURABLE_SWEEP_BATCH;
 
 	DURABLE_FAIL_POINT("sweep");

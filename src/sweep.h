@@ -24,7 +24,8 @@ typedef struct DurableSweepResult
 	int			outbox_ambiguous;	/* expired sends flagged unknown */
 	int			outbox_due;		/* deferred or retried sends that came due */
 	int64		purged;			/* journal rows deleted by retention */
-	bool		batch_full;		/* a step filled its batch: more work waits */
+	bool		recovery_full;	/* lease recovery filled its batch: more waits */
+	bool		purge_full;		/* retention filled its batch: more waits */
 } DurableSweepResult;
 
 /* ---- Lease recovery (sweep.c) ---- */
