@@ -107,11 +107,21 @@ PG_FUNCTION_INFO_V1(durable_inbox_replay);
  * does not repeat the open-records predicate, which would let the planner
  * scan a whole partial index instead of probing the primary key.
  *
- * finished_at is set when a record becomes
- * done or dead and cleared when it is replayed; no other transition touches
- * an indexed column, so claims, heartbeats, retries and takeovers are HOT
- * updates (durable--0.2--0.3.sql).
+ * finished_at is set when a record becomes done or dead and cleared when it
+ * is replayed; no other transition touches an indexed column, so claims,
+ * heartbeats, retries and takeovers are HOT updates (durable--0.2--0.3.sql).
  */
+
+/*
+ * The per-chat probe: an open record of the chat of the record aliased
+ * `alias` whose id is `cmp` (< or >) its id.  Written once so that every
+ * probe keeps the OFFSET 0 that makes it a correlated subplan.
+ */
+#define INBOX_OPEN_IN_CHAT(alias, cmp) \
+	"(SELECT 1 FROM durable.inbox o" \
+	"  WHERE o.chat_id = " alias ".chat_id" \
+	"    AND o.finished_at IS NULL" \
+	"    AND o.id " cmp " " alias ".id OFFSET 0)"
 
 /* Which confirmation is being diagnosed: decides the exceptions to DR001. */
 typedef enum InboxConfirm
@@ -491,11 +501,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 									  "       owner = $2, lease_until = $3,"
 									  "       attempts = i.attempts + 1, sends = 0"
 									  " WHERE i.id = $1 AND i.state = 'pending' AND i.not_before <= $4"
-									  "   AND NOT EXISTS"
-									  "       (SELECT 1 FROM durable.inbox o"
-									  "         WHERE o.chat_id = i.chat_id"
-									  "           AND o.finished_at IS NULL"
-									  "           AND o.id < i.id OFFSET 0)"
+									  "   AND NOT EXISTS " INBOX_OPEN_IN_CHAT("i", "<")
 									  " RETURNING i.token",
 									  4, lease_types),
 						 lease_values, NULL, SPI_OK_UPDATE_RETURNING, 1);
@@ -574,11 +580,7 @@ inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease
 							  "         WHERE " INBOX_OPEN_SCAN("c")
 							  "           AND CASE WHEN c.state = 'pending' THEN c.not_before <= $3"
 							  "                    ELSE c.lease_until < $3 AND c.attempts < $4 END"
-							  "           AND NOT EXISTS"
-							  "               (SELECT 1 FROM durable.inbox o"
-							  "                 WHERE o.chat_id = c.chat_id"
-							  "                   AND o.finished_at IS NULL"
-							  "                   AND o.id < c.id OFFSET 0)"
+							  "           AND NOT EXISTS " INBOX_OPEN_IN_CHAT("c", "<")
 							  "         ORDER BY c.id"
 							  "         LIMIT $5"
 							  "         FOR UPDATE SKIP LOCKED))"
@@ -749,11 +751,7 @@ durable_inbox_complete(PG_FUNCTION_ARGS)
 							  "UPDATE durable.inbox i"
 							  "   SET state = 'done', done_at = $3, finished_at = $3, lease_until = NULL"
 							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'"
-							  " RETURNING EXISTS"
-							  "  (SELECT 1 FROM durable.inbox o"
-							  "    WHERE o.chat_id = i.chat_id"
-							  "      AND o.finished_at IS NULL"
-							  "      AND o.id > i.id)",
+							  " RETURNING EXISTS " INBOX_OPEN_IN_CHAT("i", ">"),
 							  3, types),
 				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
 	if (SPI_processed == 1)
@@ -843,11 +841,7 @@ durable_inbox_complete_batch(PG_FUNCTION_ARGS)
 							  "   SET state = 'done', done_at = $3, finished_at = $3, lease_until = NULL"
 							  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS b(id, token)"
 							  " WHERE i.id = b.id AND i.token = b.token AND i.state = 'leased'"
-							  " RETURNING EXISTS"
-							  "  (SELECT 1 FROM durable.inbox o"
-							  "    WHERE o.chat_id = i.chat_id"
-							  "      AND o.finished_at IS NULL"
-							  "      AND o.id > i.id)",
+							  " RETURNING EXISTS " INBOX_OPEN_IN_CHAT("i", ">"),
 							  3, types),
 				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
 	done = SPI_processed;

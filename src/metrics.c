@@ -97,9 +97,9 @@ durable_metrics_reset(PG_FUNCTION_ARGS)
 /*
  * standing() → gauges from the journals.  Each count is answered by a
  * partial index: the open inbox records (inbox_unfinished_idx, read once
- * for both of their counts), the dead
- * ones (inbox_dead_idx), the outbox's by state.  "Waiting" means inbox pending plus outbox
- * pending and failed: work that nobody holds yet.
+ * for both of their counts), the dead ones (inbox_dead_idx), the outbox's
+ * by state.  "Waiting" means inbox pending plus outbox pending and failed:
+ * work that nobody holds yet.
  */
 Datum
 durable_standing(PG_FUNCTION_ARGS)

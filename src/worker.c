@@ -760,12 +760,11 @@ wkr_schema_current(void)
  * Returns false when the extension is gone; *res says what it did.
  */
 static bool
-wkr_pass(DurableSweepResult *res_out)
+wkr_pass(DurableSweepResult *res)
 {
-	DurableSweepResult res;
 	bool		present;
 
-	memset(&res, 0, sizeof(res));
+	memset(res, 0, sizeof(*res));
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
@@ -775,7 +774,7 @@ wkr_pass(DurableSweepResult *res_out)
 
 	present = wkr_lock_extension();
 	if (present && wkr_schema_current())
-		durable_sweep_pass(GetCurrentTimestamp(), &res);
+		durable_sweep_pass(GetCurrentTimestamp(), res);
 
 	SPI_finish();
 	PopActiveSnapshot();
@@ -789,10 +788,9 @@ wkr_pass(DurableSweepResult *res_out)
 	{
 		ereport(DEBUG1,
 				(errmsg_internal("durable worker: swept database \"%s\": %d expired, %d ambiguous, %d due, " INT64_FORMAT " purged",
-								 wkr_dbname, res.inbox_expired, res.outbox_ambiguous,
-								 res.outbox_due, res.purged)));
+								 wkr_dbname, res->inbox_expired, res->outbox_ambiguous,
+								 res->outbox_due, res->purged)));
 	}
-	*res_out = res;
 	return present;
 }
 

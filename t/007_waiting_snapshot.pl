@@ -52,27 +52,29 @@ sub dead_rows_kept
 		"SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'scratch'");
 }
 
-# ---- an inbox claim on its own, in READ COMMITTED: no xmin while asleep
-my ($bg, $pid) = start_waiter('inbox',
-	"SELECT 'claimed:' || message_id FROM durable.inbox_claim('w1', 1, wait => '60 s');");
-is(backend_xmin($pid), 'none', 'a sleeping inbox claim advertises no xmin');
-is(dead_rows_kept(), '0', 'a row deleted while it sleeps is vacuumed away');
-$node->safe_psql('postgres', "SELECT * FROM durable.inbox_admit('t', 'm1', 'c1')");
-like($bg->query_safe("SELECT 'after'"), qr/claimed:m1/, 'the claim then takes the message that woke it');
-$bg->quit;
-
-# ---- the same for the outbox
-($bg, $pid) = start_waiter('outbox',
-	"SELECT 'claimed:' || key FROM durable.outbox_claim('w2', 1, wait => '60 s');");
-is(backend_xmin($pid), 'none', 'a sleeping outbox claim advertises no xmin');
-is(dead_rows_kept(), '0', 'a row deleted while it sleeps is vacuumed away');
-$node->safe_psql('postgres', "SELECT * FROM durable.outbox_enqueue('k1', 'c1', '{}')");
-like($bg->query_safe("SELECT 'after'"), qr/claimed:k1/, 'the claim then takes the send that woke it');
-$bg->quit;
+# ---- a claim on its own, in READ COMMITTED, for each queue: no xmin while
+# asleep; then the record that wakes it: [queue, claim, wake, claimed, what]
+for my $case (
+	[ 'inbox',
+	  "SELECT 'claimed:' || message_id FROM durable.inbox_claim('w1', 1, wait => '60 s');",
+	  "SELECT * FROM durable.inbox_admit('t', 'm1', 'c1')", 'm1', 'message' ],
+	[ 'outbox',
+	  "SELECT 'claimed:' || key FROM durable.outbox_claim('w2', 1, wait => '60 s');",
+	  "SELECT * FROM durable.outbox_enqueue('k1', 'c1', '{}')", 'k1', 'send' ])
+{
+	my ($queue, $claim, $wake, $claimed, $what) = @$case;
+	my ($bg, $pid) = start_waiter($queue, $claim);
+	is(backend_xmin($pid), 'none', "a sleeping $queue claim advertises no xmin");
+	is(dead_rows_kept(), '0', 'a row deleted while it sleeps is vacuumed away');
+	$node->safe_psql('postgres', $wake);
+	like($bg->query_safe("SELECT 'after'"), qr/claimed:$claimed/,
+		"the claim then takes the $what that woke it");
+	$bg->quit;
+}
 
 # ---- inside a transaction block (as drivers that are not in autocommit
 # mode send it), with no other snapshot open: no xmin either
-($bg, $pid) = start_waiter('transaction block',
+my ($bg, $pid) = start_waiter('transaction block',
 	"BEGIN; SELECT 'claimed:' || message_id FROM durable.inbox_claim('w5', 1, wait => '60 s');");
 is(backend_xmin($pid), 'none', 'a sleeping claim inside BEGIN advertises no xmin');
 $node->safe_psql('postgres', "SELECT * FROM durable.inbox_admit('t', 'm3', 'c3')");
