@@ -91,8 +91,9 @@ PG_FUNCTION_INFO_V1(durable_purge);
 #define SWEEP_REASON_EXPIRED	"lease expired"
 #define SWEEP_REASON_RESTARTED	"instance restarted"
 
-/* End of the previous due-work window of this process (0: none yet). */
-static TimestampTz sweep_ready_checked_at = 0;
+/* End of the previous due-work window of each journal in this process (0: none yet). */
+static TimestampTz sweep_inbox_checked_at = 0;
+static TimestampTz sweep_outbox_checked_at = 0;
 
 /*
  * The inbox recovery statement, for a "lost lease" condition given as a
@@ -238,58 +239,79 @@ durable_recover_outbox(TimestampTz now, Datum owner, bool by_owner, int limit)
 	return (int) n;
 }
 
+/* NOTIFY durable_ready for a kind of work, and wake the claimers waiting on it. */
+static void
+sweep_announce_ready(const char *kind, DurableQueue queue)
+{
+	StringInfoData payload;
+
+	initStringInfo(&payload);
+	durable_json_str(&payload, "kind", kind);
+	durable_notify_json("durable_ready", &payload);
+	pfree(payload.data);
+	durable_wake_at_commit(queue);
+}
+
 /*
- * Announce work that came due in (since, now]: NOTIFY durable_ready once per
- * kind that has some, and wake the claimers waiting on it.  Returns how many
- * sends came due.  Caller must be connected to SPI.
+ * Start of the due-work window that ends at now, given the end of the
+ * previous one (0: none yet in this process).
  */
-static int
-sweep_announce_due(TimestampTz since, TimestampTz now)
+static TimestampTz
+sweep_window_start(TimestampTz checked_at, TimestampTz now)
+{
+	return checked_at != 0 ? checked_at : now - (int64) durable_naptime_ms * 1000;
+}
+
+/*
+ * Announce inbox records that came due in (since, now] (retried or
+ * deferred: due later than they were admitted).  This scans every open
+ * record.  Caller must be connected to SPI.
+ */
+static void
+sweep_announce_inbox_due(TimestampTz since, TimestampTz now)
 {
 	static SPIPlanPtr plan = NULL;
 	static const Oid types[2] = {TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Datum		values[2];
-	bool		inbox_due;
-	int64		outbox_due;
 
 	values[0] = TimestampTzGetDatum(since);
 	values[1] = TimestampTzGetDatum(now);
 	durable_exec(durable_plan(&plan,
-							  "SELECT"
-							  " EXISTS (SELECT 1 FROM durable.inbox i"
-							  "          WHERE " INBOX_OPEN_SCAN("i") " AND i.state = 'pending'"
-							  "            AND i.not_before > $1 AND i.not_before <= $2"
-							  "            AND i.not_before > i.created_at),"
-							  " (SELECT pg_catalog.count(*) FROM durable.outbox o"
-							  "   WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
-							  "     AND o.not_before > $1 AND o.not_before <= $2"
-							  "     AND o.not_before > o.created_at)",
+							  "SELECT EXISTS (SELECT 1 FROM durable.inbox i"
+							  "                WHERE " INBOX_OPEN_SCAN("i") " AND i.state = 'pending'"
+							  "                  AND i.not_before > $1 AND i.not_before <= $2"
+							  "                  AND i.not_before > i.created_at)",
 							  2, types),
 				 values, NULL, SPI_OK_SELECT, 1);
-	inbox_due = DatumGetBool(durable_col(0, 1));
-	outbox_due = durable_col_int64(0, 2);
+	if (DatumGetBool(durable_col(0, 1)))
+		sweep_announce_ready("inbox", DQ_INBOX);
+}
 
-	if (inbox_due)
-	{
-		StringInfoData payload;
+/*
+ * Announce sends that came due in (since, now], on outbox_not_before_idx.
+ * Returns how many.  Caller must be connected to SPI.
+ */
+static int
+sweep_announce_outbox_due(TimestampTz since, TimestampTz now)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[2] = {TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[2];
+	int64		due;
 
-		initStringInfo(&payload);
-		durable_json_str(&payload, "kind", "inbox");
-		durable_notify_json("durable_ready", &payload);
-		pfree(payload.data);
-		durable_wake_at_commit(DQ_INBOX);
-	}
-	if (outbox_due > 0)
-	{
-		StringInfoData payload;
-
-		initStringInfo(&payload);
-		durable_json_str(&payload, "kind", "outbox");
-		durable_notify_json("durable_ready", &payload);
-		pfree(payload.data);
-		durable_wake_at_commit(DQ_OUTBOX);
-	}
-	return (int) Min(outbox_due, (int64) PG_INT32_MAX);
+	values[0] = TimestampTzGetDatum(since);
+	values[1] = TimestampTzGetDatum(now);
+	durable_exec(durable_plan(&plan,
+							  "SELECT pg_catalog.count(*) FROM durable.outbox o"
+							  " WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
+							  "   AND o.not_before > $1 AND o.not_before <= $2"
+							  "   AND o.not_before > o.created_at",
+							  2, types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	due = durable_col_int64(0, 1);
+	if (due > 0)
+		sweep_announce_ready("outbox", DQ_OUTBOX);
+	return (int) Min(due, (int64) PG_INT32_MAX);
 }
 
 /*
@@ -335,26 +357,37 @@ sweep_purge(TimestampTz cutoff, int64 limit)
 }
 
 void
-durable_sweep_pass(TimestampTz now, DurableSweepResult *result)
+durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 {
-	TimestampTz since = sweep_ready_checked_at;
+	TimestampTz since;
 	int64		permits;
 
 	memset(result, 0, sizeof(*result));
 
-	result->inbox_expired = durable_recover_inbox(now, (Datum) 0, false, DURABLE_SWEEP_BATCH);
-	result->outbox_ambiguous = durable_recover_outbox(now, (Datum) 0, false, DURABLE_SWEEP_BATCH);
-
 	/*
-	 * After step 1, so that records it just made pending (due now) are
-	 * announced in this pass.  A clock that went backwards gives an empty
-	 * window, not a second announcement of old work.
+	 * Announcements come after recovery, so that records it just made
+	 * pending (due now) are announced in this pass.  A clock that went
+	 * backwards gives an empty window, not a second announcement of old
+	 * work; a skipped inbox window is covered by the next one.
 	 */
-	if (since == 0)
-		since = now - (int64) durable_naptime_ms * 1000;
+	if (scan_open)
+	{
+		TimestampTz started = GetCurrentTimestamp();
+
+		result->inbox_expired = durable_recover_inbox(now, (Datum) 0, false, DURABLE_SWEEP_BATCH);
+		result->outbox_ambiguous = durable_recover_outbox(now, (Datum) 0, false, DURABLE_SWEEP_BATCH);
+		since = sweep_window_start(sweep_inbox_checked_at, now);
+		if (since < now)
+			sweep_announce_inbox_due(since, now);
+		sweep_inbox_checked_at = Max(since, now);
+		result->scanned_open = true;
+		result->scan_us = GetCurrentTimestamp() - started;
+	}
+
+	since = sweep_window_start(sweep_outbox_checked_at, now);
 	if (since < now)
-		result->outbox_due = sweep_announce_due(since, now);
-	sweep_ready_checked_at = Max(since, now);
+		result->outbox_due = sweep_announce_outbox_due(since, now);
+	sweep_outbox_checked_at = Max(since, now);
 
 	result->purged = sweep_purge(now - (int64) durable_retention_s * USECS_PER_SEC,
 								 DURABLE_SWEEP_BATCH);
@@ -385,7 +418,7 @@ durable_sweep(PG_FUNCTION_ARGS)
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
-	durable_sweep_pass(now, &res);
+	durable_sweep_pass(now, true, &res);
 	SPI_finish();
 
 	values[0] = Int32GetDatum(res.inbox_expired);

@@ -24,6 +24,8 @@ typedef struct DurableSweepResult
 	int			outbox_ambiguous;	/* expired sends flagged unknown */
 	int			outbox_due;		/* deferred or retried sends that came due */
 	int64		purged;			/* journal rows deleted by retention */
+	bool		scanned_open;	/* the steps that scan every open record ran */
+	int64		scan_us;		/* how long they took (wall clock) */
 	bool		recovery_full;	/* lease recovery filled its batch: more waits */
 	bool		purge_full;		/* retention filled its batch: more waits */
 } DurableSweepResult;
@@ -51,10 +53,12 @@ extern int	durable_recover_outbox(TimestampTz now, Datum owner, bool by_owner, i
 
 /*
  * One pass of the sweep at `now`: lost leases, due work, retention, expired
- * permits.  Each step handles at most DURABLE_SWEEP_BATCH rows.  Caller must
- * be in a transaction and connected to SPI; the pass's effects and
- * notifications take effect when that transaction commits.
+ * permits.  Each step handles at most DURABLE_SWEEP_BATCH rows.  The steps
+ * that scan every open record (lease recovery, inbox records that came due)
+ * run only when scan_open is true.  Caller must be in a transaction and
+ * connected to SPI; the pass's effects and notifications take effect when
+ * that transaction commits.
  */
-extern void durable_sweep_pass(TimestampTz now, DurableSweepResult *result);
+extern void durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result);
 
 #endif							/* DURABLE_SWEEP_H */

@@ -1,0 +1,165 @@
+# t/008_worker_pacing.pl
+# The background worker paces the work that grows with the tables, so that
+# a backlog does not turn it into a busy loop:
+#  - lease recovery and the inbox's due-work announcement scan every open
+#    record; after these scans took T, the worker skips them for 19 T (a
+#    healthy queue is still scanned at every pass), and a lease lost during
+#    a backlog is still recovered;
+#  - after a retention pass that filled its batch, it rests 5 times as long
+#    as the pass took before the next one.
+# Both read from the worker's DEBUG1 line of each pass.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::Local qw(timegm);
+
+my $node = PostgreSQL::Test::Cluster->new('pacing');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'durable'
+durable.naptime = '20ms'
+log_min_messages = debug1
+log_line_prefix = '%m [%p] '
+});
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION durable');
+
+# The worker's passes logged from byte $offset on: a list of hashes with
+# at (seconds, end of the pass), pass_ms, scan ('ran' or 'skipped': the
+# open-record scans), scan_ms and purged.
+sub passes_since
+{
+	my ($offset) = @_;
+	my $log = slurp_file($node->logfile, $offset);
+	my @passes;
+	while ($log =~
+		/^(\d+)-(\d+)-(\d+) (\d+):(\d+):(\d+)\.(\d+) \S+ \[\d+\] DEBUG:  durable worker: swept database "postgres": .* (\d+) purged; pass ([\d.]+) ms, open-record scans (ran|skipped) ([\d.]+) ms$/mg
+	  )
+	{
+		push @passes,
+		  {
+			at => timegm($6, $5, $4, $3, $2 - 1, $1) + $7 / 1000,
+			purged => $8,
+			pass_ms => $9,
+			scan => $10,
+			scan_ms => $11
+		  };
+	}
+	return @passes;
+}
+
+# Wait (at most a minute) until the passes logged after byte $offset
+# satisfy $done, a function of the list; returns the list.
+sub wait_for_passes
+{
+	my ($offset, $done) = @_;
+	my @p;
+	for (my $i = 0; $i < 600; $i++)
+	{
+		@p = passes_since($offset);
+		last if $done->(@p);
+		select(undef, undef, undef, 0.1);
+	}
+	return @p;
+}
+
+# Conditions for wait_for_passes.
+sub at_least { my ($n) = @_; return sub { @_ >= $n }; }
+sub scans_ran { my ($n) = @_; return sub { grep({ $_->{scan} eq 'ran' } @_) >= $n }; }
+
+# --- A healthy queue: the scans run at (nearly) every pass.  The first
+# passes plan their statements, which is slow enough to be paced: they are
+# left out.
+my $offset = -s $node->logfile;
+wait_for_passes($offset, at_least(10));
+$offset = -s $node->logfile;
+my @healthy = wait_for_passes($offset, at_least(20));
+cmp_ok(scalar @healthy, '>=', 20, 'the worker passes every naptime');
+cmp_ok(scalar(grep { $_->{scan} eq 'ran' } @healthy),
+	'>=', 15, 'with few open records, (nearly) every pass runs the scans');
+
+# --- A backlog of 300,000 pending records (written straight into the journal).
+$node->safe_psql(
+	'postgres', q{
+	INSERT INTO durable.inbox (source, message_id, chat_id, kind, payload, state,
+	                           attempts, not_before, created_at)
+	SELECT 'tap', 'backlog-' || g, (g % 1000)::text, 'message', '{}', 'pending', 0,
+	       now(), now()
+	  FROM generate_series(1, 300000) g;
+	VACUUM ANALYZE durable.inbox;
+});
+# A lease lost during the backlog (held 50 ms by an instance that vanished).
+$node->safe_psql('postgres',
+	"SELECT durable.inbox_admit('tap', 'lost', 'chat-lost', instance => 'gone', lease => '50ms')"
+);
+$offset = -s $node->logfile;
+my @backlog = wait_for_passes($offset, scans_ran(3));
+my @ran = grep { $_->{scan} eq 'ran' } @backlog;
+cmp_ok(scalar(grep { $_->{scan} eq 'skipped' } @backlog),
+	'>', 0, 'with a backlog, passes skip the open-record scans');
+cmp_ok(scalar @ran, '>=', 3, 'with a backlog, the scans still run');
+
+# After scans that took T, the next ones come 19 T later (checked with
+# 15 T: the log's timestamps are to the millisecond).
+my $rested = 1;
+for my $i (0 .. $#backlog - 1)
+{
+	next unless $backlog[$i]{scan} eq 'ran';
+	my ($next) = grep { $_->{scan} eq 'ran' } @backlog[ $i + 1 .. $#backlog ];
+	last unless $next;
+	my $gap_ms = ($next->{at} - $backlog[$i]{at}) * 1000;
+	if ($gap_ms < 15 * $backlog[$i]{scan_ms} - 1)
+	{
+		diag("scans of $backlog[$i]{scan_ms} ms followed by more after $gap_ms ms");
+		$rested = 0;
+	}
+}
+ok($rested, 'scans that took T are followed by 19 T without them');
+
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT state = 'pending' FROM durable.inbox WHERE message_id = 'lost'"),
+	'the lease lost during the backlog is recovered');
+
+# --- Retention: 5,000 done records two days old, a retention of one day
+# and a naptime long enough that only the purge's rest can pace the passes.
+$node->safe_psql(
+	'postgres', q{
+	TRUNCATE durable.inbox;
+	INSERT INTO durable.inbox (source, message_id, chat_id, kind, payload, state, attempts,
+	                           token, owner, not_before, created_at, done_at, finished_at)
+	SELECT 'tap', 'old-' || g, (g % 1000)::text, 'message', '{}', 'done', 1,
+	       nextval('durable.token_seq'), 'bot', now() - interval '2 days',
+	       now() - interval '2 days', now() - interval '2 days', now() - interval '2 days'
+	  FROM generate_series(1, 5000) g;
+});
+$offset = -s $node->logfile;
+$node->safe_psql(
+	'postgres', q{
+	ALTER SYSTEM SET durable.naptime = '30s';
+	ALTER SYSTEM SET durable.retention = '1d';
+	SELECT pg_reload_conf();
+});
+ok( $node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM durable.inbox'),
+	'the worker purges the 5,000 records');
+my @purge = grep { $_->{purged} > 0 } passes_since($offset);
+is(scalar @purge, 5, 'in five passes of 1,000');
+my $paced = 1;
+for my $i (0 .. $#purge - 1)
+{
+	my $gap_ms = ($purge[ $i + 1 ]{at} - $purge[$i]{at}) * 1000;
+	if ($gap_ms < 4 * $purge[$i]{pass_ms} || $gap_ms > 20000)
+	{
+		diag("purge pass of $purge[$i]{pass_ms} ms followed by the next after $gap_ms ms");
+		$paced = 0;
+	}
+}
+ok($paced, 'after a full retention pass the worker rests 5 times its duration, not a naptime');
+
+$node->stop;
+done_testing();
