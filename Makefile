@@ -14,6 +14,7 @@ OBJS = \
 	src/shmem.o \
 	src/metrics.o \
 	src/inbox.o \
+	src/claim_floor.o \
 	src/outbox.o \
 	src/instance.o \
 	src/sweep.o \
@@ -50,6 +51,9 @@ include $(PGXS)
 
 # The version is compiled in: a new default_version must rebuild its user.
 src/spi_util.o: durable.control
+# The headers are few and shared: a change to one rebuilds every object (a
+# stale object with an old shared-memory layout corrupts the new one's).
+$(filter src/%.o,$(OBJS)): $(wildcard $(srcdir)/src/*.h)
 
 # Print a make variable (used by scripts/test to find the suites).
 print-%:
