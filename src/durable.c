@@ -39,6 +39,7 @@ int			durable_outbox_backoff_cap_ms = 60 * 1000;
 int			durable_retention_s = 7 * 24 * 3600;
 int			durable_max_payload_bytes = 1024 * 1024;
 int			durable_naptime_ms = 1000;
+bool		durable_claim_floor_enabled = true;
 int			durable_bound_count = 10000;
 int			durable_bound_age_s = 30 * 60;
 char	   *durable_fail_point = NULL;
@@ -91,6 +92,12 @@ durable_define_settings(void)
 							NULL, &durable_max_payload_bytes, 1024 * 1024,
 							1024, MaxAllocSize, PGC_SUSET, GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("durable.claim_floor",
+							 "Whether inbox claims start at the database's claim floor.",
+							 "Off: claims scan the open records from the oldest, and see at once "
+							 "changes made to durable.inbox by hand.",
+							 &durable_claim_floor_enabled, true, PGC_USERSET, 0,
+							 NULL, NULL, NULL);
 	DefineCustomIntVariable("durable.naptime",
 							"Pause between two sweeps of the background worker.",
 							NULL, &durable_naptime_ms, 1000,

@@ -47,6 +47,7 @@ extern int	durable_outbox_backoff_cap_ms;
 extern int	durable_retention_s;
 extern int	durable_max_payload_bytes;
 extern int	durable_naptime_ms;
+extern bool durable_claim_floor_enabled;
 extern int	durable_bound_count;
 extern int	durable_bound_age_s;
 extern char *durable_fail_point;
@@ -188,6 +189,17 @@ extern void durable_wait_prepare(DurableQueue queue);
 extern bool durable_wait_sleep(DurableQueue queue, TimestampTz deadline,
 							   TimestampTz next_due);
 extern void durable_wait_done(void);
+
+/* ---- The inbox's claim floor (claim_floor.c) ---- */
+
+/* The id from which a claim scans the open records now (0: the head). */
+extern int64 durable_claim_floor(TimestampTz now);
+
+/* Record `id` became claimable out of the clock's order: lower the floor to it. */
+extern void durable_claim_floor_lower(int64 id);
+
+/* An admit inserted record `id`: lower the floor if it lies below. */
+extern void durable_claim_floor_admitted(int64 id);
 
 /* ---- Fail points (durable.c) ---- */
 

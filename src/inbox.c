@@ -428,6 +428,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 
 			DURABLE_FAIL_POINT("inbox_admit");
 			out[0] = durable_col(0, 1);
+			durable_claim_floor_admitted(DatumGetInt64(out[0]));
 			out[1] = leased ? durable_col(0, 2) : (Datum) 0;
 			outnull[1] = !leased;
 			out[2] = BoolGetDatum(false);
@@ -551,14 +552,18 @@ inbox_claimed_cmp(const void *a, const void *b)
  * matters at one statement per claim.  The rows come back in the order the
  * UPDATE met them and are put in id order here.
  *
+ * The scan starts at the claim floor (claim_floor.c): no record below it is
+ * claimable, and behind a long transaction the index holds the entries of
+ * every record finished since it began.
+ *
  * The lease changes no indexed column (durable--0.2--0.3.sql): it is a HOT
  * update.
  */
 static uint64
 inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease_us)
 {
-	Oid			types[5] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID, INT4OID};
-	Datum		values[5];
+	Oid			types[6] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID, INT4OID, INT8OID};
+	Datum		values[6];
 	TimestampTz now = GetCurrentTimestamp();
 	uint64		n;
 	uint64		i;
@@ -569,6 +574,7 @@ inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease
 	values[2] = TimestampTzGetDatum(now);
 	values[3] = Int32GetDatum(durable_inbox_max_attempts);
 	values[4] = Int32GetDatum(max);
+	values[5] = Int64GetDatum(durable_claim_floor(now));
 	durable_exec(durable_plan(&inbox_claim_plan,
 							  "UPDATE durable.inbox i"
 							  "   SET state = 'leased',"
@@ -577,7 +583,7 @@ inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease
 							  "       attempts = i.attempts + 1, sends = 0"
 							  " WHERE i.id = ANY (ARRAY("
 							  "        SELECT c.id FROM durable.inbox c"
-							  "         WHERE " INBOX_OPEN_SCAN("c")
+							  "         WHERE " INBOX_OPEN_SCAN("c") " AND c.id >= $6"
 							  "           AND CASE WHEN c.state = 'pending' THEN c.not_before <= $3"
 							  "                    ELSE c.lease_until < $3 AND c.attempts < $4 END"
 							  "           AND NOT EXISTS " INBOX_OPEN_IN_CHAT("c", "<")
@@ -588,7 +594,7 @@ inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease
 							  "            ELSE i.lease_until < $3 AND i.attempts < $4 END"
 							  " RETURNING i.id, i.token, i.source, i.message_id, i.chat_id,"
 							  "           i.kind, i.payload, i.attempts",
-							  5, types),
+							  6, types),
 				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
 
 	n = SPI_processed;
@@ -968,6 +974,7 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 				 values, nulls, SPI_OK_UPDATE, 0);
 	if (SPI_processed != 1)
 		elog(ERROR, "durable: locked inbox record %lld vanished", (long long) id);
+	durable_claim_floor_lower(id);
 
 	if (dead)
 	{
@@ -1018,6 +1025,7 @@ durable_inbox_release(PG_FUNCTION_ARGS)
 				 values, NULL, SPI_OK_UPDATE, 0);
 	if (SPI_processed == 0)
 		inbox_diagnose(IC_RELEASE, id, token);
+	durable_claim_floor_lower(id);
 	durable_wake_at_commit(DQ_INBOX);
 	SPI_finish();
 	PG_RETURN_VOID();
@@ -1062,6 +1070,7 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 				 errdetail("Only dead or done records can be replayed.")));
 	}
 	durable_count(DC_INBOUND_REPLAYED, 1);
+	durable_claim_floor_lower(id);
 	durable_wake_at_commit(DQ_INBOX);
 	SPI_finish();
 	PG_RETURN_VOID();

@@ -66,6 +66,9 @@ dshm_startup(void)
 
 			slot->dboid = InvalidOid;
 			SpinLockInit(&slot->mutex);
+			SpinLockInit(&slot->floor_mutex);
+			pg_atomic_init_u64(&slot->floor, 0);
+			pg_atomic_init_u64(&slot->floor_raising, 0);
 			for (c = 0; c < DC_NUM_COUNTERS; c++)
 				pg_atomic_init_u64(&slot->counters[c], 0);
 			for (q = 0; q < DQ_NUM_QUEUES; q++)
@@ -116,6 +119,17 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	slot->worker_checked_at = 0;
 	slot->extension_absent = false;
 	SpinLockRelease(&slot->mutex);
+	SpinLockAcquire(&slot->floor_mutex);
+	pg_atomic_write_u64(&slot->floor, 0);
+	pg_atomic_write_u64(&slot->floor_raising, 0);
+	slot->floor_gen++;
+	slot->floor_relid = InvalidOid;
+	slot->floor_fallback = 0;
+	slot->floor_due = 0;
+	slot->floor_from_head_at = 0;
+	slot->floor_next_refresh = 0;
+	slot->floor_busy_until = 0;
+	SpinLockRelease(&slot->floor_mutex);
 	slot->dboid = dboid;
 }
 

@@ -37,6 +37,18 @@ typedef struct DurableDbSlot
 	pg_atomic_uint64 counters[DC_NUM_COUNTERS];
 	ConditionVariable queue_cv[DQ_NUM_QUEUES];	/* waiting claimers */
 
+	/* The inbox's claim floor (claim_floor.c); floor_mutex protects the plain fields. */
+	slock_t		floor_mutex;
+	pg_atomic_uint64 floor;		/* no record below this id is claimable now */
+	pg_atomic_uint64 floor_raising; /* the floor a refresh is about to set (0: none) */
+	uint64		floor_gen;		/* bumped when the floor is lowered */
+	Oid			floor_relid;	/* the inbox the floor was computed for */
+	int64		floor_fallback; /* where claims scan from once floor_due passed */
+	TimestampTz floor_due;		/* a record below the floor comes due (0: none) */
+	TimestampTz floor_from_head_at; /* last refresh that scanned from the head */
+	TimestampTz floor_next_refresh; /* no refresh before this */
+	TimestampTz floor_busy_until;	/* a refresh runs (until this at most) */
+
 	/* The database's background worker (worker.c). */
 	pid_t		worker_pid;		/* 0: none running */
 	bool		worker_starting;	/* the launcher asked for one */

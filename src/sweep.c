@@ -194,7 +194,10 @@ durable_recover_inbox(TimestampTz now, Datum owner, bool by_owner, int limit)
 	 * back the younger records of its chat.
 	 */
 	if (n > 0)
+	{
+		durable_claim_floor_lower(durable_col_int64(0, 1));
 		durable_wake_at_commit(DQ_INBOX);
+	}
 	return (int) n;
 }
 

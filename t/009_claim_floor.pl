@@ -1,0 +1,126 @@
+# t/009_claim_floor.pl
+# The claim floor: claims start their scan of the open records where the
+# claimable ones begin, so that behind a long transaction they do not walk
+# the entries of every record finished since it began; and the floor never
+# hides a record that is claimable.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $node = PostgreSQL::Test::Cluster->new('floor');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'durable'\ndurable.naptime = '1h'\nautovacuum = off\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION durable');
+# Ids from 1001 on, so that an admit below the floor can be staged (below).
+$node->safe_psql('postgres', "SELECT setval('durable.inbox_id_seq', 1000)");
+
+# $n queue cycles, each statement its own transaction: admit a message,
+# then claim it and complete it.
+sub cycles
+{
+	my ($n, $tag) = @_;
+	my $sql = '';
+	for my $i (1 .. $n)
+	{
+		$sql .= "SELECT FROM durable.inbox_admit('t', '$tag-$i', 'chat-$tag-$i');\n";
+		$sql .= "SELECT durable.inbox_complete(c.id, c.token) FROM durable.inbox_claim('w') c;\n";
+	}
+	$node->safe_psql('postgres', $sql);
+}
+
+# Index entries of inbox_unfinished_idx read so far (flushed by backends
+# that exited).
+sub entries_read
+{
+	return $node->safe_psql('postgres',
+		"SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'inbox_unfinished_idx'");
+}
+
+# The floor after a claim that refreshes it (one that finds nothing to claim).
+sub floor_now
+{
+	my ($out, $err);
+	$node->psql(
+		'postgres',
+		"SET client_min_messages = debug2; SELECT pg_sleep(0.02);"
+		  . " SELECT count(*) FROM durable.inbox_claim('probe', 1);",
+		stdout => \$out,
+		stderr => \$err);
+	my @floors = $err =~ /durable: claim floor (\d+)/g;
+	return @floors ? $floors[-1] : -1;
+}
+
+# Admit a message and claim it under `instance`, leased for `lease`;
+# returns "id|token".
+sub admit_and_hold
+{
+	my ($message, $instance, $lease) = @_;
+	$node->safe_psql('postgres', "SELECT FROM durable.inbox_admit('t', '$message', 'chat-$message')");
+	return $node->safe_psql('postgres',
+		"SELECT id || '|' || token FROM durable.inbox_claim('$instance', 1, lease => '$lease')");
+}
+
+sub claim_one
+{
+	return $node->safe_psql('postgres',
+		"SELECT coalesce(max(message_id), 'nothing') FROM durable.inbox_claim('taker', 1)");
+}
+
+# ---- Behind a transaction held open, claims read few index entries.
+my $held = $node->background_psql('postgres');
+$held->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+$held->query_safe('SELECT pg_catalog.txid_current(), count(*) FROM durable.inbox');
+cycles(3000, 'before');
+my $before = entries_read();
+cycles(200, 'measured');
+$node->poll_query_until('postgres',
+	"SELECT idx_tup_read > $before FROM pg_stat_user_indexes WHERE indexrelname = 'inbox_unfinished_idx'")
+  or die 'no index statistics';
+usleep(500_000);
+my $per_claim = (entries_read() - $before) / 200;
+cmp_ok($per_claim, '<', 300,
+	"behind a held transaction a claim reads few entries ($per_claim per claim, 3,000+ finished behind it)");
+$held->query_safe('COMMIT');
+$held->quit;
+
+# ---- The floor passes records held under a lease, and comes back for
+# each of them when it becomes claimable.
+my ($released, $released_token) = split /\|/, admit_and_hold('released', 'a', '60 s');
+my $expiring_from = time;
+my ($expiring) = split /\|/, admit_and_hold('expiring', 'a', '5 s');
+my ($restarted) = split /\|/, admit_and_hold('restarted', 'b', '60 s');
+cycles(20, 'after');
+cmp_ok(floor_now(), '>', $restarted, 'the floor passes records held under a lease');
+
+$node->safe_psql('postgres', "SELECT durable.inbox_release($released, $released_token)");
+is(claim_one(), 'released', 'a record released below the floor is claimed at once');
+
+$node->safe_psql('postgres', "SELECT durable.instance_start('b')");
+is(claim_one(), 'restarted', 'a lease recovered by instance_start below the floor is claimed at once');
+
+my $done = $node->safe_psql('postgres',
+	"SELECT id FROM durable.inbox WHERE message_id = 'before-1'");
+cmp_ok(floor_now(), '>', $done, 'the floor is above a done record');
+$node->safe_psql('postgres', "SELECT durable.inbox_replay($done)");
+is(claim_one(), 'before-1', 'a record replayed below the floor is claimed at once');
+
+# An admit that draws an id below the floor (as one can that draws its id
+# while a refresh scans, and inserts its index entries after).
+cmp_ok(floor_now(), '>', 600, 'the floor is above id 600');
+$node->safe_psql('postgres', "SELECT setval('durable.inbox_id_seq', 600)");
+$node->safe_psql('postgres', "SELECT FROM durable.inbox_admit('t', 'late', 'chat-late')");
+is(claim_one(), 'late', 'a record admitted below the floor is claimed at once');
+
+ok(time - $expiring_from < 5, 'the lease of "expiring" was still valid until now')
+  or diag('the steps above took too long for the lease of 5 s');
+usleep(100_000) while time - $expiring_from < 5.3;
+is(claim_one(), 'expiring', 'a lease that expired below the floor is taken over');
+
+$node->stop;
+done_testing();
