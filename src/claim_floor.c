@@ -15,12 +15,13 @@
  * The floor never hides a claimable record:
  *  - it is advanced (at most every FLOOR_REFRESH_MS, by one claimer at a
  *    time) by a scan with a dirty snapshot, which stops at the first record
- *    that is claimable, will be by the clock before the floor's `until`, or
- *    is being written by a transaction in progress (an admit not yet
- *    committed, a completion not yet committed);
+ *    that is due now or is being written by a transaction in progress (an
+ *    admit or a completion not yet committed);
  *  - records the scan passed over (held under a lease, or pending with a
  *    future not_before) come due by the clock: from the earliest of those
  *    times, claims scan from the first record passed over instead;
+ *  - a heartbeat that shortens a lease below the floor brings that time
+ *    forward;
  *  - every transition that makes a record claimable out of the clock's order
  *    lowers the floor to that record: release, fail, replay, recovery, and an
  *    admit whose id lies below the floor (an admit draws its id before it
@@ -293,8 +294,22 @@ floor_refresh(DurableDbSlot *slot, int64 from, Oid relid, uint64 gen, TimestampT
 	if (slot->floor_gen == gen)
 	{
 		pg_atomic_write_u64(&slot->floor, (uint64) first.needed);
-		slot->floor_fallback = Min(first.first_skipped, first.needed);
-		slot->floor_due = first.due;
+
+		/*
+		 * A scan from above the first record passed over earlier (the floor
+		 * moving on) keeps what the earlier scans passed over; one from
+		 * there or below saw all of it again.
+		 */
+		if (from > slot->floor_fallback)
+		{
+			if (first.due != 0 && (slot->floor_due == 0 || first.due < slot->floor_due))
+				slot->floor_due = first.due;
+		}
+		else
+		{
+			slot->floor_fallback = Min(first.first_skipped, first.needed);
+			slot->floor_due = first.due;
+		}
 		slot->floor_relid = first.relid;
 		if (from == 0)
 			slot->floor_from_head_at = now;
@@ -346,7 +361,9 @@ durable_claim_floor(TimestampTz now)
 	SpinLockAcquire(&slot->floor_mutex);
 	current = floor_effective(slot, now);
 	SpinLockRelease(&slot->floor_mutex);
-	elog(DEBUG2, "durable: claim floor " INT64_FORMAT, current);
+	/* t/009_claim_floor reads this line. */
+	elog(DEBUG2, "durable: claim floor " INT64_FORMAT "%s", current,
+		 from == 0 ? " (from the head)" : "");
 	return current;
 }
 
@@ -362,6 +379,24 @@ durable_claim_floor_lower(int64 id)
 		pg_atomic_write_u64(&slot->floor, (uint64) id);
 	slot->floor_fallback = Min(slot->floor_fallback, id);
 	slot->floor_gen++;
+	SpinLockRelease(&slot->floor_mutex);
+}
+
+void
+durable_claim_floor_comes_due(int64 id, TimestampTz due)
+{
+	DurableDbSlot *slot = durable_my_slot();
+
+	if (slot == NULL)
+		return;
+	SpinLockAcquire(&slot->floor_mutex);
+	if ((uint64) id < pg_atomic_read_u64(&slot->floor) &&
+		(slot->floor_due == 0 || due < slot->floor_due))
+	{
+		slot->floor_due = due;
+		slot->floor_fallback = Min(slot->floor_fallback, id);
+		slot->floor_gen++;
+	}
 	SpinLockRelease(&slot->floor_mutex);
 }
 

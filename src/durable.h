@@ -198,6 +198,9 @@ extern int64 durable_claim_floor(TimestampTz now);
 /* Record `id` became claimable out of the clock's order: lower the floor to it. */
 extern void durable_claim_floor_lower(int64 id);
 
+/* Record `id`'s lease now ends at `due`: claims must look at it from then on. */
+extern void durable_claim_floor_comes_due(int64 id, TimestampTz due);
+
 /* An admit inserted record `id`: lower the floor if it lies below. */
 extern void durable_claim_floor_admitted(int64 id);
 

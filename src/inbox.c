@@ -730,6 +730,7 @@ durable_inbox_heartbeat(PG_FUNCTION_ARGS)
 				 values, NULL, SPI_OK_UPDATE, 0);
 	if (SPI_processed == 0)
 		inbox_diagnose(IC_HEARTBEAT, id, token);
+	durable_claim_floor_comes_due(id, lease_until);
 	SPI_finish();
 	PG_RETURN_TIMESTAMPTZ(lease_until);
 }

@@ -42,7 +42,8 @@ sub entries_read
 		"SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'inbox_unfinished_idx'");
 }
 
-# The floor after a claim that refreshes it (one that finds nothing to claim).
+# The floor after a claim that refreshes it (one that finds nothing to
+# claim); in list context also whether that refresh scanned from the head.
 sub floor_now
 {
 	my ($out, $err);
@@ -52,8 +53,22 @@ sub floor_now
 		  . " SELECT count(*) FROM durable.inbox_claim('probe', 1);",
 		stdout => \$out,
 		stderr => \$err);
-	my @floors = $err =~ /durable: claim floor (\d+)/g;
-	return @floors ? $floors[-1] : -1;
+	my @floors = $err =~ /durable: claim floor (\d+)( \(from the head\))?/g;
+	my ($floor, $from_head) = @floors ? ($floors[-2], defined $floors[-1]) : (-1, 0);
+	return wantarray ? ($floor, $from_head) : $floor;
+}
+
+# Refresh until a refresh scans from the head: the next one that does is
+# 5 s away, so what follows within a second is seen by refreshes that
+# start from the floor only.
+sub after_head_refresh
+{
+	for (1 .. 400)
+	{
+		my ($floor, $from_head) = floor_now();
+		return 1 if $from_head;
+	}
+	return 0;
 }
 
 # Admit a message and claim it under `instance`, leased for `lease`;
@@ -89,11 +104,26 @@ cmp_ok($per_claim, '<', 300,
 $held->query_safe('COMMIT');
 $held->quit;
 
+# ---- The floor moves on (refreshes that scan from above "shortened"), and
+# still comes back for it when the lease it was given by a heartbeat ends.
+my ($shortened, $shortened_token) = split /\|/, admit_and_hold('shortened', 'c', '60 s');
+cycles(5, 'more');
+floor_now() for 1 .. 3;
+cmp_ok(floor_now(), '>', $shortened, 'the floor passes the record held for 60 s');
+ok(after_head_refresh(), 'a refresh from the head is seen');
+my $shortened_at = time;
+$node->safe_psql('postgres', "SELECT durable.inbox_heartbeat($shortened, $shortened_token, '1 s')");
+cycles(5, 'evenmore');
+floor_now() for 1 .. 3;
+ok(time - $shortened_at < 1, 'the shortened lease was still valid until now');
+usleep(50_000) while time - $shortened_at < 1.2;
+is(claim_one(), 'shortened', 'a lease shortened by a heartbeat below the floor is taken over when it ends');
+
 # ---- The floor passes records held under a lease, and comes back for
 # each of them when it becomes claimable.
 my ($released, $released_token) = split /\|/, admit_and_hold('released', 'a', '60 s');
 my $expiring_from = time;
-my ($expiring) = split /\|/, admit_and_hold('expiring', 'a', '5 s');
+my ($expiring) = split /\|/, admit_and_hold('expiring', 'a', '10 s');
 my ($restarted) = split /\|/, admit_and_hold('restarted', 'b', '60 s');
 cycles(20, 'after');
 cmp_ok(floor_now(), '>', $restarted, 'the floor passes records held under a lease');
@@ -117,9 +147,9 @@ $node->safe_psql('postgres', "SELECT setval('durable.inbox_id_seq', 600)");
 $node->safe_psql('postgres', "SELECT FROM durable.inbox_admit('t', 'late', 'chat-late')");
 is(claim_one(), 'late', 'a record admitted below the floor is claimed at once');
 
-ok(time - $expiring_from < 5, 'the lease of "expiring" was still valid until now')
-  or diag('the steps above took too long for the lease of 5 s');
-usleep(100_000) while time - $expiring_from < 5.3;
+ok(time - $expiring_from < 10, 'the lease of "expiring" was still valid until now')
+  or diag('the steps above took too long for the lease of 10 s');
+usleep(100_000) while time - $expiring_from < 10.3;
 is(claim_one(), 'expiring', 'a lease that expired below the floor is taken over');
 
 $node->stop;
