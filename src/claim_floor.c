@@ -263,6 +263,7 @@ floor_refresh(DurableDbSlot *slot, int64 from, Oid relid, uint64 gen, TimestampT
 {
 	FloorScan	first;
 	FloorScan	again;
+	uint64		published = 0;
 
 	if (!floor_scan(from, 0, now, &first))
 	{
@@ -279,7 +280,8 @@ floor_refresh(DurableDbSlot *slot, int64 from, Oid relid, uint64 gen, TimestampT
 	if (first.needed > from)
 	{
 		/* Publish, then look again at what the first scan passed over. */
-		floor_publish(slot, (uint64) first.needed);
+		published = (uint64) first.needed;
+		floor_publish(slot, published);
 		pg_memory_barrier();
 		if (floor_scan(from, first.needed, now, &again) && again.needed < first.needed)
 		{
@@ -317,7 +319,8 @@ floor_refresh(DurableDbSlot *slot, int64 from, Oid relid, uint64 gen, TimestampT
 	slot->floor_busy_until = 0;
 	slot->floor_next_refresh = now + (int64) FLOOR_REFRESH_MS * 1000;
 	SpinLockRelease(&slot->floor_mutex);
-	floor_unpublish(slot, (uint64) first.needed);
+	if (published != 0)
+		floor_unpublish(slot, published);
 }
 
 int64
