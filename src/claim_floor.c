@@ -69,19 +69,40 @@
 /* What one floor scan found. */
 typedef struct FloorScan
 {
-	Oid			relid;			/* the inbox it scanned */
 	int64		needed;			/* first record a claim must see */
 	int64		first_skipped;	/* first record passed over (needed: none) */
 	TimestampTz due;			/* earliest time one passed over comes due (0: none) */
 } FloorScan;
 
-/* The inbox's attributes a floor scan reads (the id comes from the index). */
-typedef struct FloorAttrs
+/* The inbox and index a floor scan reads, and the inbox's attributes it reads. */
+typedef struct FloorRels
 {
+	Oid			heap;
+	Oid			index;			/* inbox_unfinished_idx: the id comes from it */
 	AttrNumber	state;
 	AttrNumber	lease_until;
 	AttrNumber	not_before;
-} FloorAttrs;
+} FloorRels;
+
+/* Look up the relations of this database's inbox; false when there are none. */
+static bool
+floor_find_rels(FloorRels *rels)
+{
+	Oid			nsp = get_namespace_oid("durable", true);
+
+	if (!OidIsValid(nsp))
+		return false;
+	rels->heap = get_relname_relid("inbox", nsp);
+	rels->index = get_relname_relid("inbox_unfinished_idx", nsp);
+	if (!OidIsValid(rels->heap) || !OidIsValid(rels->index))
+		return false;
+	rels->state = get_attnum(rels->heap, "state");
+	rels->lease_until = get_attnum(rels->heap, "lease_until");
+	rels->not_before = get_attnum(rels->heap, "not_before");
+	return rels->state != InvalidAttrNumber &&
+		rels->lease_until != InvalidAttrNumber &&
+		rels->not_before != InvalidAttrNumber;
+}
 
 static bool
 floor_text_is(Datum value, const char *literal)
@@ -94,18 +115,13 @@ floor_text_is(Datum value, const char *literal)
 
 /*
  * Scan inbox_unfinished_idx from id `from` (up to `below`, exclusive; 0: no
- * bound) with a dirty snapshot.  Returns false when the relations cannot be
- * found (then claims scan from the head).
+ * bound) with a dirty snapshot.
  */
-static bool
-floor_scan(int64 from, int64 below, TimestampTz now, FloorScan *out)
+static void
+floor_scan(const FloorRels *rels, int64 from, int64 below, TimestampTz now, FloorScan *out)
 {
-	Oid			nsp = get_namespace_oid("durable", true);
-	Oid			heap_oid;
-	Oid			index_oid;
 	Relation	heap;
 	Relation	index;
-	FloorAttrs	att;
 	SnapshotData dirty;
 	ScanKeyData key;
 	IndexScanDesc scan;
@@ -115,26 +131,12 @@ floor_scan(int64 from, int64 below, TimestampTz now, FloorScan *out)
 	bool		stopped = false;
 	bool		budget_spent = true;
 
-	if (!OidIsValid(nsp))
-		return false;
-	heap_oid = get_relname_relid("inbox", nsp);
-	index_oid = get_relname_relid("inbox_unfinished_idx", nsp);
-	if (!OidIsValid(heap_oid) || !OidIsValid(index_oid))
-		return false;
-	att.state = get_attnum(heap_oid, "state");
-	att.lease_until = get_attnum(heap_oid, "lease_until");
-	att.not_before = get_attnum(heap_oid, "not_before");
-	if (att.state == InvalidAttrNumber ||
-		att.lease_until == InvalidAttrNumber || att.not_before == InvalidAttrNumber)
-		return false;
-
-	out->relid = heap_oid;
 	out->needed = from;
 	out->first_skipped = 0;
 	out->due = 0;
 
-	heap = table_open(heap_oid, AccessShareLock);
-	index = index_open(index_oid, AccessShareLock);
+	heap = table_open(rels->heap, AccessShareLock);
+	index = index_open(rels->index, AccessShareLock);
 	InitDirtySnapshot(dirty);
 	ScanKeyInit(&key, 1, BTGreaterEqualStrategyNumber, F_INT8GE, Int64GetDatum(from));
 	scan = index_beginscan(heap, index, &dirty, 1, 0);
@@ -173,17 +175,17 @@ floor_scan(int64 from, int64 below, TimestampTz now, FloorScan *out)
 			stopped = true;
 			break;
 		}
-		state = slot_getattr(slot, att.state, &isnull);
+		state = slot_getattr(slot, rels->state, &isnull);
 		if (!isnull && floor_text_is(state, "leased"))
 		{
-			Datum		d = slot_getattr(slot, att.lease_until, &isnull);
+			Datum		d = slot_getattr(slot, rels->lease_until, &isnull);
 
 			if (!isnull)
 				due = DatumGetTimestampTz(d);
 		}
 		else if (!isnull && floor_text_is(state, "pending"))
 		{
-			Datum		d = slot_getattr(slot, att.not_before, &isnull);
+			Datum		d = slot_getattr(slot, rels->not_before, &isnull);
 
 			if (!isnull)
 				due = DatumGetTimestampTz(d);
@@ -218,7 +220,6 @@ floor_scan(int64 from, int64 below, TimestampTz now, FloorScan *out)
 	ExecDropSingleTupleTableSlot(slot);
 	index_close(index, AccessShareLock);
 	table_close(heap, AccessShareLock);
-	return true;
 }
 
 /* The floor claims use now; caller holds the slot's floor_mutex. */
@@ -256,25 +257,24 @@ floor_unpublish(DurableDbSlot *slot, uint64 raising)
 /*
  * Refresh the floor of `slot` (this backend is its one refresher): from
  * `from`, or from the head when the inbox is not the one the floor was
- * computed for (the extension was dropped and created again).
+ * computed for (the extension was dropped and created again).  Without an
+ * inbox the floor is 0.
  */
 static void
 floor_refresh(DurableDbSlot *slot, int64 from, Oid relid, uint64 gen, TimestampTz now)
 {
-	FloorScan	first;
+	FloorRels	rels;
+	FloorScan	first = {0, 0, 0};
 	FloorScan	again;
 	uint64		published = 0;
 
-	if (!floor_scan(from, 0, now, &first))
+	if (!floor_find_rels(&rels))
+		rels.heap = InvalidOid;
+	else
 	{
-		first.relid = InvalidOid;
-		first.needed = first.first_skipped = 0;
-		first.due = 0;
-	}
-	else if (first.relid != relid && from != 0)
-	{
-		from = 0;
-		(void) floor_scan(from, 0, now, &first);
+		if (rels.heap != relid)
+			from = 0;
+		floor_scan(&rels, from, 0, now, &first);
 	}
 
 	if (first.needed > from)
@@ -283,7 +283,8 @@ floor_refresh(DurableDbSlot *slot, int64 from, Oid relid, uint64 gen, TimestampT
 		published = (uint64) first.needed;
 		floor_publish(slot, published);
 		pg_memory_barrier();
-		if (floor_scan(from, first.needed, now, &again) && again.needed < first.needed)
+		floor_scan(&rels, from, first.needed, now, &again);
+		if (again.needed < first.needed)
 		{
 			first.needed = again.needed;
 			first.first_skipped = Min(first.first_skipped, again.first_skipped);
@@ -312,7 +313,7 @@ floor_refresh(DurableDbSlot *slot, int64 from, Oid relid, uint64 gen, TimestampT
 			slot->floor_fallback = Min(first.first_skipped, first.needed);
 			slot->floor_due = first.due;
 		}
-		slot->floor_relid = first.relid;
+		slot->floor_relid = rels.heap;
 		if (from == 0)
 			slot->floor_from_head_at = now;
 	}
