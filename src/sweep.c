@@ -140,6 +140,24 @@ static TimestampTz sweep_outbox_checked_at = 0;
 	"  RETURNING o.id, o.key, o.chat_id)" \
 	" SELECT f.key, f.chat_id FROM flagged f ORDER BY f.id"
 
+/*
+ * Work that came due in ($1, $2], counted for sweep_announce_due: inbox
+ * records retried or deferred (due later than admitted; one is enough to
+ * announce, and this scans every open record), and sends, on
+ * outbox_not_before_idx.
+ */
+#define SWEEP_INBOX_DUE_SQL \
+	"SELECT pg_catalog.count(*) FROM" \
+	" (SELECT 1 FROM durable.inbox i" \
+	"   WHERE " INBOX_OPEN_SCAN("i") " AND i.state = 'pending'" \
+	"     AND i.not_before > $1 AND i.not_before <= $2" \
+	"     AND i.not_before > i.created_at LIMIT 1) d"
+#define SWEEP_OUTBOX_DUE_SQL \
+	"SELECT pg_catalog.count(*) FROM durable.outbox o" \
+	" WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])" \
+	"   AND o.not_before > $1 AND o.not_before <= $2" \
+	"   AND o.not_before > o.created_at"
+
 /* $1 limit as a datum: NULL (no LIMIT) for 0. */
 static void
 sweep_limit_param(int limit, Datum *value, char *null)
@@ -242,79 +260,46 @@ durable_recover_outbox(TimestampTz now, Datum owner, bool by_owner, int limit)
 	return (int) n;
 }
 
-/* NOTIFY durable_ready for a kind of work, and wake the claimers waiting on it. */
-static void
-sweep_announce_ready(const char *kind, DurableQueue queue)
-{
-	StringInfoData payload;
-
-	initStringInfo(&payload);
-	durable_json_str(&payload, "kind", kind);
-	durable_notify_json("durable_ready", &payload);
-	pfree(payload.data);
-	durable_wake_at_commit(queue);
-}
-
 /*
- * Start of the due-work window that ends at now, given the end of the
- * previous one (0: none yet in this process).
+ * Announce the work of one journal that came due since the end of its
+ * previous window (*checked_at; 0: none yet in this process, then one
+ * naptime back) up to now: `count_sql` ($1 since, $2 now) counts it, and
+ * when there is some, NOTIFY durable_ready {"kind": kind} and wake the
+ * claimers waiting on `queue`.  A clock that went backwards gives an empty
+ * window, not a second announcement of old work.  Returns the count.
+ * Caller must be connected to SPI.
  */
-static TimestampTz
-sweep_window_start(TimestampTz checked_at, TimestampTz now)
+static int64
+sweep_announce_due(TimestampTz *checked_at, TimestampTz now, SPIPlanPtr *plan,
+				   const char *count_sql, const char *kind, DurableQueue queue)
 {
-	return checked_at != 0 ? checked_at : now - (int64) durable_naptime_ms * 1000;
-}
-
-/*
- * Announce inbox records that came due in (since, now] (retried or
- * deferred: due later than they were admitted).  This scans every open
- * record.  Caller must be connected to SPI.
- */
-static void
-sweep_announce_inbox_due(TimestampTz since, TimestampTz now)
-{
-	static SPIPlanPtr plan = NULL;
 	static const Oid types[2] = {TIMESTAMPTZOID, TIMESTAMPTZOID};
+	TimestampTz since = *checked_at != 0 ? *checked_at :
+		now - (int64) durable_naptime_ms * 1000;
 	Datum		values[2];
+	int64		due = 0;
 
-	values[0] = TimestampTzGetDatum(since);
-	values[1] = TimestampTzGetDatum(now);
-	durable_exec(durable_plan(&plan,
-							  "SELECT EXISTS (SELECT 1 FROM durable.inbox i"
-							  "                WHERE " INBOX_OPEN_SCAN("i") " AND i.state = 'pending'"
-							  "                  AND i.not_before > $1 AND i.not_before <= $2"
-							  "                  AND i.not_before > i.created_at)",
-							  2, types),
-				 values, NULL, SPI_OK_SELECT, 1);
-	if (DatumGetBool(durable_col(0, 1)))
-		sweep_announce_ready("inbox", DQ_INBOX);
-}
+	if (since < now)
+	{
+		values[0] = TimestampTzGetDatum(since);
+		values[1] = TimestampTzGetDatum(now);
+		durable_exec(durable_plan(plan, count_sql, 2, types),
+					 values, NULL, SPI_OK_SELECT, 1);
+		due = durable_col_int64(0, 1);
+	}
+	*checked_at = Max(since, now);
 
-/*
- * Announce sends that came due in (since, now], on outbox_not_before_idx.
- * Returns how many.  Caller must be connected to SPI.
- */
-static int
-sweep_announce_outbox_due(TimestampTz since, TimestampTz now)
-{
-	static SPIPlanPtr plan = NULL;
-	static const Oid types[2] = {TIMESTAMPTZOID, TIMESTAMPTZOID};
-	Datum		values[2];
-	int64		due;
-
-	values[0] = TimestampTzGetDatum(since);
-	values[1] = TimestampTzGetDatum(now);
-	durable_exec(durable_plan(&plan,
-							  "SELECT pg_catalog.count(*) FROM durable.outbox o"
-							  " WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
-							  "   AND o.not_before > $1 AND o.not_before <= $2"
-							  "   AND o.not_before > o.created_at",
-							  2, types),
-				 values, NULL, SPI_OK_SELECT, 1);
-	due = durable_col_int64(0, 1);
 	if (due > 0)
-		sweep_announce_ready("outbox", DQ_OUTBOX);
-	return (int) Min(due, (int64) PG_INT32_MAX);
+	{
+		StringInfoData payload;
+
+		initStringInfo(&payload);
+		durable_json_str(&payload, "kind", kind);
+		durable_notify_json("durable_ready", &payload);
+		pfree(payload.data);
+		durable_wake_at_commit(queue);
+	}
+	return due;
 }
 
 /*
@@ -362,35 +347,34 @@ sweep_purge(TimestampTz cutoff, int64 limit)
 void
 durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 {
-	TimestampTz since;
+	static SPIPlanPtr outbox_due_plan = NULL;
+	int64		outbox_due;
 	int64		permits;
 
 	memset(result, 0, sizeof(*result));
 
 	/*
 	 * Announcements come after recovery, so that records it just made
-	 * pending (due now) are announced in this pass.  A clock that went
-	 * backwards gives an empty window, not a second announcement of old
-	 * work; a skipped inbox window is covered by the next one.
+	 * pending (due now) are announced in this pass.  The inbox's scans every
+	 * open record and is skipped with recovery; its next window covers the
+	 * skipped one.
 	 */
 	if (scan_open)
 	{
+		static SPIPlanPtr inbox_due_plan = NULL;
 		TimestampTz started = GetCurrentTimestamp();
 
 		result->inbox_expired = durable_recover_inbox(now, (Datum) 0, false, DURABLE_SWEEP_BATCH);
 		result->outbox_ambiguous = durable_recover_outbox(now, (Datum) 0, false, DURABLE_SWEEP_BATCH);
-		since = sweep_window_start(sweep_inbox_checked_at, now);
-		if (since < now)
-			sweep_announce_inbox_due(since, now);
-		sweep_inbox_checked_at = Max(since, now);
+		(void) sweep_announce_due(&sweep_inbox_checked_at, now, &inbox_due_plan,
+								  SWEEP_INBOX_DUE_SQL, "inbox", DQ_INBOX);
 		result->scanned_open = true;
 		result->scan_us = GetCurrentTimestamp() - started;
 	}
 
-	since = sweep_window_start(sweep_outbox_checked_at, now);
-	if (since < now)
-		result->outbox_due = sweep_announce_outbox_due(since, now);
-	sweep_outbox_checked_at = Max(since, now);
+	outbox_due = sweep_announce_due(&sweep_outbox_checked_at, now, &outbox_due_plan,
+									SWEEP_OUTBOX_DUE_SQL, "outbox", DQ_OUTBOX);
+	result->outbox_due = (int) Min(outbox_due, (int64) PG_INT32_MAX);
 
 	result->purged = sweep_purge(now - (int64) durable_retention_s * USECS_PER_SEC,
 								 DURABLE_SWEEP_BATCH);
