@@ -275,21 +275,20 @@ floor_refresh(DurableDbSlot *slot, int64 from, Oid relid, uint64 gen, TimestampT
 		if (rels.heap != relid)
 			from = 0;
 		floor_scan(&rels, from, 0, now, &first);
-	}
-
-	if (first.needed > from)
-	{
-		/* Publish, then look again at what the first scan passed over. */
-		published = (uint64) first.needed;
-		floor_publish(slot, published);
-		pg_memory_barrier();
-		floor_scan(&rels, from, first.needed, now, &again);
-		if (again.needed < first.needed)
+		if (first.needed > from)
 		{
-			first.needed = again.needed;
-			first.first_skipped = Min(first.first_skipped, again.first_skipped);
-			if (again.due != 0 && (first.due == 0 || again.due < first.due))
-				first.due = again.due;
+			/* Publish, then look again at what the first scan passed over. */
+			published = (uint64) first.needed;
+			floor_publish(slot, published);
+			pg_memory_barrier();
+			floor_scan(&rels, from, first.needed, now, &again);
+			if (again.needed < first.needed)
+			{
+				first.needed = again.needed;
+				first.first_skipped = Min(first.first_skipped, again.first_skipped);
+				if (again.due != 0 && (first.due == 0 || again.due < first.due))
+					first.due = again.due;
+			}
 		}
 	}
 
