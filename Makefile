@@ -15,6 +15,7 @@ OBJS = \
 	src/metrics.o \
 	src/inbox.o \
 	src/claim_floor.o \
+	src/direct.o \
 	src/outbox.o \
 	src/instance.o \
 	src/sweep.o \

@@ -309,15 +309,27 @@ BEGIN;
 SELECT pg_stat_get_xact_numscans('durable.inbox_unfinished_idx'::regclass) AS open0,
        pg_stat_get_xact_numscans('durable.inbox_chat_unfinished_idx'::regclass) AS chat0 \gset
 -- an admit with an instance probes its chat once, on the chat index
-SELECT state FROM durable.inbox_admit('docs', 'probe-1', 'chat-probe-1', instance => 'bot-probe');
+SELECT id AS probe_id, token AS probe_token, state
+  FROM durable.inbox_admit('docs', 'probe-1', 'chat-probe-1', instance => 'bot-probe') \gset
+SELECT :'state' AS state,
+       pg_stat_get_xact_numscans('durable.inbox_unfinished_idx'::regclass) - :open0 AS open_scans,
+       pg_stat_get_xact_numscans('durable.inbox_chat_unfinished_idx'::regclass) - :chat0 AS chat_scans;
+-- so does the completion (for a later record of the chat to wake a claimer for)
+SELECT durable.inbox_complete(:probe_id, :probe_token);
 SELECT pg_stat_get_xact_numscans('durable.inbox_unfinished_idx'::regclass) - :open0 AS open_scans,
        pg_stat_get_xact_numscans('durable.inbox_chat_unfinished_idx'::regclass) - :chat0 AS chat_scans;
--- without the chat index, neither the admit's nor the completion's probe uses the queue-wide index
+-- these two probes read the chat index directly: without it, a clear error
+-- (never a scan of the queue-wide index)
 DROP INDEX durable.inbox_chat_unfinished_idx;
-SELECT id AS probe_id, token AS probe_token
-  FROM durable.inbox_admit('docs', 'probe-2', 'chat-probe-2', instance => 'bot-probe') \gset
-SELECT durable.inbox_complete(:probe_id, :probe_token);
-SELECT pg_stat_get_xact_numscans('durable.inbox_unfinished_idx'::regclass) - :open0 AS open_scans;
+SELECT state FROM durable.inbox_admit('docs', 'probe-2', 'chat-probe-2', instance => 'bot-probe');
+ROLLBACK;
+-- the probe sees this transaction's own admits, even within one statement:
+-- of two admits of one chat with an instance, only the first is leased
+BEGIN;
+SELECT g, a.state, a.token IS NOT NULL AS leased
+  FROM generate_series(1, 2) g,
+       LATERAL durable.inbox_admit('docs', 'same-stmt-' || g, 'chat-same-stmt', instance => 'bot-probe') a
+ ORDER BY g;
 ROLLBACK;
 
 --

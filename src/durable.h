@@ -204,6 +204,21 @@ extern void durable_claim_floor_comes_due(int64 id, TimestampTz due);
 /* An admit inserted record `id`: lower the floor if it lies below. */
 extern void durable_claim_floor_admitted(int64 id);
 
+/* ---- Direct reads of the inbox, without the executor (direct.c) ---- */
+
+typedef enum DurableChatSide
+{
+	CHAT_ANY,					/* any open record of the chat */
+	CHAT_BEFORE,				/* one with a smaller id */
+	CHAT_AFTER					/* one with a larger id */
+} DurableChatSide;
+
+/* Is there an open record of the chat on that side of `id`? */
+extern bool durable_inbox_chat_has_open(Datum chat_id, int64 id, DurableChatSide side);
+
+/* A new fencing token (durable.token_seq). */
+extern int64 durable_next_token(void);
+
 /* ---- Fail points (durable.c) ---- */
 
 /*

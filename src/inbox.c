@@ -123,6 +123,20 @@ PG_FUNCTION_INFO_V1(durable_inbox_replay);
 	"    AND o.finished_at IS NULL" \
 	"    AND o.id " cmp " " alias ".id OFFSET 0)"
 
+/*
+ * The admit's INSERT, with the dedupe index that arbitrates its conflicts.
+ * $7 .. $10 are the state and, for a record leased at once, its token,
+ * owner and lease end.
+ */
+#define INBOX_INSERT_SQL(arbiter) \
+	"INSERT INTO durable.inbox AS i" \
+	" (source, message_id, content_hash, chat_id, payload, kind," \
+	"  state, attempts, token, owner, lease_until, not_before, created_at)" \
+	" VALUES ($1, $2, $3, $4, $5, $6," \
+	"  $7, CASE WHEN $8::pg_catalog.int8 IS NULL THEN 0 ELSE 1 END, $8, $9, $10, $11, $11)" \
+	" ON CONFLICT " arbiter " DO NOTHING" \
+	" RETURNING i.id"
+
 /* Which confirmation is being diagnosed: decides the exceptions to DR001. */
 typedef enum InboxConfirm
 {
@@ -133,6 +147,7 @@ typedef enum InboxConfirm
 } InboxConfirm;
 
 static SPIPlanPtr inbox_insert_plan = NULL;
+static SPIPlanPtr inbox_insert_hash_plan = NULL;
 static SPIPlanPtr inbox_find_by_message_plan = NULL;
 static SPIPlanPtr inbox_find_by_hash_plan = NULL;
 static SPIPlanPtr inbox_lease_duplicate_plan = NULL;
@@ -318,10 +333,12 @@ inbox_diagnose(InboxConfirm what, int64 id, int64 token)
  * inbox_admit(source, message_id, chat_id, payload, kind, instance, lease)
  *	 -> (id, token, duplicate, state)
  *
- * The common cases take one statement: the INSERT decides in place whether
- * the new record is leased at once (instance given and no unfinished
- * record in its chat) and draws the token only then.  A duplicate takes a
- * read, plus a fenced UPDATE when it is pending, due and instance is given.
+ * The common cases take one statement, an INSERT of a record already
+ * pending or leased: whether it is leased at once (instance given and no
+ * open record in its chat) is decided before, by a direct probe of the
+ * chat's open records (direct.c), which also draws the token.  A duplicate
+ * takes a read, plus a fenced UPDATE when it is pending, due and instance
+ * is given.
  */
 Datum
 durable_inbox_admit(PG_FUNCTION_ARGS)
@@ -341,6 +358,8 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	Datum		content_hash = (Datum) 0;
 	Datum		out[4];
 	bool		outnull[4] = {false, false, false, false};
+	bool		leased;
+	int64		token = 0;
 	int			tries;
 
 	inbox_check_payload_size(payload_bytes);
@@ -353,19 +372,30 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	inbox_lock_chat(chat_id);
 
 	/*
+	 * With the chat lock held, every committed record of the chat is older
+	 * than this one, so "no open record in the chat" is "no older open
+	 * record": the new record is leased at once.  Its token is drawn now; a
+	 * conflict below wastes it, which is harmless since tokens only need to
+	 * grow.
+	 */
+	leased = has_instance && !durable_inbox_chat_has_open(chat_id, 0, CHAT_ANY);
+	if (leased)
+		token = durable_next_token();
+
+	/*
 	 * The duplicate's row can vanish between the conflicting insert and the
 	 * read (the retention purge); then the insert is simply tried again.
 	 */
 	for (tries = 0;; tries++)
 	{
-		static const Oid insert_types[9] = {
-			TEXTOID, TEXTOID, BYTEAOID, TEXTOID, JSONBOID,
-			TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID
+		static const Oid insert_types[11] = {
+			TEXTOID, TEXTOID, BYTEAOID, TEXTOID, JSONBOID, TEXTOID,
+			TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID
 		};
 		static const Oid find_types[3] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
 		static const Oid find_hash_types[3] = {TEXTOID, BYTEAOID, TIMESTAMPTZOID};
-		Datum		insert_values[9];
-		char		insert_nulls[9];
+		Datum		insert_values[11];
+		char		insert_nulls[11];
 		Datum		find_values[3];
 		int64		dup_id;
 		Datum		dup_chat;
@@ -386,50 +416,37 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 		insert_values[3] = chat_id;
 		insert_values[4] = payload;
 		insert_values[5] = kind;
-		insert_values[6] = instance;
-		insert_nulls[6] = has_instance ? ' ' : 'n';
-		insert_values[7] = TimestampTzGetDatum(lease_until);
-		insert_values[8] = TimestampTzGetDatum(now);
+		insert_values[6] = CStringGetTextDatum(leased ? "leased" : "pending");
+		insert_values[7] = Int64GetDatum(token);
+		insert_nulls[7] = leased ? ' ' : 'n';
+		insert_values[8] = instance;
+		insert_nulls[8] = leased ? ' ' : 'n';
+		insert_values[9] = TimestampTzGetDatum(lease_until);
+		insert_nulls[9] = leased ? ' ' : 'n';
+		insert_values[10] = TimestampTzGetDatum(now);
 
 		/*
-		 * ON CONFLICT DO NOTHING without a target arbitrates on every unique
-		 * index, the two partial dedupe indexes included.  The token is drawn
-		 * only when the record is leased (CASE evaluates lazily); a conflict
-		 * may waste one, which is harmless since tokens only need to grow.
-		 * With the chat lock held, every committed record of the chat is
-		 * older than this one, so "no unfinished record in the chat" is
-		 * "no older unfinished record".  OFFSET 0 keeps the subquery l from
-		 * being pulled up: pulled up, its probe was copied into each CASE
-		 * that reads l.lease and ran five times per admit.
+		 * Each dedupe index is the arbiter of its own kind of message: the
+		 * other unique indexes (the primary key, whose ids come from a
+		 * sequence) are not probed before the insert.
 		 */
-		durable_exec(durable_plan(&inbox_insert_plan,
-								  "INSERT INTO durable.inbox AS i"
-								  " (source, message_id, content_hash, chat_id, payload, kind,"
-								  "  state, attempts, token, owner, lease_until, not_before, created_at)"
-								  " SELECT $1, $2, $3, $4, $5, $6,"
-								  "  CASE WHEN l.lease THEN 'leased' ELSE 'pending' END,"
-								  "  CASE WHEN l.lease THEN 1 ELSE 0 END,"
-								  "  CASE WHEN l.lease THEN pg_catalog.nextval('durable.token_seq'::pg_catalog.regclass) END,"
-								  "  CASE WHEN l.lease THEN $7 END,"
-								  "  CASE WHEN l.lease THEN $8 END,"
-								  "  $9, $9"
-								  " FROM (SELECT $7::pg_catalog.text IS NOT NULL AND NOT EXISTS"
-								  "        (SELECT 1 FROM durable.inbox o"
-								  "          WHERE o.chat_id = $4"
-								  "            AND o.finished_at IS NULL) AS lease OFFSET 0) AS l"
-								  " ON CONFLICT DO NOTHING"
-								  " RETURNING i.id, i.token, i.state",
-								  9, insert_types),
-					 insert_values, insert_nulls, SPI_OK_INSERT_RETURNING, 0);
+		if (has_message_id)
+			durable_exec(durable_plan(&inbox_insert_plan,
+									  INBOX_INSERT_SQL("(source, message_id) WHERE message_id IS NOT NULL"),
+									  11, insert_types),
+						 insert_values, insert_nulls, SPI_OK_INSERT_RETURNING, 0);
+		else
+			durable_exec(durable_plan(&inbox_insert_hash_plan,
+									  INBOX_INSERT_SQL("(source, content_hash) WHERE message_id IS NULL"),
+									  11, insert_types),
+						 insert_values, insert_nulls, SPI_OK_INSERT_RETURNING, 0);
 
 		if (SPI_processed == 1)
 		{
-			bool		leased = !durable_col_isnull(0, 2);
-
 			DURABLE_FAIL_POINT("inbox_admit");
 			out[0] = durable_col(0, 1);
 			durable_claim_floor_admitted(DatumGetInt64(out[0]));
-			out[1] = leased ? durable_col(0, 2) : (Datum) 0;
+			out[1] = Int64GetDatum(token);
 			outnull[1] = !leased;
 			out[2] = BoolGetDatum(false);
 			out[3] = CStringGetTextDatum(leased ? "leased" : "pending");
@@ -758,12 +775,12 @@ durable_inbox_complete(PG_FUNCTION_ARGS)
 							  "UPDATE durable.inbox i"
 							  "   SET state = 'done', done_at = $3, finished_at = $3, lease_until = NULL"
 							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'"
-							  " RETURNING EXISTS " INBOX_OPEN_IN_CHAT("i", ">"),
+							  " RETURNING i.chat_id",
 							  3, types),
 				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
 	if (SPI_processed == 1)
 	{
-		if (DatumGetBool(durable_col(0, 1)))
+		if (durable_inbox_chat_has_open(durable_col(0, 1), id, CHAT_AFTER))
 			durable_wake_at_commit(DQ_INBOX);
 		DURABLE_FAIL_POINT("inbox_complete");
 	}
