@@ -104,15 +104,6 @@ floor_find_rels(FloorRels *rels)
 		rels->not_before != InvalidAttrNumber;
 }
 
-static bool
-floor_text_is(Datum value, const char *literal)
-{
-	text	   *t = DatumGetTextPP(value);
-	size_t		len = strlen(literal);
-
-	return VARSIZE_ANY_EXHDR(t) == len && memcmp(VARDATA_ANY(t), literal, len) == 0;
-}
-
 /*
  * Scan inbox_unfinished_idx from id `from` (up to `below`, exclusive; 0: no
  * bound) with a dirty snapshot.
@@ -176,14 +167,14 @@ floor_scan(const FloorRels *rels, int64 from, int64 below, TimestampTz now, Floo
 			break;
 		}
 		state = slot_getattr(slot, rels->state, &isnull);
-		if (!isnull && floor_text_is(state, "leased"))
+		if (!isnull && durable_text_equal_cstring(state, "leased"))
 		{
 			Datum		d = slot_getattr(slot, rels->lease_until, &isnull);
 
 			if (!isnull)
 				due = DatumGetTimestampTz(d);
 		}
-		else if (!isnull && floor_text_is(state, "pending"))
+		else if (!isnull && durable_text_equal_cstring(state, "pending"))
 		{
 			Datum		d = slot_getattr(slot, rels->not_before, &isnull);
 

@@ -124,6 +124,8 @@ extern void durable_srf_put(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 extern char *durable_text_to_cstring_datum(Datum d);
 /* Whether two text datums hold the same bytes (no collation involved). */
 extern bool durable_text_equal(Datum a, Datum b);
+/* Whether a text datum holds exactly the bytes of `literal`. */
+extern bool durable_text_equal_cstring(Datum value, const char *literal);
 
 /*
  * NOTIFY payloads: start with an empty StringInfo, add members (text values
@@ -204,7 +206,7 @@ extern void durable_claim_floor_comes_due(int64 id, TimestampTz due);
 /* An admit inserted record `id`: lower the floor if it lies below. */
 extern void durable_claim_floor_admitted(int64 id);
 
-/* ---- Direct reads of the inbox, without the executor (direct.c) ---- */
+/* ---- Direct reads of the journals, without the executor (direct.c) ---- */
 
 typedef enum DurableChatSide
 {
@@ -215,6 +217,9 @@ typedef enum DurableChatSide
 
 /* Is there an open record of the chat on that side of `id`? */
 extern bool durable_inbox_chat_has_open(Datum chat_id, int64 id, DurableChatSide side);
+
+/* Does a later send of the chat wait to be sent (pending or failed)? */
+extern bool durable_outbox_chat_has_waiting(Datum chat_id, int64 id);
 
 /* A new fencing token (durable.token_seq). */
 extern int64 durable_next_token(void);

@@ -642,9 +642,9 @@ durable_outbox_sent(PG_FUNCTION_ARGS)
 	SPI_connect();
 
 	/*
-	 * The RETURNING probe tells whether a younger send of the same chat is
-	 * waiting for this one (per-chat order): only then are waiting claimers
-	 * woken, so that the hot path does not wake them for nothing.
+	 * Waiting claimers are woken only when a younger send of the same chat
+	 * is waiting for this one (per-chat order), so that the hot path does
+	 * not wake them for nothing: a direct probe (direct.c).
 	 */
 	durable_exec(durable_plan(&plan,
 							  "UPDATE durable.outbox o"
@@ -652,14 +652,12 @@ durable_outbox_sent(PG_FUNCTION_ARGS)
 							  " lease_until = NULL"
 							  " WHERE o.key = $1 AND o.token = $2"
 							  " AND o.state = ANY (ARRAY['sending', 'unknown']::pg_catalog.text[])"
-							  " RETURNING EXISTS (SELECT 1 FROM durable.outbox n"
-							  "  WHERE n.chat_id = o.chat_id AND n.id > o.id"
-							  "  AND n.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[]))",
+							  " RETURNING o.chat_id, o.id",
 							  4, types),
 				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
 	if (SPI_processed == 1)
 	{
-		if (DatumGetBool(durable_col(0, 1)))
+		if (durable_outbox_chat_has_waiting(durable_col(0, 1), durable_col_int64(0, 2)))
 			durable_wake_at_commit(DQ_OUTBOX);
 		DURABLE_FAIL_POINT("outbox_sent");
 		SPI_finish();

@@ -209,6 +209,15 @@ durable_text_equal(Datum a, Datum b)
 		memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
 }
 
+bool
+durable_text_equal_cstring(Datum value, const char *literal)
+{
+	text	   *t = DatumGetTextPP(value);
+	size_t		len = strlen(literal);
+
+	return VARSIZE_ANY_EXHDR(t) == len && memcmp(VARDATA_ANY(t), literal, len) == 0;
+}
+
 /* Longest text value copied into a NOTIFY payload (the journal keeps it whole). */
 #define DURABLE_NOTIFY_VALUE_BYTES 1000
 
