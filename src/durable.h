@@ -221,6 +221,16 @@ extern bool durable_inbox_chat_has_open(Datum chat_id, int64 id, DurableChatSide
 /* Does a later send of the chat wait to be sent (pending or failed)? */
 extern bool durable_outbox_chat_has_waiting(Datum chat_id, int64 id);
 
+/*
+ * The fenced confirmations, written directly: true when the record held the
+ * fence and was updated (its chat, and the send's id, returned); false when
+ * it did not, for the caller to diagnose.
+ */
+extern bool durable_inbox_complete_direct(int64 id, int64 token, TimestampTz now,
+										  Datum *chat_id);
+extern bool durable_outbox_sent_direct(Datum key, int64 token, Datum provider_message_id,
+									   TimestampTz now, Datum *chat_id, int64 *id);
+
 /* A new fencing token (durable.token_seq). */
 extern int64 durable_next_token(void);
 

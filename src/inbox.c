@@ -154,7 +154,6 @@ static SPIPlanPtr inbox_lease_duplicate_plan = NULL;
 static SPIPlanPtr inbox_claim_plan = NULL;
 static SPIPlanPtr inbox_next_due_plan = NULL;
 static SPIPlanPtr inbox_heartbeat_plan = NULL;
-static SPIPlanPtr inbox_complete_plan = NULL;
 static SPIPlanPtr inbox_complete_batch_plan = NULL;
 static SPIPlanPtr inbox_batch_diagnose_plan = NULL;
 static SPIPlanPtr inbox_fail_lock_plan = NULL;
@@ -763,29 +762,18 @@ durable_inbox_complete(PG_FUNCTION_ARGS)
 {
 	int64		id = durable_arg_int64(fcinfo, 0, "id");
 	int64		token = durable_arg_int64(fcinfo, 1, "token");
-	Oid			types[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
-	Datum		values[3];
+	Datum		chat_id;
 
-	values[0] = Int64GetDatum(id);
-	values[1] = Int64GetDatum(token);
-	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
-
-	SPI_connect();
-	durable_exec(durable_plan(&inbox_complete_plan,
-							  "UPDATE durable.inbox i"
-							  "   SET state = 'done', done_at = $3, finished_at = $3, lease_until = NULL"
-							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'"
-							  " RETURNING i.chat_id",
-							  3, types),
-				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
-	if (SPI_processed == 1)
+	/* The fenced UPDATE, without the executor (direct.c). */
+	if (durable_inbox_complete_direct(id, token, GetCurrentTimestamp(), &chat_id))
 	{
-		if (durable_inbox_chat_has_open(durable_col(0, 1), id, CHAT_AFTER))
+		if (durable_inbox_chat_has_open(chat_id, id, CHAT_AFTER))
 			durable_wake_at_commit(DQ_INBOX);
 		DURABLE_FAIL_POINT("inbox_complete");
+		PG_RETURN_VOID();
 	}
-	else
-		inbox_diagnose(IC_COMPLETE, id, token);
+	SPI_connect();
+	inbox_diagnose(IC_COMPLETE, id, token);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

@@ -628,42 +628,31 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 Datum
 durable_outbox_sent(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr plan = NULL;
-	static const Oid types[4] = {TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID};
-	TimestampTz now = GetCurrentTimestamp();
-	Datum		values[4];
+	Datum		values[3];
+	Datum		chat_id;
+	int64		id;
 	OutboxProbe probe;
 
 	values[0] = durable_arg_id(fcinfo, 0, "key");
 	values[1] = Int64GetDatum(durable_arg_int64(fcinfo, 1, "token"));
 	values[2] = durable_arg_id(fcinfo, 2, "provider_message_id");
-	values[3] = TimestampTzGetDatum(now);
-
-	SPI_connect();
 
 	/*
-	 * Waiting claimers are woken only when a younger send of the same chat
-	 * is waiting for this one (per-chat order), so that the hot path does
-	 * not wake them for nothing: a direct probe (direct.c).
+	 * The fenced UPDATE, without the executor (direct.c).  Waiting claimers
+	 * are woken only when a younger send of the same chat is waiting for
+	 * this one (per-chat order), so that the hot path does not wake them
+	 * for nothing.
 	 */
-	durable_exec(durable_plan(&plan,
-							  "UPDATE durable.outbox o"
-							  " SET state = 'sent', sent_at = $4, provider_message_id = $3,"
-							  " lease_until = NULL"
-							  " WHERE o.key = $1 AND o.token = $2"
-							  " AND o.state = ANY (ARRAY['sending', 'unknown']::pg_catalog.text[])"
-							  " RETURNING o.chat_id, o.id",
-							  4, types),
-				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
-	if (SPI_processed == 1)
+	if (durable_outbox_sent_direct(values[0], DatumGetInt64(values[1]), values[2],
+								   GetCurrentTimestamp(), &chat_id, &id))
 	{
-		if (durable_outbox_chat_has_waiting(durable_col(0, 1), durable_col_int64(0, 2)))
+		if (durable_outbox_chat_has_waiting(chat_id, id))
 			durable_wake_at_commit(DQ_OUTBOX);
 		DURABLE_FAIL_POINT("outbox_sent");
-		SPI_finish();
 		PG_RETURN_VOID();
 	}
 
+	SPI_connect();
 	outbox_probe(values[0], &probe);
 	if (!probe.found)
 		outbox_error_missing(values[0]);
