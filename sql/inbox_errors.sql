@@ -220,6 +220,37 @@ SELECT stale_leases FROM durable.metrics();
 SELECT message_id, state, attempts FROM durable.inbox ORDER BY id;
 
 --
+-- TESTS: inbox_complete and outbox_sent write their journal directly (not
+-- through an UPDATE statement), and still refuse what the statement would
+--
+SELECT id AS w1, token AS w1_token FROM durable.inbox_admit('errs', 'w1', 'chat-w', instance => 'bot-1') \gset
+SELECT key AS w1_key, token AS w1_send_token FROM durable.outbox_begin('errs-w1', 'chat-w', '{}', 'bot-1') \gset
+-- A read-only transaction: 25006, nothing written
+BEGIN READ ONLY;
+SELECT pg_temp.error_of(format('SELECT durable.inbox_complete(%s, %s)', :w1, :w1_token));
+SELECT pg_temp.error_of(format('SELECT durable.outbox_sent(%L, %s, %L)', :'w1_key', :w1_send_token, 'p-1'));
+ROLLBACK;
+-- A trigger on UPDATE added to a journal would not fire: 0A000, with the trigger named
+BEGIN;
+CREATE FUNCTION pg_temp.audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER audit_inbox BEFORE UPDATE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.audit();
+SELECT pg_temp.error_of(format('SELECT durable.inbox_complete(%s, %s)', :w1, :w1_token));
+ROLLBACK;
+-- An index that is not valid (a CREATE INDEX CONCURRENTLY that failed) lacks
+-- entries: the direct reads refuse it (55000) rather than trust it
+BEGIN;
+UPDATE pg_catalog.pg_index SET indisvalid = false
+ WHERE indexrelid = 'durable.inbox_chat_unfinished_idx'::regclass;
+SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 'w2', 'chat-w', instance => 'bot-1')$$);
+ROLLBACK;
+-- Nothing changed: both are still held under their tokens
+SELECT i.state AS inbox_state, o.state AS outbox_state
+  FROM durable.inbox i, durable.outbox o WHERE i.id = :w1 AND o.key = :'w1_key';
+SELECT durable.inbox_complete(:w1, :w1_token);
+SELECT durable.outbox_sent(:'w1_key', :w1_send_token, 'p-1');
+TRUNCATE durable.outbox;
+
+--
 -- CLEANUP
 --
 TRUNCATE durable.inbox;

@@ -29,8 +29,12 @@
  * and SERIALIZABLE raise a serialization failure.  The new index entries
  * (the update is never HOT: it takes the record out of the open-records
  * indexes) go in through ExecInsertIndexTuples.  The journals have no
- * triggers, constraints the update could break, or row security; durable's
- * own functions are their only writers.
+ * constraints the update could break or row security, and a trigger on
+ * UPDATE added by hand is refused rather than skipped; durable's own
+ * functions are their only writers.  Without a range table every index
+ * gets the executor's "key unchanged" hint, which is true except for the
+ * done_at / sent_at indexes (whose only cost is an extra bottom-up deletion
+ * pass when one of their pages fills).
  *
  * The OIDs of durable's relations are looked up once per backend and
  * forgotten when a relcache invalidation names one of them (the extension
@@ -48,6 +52,8 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_trigger.h"
+#include "commands/trigger.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
@@ -57,6 +63,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "miscadmin.h"
 #include "utils/snapmgr.h"
 
 /* A journal's columns that the confirmations read or write. */
@@ -135,6 +142,8 @@ direct_attnum(Oid relid, const char *name)
 static const DirectRels *
 direct_rels(void)
 {
+	/* Another session may have dropped them: cheap when nothing is queued. */
+	AcceptInvalidationMessages();
 	if (!direct_rels_cache.valid)
 	{
 		DirectRels *r = &direct_rels_cache;
@@ -172,6 +181,53 @@ direct_rels(void)
 	return &direct_rels_cache;
 }
 
+/*
+ * Open an index of durable's for a scan that relies on it holding every
+ * entry: one being built or dropped concurrently (or left invalid by a
+ * failed CREATE INDEX CONCURRENTLY) would answer "none" for what it lacks.
+ */
+static Relation
+direct_index_open(Oid index_oid, LOCKMODE lockmode)
+{
+	Relation	index = index_open(index_oid, lockmode);
+
+	if (!index->rd_index->indisvalid || !index->rd_index->indisready ||
+		!index->rd_index->indislive)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("index \"durable.%s\" is not valid", RelationGetRelationName(index)),
+				 errhint("Rebuild it with REINDEX INDEX durable.%s.", RelationGetRelationName(index))));
+	return index;
+}
+
+/*
+ * Refuse to write a journal that has user triggers on UPDATE: the direct
+ * writes would not fire them.  (Internal triggers, such as those of a
+ * foreign key that references the journal, only care about key changes,
+ * and the key never changes.)
+ */
+static void
+direct_check_no_update_triggers(Relation rel)
+{
+	TriggerDesc *trigdesc = rel->trigdesc;
+	int			i;
+
+	if (trigdesc == NULL)
+		return;
+	for (i = 0; i < trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+
+		if (!trigger->tgisinternal && TRIGGER_FOR_UPDATE(trigger->tgtype))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("trigger \"%s\" on \"durable.%s\" is not supported",
+							trigger->tgname, RelationGetRelationName(rel)),
+					 errdetail("durable writes its journals directly, without firing triggers."),
+					 errhint("Drop the trigger; read changes from the journal or its NOTIFY channels instead.")));
+	}
+}
+
 /* Does a version found by a chat scan count?  NULL: every one does. */
 typedef bool (*DirectChatFilter) (TupleTableSlot *slot, const DirectRels *rels);
 
@@ -195,7 +251,7 @@ direct_chat_scan(Oid heap_oid, Oid index_oid, Datum chat_id, int64 id,
 	bool		found = false;
 
 	heap = table_open(heap_oid, AccessShareLock);
-	index = index_open(index_oid, AccessShareLock);
+	index = direct_index_open(index_oid, AccessShareLock);
 
 	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   index->rd_indcollation[0], F_TEXTEQ, chat_id);
@@ -347,6 +403,9 @@ direct_confirmed_version(TupleTableSlot *version, TupleTableSlot *confirmed,
 	ExecClearTuple(confirmed);
 	memcpy(confirmed->tts_values, version->tts_values, natts * sizeof(Datum));
 	memcpy(confirmed->tts_isnull, version->tts_isnull, natts * sizeof(bool));
+	for (i = 0; i < natts; i++)
+		if (TupleDescAttr(confirmed->tts_tupleDescriptor, i)->attisdropped)
+			confirmed->tts_isnull[i] = true;
 	for (i = 0; i < c->nset; i++)
 	{
 		confirmed->tts_values[c->set_att[i] - 1] = c->set_value[i];
@@ -401,8 +460,13 @@ direct_confirm(DirectConfirm *c, Datum *chat_id, int64 *id)
 	bool		update_indexes = false;
 #endif
 
+	/* As ExecCheckXactReadOnly and ExecUpdate would for the statement. */
+	PreventCommandIfReadOnly("UPDATE");
+	PreventCommandIfParallelMode("UPDATE");
+
 	rel = table_open(c->heap, RowExclusiveLock);
-	pkey = index_open(c->pkey, RowExclusiveLock);
+	direct_check_no_update_triggers(rel);
+	pkey = direct_index_open(c->pkey, RowExclusiveLock);
 	c->key.sk_collation = pkey->rd_indcollation[0];
 
 	/* The snapshot and command id SPI would use for an UPDATE here. */
@@ -441,7 +505,8 @@ direct_confirm(DirectConfirm *c, Datum *chat_id, int64 *id)
 		if (IsolationUsesXactSnapshot())
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not serialize access due to concurrent update")));
+					 errmsg("could not serialize access due to concurrent %s",
+							result == TM_Updated ? "update" : "delete")));
 		if (result == TM_Deleted)
 		{
 			found = false;
