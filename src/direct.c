@@ -139,6 +139,17 @@ direct_attnum(Oid relid, const char *name)
 	return attnum;
 }
 
+/* The columns both journals have. */
+static void
+direct_common_cols(Oid relid, DirectCols *cols)
+{
+	cols->id = direct_attnum(relid, "id");
+	cols->chat_id = direct_attnum(relid, "chat_id");
+	cols->state = direct_attnum(relid, "state");
+	cols->token = direct_attnum(relid, "token");
+	cols->lease_until = direct_attnum(relid, "lease_until");
+}
+
 static const DirectRels *
 direct_rels(void)
 {
@@ -158,21 +169,13 @@ direct_rels(void)
 		r->inbox = direct_relid("inbox", nsp);
 		r->inbox_pkey = direct_relid("inbox_pkey", nsp);
 		r->inbox_chat_idx = direct_relid("inbox_chat_unfinished_idx", nsp);
-		r->inbox_cols.id = direct_attnum(r->inbox, "id");
-		r->inbox_cols.chat_id = direct_attnum(r->inbox, "chat_id");
-		r->inbox_cols.state = direct_attnum(r->inbox, "state");
-		r->inbox_cols.token = direct_attnum(r->inbox, "token");
-		r->inbox_cols.lease_until = direct_attnum(r->inbox, "lease_until");
+		direct_common_cols(r->inbox, &r->inbox_cols);
 		r->inbox_cols.finished_at = direct_attnum(r->inbox, "finished_at");
 		r->inbox_cols.done_at = direct_attnum(r->inbox, "done_at");
 		r->outbox = direct_relid("outbox", nsp);
 		r->outbox_pkey = direct_relid("outbox_pkey", nsp);
 		r->outbox_chat_idx = direct_relid("outbox_chat_unfinished_idx", nsp);
-		r->outbox_cols.id = direct_attnum(r->outbox, "id");
-		r->outbox_cols.chat_id = direct_attnum(r->outbox, "chat_id");
-		r->outbox_cols.state = direct_attnum(r->outbox, "state");
-		r->outbox_cols.token = direct_attnum(r->outbox, "token");
-		r->outbox_cols.lease_until = direct_attnum(r->outbox, "lease_until");
+		direct_common_cols(r->outbox, &r->outbox_cols);
 		r->outbox_cols.sent_at = direct_attnum(r->outbox, "sent_at");
 		r->outbox_cols.provider_message_id = direct_attnum(r->outbox, "provider_message_id");
 		r->token_seq = direct_relid("token_seq", nsp);
@@ -360,6 +363,19 @@ typedef struct DirectConfirm
 	Datum		set_value[DIRECT_MAX_SET];
 	bool		set_null[DIRECT_MAX_SET];
 } DirectConfirm;
+
+/* A confirmation of the record whose primary key equals `key` (by `eqproc`). */
+static void
+direct_confirm_init(DirectConfirm *c, Oid heap, Oid pkey, const DirectCols *cols,
+					RegProcedure eqproc, Datum key, int64 token)
+{
+	memset(c, 0, sizeof(*c));
+	c->heap = heap;
+	c->pkey = pkey;
+	c->cols = cols;
+	ScanKeyInit(&c->key, 1, BTEqualStrategyNumber, eqproc, key);
+	c->token = token;
+}
 
 static void
 direct_set(DirectConfirm *c, AttrNumber att, Datum value, bool isnull)
@@ -558,12 +574,7 @@ durable_inbox_complete_direct(int64 id, int64 token, TimestampTz now, Datum *cha
 	const DirectCols *cols = &rels->inbox_cols;
 	DirectConfirm c;
 
-	memset(&c, 0, sizeof(c));
-	c.heap = rels->inbox;
-	c.pkey = rels->inbox_pkey;
-	c.cols = cols;
-	ScanKeyInit(&c.key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(id));
-	c.token = token;
+	direct_confirm_init(&c, rels->inbox, rels->inbox_pkey, cols, F_INT8EQ, Int64GetDatum(id), token);
 	c.states[0] = "leased";
 	direct_set(&c, cols->state, CStringGetTextDatum("done"), false);
 	direct_set(&c, cols->done_at, TimestampTzGetDatum(now), false);
@@ -585,12 +596,7 @@ durable_outbox_sent_direct(Datum key, int64 token, Datum provider_message_id,
 	const DirectCols *cols = &rels->outbox_cols;
 	DirectConfirm c;
 
-	memset(&c, 0, sizeof(c));
-	c.heap = rels->outbox;
-	c.pkey = rels->outbox_pkey;
-	c.cols = cols;
-	ScanKeyInit(&c.key, 1, BTEqualStrategyNumber, F_TEXTEQ, key);
-	c.token = token;
+	direct_confirm_init(&c, rels->outbox, rels->outbox_pkey, cols, F_TEXTEQ, key, token);
 	c.states[0] = "sending";
 	c.states[1] = "unknown";
 	direct_set(&c, cols->state, CStringGetTextDatum("sent"), false);
