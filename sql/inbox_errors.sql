@@ -251,6 +251,28 @@ SELECT durable.outbox_sent(:'w1_key', :w1_send_token, 'p-1');
 TRUNCATE durable.outbox;
 
 --
+-- TESTS: a replayed record takes its original place in its chat's order, so
+-- it cannot be replayed while a newer record of its chat is leased (DR003):
+-- the chat would be held twice
+--
+SELECT id AS r1, token AS r1_token FROM durable.inbox_admit('errs', 'r1', 'chat-r', instance => 'bot-1') \gset
+SELECT durable.inbox_complete(:r1, :r1_token);
+SELECT id AS r2, token AS r2_token FROM durable.inbox_admit('errs', 'r2', 'chat-r', instance => 'bot-1') \gset
+SELECT pg_temp.error_of(format('SELECT durable.inbox_replay(%s)', :r1));
+-- once the newer record is done, the replay goes through and r1 is claimable
+SELECT durable.inbox_complete(:r2, :r2_token);
+SELECT durable.inbox_replay(:r1);
+SELECT message_id FROM durable.inbox_claim('bot-1', max => 10) WHERE chat_id = 'chat-r';
+-- a newer record that is only pending does not stop a replay: it waits behind
+-- the replayed one
+SELECT id AS r3, token AS r3_token FROM durable.inbox_admit('errs', 'r3', 'chat-s', instance => 'bot-1') \gset
+SELECT durable.inbox_complete(:r3, :r3_token);
+SELECT state FROM durable.inbox_admit('errs', 'r4', 'chat-s');
+SELECT durable.inbox_replay(:r3);
+SELECT message_id FROM durable.inbox_claim('bot-1', max => 10) WHERE chat_id = 'chat-s';
+SELECT message_id, state FROM durable.inbox WHERE chat_id = 'chat-s' ORDER BY id;
+
+--
 -- CLEANUP
 --
 TRUNCATE durable.inbox;

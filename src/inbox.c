@@ -1040,19 +1040,66 @@ durable_inbox_release(PG_FUNCTION_ARGS)
 /*
  * inbox_replay(id): a dead or done record is processed again, from a fresh
  * count of attempts.  It keeps its id, so it takes its original place in its
- * chat's order.
+ * chat's order: the chat's newer open records wait behind it, and while one
+ * of them is leased the replay is refused (DR003).
  */
 Datum
 durable_inbox_replay(PG_FUNCTION_ARGS)
 {
+	static SPIPlanPtr chat_plan = NULL;
+	static SPIPlanPtr newer_plan = NULL;
 	int64		id = durable_arg_int64(fcinfo, 0, "id");
 	Oid			types[2] = {INT8OID, TIMESTAMPTZOID};
+	Oid			newer_types[2] = {TEXTOID, INT8OID};
 	Datum		values[2];
+	Datum		chat_id;
+	uint64		i;
 
 	values[0] = Int64GetDatum(id);
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 
 	SPI_connect();
+
+	/*
+	 * Per-chat order.  The replayed record becomes the oldest open record of
+	 * its chat again, so no newer record of the chat may be leased: its
+	 * holder would then hold the chat together with whoever claims this one.
+	 * The chat lock orders this against admits (which lease at once only
+	 * when the chat has no open record), and locking the chat's newer open
+	 * records orders it against claims of them (SKIP LOCKED passes them
+	 * over until this commits; a claim in progress is waited for, and its
+	 * lease then seen).
+	 */
+	durable_exec(durable_plan(&chat_plan,
+							  "SELECT i.chat_id FROM durable.inbox i WHERE i.id = $1",
+							  1, types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DURABLE_NO_SUCH_RECORD),
+				 errmsg("inbox record %lld does not exist", (long long) id)));
+	chat_id = durable_col_copy(0, 1);
+	inbox_lock_chat(chat_id);
+	values[0] = chat_id;
+	values[1] = Int64GetDatum(id);
+	durable_exec(durable_plan(&newer_plan,
+							  "SELECT o.id, o.state = 'leased' FROM durable.inbox o"
+							  " WHERE o.chat_id = $1 AND o.finished_at IS NULL AND o.id > $2"
+							  " ORDER BY o.id FOR UPDATE",
+							  2, newer_types),
+				 values, NULL, SPI_OK_SELECT, 0);
+	for (i = 0; i < SPI_processed; i++)
+		if (DatumGetBool(durable_col(i, 2)))
+			ereport(ERROR,
+					(errcode(ERRCODE_DURABLE_WRONG_STATE),
+					 errmsg("inbox record %lld cannot be replayed while record %lld of its chat is leased",
+							(long long) id, (long long) durable_col_int64(i, 1)),
+					 errdetail("A replayed record is older than the records admitted after it, and a chat's records are never held together."),
+					 errhint("Replay it once record %lld is finished.",
+							 (long long) durable_col_int64(i, 1))));
+
+	values[0] = Int64GetDatum(id);
+	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 	durable_exec(durable_plan(&inbox_replay_plan,
 							  "UPDATE durable.inbox i"
 							  "   SET state = 'pending', attempts = 0, not_before = $2,"
