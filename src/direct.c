@@ -8,14 +8,15 @@
  * An SPI statement costs an executor start and end, a plan-cache check and
  * the opening of every index of its table, whatever it does.  The bot path
  * (inbox_admit with an instance, then inbox_complete) asks one question per
- * call that needs none of it: is there an open record in this chat (before
+ * call that needs none of it: is there an open record in this chat (any,
  * or after a given id)?  Asked inside the admit's INSERT and the complete's
  * RETURNING, the question's sub-plan cost as much to start as to run
  * (measured with perf: 15 % of the complete's CPU).  Here it is one
  * btree descent of inbox_chat_unfinished_idx with the snapshot an SPI
- * statement would take at this point: the same answer.  outbox_sent asks
- * the outbox's version of it (a later send of the chat waiting to be sent)
- * on outbox_chat_unfinished_idx.
+ * statement would take at this point (the admit), or the confirmation's
+ * own snapshot (the complete): the same answer.  outbox_sent asks the
+ * outbox's version of it (a later send of the chat waiting to be sent) on
+ * outbox_chat_unfinished_idx.
  *
  * The confirmations are one fenced UPDATE by primary key each, whose
  * executor start, plan-cache check and end cost about as much as finding
@@ -58,7 +59,6 @@
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
-#include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -231,19 +231,32 @@ direct_check_no_update_triggers(Relation rel)
 	}
 }
 
+/*
+ * Push the snapshot SPI would take for its next statement here
+ * (_SPI_execute_plan): this transaction's own earlier changes included, and
+ * under READ COMMITTED everything committed until now.  Pop it with
+ * PopActiveSnapshot.
+ */
+static Snapshot
+direct_push_snapshot(void)
+{
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	UpdateActiveSnapshotCommandId();
+	return GetActiveSnapshot();
+}
+
 /* Does a version found by a chat scan count?  NULL: every one does. */
 typedef bool (*DirectChatFilter) (TupleTableSlot *slot, const DirectRels *rels);
 
 /*
  * Scan a journal's per-chat index of unfinished records (chat_id, id) for
- * chat `chat_id`, on `side` of `id`, until a visible version passes
- * `filter`.  Seen as the next SPI statement of this transaction would see
- * it: this transaction's own earlier changes included, and under READ
- * COMMITTED everything committed until now.
+ * chat `chat_id` (only ids above `after`, when not 0), until a version
+ * visible to `snapshot` passes `filter`.
  */
 static bool
-direct_chat_scan(Oid heap_oid, Oid index_oid, Datum chat_id, int64 id,
-				 DurableChatSide side, DirectChatFilter filter, const DirectRels *rels)
+direct_chat_scan(Oid heap_oid, Oid index_oid, Datum chat_id, int64 after,
+				 DirectChatFilter filter, const DirectRels *rels, Snapshot snapshot)
 {
 	Relation	heap;
 	Relation	index;
@@ -258,23 +271,14 @@ direct_chat_scan(Oid heap_oid, Oid index_oid, Datum chat_id, int64 id,
 
 	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   index->rd_indcollation[0], F_TEXTEQ, chat_id);
-	if (side != CHAT_ANY)
+	if (after != 0)
 	{
-		bool		before = (side == CHAT_BEFORE);
-
-		ScanKeyEntryInitialize(&keys[1], 0, 2,
-							   before ? BTLessStrategyNumber : BTGreaterStrategyNumber,
-							   InvalidOid, InvalidOid,
-							   before ? F_INT8LT : F_INT8GT, Int64GetDatum(id));
+		ScanKeyEntryInitialize(&keys[1], 0, 2, BTGreaterStrategyNumber, InvalidOid,
+							   InvalidOid, F_INT8GT, Int64GetDatum(after));
 		nkeys = 2;
 	}
 
-	/* The snapshot SPI would take for its next statement (_SPI_execute_plan). */
-	CommandCounterIncrement();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	UpdateActiveSnapshotCommandId();
-
-	scan = index_beginscan(heap, index, GetActiveSnapshot(), nkeys, 0);
+	scan = index_beginscan(heap, index, snapshot, nkeys, 0);
 	index_rescan(scan, keys, nkeys, NULL, 0);
 	slot = table_slot_create(heap, NULL);
 	while (index_getnext_slot(scan, ForwardScanDirection, slot))
@@ -288,30 +292,35 @@ direct_chat_scan(Oid heap_oid, Oid index_oid, Datum chat_id, int64 id,
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
 
-	PopActiveSnapshot();
 	index_close(index, NoLock);
 	table_close(heap, NoLock);
 	return found;
 }
 
 /*
- * Is there an open (pending or leased) record of chat `chat_id` with an id
- * below `id` (CHAT_BEFORE), above it (CHAT_AFTER), or any (CHAT_ANY, `id`
- * unused)?
+ * Has chat `chat_id` an open (pending or leased) record?
  *
  * The index holds only open records, and an update that finishes a record
  * is not HOT (finished_at is in the index's predicate), so a version found
  * through it is open: the SQL probes read no column either.
  */
 bool
-durable_inbox_chat_has_open(Datum chat_id, int64 id, DurableChatSide side)
+durable_inbox_chat_has_open(Datum chat_id)
 {
 	const DirectRels *rels = direct_rels();
+	Snapshot	snapshot = direct_push_snapshot();
+	bool		found;
 
-	return direct_chat_scan(rels->inbox, rels->inbox_chat_idx, chat_id, id, side,
-							NULL, rels);
+	found = direct_chat_scan(rels->inbox, rels->inbox_chat_idx, chat_id, 0,
+							 NULL, rels, snapshot);
+	PopActiveSnapshot();
+	return found;
 }
 
+/*
+ * The outbox's chat index also holds sends being sent: a later send waits
+ * for this one only while it is pending or failed.
+ */
 static bool
 direct_outbox_waiting(TupleTableSlot *slot, const DirectRels *rels)
 {
@@ -321,20 +330,6 @@ direct_outbox_waiting(TupleTableSlot *slot, const DirectRels *rels)
 	return !isnull &&
 		(durable_text_equal_cstring(state, "pending") ||
 		 durable_text_equal_cstring(state, "failed"));
-}
-
-/*
- * Is there a send of chat `chat_id` after send `id` that waits to be sent
- * (pending or failed)?  The index also holds sending ones, which are passed
- * over.
- */
-bool
-durable_outbox_chat_has_waiting(Datum chat_id, int64 id)
-{
-	const DirectRels *rels = direct_rels();
-
-	return direct_chat_scan(rels->outbox, rels->outbox_chat_idx, chat_id, id, CHAT_AFTER,
-							direct_outbox_waiting, rels);
 }
 
 /* A new fencing token: the next value of durable.token_seq. */
@@ -358,6 +353,8 @@ typedef struct DirectConfirm
 	const DirectCols *cols;
 	int64		token;			/* the fence: this token, in... */
 	const char *states[2];		/* ...one of these states (NULL: none) */
+	Oid			chat_idx;		/* the journal's per-chat index of open records */
+	DirectChatFilter waiting;	/* which later records of the chat wait (NULL: all) */
 	int			nset;
 	AttrNumber	set_att[DIRECT_MAX_SET];
 	Datum		set_value[DIRECT_MAX_SET];
@@ -366,12 +363,13 @@ typedef struct DirectConfirm
 
 /* A confirmation of the record whose primary key equals `key` (by `eqproc`). */
 static void
-direct_confirm_init(DirectConfirm *c, Oid heap, Oid pkey, const DirectCols *cols,
+direct_confirm_init(DirectConfirm *c, Oid heap, Oid pkey, Oid chat_idx, const DirectCols *cols,
 					RegProcedure eqproc, Datum key, int64 token)
 {
 	memset(c, 0, sizeof(*c));
 	c->heap = heap;
 	c->pkey = pkey;
+	c->chat_idx = chat_idx;
 	c->cols = cols;
 	ScanKeyInit(&c->key, 1, BTEqualStrategyNumber, eqproc, key);
 	c->token = token;
@@ -454,12 +452,14 @@ direct_insert_index_entries(Relation rel, TupleTableSlot *slot, bool summarizing
 
 /*
  * Run a fenced confirmation.  True when the record was found with its
- * fence and updated; then *chat_id (copied) and *id (when not NULL) are
- * the record's.  False when there is no such record or the fence does not
- * hold (the caller diagnoses which).
+ * fence and updated; then *wake tells whether a later record of its chat
+ * waits for it (per-chat order: claimers are to be woken at commit), seen
+ * with the update's snapshot as the SQL statement's RETURNING saw it.
+ * False when there is no such record or the fence does not hold (the
+ * caller diagnoses which).
  */
 static bool
-direct_confirm(DirectConfirm *c, Datum *chat_id, int64 *id)
+direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 {
 	Relation	rel;
 	Relation	pkey;
@@ -486,10 +486,7 @@ direct_confirm(DirectConfirm *c, Datum *chat_id, int64 *id)
 	c->key.sk_collation = pkey->rd_indcollation[0];
 
 	/* The snapshot and command id SPI would use for an UPDATE here. */
-	CommandCounterIncrement();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	UpdateActiveSnapshotCommandId();
-	snapshot = GetActiveSnapshot();
+	snapshot = direct_push_snapshot();
 	cid = GetCurrentCommandId(true);
 
 	version = table_slot_create(rel, NULL);
@@ -540,10 +537,10 @@ direct_confirm(DirectConfirm *c, Datum *chat_id, int64 *id)
 	if (updated)
 	{
 		bool		isnull;
+		Datum		chat_id = slot_getattr(confirmed, c->cols->chat_id, &isnull);
+		int64		id = DatumGetInt64(slot_getattr(confirmed, c->cols->id, &isnull));
 
-		*chat_id = datumCopy(slot_getattr(confirmed, c->cols->chat_id, &isnull), false, -1);
-		if (id != NULL)
-			*id = DatumGetInt64(slot_getattr(confirmed, c->cols->id, &isnull));
+		*wake = direct_chat_scan(c->heap, c->chat_idx, chat_id, id, c->waiting, rels, snapshot);
 #if PG_VERSION_NUM >= 160000
 		if (update_indexes != TU_None)
 			direct_insert_index_entries(rel, confirmed, update_indexes == TU_Summarizing);
@@ -565,43 +562,47 @@ direct_confirm(DirectConfirm *c, Datum *chat_id, int64 *id)
 
 /*
  * inbox_complete's update: the record `id`, leased under `token`, becomes
- * done at `now`.  False when the fence does not hold.
+ * done at `now`; *wake: an open record of its chat comes after it.  False
+ * when the fence does not hold.
  */
 bool
-durable_inbox_complete_direct(int64 id, int64 token, TimestampTz now, Datum *chat_id)
+durable_inbox_complete_direct(int64 id, int64 token, TimestampTz now, bool *wake)
 {
 	const DirectRels *rels = direct_rels();
 	const DirectCols *cols = &rels->inbox_cols;
 	DirectConfirm c;
 
-	direct_confirm_init(&c, rels->inbox, rels->inbox_pkey, cols, F_INT8EQ, Int64GetDatum(id), token);
+	direct_confirm_init(&c, rels->inbox, rels->inbox_pkey, rels->inbox_chat_idx, cols,
+						F_INT8EQ, Int64GetDatum(id), token);
 	c.states[0] = "leased";
 	direct_set(&c, cols->state, CStringGetTextDatum("done"), false);
 	direct_set(&c, cols->done_at, TimestampTzGetDatum(now), false);
 	direct_set(&c, cols->finished_at, TimestampTzGetDatum(now), false);
 	direct_set(&c, cols->lease_until, (Datum) 0, true);
-	return direct_confirm(&c, chat_id, NULL);
+	return direct_confirm(&c, rels, wake);
 }
 
 /*
  * outbox_sent's update: the send `key`, sending or unknown under `token`,
- * becomes sent at `now` with the provider's message id.  False when the
- * fence does not hold.
+ * becomes sent at `now` with the provider's message id; *wake: a later send
+ * of its chat waits for it.  False when the fence does not hold.
  */
 bool
 durable_outbox_sent_direct(Datum key, int64 token, Datum provider_message_id,
-						   TimestampTz now, Datum *chat_id, int64 *id)
+						   TimestampTz now, bool *wake)
 {
 	const DirectRels *rels = direct_rels();
 	const DirectCols *cols = &rels->outbox_cols;
 	DirectConfirm c;
 
-	direct_confirm_init(&c, rels->outbox, rels->outbox_pkey, cols, F_TEXTEQ, key, token);
+	direct_confirm_init(&c, rels->outbox, rels->outbox_pkey, rels->outbox_chat_idx, cols,
+						F_TEXTEQ, key, token);
+	c.waiting = direct_outbox_waiting;
 	c.states[0] = "sending";
 	c.states[1] = "unknown";
 	direct_set(&c, cols->state, CStringGetTextDatum("sent"), false);
 	direct_set(&c, cols->sent_at, TimestampTzGetDatum(now), false);
 	direct_set(&c, cols->provider_message_id, provider_message_id, false);
 	direct_set(&c, cols->lease_until, (Datum) 0, true);
-	return direct_confirm(&c, chat_id, id);
+	return direct_confirm(&c, rels, wake);
 }

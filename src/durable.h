@@ -208,28 +208,19 @@ extern void durable_claim_floor_admitted(int64 id);
 
 /* ---- Direct reads of the journals, without the executor (direct.c) ---- */
 
-typedef enum DurableChatSide
-{
-	CHAT_ANY,					/* any open record of the chat */
-	CHAT_BEFORE,				/* one with a smaller id */
-	CHAT_AFTER					/* one with a larger id */
-} DurableChatSide;
-
-/* Is there an open record of the chat on that side of `id`? */
-extern bool durable_inbox_chat_has_open(Datum chat_id, int64 id, DurableChatSide side);
-
-/* Does a later send of the chat wait to be sent (pending or failed)? */
-extern bool durable_outbox_chat_has_waiting(Datum chat_id, int64 id);
+/* Has the chat an open (pending or leased) record? */
+extern bool durable_inbox_chat_has_open(Datum chat_id);
 
 /*
  * The fenced confirmations, written directly: true when the record held the
- * fence and was updated (its chat, and the send's id, returned); false when
- * it did not, for the caller to diagnose.
+ * fence and was updated, *wake then telling whether a later record of its
+ * chat waits for it (claimers are to be woken at commit); false when it did
+ * not, for the caller to diagnose.
  */
 extern bool durable_inbox_complete_direct(int64 id, int64 token, TimestampTz now,
-										  Datum *chat_id);
+										  bool *wake);
 extern bool durable_outbox_sent_direct(Datum key, int64 token, Datum provider_message_id,
-									   TimestampTz now, Datum *chat_id, int64 *id);
+									   TimestampTz now, bool *wake);
 
 /* A new fencing token (durable.token_seq). */
 extern int64 durable_next_token(void);

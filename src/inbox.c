@@ -377,7 +377,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	 * conflict below wastes it, which is harmless since tokens only need to
 	 * grow.
 	 */
-	leased = has_instance && !durable_inbox_chat_has_open(chat_id, 0, CHAT_ANY);
+	leased = has_instance && !durable_inbox_chat_has_open(chat_id);
 	if (leased)
 		token = durable_next_token();
 
@@ -762,12 +762,12 @@ durable_inbox_complete(PG_FUNCTION_ARGS)
 {
 	int64		id = durable_arg_int64(fcinfo, 0, "id");
 	int64		token = durable_arg_int64(fcinfo, 1, "token");
-	Datum		chat_id;
+	bool		wake;
 
 	/* The fenced UPDATE, without the executor (direct.c). */
-	if (durable_inbox_complete_direct(id, token, GetCurrentTimestamp(), &chat_id))
+	if (durable_inbox_complete_direct(id, token, GetCurrentTimestamp(), &wake))
 	{
-		if (durable_inbox_chat_has_open(chat_id, id, CHAT_AFTER))
+		if (wake)
 			durable_wake_at_commit(DQ_INBOX);
 		DURABLE_FAIL_POINT("inbox_complete");
 		PG_RETURN_VOID();

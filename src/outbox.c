@@ -629,8 +629,7 @@ Datum
 durable_outbox_sent(PG_FUNCTION_ARGS)
 {
 	Datum		values[3];
-	Datum		chat_id;
-	int64		id;
+	bool		wake;
 	OutboxProbe probe;
 
 	values[0] = durable_arg_id(fcinfo, 0, "key");
@@ -644,9 +643,9 @@ durable_outbox_sent(PG_FUNCTION_ARGS)
 	 * for nothing.
 	 */
 	if (durable_outbox_sent_direct(values[0], DatumGetInt64(values[1]), values[2],
-								   GetCurrentTimestamp(), &chat_id, &id))
+								   GetCurrentTimestamp(), &wake))
 	{
-		if (durable_outbox_chat_has_waiting(chat_id, id))
+		if (wake)
 			durable_wake_at_commit(DQ_OUTBOX);
 		DURABLE_FAIL_POINT("outbox_sent");
 		PG_RETURN_VOID();
