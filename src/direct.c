@@ -49,6 +49,8 @@
 #include "durable.h"
 
 #include "access/genam.h"
+#include "access/sysattr.h"
+#include "access/xact.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -64,6 +66,8 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
 #include "utils/snapmgr.h"
 
 /* A journal's columns that the confirmations read or write. */
@@ -80,6 +84,23 @@ typedef struct DirectCols
 	AttrNumber	provider_message_id;
 } DirectCols;
 
+/*
+ * The columns the direct inserts write, in the order of their values; any
+ * other column must be one INSERT would fill with NULL.
+ */
+static const char *const direct_new_send_cols[] = {
+	"id", "key", "chat_id", "payload", "state", "attempts", "token", "owner",
+	"lease_until", "not_before", "inbound_id", "created_at"
+};
+#define DIRECT_NEW_SEND_NCOLS lengthof(direct_new_send_cols)
+
+static const char *const direct_new_message_cols[] = {
+	"id", "source", "message_id", "content_hash", "chat_id", "kind", "payload",
+	"state", "attempts", "token", "owner", "lease_until", "not_before",
+	"created_at", "sends"
+};
+#define DIRECT_NEW_MESSAGE_NCOLS lengthof(direct_new_message_cols)
+
 /* durable's relations used here; valid until an invalidation names one. */
 typedef struct DirectRels
 {
@@ -87,11 +108,17 @@ typedef struct DirectRels
 	Oid			inbox;
 	Oid			inbox_pkey;
 	Oid			inbox_chat_idx; /* inbox_chat_unfinished_idx (chat_id, id) */
+	Oid			inbox_message_id_key;	/* the dedupe keys */
+	Oid			inbox_content_hash_key;
+	Oid			inbox_id_seq;
 	DirectCols	inbox_cols;
+	AttrNumber	new_message_att[DIRECT_NEW_MESSAGE_NCOLS];
 	Oid			outbox;
 	Oid			outbox_pkey;
 	Oid			outbox_chat_idx;	/* outbox_chat_unfinished_idx (chat_id, id) */
+	Oid			outbox_id_seq;
 	DirectCols	outbox_cols;
+	AttrNumber	new_send_att[DIRECT_NEW_SEND_NCOLS];
 	Oid			token_seq;
 } DirectRels;
 
@@ -105,9 +132,13 @@ direct_invalidate(Datum arg, Oid relid)
 		relid == direct_rels_cache.inbox ||
 		relid == direct_rels_cache.inbox_pkey ||
 		relid == direct_rels_cache.inbox_chat_idx ||
+		relid == direct_rels_cache.inbox_message_id_key ||
+		relid == direct_rels_cache.inbox_content_hash_key ||
+		relid == direct_rels_cache.inbox_id_seq ||
 		relid == direct_rels_cache.outbox ||
 		relid == direct_rels_cache.outbox_pkey ||
 		relid == direct_rels_cache.outbox_chat_idx ||
+		relid == direct_rels_cache.outbox_id_seq ||
 		relid == direct_rels_cache.token_seq)
 		direct_rels_cache.valid = false;
 }
@@ -150,6 +181,15 @@ direct_common_cols(Oid relid, DirectCols *cols)
 	cols->lease_until = direct_attnum(relid, "lease_until");
 }
 
+static void
+direct_attnums(Oid relid, const char *const *names, int n, AttrNumber *atts)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		atts[i] = direct_attnum(relid, names[i]);
+}
+
 static const DirectRels *
 direct_rels(void)
 {
@@ -169,13 +209,21 @@ direct_rels(void)
 		r->inbox = direct_relid("inbox", nsp);
 		r->inbox_pkey = direct_relid("inbox_pkey", nsp);
 		r->inbox_chat_idx = direct_relid("inbox_chat_unfinished_idx", nsp);
+		r->inbox_message_id_key = direct_relid("inbox_source_message_id_key", nsp);
+		r->inbox_content_hash_key = direct_relid("inbox_source_content_hash_key", nsp);
+		r->inbox_id_seq = direct_relid("inbox_id_seq", nsp);
 		direct_common_cols(r->inbox, &r->inbox_cols);
+		direct_attnums(r->inbox, direct_new_message_cols, DIRECT_NEW_MESSAGE_NCOLS,
+					   r->new_message_att);
 		r->inbox_cols.finished_at = direct_attnum(r->inbox, "finished_at");
 		r->inbox_cols.done_at = direct_attnum(r->inbox, "done_at");
 		r->outbox = direct_relid("outbox", nsp);
 		r->outbox_pkey = direct_relid("outbox_pkey", nsp);
 		r->outbox_chat_idx = direct_relid("outbox_chat_unfinished_idx", nsp);
+		r->outbox_id_seq = direct_relid("outbox_id_seq", nsp);
 		direct_common_cols(r->outbox, &r->outbox_cols);
+		direct_attnums(r->outbox, direct_new_send_cols, DIRECT_NEW_SEND_NCOLS,
+					   r->new_send_att);
 		r->outbox_cols.sent_at = direct_attnum(r->outbox, "sent_at");
 		r->outbox_cols.provider_message_id = direct_attnum(r->outbox, "provider_message_id");
 		r->token_seq = direct_relid("token_seq", nsp);
@@ -204,13 +252,15 @@ direct_index_open(Oid index_oid, LOCKMODE lockmode)
 }
 
 /*
- * Refuse to write a journal that has user triggers on UPDATE: the direct
- * writes would not fire them.  (Internal triggers, such as those of a
- * foreign key that references the journal, only care about key changes,
- * and the key never changes.)
+ * Refuse to write a journal that has triggers on `event` (TRIGGER_TYPE_INSERT
+ * or TRIGGER_TYPE_UPDATE): the direct writes would not fire them.  Internal
+ * triggers on UPDATE are those of a foreign key that references the
+ * journal, which only care about key changes, and the key never changes;
+ * one on INSERT would check a foreign key of the journal's own, which
+ * durable does not define.
  */
 static void
-direct_check_no_update_triggers(Relation rel)
+direct_check_no_triggers(Relation rel, int16 event)
 {
 	TriggerDesc *trigdesc = rel->trigdesc;
 	int			i;
@@ -221,7 +271,8 @@ direct_check_no_update_triggers(Relation rel)
 	{
 		Trigger    *trigger = &trigdesc->triggers[i];
 
-		if (!trigger->tgisinternal && TRIGGER_FOR_UPDATE(trigger->tgtype))
+		if ((trigger->tgtype & event) &&
+			!(trigger->tgisinternal && event == TRIGGER_TYPE_UPDATE))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("trigger \"%s\" on \"durable.%s\" is not supported",
@@ -481,7 +532,7 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 	PreventCommandIfParallelMode("UPDATE");
 
 	rel = table_open(c->heap, RowExclusiveLock);
-	direct_check_no_update_triggers(rel);
+	direct_check_no_triggers(rel, TRIGGER_TYPE_UPDATE);
 	pkey = direct_index_open(c->pkey, RowExclusiveLock);
 	c->key.sk_collation = pkey->rd_indcollation[0];
 
@@ -605,4 +656,240 @@ durable_outbox_sent_direct(Datum key, int64 token, Datum provider_message_id,
 	direct_set(&c, cols->provider_message_id, provider_message_id, false);
 	direct_set(&c, cols->lease_until, (Datum) 0, true);
 	return direct_confirm(&c, rels, wake);
+}
+
+/* ---- New records ---- */
+
+/*
+ * A virtual slot of `rel` with `values` for the columns `atts` and NULL for
+ * every other one, which is what INSERT would write only for a column
+ * without a default that allows NULL: one added by hand that does not is
+ * refused.
+ */
+static TupleTableSlot *
+direct_new_row(Relation rel, const AttrNumber *atts, const Datum *values,
+			   const bool *nulls, int n)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	int			i;
+
+	for (i = 0; i < desc->natts; i++)
+	{
+		slot->tts_values[i] = (Datum) 0;
+		slot->tts_isnull[i] = true;
+	}
+	for (i = 0; i < n; i++)
+	{
+		slot->tts_values[atts[i] - 1] = values[i];
+		slot->tts_isnull[atts[i] - 1] = nulls[i];
+	}
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		int			j;
+
+		if (att->attisdropped || !(att->attnotnull || att->atthasdef))
+			continue;
+		for (j = 0; j < n && atts[j] != att->attnum; j++)
+			;
+		if (j == n)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("column \"%s\" of \"durable.%s\" is not supported",
+							NameStr(att->attname), RelationGetRelationName(rel)),
+					 errdetail("durable writes its journals directly and leaves the columns it does not know NULL."),
+					 errhint("Drop the column, or allow NULL in it and drop its default.")));
+	}
+	ExecStoreVirtualTuple(slot);
+	return slot;
+}
+
+/*
+ * A conflicting row found by an INSERT ... ON CONFLICT DO NOTHING must be
+ * visible to a transaction snapshot (REPEATABLE READ, SERIALIZABLE), else
+ * the statement fails as ExecCheckTIDVisible makes it: the row committed
+ * after the snapshot, and what the caller reads next would not find it.
+ */
+static void
+direct_check_conflict_visible(Relation rel, ItemPointer tid)
+{
+	TupleTableSlot *existing;
+
+	if (!IsolationUsesXactSnapshot())
+		return;
+	existing = table_slot_create(rel, NULL);
+	if (!table_tuple_fetch_row_version(rel, tid, SnapshotAny, existing))
+		elog(ERROR, "failed to fetch conflicting tuple for ON CONFLICT");
+	if (!table_tuple_satisfies_snapshot(rel, existing, GetTransactionSnapshot()))
+	{
+		bool		isnull;
+		TransactionId xmin;
+
+		xmin = DatumGetTransactionId(slot_getsysattr(existing, MinTransactionIdAttributeNumber,
+													 &isnull));
+		/* A row of this transaction's own that it cannot see is no race. */
+		if (!TransactionIdIsCurrentTransactionId(xmin))
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to concurrent update")));
+	}
+	ExecDropSingleTupleTableSlot(existing);
+}
+
+/*
+ * Open a journal for a direct insert, refusing what the statement would
+ * refuse (ExecCheckXactReadOnly, ExecInsert) and triggers.  Before the
+ * sequences are drawn from, so that a read-only transaction hears about
+ * the INSERT rather than nextval.
+ */
+static Relation
+direct_open_for_insert(Oid heap)
+{
+	Relation	rel;
+
+	PreventCommandIfReadOnly("INSERT");
+	PreventCommandIfParallelMode("INSERT");
+	rel = table_open(heap, RowExclusiveLock);
+	direct_check_no_triggers(rel, TRIGGER_TYPE_INSERT);
+	return rel;
+}
+
+/*
+ * Insert the row in `slot` into the journal `rel` as INSERT ... ON
+ * CONFLICT DO NOTHING with the unique index `arbiter` does (ExecInsert's
+ * speculative insertion): look for a conflicting row in the arbiter,
+ * waiting for its inserter if that is still in progress; insert the row
+ * with a speculative token and its index entries; and if a concurrent
+ * insert of the same key slipped in between, kill the row and start again.
+ * True when the row went in, false when a conflicting row exists.  Other
+ * unique indexes raise a unique violation as they would for the statement.
+ */
+static bool
+direct_insert(Relation rel, Oid arbiter, TupleTableSlot *slot)
+{
+	EState	   *estate = CreateExecutorState();
+	MemoryContext oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
+	ResultRelInfo *rri = makeNode(ResultRelInfo);
+	List	   *arbiters = list_make1_oid(arbiter);
+	CommandId	cid = GetCurrentCommandId(true);
+	bool		inserted;
+
+	InitResultRelInfo(rri, rel, 0, NULL, 0);
+	ExecOpenIndices(rri, true);
+	estate->es_output_cid = cid;
+	for (;;)
+	{
+		ItemPointerData conflict;
+		uint32		spec_token;
+		bool		spec_conflict = false;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!ExecCheckIndexConstraints(rri, slot, estate, &conflict, arbiters))
+		{
+			direct_check_conflict_visible(rel, &conflict);
+			inserted = false;
+			break;
+		}
+		spec_token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
+		table_tuple_insert_speculative(rel, slot, cid, 0, NULL, spec_token);
+#if PG_VERSION_NUM >= 160000
+		(void) ExecInsertIndexTuples(rri, slot, estate, false, true, &spec_conflict,
+									 arbiters, false);
+#else
+		(void) ExecInsertIndexTuples(rri, slot, estate, false, true, &spec_conflict,
+									 arbiters);
+#endif
+		table_tuple_complete_speculative(rel, slot, spec_token, !spec_conflict);
+		/* Whoever waits for the decision re-checks the row now. */
+		SpeculativeInsertionLockRelease(GetCurrentTransactionId());
+		if (!spec_conflict)
+		{
+			inserted = true;
+			break;
+		}
+	}
+	ExecCloseIndices(rri);
+	MemoryContextSwitchTo(oldcxt);
+	FreeExecutorState(estate);
+	/* Later statements of the transaction see the row (as after SPI). */
+	CommandCounterIncrement();
+	return inserted;
+}
+
+bool
+durable_outbox_insert_direct(const DurableNewSend *send, int64 *token)
+{
+	const DirectRels *rels = direct_rels();
+	Datum		values[DIRECT_NEW_SEND_NCOLS];
+	bool		nulls[DIRECT_NEW_SEND_NCOLS];
+	Relation	rel;
+	TupleTableSlot *slot;
+	bool		inserted;
+
+	rel = direct_open_for_insert(rels->outbox);
+	/* Drawn before the insert, as the statement's VALUES would be. */
+	*token = durable_next_token();
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int64GetDatum(nextval_internal(rels->outbox_id_seq, true));
+	values[1] = send->key;
+	values[2] = send->chat_id;
+	values[3] = send->payload;
+	values[4] = CStringGetTextDatum("sending");
+	values[5] = Int32GetDatum(1);
+	values[6] = Int64GetDatum(*token);
+	values[7] = send->owner;
+	values[8] = TimestampTzGetDatum(send->lease_until);
+	values[9] = TimestampTzGetDatum(send->now);
+	values[10] = Int64GetDatum(send->inbound_id);
+	nulls[10] = !send->has_inbound;
+	values[11] = TimestampTzGetDatum(send->now);
+
+	slot = direct_new_row(rel, rels->new_send_att, values, nulls, DIRECT_NEW_SEND_NCOLS);
+	inserted = direct_insert(rel, rels->outbox_pkey, slot);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	return inserted;
+}
+
+bool
+durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id)
+{
+	const DirectRels *rels = direct_rels();
+	Datum		values[DIRECT_NEW_MESSAGE_NCOLS];
+	bool		nulls[DIRECT_NEW_MESSAGE_NCOLS];
+	Relation	rel;
+	TupleTableSlot *slot;
+	bool		inserted;
+
+	rel = direct_open_for_insert(rels->inbox);
+	*id = nextval_internal(rels->inbox_id_seq, true);
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int64GetDatum(*id);
+	values[1] = msg->source;
+	values[2] = msg->message_id;
+	nulls[2] = !msg->has_message_id;
+	values[3] = msg->content_hash;
+	nulls[3] = msg->has_message_id;
+	values[4] = msg->chat_id;
+	values[5] = msg->kind;
+	values[6] = msg->payload;
+	values[7] = CStringGetTextDatum(msg->leased ? "leased" : "pending");
+	values[8] = Int32GetDatum(msg->leased ? 1 : 0);
+	values[9] = Int64GetDatum(msg->token);
+	nulls[9] = !msg->leased;
+	values[10] = msg->owner;
+	nulls[10] = !msg->leased;
+	values[11] = TimestampTzGetDatum(msg->lease_until);
+	nulls[11] = !msg->leased;
+	values[12] = TimestampTzGetDatum(msg->now);
+	values[13] = TimestampTzGetDatum(msg->now);
+	values[14] = Int32GetDatum(0);
+
+	slot = direct_new_row(rel, rels->new_message_att, values, nulls, DIRECT_NEW_MESSAGE_NCOLS);
+	inserted = direct_insert(rel, msg->has_message_id ? rels->inbox_message_id_key :
+							 rels->inbox_content_hash_key, slot);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	return inserted;
 }

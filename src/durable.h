@@ -225,6 +225,45 @@ extern bool durable_outbox_sent_direct(Datum key, int64 token, Datum provider_me
 /* A new fencing token (durable.token_seq). */
 extern int64 durable_next_token(void);
 
+/* A new send for outbox_begin: journaled sending, leased to `owner`. */
+typedef struct DurableNewSend
+{
+	Datum		key;
+	Datum		chat_id;
+	Datum		payload;
+	Datum		owner;
+	TimestampTz lease_until;
+	TimestampTz now;
+	bool		has_inbound;
+	int64		inbound_id;
+} DurableNewSend;
+
+/* A new inbound message for inbox_admit: pending, or leased to `owner`. */
+typedef struct DurableNewMessage
+{
+	Datum		source;
+	bool		has_message_id; /* else content_hash is its dedupe key */
+	Datum		message_id;
+	Datum		content_hash;
+	Datum		chat_id;
+	Datum		kind;
+	Datum		payload;
+	bool		leased;			/* then token, owner and lease_until */
+	int64		token;
+	Datum		owner;
+	TimestampTz lease_until;
+	TimestampTz now;
+} DurableNewMessage;
+
+/*
+ * The journals' inserts, written directly as INSERT ... ON CONFLICT (dedupe
+ * key) DO NOTHING would: true with the new send's token / the new record's
+ * id, false when the dedupe key is journaled already (committed, or by a
+ * transaction that committed while this one waited for it).
+ */
+extern bool durable_outbox_insert_direct(const DurableNewSend *send, int64 *token);
+extern bool durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id);
+
 /* ---- Fail points (durable.c) ---- */
 
 /*

@@ -123,20 +123,6 @@ PG_FUNCTION_INFO_V1(durable_inbox_replay);
 	"    AND o.finished_at IS NULL" \
 	"    AND o.id " cmp " " alias ".id OFFSET 0)"
 
-/*
- * The admit's INSERT, with the dedupe index that arbitrates its conflicts.
- * $7 .. $10 are the state and, for a record leased at once, its token,
- * owner and lease end.
- */
-#define INBOX_INSERT_SQL(arbiter) \
-	"INSERT INTO durable.inbox AS i" \
-	" (source, message_id, content_hash, chat_id, payload, kind," \
-	"  state, attempts, token, owner, lease_until, not_before, created_at)" \
-	" VALUES ($1, $2, $3, $4, $5, $6," \
-	"  $7, CASE WHEN $8::pg_catalog.int8 IS NULL THEN 0 ELSE 1 END, $8, $9, $10, $11, $11)" \
-	" ON CONFLICT " arbiter " DO NOTHING" \
-	" RETURNING i.id"
-
 /* Which confirmation is being diagnosed: decides the exceptions to DR001. */
 typedef enum InboxConfirm
 {
@@ -146,8 +132,6 @@ typedef enum InboxConfirm
 	IC_RELEASE
 } InboxConfirm;
 
-static SPIPlanPtr inbox_insert_plan = NULL;
-static SPIPlanPtr inbox_insert_hash_plan = NULL;
 static SPIPlanPtr inbox_find_by_message_plan = NULL;
 static SPIPlanPtr inbox_find_by_hash_plan = NULL;
 static SPIPlanPtr inbox_lease_duplicate_plan = NULL;
@@ -387,14 +371,10 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	 */
 	for (tries = 0;; tries++)
 	{
-		static const Oid insert_types[11] = {
-			TEXTOID, TEXTOID, BYTEAOID, TEXTOID, JSONBOID, TEXTOID,
-			TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID
-		};
 		static const Oid find_types[3] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
 		static const Oid find_hash_types[3] = {TEXTOID, BYTEAOID, TIMESTAMPTZOID};
-		Datum		insert_values[11];
-		char		insert_nulls[11];
+		DurableNewMessage msg;
+		int64		new_id;
 		Datum		find_values[3];
 		int64		dup_id;
 		Datum		dup_chat;
@@ -406,44 +386,28 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 					 errmsg("could not admit the inbound message: its duplicate keeps disappearing"),
 					 errhint("Retry the transaction.")));
 
-		memset(insert_nulls, ' ', sizeof(insert_nulls));
-		insert_values[0] = source;
-		insert_values[1] = message_id;
-		insert_nulls[1] = has_message_id ? ' ' : 'n';
-		insert_values[2] = content_hash;
-		insert_nulls[2] = has_message_id ? 'n' : ' ';
-		insert_values[3] = chat_id;
-		insert_values[4] = payload;
-		insert_values[5] = kind;
-		insert_values[6] = CStringGetTextDatum(leased ? "leased" : "pending");
-		insert_values[7] = Int64GetDatum(token);
-		insert_nulls[7] = leased ? ' ' : 'n';
-		insert_values[8] = instance;
-		insert_nulls[8] = leased ? ' ' : 'n';
-		insert_values[9] = TimestampTzGetDatum(lease_until);
-		insert_nulls[9] = leased ? ' ' : 'n';
-		insert_values[10] = TimestampTzGetDatum(now);
+		msg.source = source;
+		msg.has_message_id = has_message_id;
+		msg.message_id = message_id;
+		msg.content_hash = content_hash;
+		msg.chat_id = chat_id;
+		msg.kind = kind;
+		msg.payload = payload;
+		msg.leased = leased;
+		msg.token = token;
+		msg.owner = instance;
+		msg.lease_until = lease_until;
+		msg.now = now;
 
 		/*
 		 * Each dedupe index is the arbiter of its own kind of message: the
 		 * other unique indexes (the primary key, whose ids come from a
 		 * sequence) are not probed before the insert.
 		 */
-		if (has_message_id)
-			durable_exec(durable_plan(&inbox_insert_plan,
-									  INBOX_INSERT_SQL("(source, message_id) WHERE message_id IS NOT NULL"),
-									  11, insert_types),
-						 insert_values, insert_nulls, SPI_OK_INSERT_RETURNING, 0);
-		else
-			durable_exec(durable_plan(&inbox_insert_hash_plan,
-									  INBOX_INSERT_SQL("(source, content_hash) WHERE message_id IS NULL"),
-									  11, insert_types),
-						 insert_values, insert_nulls, SPI_OK_INSERT_RETURNING, 0);
-
-		if (SPI_processed == 1)
+		if (durable_inbox_insert_direct(&msg, &new_id))
 		{
 			DURABLE_FAIL_POINT("inbox_admit");
-			out[0] = durable_col(0, 1);
+			out[0] = Int64GetDatum(new_id);
 			durable_claim_floor_admitted(DatumGetInt64(out[0]));
 			out[1] = Int64GetDatum(token);
 			outnull[1] = !leased;

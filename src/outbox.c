@@ -484,9 +484,6 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 Datum
 durable_outbox_begin(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr plan_insert = NULL;
-	static const Oid insert_types[7] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID,
-	TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID};
 	TimestampTz now = GetCurrentTimestamp();
 	Datum		key;
 	bool		has_key;
@@ -537,35 +534,24 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 	{
 		if (!oversized)
 		{
-			Datum		values[7];
-			char		nulls[7];
+			DurableNewSend send;
+			int64		token;
 
-			values[0] = key;
-			values[1] = chat_id;
-			values[2] = payload;
-			values[3] = instance;
-			values[4] = TimestampTzGetDatum(lease_until);
-			values[5] = TimestampTzGetDatum(now);
-			values[6] = Int64GetDatum(inbound_id);
-			memset(nulls, ' ', sizeof(nulls));
-			if (!has_inbound)
-				nulls[6] = 'n';
-			durable_exec(durable_plan(&plan_insert,
-									  "INSERT INTO durable.outbox"
-									  " (key, chat_id, payload, state, attempts, token, owner,"
-									  "  lease_until, not_before, inbound_id, created_at)"
-									  " VALUES ($1, $2, $3, 'sending', 1,"
-									  "  pg_catalog.nextval('durable.token_seq'), $4, $5, $6, $7, $6)"
-									  " ON CONFLICT (key) DO NOTHING RETURNING token",
-									  7, insert_types),
-						 values, nulls, SPI_OK_INSERT_RETURNING, 0);
-			if (SPI_processed == 1)
+			send.key = key;
+			send.chat_id = chat_id;
+			send.payload = payload;
+			send.owner = instance;
+			send.lease_until = lease_until;
+			send.now = now;
+			send.has_inbound = has_inbound;
+			send.inbound_id = inbound_id;
+			if (durable_outbox_insert_direct(&send, &token))
 			{
 				durable_count(DC_OUTBOX_JOURNALED, 1);
 				res.action = "send";
 				res.state = "sending";
 				res.has_token = true;
-				res.token = durable_col(0, 1);
+				res.token = Int64GetDatum(token);
 				DURABLE_FAIL_POINT("outbox_begin");
 				break;
 			}
