@@ -243,6 +243,45 @@ UPDATE pg_catalog.pg_index SET indisvalid = false
  WHERE indexrelid = 'durable.inbox_chat_unfinished_idx'::regclass;
 SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 'w2', 'chat-w', instance => 'bot-1')$$);
 ROLLBACK;
+-- The admit and outbox_begin insert directly too.  A read-only transaction: 25006
+BEGIN READ ONLY;
+SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 'w3', 'chat-w3')$$);
+SELECT pg_temp.error_of($$SELECT durable.outbox_begin('errs-w3', 'chat-w3', '{}', 'bot-1')$$);
+ROLLBACK;
+-- A trigger on INSERT would not fire: 0A000
+BEGIN;
+CREATE FUNCTION pg_temp.audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER audit_outbox BEFORE INSERT ON durable.outbox FOR EACH ROW EXECUTE FUNCTION pg_temp.audit();
+SELECT pg_temp.error_of($$SELECT durable.outbox_begin('errs-w3', 'chat-w3', '{}', 'bot-1')$$);
+ROLLBACK;
+-- A column added by hand is written NULL, as INSERT would write it when it has
+-- no default and allows NULL; any other is refused (0A000)
+BEGIN;
+ALTER TABLE durable.inbox ADD COLUMN note text;
+SELECT state FROM durable.inbox_admit('errs', 'w3', 'chat-w3');
+SELECT note IS NULL AS note_is_null FROM durable.inbox WHERE message_id = 'w3';
+ALTER TABLE durable.inbox ADD COLUMN tag text DEFAULT 'x';
+SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 'w4', 'chat-w4')$$);
+ROLLBACK;
+-- The direct writes keep their journal's index descriptions, and see an index
+-- created or dropped since at their next write: amcheck finds every row's
+-- entry in a new partial btree index, a new hash index answers for the new row
+CREATE EXTENSION amcheck;
+BEGIN;
+SELECT action FROM durable.outbox_begin('errs-i1', 'chat-i', '{}', 'bot-1');
+CREATE INDEX outbox_test_idx ON durable.outbox (chat_id) WHERE state = 'sending';
+CREATE INDEX outbox_test_hash_idx ON durable.outbox USING hash (owner);
+SELECT action FROM durable.outbox_begin('errs-i2', 'chat-i', '{}', 'bot-2');
+SELECT bt_index_check('durable.outbox_test_idx', true);
+SET LOCAL enable_seqscan = off;
+SET LOCAL enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT key FROM durable.outbox WHERE owner = 'bot-2';
+SELECT key FROM durable.outbox WHERE owner = 'bot-2';
+DROP INDEX durable.outbox_test_idx;
+SELECT action FROM durable.outbox_begin('errs-i3', 'chat-i', '{}', 'bot-2');
+SELECT key FROM durable.outbox WHERE owner = 'bot-2' ORDER BY key;
+ROLLBACK;
+DROP EXTENSION amcheck;
 -- Nothing changed: both are still held under their tokens
 SELECT i.state AS inbox_state, o.state AS outbox_state
   FROM durable.inbox i, durable.outbox o WHERE i.id = :w1 AND o.key = :'w1_key';

@@ -115,12 +115,14 @@ typedef struct DirectRels
 	Oid			inbox_message_id_key;	/* the dedupe keys */
 	Oid			inbox_content_hash_key;
 	Oid			inbox_id_seq;
+	Oid			inbox_done_at_idx;	/* the retention purge's indexes */
 	DirectCols	inbox_cols;
 	AttrNumber	new_message_att[DIRECT_NEW_MESSAGE_NCOLS];
 	Oid			outbox;
 	Oid			outbox_pkey;
 	Oid			outbox_chat_idx;	/* outbox_chat_unfinished_idx (chat_id, id) */
 	Oid			outbox_id_seq;
+	Oid			outbox_sent_at_idx;
 	DirectCols	outbox_cols;
 	AttrNumber	new_send_att[DIRECT_NEW_SEND_NCOLS];
 	Oid			token_seq;
@@ -181,6 +183,8 @@ direct_invalidate(Datum arg, Oid relid)
 		relid == direct_rels_cache.inbox_message_id_key ||
 		relid == direct_rels_cache.inbox_content_hash_key ||
 		relid == direct_rels_cache.inbox_id_seq ||
+		relid == direct_rels_cache.inbox_done_at_idx ||
+		relid == direct_rels_cache.outbox_sent_at_idx ||
 		relid == direct_rels_cache.outbox ||
 		relid == direct_rels_cache.outbox_pkey ||
 		relid == direct_rels_cache.outbox_chat_idx ||
@@ -258,6 +262,7 @@ direct_rels(void)
 		r->inbox_message_id_key = direct_relid("inbox_source_message_id_key", nsp);
 		r->inbox_content_hash_key = direct_relid("inbox_source_content_hash_key", nsp);
 		r->inbox_id_seq = direct_relid("inbox_id_seq", nsp);
+		r->inbox_done_at_idx = direct_relid("inbox_done_at_idx", nsp);
 		direct_common_cols(r->inbox, &r->inbox_cols);
 		direct_attnums(r->inbox, direct_new_message_cols, DIRECT_NEW_MESSAGE_NCOLS,
 					   r->new_message_att);
@@ -267,6 +272,7 @@ direct_rels(void)
 		r->outbox_pkey = direct_relid("outbox_pkey", nsp);
 		r->outbox_chat_idx = direct_relid("outbox_chat_unfinished_idx", nsp);
 		r->outbox_id_seq = direct_relid("outbox_id_seq", nsp);
+		r->outbox_sent_at_idx = direct_relid("outbox_sent_at_idx", nsp);
 		direct_common_cols(r->outbox, &r->outbox_cols);
 		direct_attnums(r->outbox, direct_new_send_cols, DIRECT_NEW_SEND_NCOLS,
 					   r->new_send_att);
@@ -1027,4 +1033,97 @@ durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id)
 	ExecDropSingleTupleTableSlot(slot);
 	table_close(rel, NoLock);
 	return inserted;
+}
+
+/* ---- The retention purge ---- */
+
+/*
+ * Delete up to `limit` records of the journal `heap` in state `state`
+ * finished before `cutoff`, oldest first, found through `index` (on their
+ * finish time, column `finished`): what DELETE ... WHERE id = ANY (ARRAY
+ * (SELECT ... ORDER BY finish time LIMIT n FOR UPDATE SKIP LOCKED)) does,
+ * without first writing a row lock for every record (half the purge's WAL
+ * records and CPU).  A record that another transaction holds or changed
+ * (a replay) is skipped, never waited for.  -1 when the journal has
+ * triggers on DELETE (a foreign key referencing it, say) or the index is
+ * not valid: the caller runs the statement instead.
+ */
+static int64
+direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
+			 AttrNumber finished_att, TimestampTz cutoff, int64 limit)
+{
+	Relation	rel;
+	Relation	index;
+	ScanKeyData key;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	Snapshot	snapshot;
+	CommandId	cid;
+	int64		deleted = 0;
+
+	PreventCommandIfReadOnly("DELETE");
+	PreventCommandIfParallelMode("DELETE");
+	rel = table_open(heap, RowExclusiveLock);
+	index = index_open(index_oid, AccessShareLock);
+	if ((rel->trigdesc != NULL &&
+		 (rel->trigdesc->trig_delete_before_row || rel->trigdesc->trig_delete_after_row ||
+		  rel->trigdesc->trig_delete_before_statement ||
+		  rel->trigdesc->trig_delete_after_statement)) ||
+		!index->rd_index->indisvalid)
+	{
+		index_close(index, AccessShareLock);
+		table_close(rel, NoLock);
+		return -1;
+	}
+
+	snapshot = direct_push_snapshot();
+	cid = GetCurrentCommandId(true);
+	ScanKeyInit(&key, 1, BTLessStrategyNumber, F_TIMESTAMPTZ_LT, TimestampTzGetDatum(cutoff));
+	scan = index_beginscan(rel, index, snapshot, 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	slot = table_slot_create(rel, NULL);
+	while (deleted < limit && index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		Datum		value;
+		ItemPointerData tid;
+		TM_FailureData tmfd;
+
+		/* The version the snapshot sees must still be finished, and long ago. */
+		value = slot_getattr(slot, state_att, &isnull);
+		if (isnull || !durable_text_equal_cstring(value, state))
+			continue;
+		value = slot_getattr(slot, finished_att, &isnull);
+		if (isnull || DatumGetTimestampTz(value) >= cutoff)
+			continue;
+		tid = slot->tts_tid;
+		if (table_tuple_delete(rel, &tid, cid, snapshot, InvalidSnapshot, false,
+							   &tmfd, false) == TM_Ok)
+			deleted++;
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	PopActiveSnapshot();
+	CommandCounterIncrement();
+	index_close(index, NoLock);
+	table_close(rel, NoLock);
+	return deleted;
+}
+
+int64
+durable_inbox_purge_direct(TimestampTz cutoff, int64 limit)
+{
+	const DirectRels *rels = direct_rels();
+
+	return direct_purge(rels->inbox, rels->inbox_done_at_idx, rels->inbox_cols.state, "done",
+						rels->inbox_cols.done_at, cutoff, limit);
+}
+
+int64
+durable_outbox_purge_direct(TimestampTz cutoff, int64 limit)
+{
+	const DirectRels *rels = direct_rels();
+
+	return direct_purge(rels->outbox, rels->outbox_sent_at_idx, rels->outbox_cols.state, "sent",
+						rels->outbox_cols.sent_at, cutoff, limit);
 }

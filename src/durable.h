@@ -264,6 +264,16 @@ typedef struct DurableNewMessage
 extern bool durable_outbox_insert_direct(const DurableNewSend *send, int64 *token);
 extern bool durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id);
 
+/*
+ * The retention purge's deletes, written directly: up to `limit` done
+ * inbox / sent outbox records finished before `cutoff`, oldest first,
+ * skipping records another transaction holds.  Returns how many were
+ * deleted, or -1 when the journal cannot be written directly (the caller
+ * runs the SQL statement).
+ */
+extern int64 durable_inbox_purge_direct(TimestampTz cutoff, int64 limit);
+extern int64 durable_outbox_purge_direct(TimestampTz cutoff, int64 limit);
+
 /* ---- Fail points (durable.c) ---- */
 
 /*
