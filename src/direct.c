@@ -2,8 +2,9 @@
  *
  * direct.c
  *		The journals read and written without the executor, on the paths
- *		every message takes: the per-chat probes, the fencing token, and
- *		the fenced confirmations inbox_complete and outbox_sent.
+ *		every message takes: the per-chat probes, the fencing token, the
+ *		inserts of inbox_admit and outbox_begin, the fenced confirmations
+ *		inbox_complete and outbox_sent, and the retention purge.
  *
  * An SPI statement costs an executor start and end, a plan-cache check and
  * the opening of every index of its table, whatever it does.  The bot path
@@ -29,13 +30,17 @@
  * the fence on it again, and update it if it still holds; REPEATABLE READ
  * and SERIALIZABLE raise a serialization failure.  The new index entries
  * (the update is never HOT: it takes the record out of the open-records
- * indexes) go in through ExecInsertIndexTuples.  The journals have no
- * constraints the update could break or row security, and a trigger on
- * UPDATE added by hand is refused rather than skipped; durable's own
- * functions are their only writers.  Without a range table every index
- * gets the executor's "key unchanged" hint, which is true except for the
- * done_at / sent_at indexes (whose only cost is an extra bottom-up deletion
- * pass when one of their pages fills).
+ * indexes) go in through ExecInsertIndexTuples.
+ *
+ * The inserts are ExecInsert's speculative insertion for ON CONFLICT DO
+ * NOTHING (direct_insert), and the purge a walk of the finish-time index
+ * deleting what is old enough without waiting (direct_purge).  The index
+ * descriptions every write needs are kept per backend (DirectIndexes).
+ *
+ * The journals have no constraints these writes could break or row
+ * security; durable's own functions are their only writers, and triggers
+ * added by hand are refused rather than skipped (the purge, whose DELETE
+ * triggers are a referencing foreign key's, runs the statement instead).
  *
  * The OIDs of durable's relations are looked up once per backend and
  * forgotten when a relcache invalidation names one of them (the extension

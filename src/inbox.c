@@ -316,12 +316,12 @@ inbox_diagnose(InboxConfirm what, int64 id, int64 token)
  * inbox_admit(source, message_id, chat_id, payload, kind, instance, lease)
  *	 -> (id, token, duplicate, state)
  *
- * The common cases take one statement, an INSERT of a record already
- * pending or leased: whether it is leased at once (instance given and no
- * open record in its chat) is decided before, by a direct probe of the
- * chat's open records (direct.c), which also draws the token.  A duplicate
- * takes a read, plus a fenced UPDATE when it is pending, due and instance
- * is given.
+ * The common cases take one insert of a record already pending or leased
+ * (direct.c: as INSERT ... ON CONFLICT on the dedupe key DO NOTHING):
+ * whether it is leased at once (instance given and no open record in its
+ * chat) is decided before, by a direct probe of the chat's open records,
+ * and its token drawn then.  A duplicate takes a read, plus a fenced
+ * UPDATE when it is pending, due and instance is given.
  */
 Datum
 durable_inbox_admit(PG_FUNCTION_ARGS)

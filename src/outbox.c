@@ -13,8 +13,8 @@
  * every lease to a sender.  The id column gives journal order.
  *
  * Locking protocol:
- *	- Dedupe is the primary key.  outbox_begin and outbox_enqueue insert with
- *	  ON CONFLICT (key) DO NOTHING: of two concurrent callers with one key the
+ *	- Dedupe is the primary key.  outbox_begin and outbox_enqueue insert as
+ *	  ON CONFLICT (key) DO NOTHING does (outbox_begin directly, direct.c): of two concurrent callers with one key the
  *	  second waits on the unique index until the first commits (then it reads
  *	  the winner's row) or rolls back (then its own insert goes through).
  *	- A repeated key is read FOR UPDATE before outbox_begin decides what to do
