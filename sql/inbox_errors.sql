@@ -263,6 +263,28 @@ SELECT note IS NULL AS note_is_null FROM durable.inbox WHERE message_id = 'w3';
 ALTER TABLE durable.inbox ADD COLUMN tag text DEFAULT 'x';
 SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 'w4', 'chat-w4')$$);
 ROLLBACK;
+-- Constraints and rules added by hand would be skipped too: a CHECK constraint
+-- or a rule is refused (0A000), a NOT NULL on a column written NULL is 23502
+BEGIN;
+ALTER TABLE durable.outbox ADD CONSTRAINT short_keys CHECK (length(key) < 100);
+SELECT pg_temp.error_of($$SELECT durable.outbox_begin('errs-w3', 'chat-w3', '{}', 'bot-1')$$);
+ROLLBACK;
+BEGIN;
+CREATE RULE no_sends AS ON INSERT TO durable.outbox DO INSTEAD NOTHING;
+SELECT pg_temp.error_of($$SELECT durable.outbox_begin('errs-w3', 'chat-w3', '{}', 'bot-1')$$);
+ROLLBACK;
+BEGIN;
+UPDATE durable.inbox SET owner = 'someone' WHERE owner IS NULL;
+ALTER TABLE durable.inbox ALTER COLUMN owner SET NOT NULL;
+SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 'w4', 'chat-w4')$$);
+ROLLBACK;
+-- A dedupe index left invalid (a failed CREATE UNIQUE INDEX CONCURRENTLY) lacks
+-- entries: the inserts refuse it (55000) rather than admit a duplicate it misses
+BEGIN;
+UPDATE pg_catalog.pg_index SET indisvalid = false
+ WHERE indexrelid = 'durable.inbox_source_message_id_key'::regclass;
+SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 'w4', 'chat-w4')$$);
+ROLLBACK;
 -- The direct writes keep their journal's index descriptions, and see an index
 -- created or dropped since at their next write: amcheck finds every row's
 -- entry in a new partial btree index, a new hash index answers for the new row
@@ -270,13 +292,16 @@ CREATE EXTENSION amcheck;
 BEGIN;
 SELECT action FROM durable.outbox_begin('errs-i1', 'chat-i', '{}', 'bot-1');
 CREATE INDEX outbox_test_idx ON durable.outbox (chat_id) WHERE state = 'sending';
-CREATE INDEX outbox_test_hash_idx ON durable.outbox USING hash (owner);
 SELECT action FROM durable.outbox_begin('errs-i2', 'chat-i', '{}', 'bot-2');
 SELECT bt_index_check('durable.outbox_test_idx', true);
+SELECT durable.outbox_sent('errs-i2', token, 'p-i2') FROM durable.outbox WHERE key = 'errs-i2';
+SELECT bt_index_check('durable.outbox_test_idx', true);
+CREATE INDEX outbox_test_hash_idx ON durable.outbox USING hash (owner);
+SELECT action FROM durable.outbox_begin('errs-i4', 'chat-j', '{}', 'bot-2');
 SET LOCAL enable_seqscan = off;
 SET LOCAL enable_bitmapscan = off;
 EXPLAIN (COSTS OFF) SELECT key FROM durable.outbox WHERE owner = 'bot-2';
-SELECT key FROM durable.outbox WHERE owner = 'bot-2';
+SELECT key FROM durable.outbox WHERE owner = 'bot-2' ORDER BY key;
 DROP INDEX durable.outbox_test_idx;
 SELECT action FROM durable.outbox_begin('errs-i3', 'chat-i', '{}', 'bot-2');
 SELECT key FROM durable.outbox WHERE owner = 'bot-2' ORDER BY key;

@@ -67,6 +67,7 @@
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
+#include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "utils/memutils.h"
 #include "utils/builtins.h"
@@ -136,6 +137,14 @@ typedef struct DirectRels
 static DirectRels direct_rels_cache;
 static bool direct_callback_registered = false;
 
+/*
+ * Counts relcache invalidations.  Building a cache reads the catalogs and
+ * opens relations, which processes invalidations: a cache is marked valid
+ * only if none arrived while it was built, else one that named it would
+ * be lost.
+ */
+static uint64 direct_invalidations = 0;
+
 /* The most indexes a journal may have for its descriptions to be kept. */
 #define DIRECT_MAX_INDEXES 16
 
@@ -179,6 +188,7 @@ direct_indexes_invalidate(DirectIndexes *di, Oid relid)
 static void
 direct_invalidate(Datum arg, Oid relid)
 {
+	direct_invalidations++;
 	direct_indexes_invalidate(&direct_inbox_indexes, relid);
 	direct_indexes_invalidate(&direct_outbox_indexes, relid);
 	if (!OidIsValid(relid) ||
@@ -253,6 +263,7 @@ direct_rels(void)
 	if (!direct_rels_cache.valid)
 	{
 		DirectRels *r = &direct_rels_cache;
+		uint64		invalidations = direct_invalidations;
 		Oid			nsp = get_namespace_oid("durable", false);
 
 		if (!direct_callback_registered)
@@ -284,7 +295,7 @@ direct_rels(void)
 		r->outbox_cols.sent_at = direct_attnum(r->outbox, "sent_at");
 		r->outbox_cols.provider_message_id = direct_attnum(r->outbox, "provider_message_id");
 		r->token_seq = direct_relid("token_seq", nsp);
-		r->valid = true;
+		r->valid = (invalidations == direct_invalidations);
 	}
 	return &direct_rels_cache;
 }
@@ -309,27 +320,40 @@ direct_index_open(Oid index_oid, LOCKMODE lockmode)
 }
 
 /*
- * Refuse to write a journal that has triggers on `event` (TRIGGER_TYPE_INSERT
- * or TRIGGER_TYPE_UPDATE): the direct writes would not fire them.  Internal
- * triggers on UPDATE are those of a foreign key that references the
- * journal, which only care about key changes, and the key never changes;
- * one on INSERT would check a foreign key of the journal's own, which
- * durable does not define.
+ * Refuse to write a journal with what the direct writes would skip: triggers
+ * on `event` (TRIGGER_TYPE_INSERT or TRIGGER_TYPE_UPDATE), rules, CHECK
+ * constraints.  The one trigger allowed is a foreign key's on UPDATE (a key
+ * that references the journal only cares about key changes, and the key
+ * never changes).  Publications are checked as for the statement.
  */
 static void
-direct_check_no_triggers(Relation rel, int16 event)
+direct_check_writable(Relation rel, int16 event)
 {
 	TriggerDesc *trigdesc = rel->trigdesc;
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
 	int			i;
 
-	if (trigdesc == NULL)
-		return;
-	for (i = 0; i < trigdesc->numtriggers; i++)
+	if (rel->rd_rel->relhasrules)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("rules on \"durable.%s\" are not supported", RelationGetRelationName(rel)),
+				 errdetail("durable writes its journals directly, without applying rules."),
+				 errhint("Drop the rule.")));
+	if (constr != NULL && constr->num_check > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("check constraint \"%s\" on \"durable.%s\" is not supported",
+						constr->check[0].ccname, RelationGetRelationName(rel)),
+				 errdetail("durable writes its journals directly, without checking constraints added to them."),
+				 errhint("Drop the constraint.")));
+	CheckCmdReplicaIdentity(rel, event == TRIGGER_TYPE_INSERT ? CMD_INSERT : CMD_UPDATE);
+	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
 	{
 		Trigger    *trigger = &trigdesc->triggers[i];
 
 		if ((trigger->tgtype & event) &&
-			!(trigger->tgisinternal && event == TRIGGER_TYPE_UPDATE))
+			!(trigger->tgisinternal && event == TRIGGER_TYPE_UPDATE &&
+			  RI_FKey_trigger_type(trigger->tgfoid) != RI_TRIGGER_NONE))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("trigger \"%s\" on \"durable.%s\" is not supported",
@@ -337,6 +361,18 @@ direct_check_no_triggers(Relation rel, int16 event)
 					 errdetail("durable writes its journals directly, without firing triggers."),
 					 errhint("Drop the trigger; read changes from the journal or its NOTIFY channels instead.")));
 	}
+}
+
+/* As ExecConstraints for a NOT NULL added to a journal by hand. */
+static void
+direct_not_null_violation(Relation rel, AttrNumber att)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NOT_NULL_VIOLATION),
+			 errmsg("null value in column \"%s\" of relation \"%s\" violates not-null constraint",
+					NameStr(TupleDescAttr(RelationGetDescr(rel), att - 1)->attname),
+					RelationGetRelationName(rel)),
+			 errtablecol(rel, att)));
 }
 
 /*
@@ -552,12 +588,41 @@ direct_updates_column(Oid heap, AttrNumber att)
 		(heap == rels->outbox && (att == cols->sent_at || att == cols->provider_message_id));
 }
 
+/*
+ * Can a compiled predicate be kept across statements?  Only when it is made
+ * of nodes whose evaluation keeps nothing in per-statement memory (a
+ * whole-row Var or a row conversion would).
+ */
+static bool
+direct_predicate_unkeepable(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	switch (nodeTag(node))
+	{
+		case T_Var:
+			return ((Var *) node)->varattno <= 0;
+		case T_Const:
+		case T_OpExpr:
+		case T_FuncExpr:
+		case T_BoolExpr:
+		case T_NullTest:
+		case T_ScalarArrayOpExpr:
+		case T_RelabelType:
+		case T_List:
+			return expression_tree_walker(node, direct_predicate_unkeepable, context);
+		default:
+			return true;
+	}
+}
+
 static void
 direct_indexes_build(DirectIndexes *di, Relation rel)
 {
 	List	   *oids = RelationGetIndexList(rel);
 	ListCell   *lc;
 	MemoryContext oldcxt;
+	uint64		invalidations = direct_invalidations;
 
 	if (di->cxt == NULL)
 		di->cxt = AllocSetContextCreate(CacheMemoryContext, "durable direct indexes",
@@ -577,8 +642,15 @@ direct_indexes_build(DirectIndexes *di, Relation rel)
 		if (!di->kept)
 			break;
 		index = index_open(lfirst_oid(lc), AccessShareLock);
+		if (index->rd_rel->relam != BTREE_AM_OID)
+		{
+			di->kept = false;
+			index_close(index, AccessShareLock);
+			break;
+		}
 		ii = BuildIndexInfo(index);
-		if (index->rd_rel->relam != BTREE_AM_OID || ii->ii_Expressions != NIL)
+		if (ii->ii_Expressions != NIL ||
+			direct_predicate_unkeepable((Node *) ii->ii_Predicate, NULL))
 			di->kept = false;
 		if (ii->ii_Unique)
 			BuildSpeculativeIndexInfo(index, ii);
@@ -587,7 +659,7 @@ direct_indexes_build(DirectIndexes *di, Relation rel)
 												 NULL);
 		ii->ii_CheckedUnchanged = true;
 		ii->ii_IndexUnchanged = true;
-		for (k = 0; k < ii->ii_NumIndexAttrs; k++)
+		for (k = 0; k < ii->ii_NumIndexKeyAttrs; k++)
 			if (direct_updates_column(di->heap, ii->ii_IndexAttrNumbers[k]))
 				ii->ii_IndexUnchanged = false;
 		di->oids[di->n] = RelationGetRelid(index);
@@ -597,7 +669,7 @@ direct_indexes_build(DirectIndexes *di, Relation rel)
 	}
 	MemoryContextSwitchTo(oldcxt);
 	list_free(oids);
-	di->valid = true;
+	di->valid = (invalidations == direct_invalidations);
 }
 
 /*
@@ -667,6 +739,7 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 	CommandId	cid;
 	bool		found;
 	bool		updated = false;
+	int			i;
 #if PG_VERSION_NUM >= 160000
 	TU_UpdateIndexes update_indexes = TU_None;
 #else
@@ -678,7 +751,10 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 	PreventCommandIfParallelMode("UPDATE");
 
 	rel = table_open(c->heap, RowExclusiveLock);
-	direct_check_no_triggers(rel, TRIGGER_TYPE_UPDATE);
+	direct_check_writable(rel, TRIGGER_TYPE_UPDATE);
+	for (i = 0; i < c->nset; i++)
+		if (c->set_null[i] && TupleDescAttr(RelationGetDescr(rel), c->set_att[i] - 1)->attnotnull)
+			direct_not_null_violation(rel, c->set_att[i]);
 	pkey = direct_index_open(c->pkey, RowExclusiveLock);
 	c->key.sk_collation = pkey->rd_indcollation[0];
 
@@ -806,6 +882,7 @@ durable_outbox_sent_direct(Datum key, int64 token, Datum provider_message_id,
 
 /* ---- New records ---- */
 
+
 /*
  * A virtual slot of `rel` with `values` for the columns `atts` and NULL for
  * every other one, which is what INSERT would write only for a column
@@ -829,6 +906,8 @@ direct_new_row(Relation rel, const AttrNumber *atts, const Datum *values,
 	{
 		slot->tts_values[atts[i] - 1] = values[i];
 		slot->tts_isnull[atts[i] - 1] = nulls[i];
+		if (nulls[i] && TupleDescAttr(desc, atts[i] - 1)->attnotnull)
+			direct_not_null_violation(rel, atts[i]);
 	}
 	for (i = 0; i < desc->natts; i++)
 	{
@@ -884,6 +963,34 @@ direct_check_conflict_visible(Relation rel, ItemPointer tid)
 }
 
 /*
+ * The arbiter must be a valid index, as ON CONFLICT's inference requires: one
+ * left invalid by a failed CREATE UNIQUE INDEX CONCURRENTLY lacks entries,
+ * and a conflict with a row it lacks would go unnoticed.
+ */
+static void
+direct_check_arbiter(ResultRelInfo *rri, Oid arbiter)
+{
+	int			i;
+
+	for (i = 0; i < rri->ri_NumIndices; i++)
+	{
+		Relation	index = rri->ri_IndexRelationDescs[i];
+
+		if (RelationGetRelid(index) != arbiter)
+			continue;
+		if (index->rd_index->indisvalid && index->rd_index->indisready &&
+			index->rd_index->indislive)
+			return;
+		break;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("the dedupe index of \"durable.%s\" is not valid",
+					RelationGetRelationName(rri->ri_RelationDesc)),
+			 errhint("Rebuild it with REINDEX INDEX durable.%s.", get_rel_name(arbiter))));
+}
+
+/*
  * Open a journal for a direct insert, refusing what the statement would
  * refuse (ExecCheckXactReadOnly, ExecInsert) and triggers.  Before the
  * sequences are drawn from, so that a read-only transaction hears about
@@ -897,7 +1004,7 @@ direct_open_for_insert(Oid heap)
 	PreventCommandIfReadOnly("INSERT");
 	PreventCommandIfParallelMode("INSERT");
 	rel = table_open(heap, RowExclusiveLock);
-	direct_check_no_triggers(rel, TRIGGER_TYPE_INSERT);
+	direct_check_writable(rel, TRIGGER_TYPE_INSERT);
 	return rel;
 }
 
@@ -923,6 +1030,7 @@ direct_insert(Relation rel, Oid arbiter, TupleTableSlot *slot)
 
 	InitResultRelInfo(rri, rel, 0, NULL, 0);
 	direct_open_indexes(rri, true);
+	direct_check_arbiter(rri, arbiter);
 	estate->es_output_cid = cid;
 	for (;;)
 	{
@@ -1050,8 +1158,8 @@ durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id)
  * without first writing a row lock for every record (half the purge's WAL
  * records and CPU).  A record that another transaction holds or changed
  * (a replay) is skipped, never waited for.  -1 when the journal has
- * triggers on DELETE (a foreign key referencing it, say) or the index is
- * not valid: the caller runs the statement instead.
+ * triggers on DELETE (a foreign key referencing it, say) or rules, or the
+ * index is not valid: the caller runs the statement instead.
  */
 static int64
 direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
@@ -1074,12 +1182,13 @@ direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
 		 (rel->trigdesc->trig_delete_before_row || rel->trigdesc->trig_delete_after_row ||
 		  rel->trigdesc->trig_delete_before_statement ||
 		  rel->trigdesc->trig_delete_after_statement)) ||
-		!index->rd_index->indisvalid)
+		rel->rd_rel->relhasrules || !index->rd_index->indisvalid)
 	{
 		index_close(index, AccessShareLock);
 		table_close(rel, NoLock);
 		return -1;
 	}
+	CheckCmdReplicaIdentity(rel, CMD_DELETE);
 
 	snapshot = direct_push_snapshot();
 	cid = GetCurrentCommandId(true);
