@@ -264,7 +264,11 @@ direct_rels(void)
 	{
 		DirectRels *r = &direct_rels_cache;
 		uint64		invalidations = direct_invalidations;
-		Oid			nsp = get_namespace_oid("durable", false);
+		Oid			nsp;
+
+		/* An older schema lacks columns: say so, not "column does not exist". */
+		durable_require_current_schema();
+		nsp = get_namespace_oid("durable", false);
 
 		if (!direct_callback_registered)
 		{
@@ -1071,6 +1075,19 @@ direct_insert(Relation rel, Oid arbiter, TupleTableSlot *slot)
 	return inserted;
 }
 
+/* direct_insert of a new row (direct_new_row); closes `rel`. */
+static bool
+direct_insert_row(Relation rel, Oid arbiter, const AttrNumber *atts, const Datum *values,
+				  const bool *nulls, int n)
+{
+	TupleTableSlot *slot = direct_new_row(rel, atts, values, nulls, n);
+	bool		inserted = direct_insert(rel, arbiter, slot);
+
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	return inserted;
+}
+
 bool
 durable_outbox_insert_direct(const DurableNewSend *send, int64 *token)
 {
@@ -1078,8 +1095,6 @@ durable_outbox_insert_direct(const DurableNewSend *send, int64 *token)
 	Datum		values[DIRECT_NEW_SEND_NCOLS];
 	bool		nulls[DIRECT_NEW_SEND_NCOLS];
 	Relation	rel;
-	TupleTableSlot *slot;
-	bool		inserted;
 
 	rel = direct_open_for_insert(rels->outbox);
 	/* Drawn before the insert, as the statement's VALUES would be. */
@@ -1099,11 +1114,8 @@ durable_outbox_insert_direct(const DurableNewSend *send, int64 *token)
 	nulls[10] = !send->has_inbound;
 	values[11] = TimestampTzGetDatum(send->now);
 
-	slot = direct_new_row(rel, rels->new_send_att, values, nulls, DIRECT_NEW_SEND_NCOLS);
-	inserted = direct_insert(rel, rels->outbox_pkey, slot);
-	ExecDropSingleTupleTableSlot(slot);
-	table_close(rel, NoLock);
-	return inserted;
+	return direct_insert_row(rel, rels->outbox_pkey, rels->new_send_att, values, nulls,
+							 DIRECT_NEW_SEND_NCOLS);
 }
 
 bool
@@ -1113,8 +1125,6 @@ durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id)
 	Datum		values[DIRECT_NEW_MESSAGE_NCOLS];
 	bool		nulls[DIRECT_NEW_MESSAGE_NCOLS];
 	Relation	rel;
-	TupleTableSlot *slot;
-	bool		inserted;
 
 	rel = direct_open_for_insert(rels->inbox);
 	*id = nextval_internal(rels->inbox_id_seq, true);
@@ -1140,12 +1150,9 @@ durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id)
 	values[13] = TimestampTzGetDatum(msg->now);
 	values[14] = Int32GetDatum(0);
 
-	slot = direct_new_row(rel, rels->new_message_att, values, nulls, DIRECT_NEW_MESSAGE_NCOLS);
-	inserted = direct_insert(rel, msg->has_message_id ? rels->inbox_message_id_key :
-							 rels->inbox_content_hash_key, slot);
-	ExecDropSingleTupleTableSlot(slot);
-	table_close(rel, NoLock);
-	return inserted;
+	return direct_insert_row(rel, msg->has_message_id ? rels->inbox_message_id_key :
+							 rels->inbox_content_hash_key, rels->new_message_att, values, nulls,
+							 DIRECT_NEW_MESSAGE_NCOLS);
 }
 
 /* ---- The retention purge ---- */

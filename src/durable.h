@@ -95,6 +95,9 @@ extern int64 durable_arg_wait_us(FunctionCallInfo fcinfo, int argno);
 
 /* ---- SPI helpers (spi_util.c) ---- */
 
+/* ERROR (55000, with what to do) unless durable_schema_current; once per backend. */
+extern void durable_require_current_schema(void);
+
 /*
  * Return the plan cached in *cache, preparing and keeping it on first use.
  * The statement must schema-qualify every name it uses.

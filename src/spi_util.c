@@ -85,32 +85,38 @@ durable_schema_current(char **installed)
 	return version == NULL || strcmp(version, DURABLE_VERSION) == 0;
 }
 
+/*
+ * Refuse to run against tables of another version than the library's
+ * (durable_schema_current).  Checked once per backend, before its first
+ * plan or direct access: what was prepared against the right tables stays
+ * right (an update only ever moves a database forward to the library's
+ * version).
+ */
+void
+durable_require_current_schema(void)
+{
+	static bool schema_checked = false;
+	char	   *installed;
+
+	if (schema_checked)
+		return;
+	if (!durable_schema_current(&installed))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("durable's library is version %s but this database has durable %s",
+						DURABLE_VERSION, installed),
+				 errhint("Run ALTER EXTENSION durable UPDATE in this database.")));
+	schema_checked = true;
+}
+
 SPIPlanPtr
 durable_plan(SPIPlanPtr *cache, const char *sql, int nargs, const Oid *argtypes)
 {
-	static bool schema_checked = false;
 	SPIPlanPtr	plan;
 
 	if (*cache != NULL)
 		return *cache;
-
-	/*
-	 * Checked once per backend, before its first plan: a plan prepared
-	 * against the right tables stays right (an update only ever moves a
-	 * database forward to the library's version).
-	 */
-	if (!schema_checked)
-	{
-		char	   *installed;
-
-		if (!durable_schema_current(&installed))
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("durable's library is version %s but this database has durable %s",
-							DURABLE_VERSION, installed),
-					 errhint("Run ALTER EXTENSION durable UPDATE in this database.")));
-		schema_checked = true;
-	}
+	durable_require_current_schema();
 
 	/*
 	 * Generic plans only: every statement is written for one index path
