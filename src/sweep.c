@@ -49,11 +49,12 @@
  *
  * Retention deletes through the partial indexes inbox_done_at_idx
  * (done_at WHERE done_at IS NOT NULL) and outbox_sent_at_idx (sent_at WHERE
- * state = 'sent'), oldest first, then by primary key: the cost of a batch
- * is the batch, whatever the number of live records or of older backlog.
- * The same fencing shape keeps a record that a concurrent transaction is
- * replaying (SKIP LOCKED, then the state re-check).
- * One purge() call is one statement per journal in the caller's
+ * state = 'sent'), oldest first: the cost of a batch is the batch, whatever
+ * the number of live records or of older backlog.  It deletes directly
+ * (direct.c), skipping a record that a concurrent transaction holds (a
+ * replay) after re-checking its state; a journal it cannot write directly
+ * is purged by the same fencing statement shape (SKIP LOCKED, re-check).
+ * One purge() call is one pass per journal in the caller's
  * transaction; to delete a large backlog without holding many row locks for
  * long, call it again (each call its own transaction) until it returns 0.
  *
