@@ -305,21 +305,34 @@ direct_rels(void)
 }
 
 /*
- * Open an index of durable's for a scan that relies on it holding every
- * entry: one being built or dropped concurrently (or left invalid by a
- * failed CREATE INDEX CONCURRENTLY) would answer "none" for what it lacks.
+ * Does the index hold every entry?  One being built or dropped concurrently
+ * (or left invalid by a failed CREATE INDEX CONCURRENTLY) does not: a scan
+ * would answer "none" for what it lacks, a unique check miss a conflict.
  */
+static bool
+direct_index_complete(Relation index)
+{
+	return index->rd_index->indisvalid && index->rd_index->indisready &&
+		index->rd_index->indislive;
+}
+
+static void
+direct_require_complete_index(Relation index)
+{
+	if (!direct_index_complete(index))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("index \"durable.%s\" is not valid", RelationGetRelationName(index)),
+				 errhint("Rebuild it with REINDEX INDEX durable.%s.", RelationGetRelationName(index))));
+}
+
+/* Open an index of durable's for a scan that relies on it holding every entry. */
 static Relation
 direct_index_open(Oid index_oid, LOCKMODE lockmode)
 {
 	Relation	index = index_open(index_oid, lockmode);
 
-	if (!index->rd_index->indisvalid || !index->rd_index->indisready ||
-		!index->rd_index->indislive)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("index \"durable.%s\" is not valid", RelationGetRelationName(index)),
-				 errhint("Rebuild it with REINDEX INDEX durable.%s.", RelationGetRelationName(index))));
+	direct_require_complete_index(index);
 	return index;
 }
 
@@ -577,22 +590,6 @@ direct_confirmed_version(TupleTableSlot *version, TupleTableSlot *confirmed,
 }
 
 /*
- * The columns each journal's direct updates change (inbox_complete,
- * outbox_sent): an index on none of them gets the executor's "key
- * unchanged" hint for the new version's entry.
- */
-static bool
-direct_updates_column(Oid heap, AttrNumber att)
-{
-	const DirectRels *rels = &direct_rels_cache;
-	const DirectCols *cols = (heap == rels->inbox) ? &rels->inbox_cols : &rels->outbox_cols;
-
-	return att == cols->state || att == cols->lease_until ||
-		(heap == rels->inbox && (att == cols->done_at || att == cols->finished_at)) ||
-		(heap == rels->outbox && (att == cols->sent_at || att == cols->provider_message_id));
-}
-
-/*
  * Can a compiled predicate be kept across statements?  Only when it is made
  * of nodes whose evaluation keeps nothing in per-statement memory (a
  * whole-row Var or a row conversion would).
@@ -641,7 +638,6 @@ direct_indexes_build(DirectIndexes *di, Relation rel)
 	{
 		Relation	index;
 		IndexInfo  *ii;
-		int			k;
 
 		if (!di->kept)
 			break;
@@ -661,11 +657,6 @@ direct_indexes_build(DirectIndexes *di, Relation rel)
 		if (ii->ii_Predicate != NIL)
 			ii->ii_PredicateState = ExecInitQual((List *) expression_planner((Expr *) ii->ii_Predicate),
 												 NULL);
-		ii->ii_CheckedUnchanged = true;
-		ii->ii_IndexUnchanged = true;
-		for (k = 0; k < ii->ii_NumIndexKeyAttrs; k++)
-			if (direct_updates_column(di->heap, ii->ii_IndexAttrNumbers[k]))
-				ii->ii_IndexUnchanged = false;
 		di->oids[di->n] = RelationGetRelid(index);
 		di->infos[di->n] = ii;
 		di->n++;
@@ -702,16 +693,36 @@ direct_open_indexes(ResultRelInfo *rri, bool speculative)
 		rri->ri_IndexRelationDescs[i] = index_open(di->oids[i], RowExclusiveLock);
 }
 
-/* The index entries of a new version written by table_tuple_update. */
+/*
+ * The index entries of the version a confirmation wrote with
+ * table_tuple_update.  Without a range table the executor cannot tell which
+ * columns changed, so the "key unchanged" hint (bottom-up deletion) is
+ * given here from the columns the confirmation sets.
+ */
 static void
-direct_insert_index_entries(Relation rel, TupleTableSlot *slot, bool summarizing_only)
+direct_insert_index_entries(Relation rel, TupleTableSlot *slot, const DirectConfirm *c,
+							bool summarizing_only)
 {
 	EState	   *estate = CreateExecutorState();
 	MemoryContext oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
 	ResultRelInfo *rri = makeNode(ResultRelInfo);
+	int			i;
 
 	InitResultRelInfo(rri, rel, 0, NULL, 0);
 	direct_open_indexes(rri, false);
+	for (i = 0; i < rri->ri_NumIndices; i++)
+	{
+		IndexInfo  *ii = rri->ri_IndexRelationInfo[i];
+		int			k;
+		int			j;
+
+		ii->ii_CheckedUnchanged = true;
+		ii->ii_IndexUnchanged = true;
+		for (k = 0; k < ii->ii_NumIndexKeyAttrs; k++)
+			for (j = 0; j < c->nset; j++)
+				if (ii->ii_IndexAttrNumbers[k] == c->set_att[j])
+					ii->ii_IndexUnchanged = false;
+	}
 #if PG_VERSION_NUM >= 160000
 	(void) ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL, summarizing_only);
 #else
@@ -820,10 +831,10 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 		*wake = direct_chat_scan(c->heap, c->chat_idx, chat_id, id, c->waiting, rels, snapshot);
 #if PG_VERSION_NUM >= 160000
 		if (update_indexes != TU_None)
-			direct_insert_index_entries(rel, confirmed, update_indexes == TU_Summarizing);
+			direct_insert_index_entries(rel, confirmed, c, update_indexes == TU_Summarizing);
 #else
 		if (update_indexes)
-			direct_insert_index_entries(rel, confirmed, false);
+			direct_insert_index_entries(rel, confirmed, c, false);
 #endif
 	}
 
@@ -977,21 +988,13 @@ direct_check_arbiter(ResultRelInfo *rri, Oid arbiter)
 	int			i;
 
 	for (i = 0; i < rri->ri_NumIndices; i++)
-	{
-		Relation	index = rri->ri_IndexRelationDescs[i];
-
-		if (RelationGetRelid(index) != arbiter)
-			continue;
-		if (index->rd_index->indisvalid && index->rd_index->indisready &&
-			index->rd_index->indislive)
+		if (RelationGetRelid(rri->ri_IndexRelationDescs[i]) == arbiter)
+		{
+			direct_require_complete_index(rri->ri_IndexRelationDescs[i]);
 			return;
-		break;
-	}
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("the dedupe index of \"durable.%s\" is not valid",
-					RelationGetRelationName(rri->ri_RelationDesc)),
-			 errhint("Rebuild it with REINDEX INDEX durable.%s.", get_rel_name(arbiter))));
+		}
+	elog(ERROR, "durable: index %u is not an index of \"%s\"", arbiter,
+		 RelationGetRelationName(rri->ri_RelationDesc));
 }
 
 /*
@@ -1189,7 +1192,7 @@ direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
 		 (rel->trigdesc->trig_delete_before_row || rel->trigdesc->trig_delete_after_row ||
 		  rel->trigdesc->trig_delete_before_statement ||
 		  rel->trigdesc->trig_delete_after_statement)) ||
-		rel->rd_rel->relhasrules || !index->rd_index->indisvalid)
+		rel->rd_rel->relhasrules || !direct_index_complete(index))
 	{
 		index_close(index, AccessShareLock);
 		table_close(rel, NoLock);

@@ -304,6 +304,22 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, SPIPlanPtr *plan,
 }
 
 /*
+ * A journal's retention purge by statement, for when it cannot be written
+ * directly: `sql` deletes up to $2 records finished before $1.
+ */
+static int64
+sweep_purge_statement(SPIPlanPtr *plan, const char *sql, TimestampTz cutoff, int64 limit)
+{
+	static const Oid types[2] = {TIMESTAMPTZOID, INT8OID};
+	Datum		values[2];
+
+	values[0] = TimestampTzGetDatum(cutoff);
+	values[1] = Int64GetDatum(limit);
+	durable_exec(durable_plan(plan, sql, 2, types), values, NULL, SPI_OK_DELETE, 0);
+	return (int64) SPI_processed;
+}
+
+/*
  * Delete up to `limit` finished records older than cutoff: done inbox
  * records first, then sent outbox records with what is left of the limit.
  * Directly (direct.c), or with the statements when a journal cannot be
@@ -315,45 +331,32 @@ sweep_purge(TimestampTz cutoff, int64 limit)
 {
 	static SPIPlanPtr inbox_plan = NULL;
 	static SPIPlanPtr outbox_plan = NULL;
-	static const Oid types[2] = {TIMESTAMPTZOID, INT8OID};
-	Datum		values[2];
 	int64		deleted;
 	int64		sent;
 
-	values[0] = TimestampTzGetDatum(cutoff);
 	deleted = durable_inbox_purge_direct(cutoff, limit);
 	if (deleted < 0)
-	{
-		values[1] = Int64GetDatum(limit);
-		durable_exec(durable_plan(&inbox_plan,
-								  "DELETE FROM durable.inbox d"
-								  " WHERE d.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c"
-								  "                         WHERE c.done_at < $1 AND c.state = 'done'"
-								  "                         ORDER BY c.done_at LIMIT $2"
-								  "                         FOR UPDATE SKIP LOCKED))"
-								  "   AND d.state = 'done' AND d.done_at < $1",
-								  2, types),
-					 values, NULL, SPI_OK_DELETE, 0);
-		deleted = (int64) SPI_processed;
-	}
+		deleted = sweep_purge_statement(&inbox_plan,
+										"DELETE FROM durable.inbox d"
+										" WHERE d.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c"
+										"                         WHERE c.done_at < $1 AND c.state = 'done'"
+										"                         ORDER BY c.done_at LIMIT $2"
+										"                         FOR UPDATE SKIP LOCKED))"
+										"   AND d.state = 'done' AND d.done_at < $1",
+										cutoff, limit);
 	if (deleted >= limit)
 		return deleted;
 
 	sent = durable_outbox_purge_direct(cutoff, limit - deleted);
 	if (sent < 0)
-	{
-		values[1] = Int64GetDatum(limit - deleted);
-		durable_exec(durable_plan(&outbox_plan,
-								  "DELETE FROM durable.outbox d"
-								  " WHERE d.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c"
-								  "                          WHERE c.state = 'sent' AND c.sent_at < $1"
-								  "                          ORDER BY c.sent_at LIMIT $2"
-								  "                          FOR UPDATE SKIP LOCKED))"
-								  "   AND d.state = 'sent' AND d.sent_at < $1",
-								  2, types),
-					 values, NULL, SPI_OK_DELETE, 0);
-		sent = (int64) SPI_processed;
-	}
+		sent = sweep_purge_statement(&outbox_plan,
+									 "DELETE FROM durable.outbox d"
+									 " WHERE d.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c"
+									 "                          WHERE c.state = 'sent' AND c.sent_at < $1"
+									 "                          ORDER BY c.sent_at LIMIT $2"
+									 "                          FOR UPDATE SKIP LOCKED))"
+									 "   AND d.state = 'sent' AND d.sent_at < $1",
+									 cutoff, limit - deleted);
 	return deleted + sent;
 }
 
