@@ -225,6 +225,25 @@ extern bool durable_inbox_complete_direct(int64 id, int64 token, TimestampTz now
 extern bool durable_outbox_sent_direct(Datum key, int64 token, Datum provider_message_id,
 									   TimestampTz now, bool *wake);
 
+/* inbox_claim's lease: up to max claimable records, from the claim floor. */
+typedef struct DurableClaim
+{
+	Datum		owner;
+	TimestampTz now;
+	TimestampTz lease_until;
+	int32		max_attempts;
+	int32		max;
+	int64		floor;
+} DurableClaim;
+
+/* inbox_claim's result columns: id, token, source, message_id, chat_id, kind, payload, attempts. */
+#define DURABLE_CLAIMED_NCOLS 8
+typedef void (*DurableClaimSink) (void *arg, const Datum *values, const bool *nulls);
+
+/* Lease them, passing each one's result columns to sink, oldest first; how many. */
+extern uint64 durable_inbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink,
+										 void *arg);
+
 /* A new fencing token (durable.token_seq). */
 extern int64 durable_next_token(void);
 

@@ -44,13 +44,14 @@
  * chats can deadlock with another admitting for the same chats in another
  * order (PostgreSQL detects it and one of them fails).
  *
- * Claims scan inbox_unfinished_idx oldest first with FOR UPDATE SKIP
- * LOCKED, so concurrent claimers neither wait on each other nor get the
- * same record, and the UPDATE re-checks the candidate condition in case the
- * row changed after the claim's snapshot was taken.  A claim with `wait`
- * sleeps on the inbox condition variable of the database (waiting.c), which
- * every transition that makes work claimable wakes at commit, bounded by
- * the next time a pending record or a lease comes due.
+ * Claims scan inbox_unfinished_idx oldest first and skip the records
+ * another transaction holds, as FOR UPDATE SKIP LOCKED would, so concurrent
+ * claimers neither wait on each other nor get the same record; a record
+ * changed after the claim's snapshot was taken is checked again in its
+ * newest version (direct.c writes the claim without the executor).  A
+ * claim with `wait` sleeps on the inbox condition variable of the database
+ * (waiting.c), which every transition that makes work claimable wakes at
+ * commit, bounded by the next time a pending record or a lease comes due.
  *
  * Every entry point validates all its arguments before it journals
  * anything, takes "now" once from the wall clock (GetCurrentTimestamp, not
@@ -135,7 +136,6 @@ typedef enum InboxConfirm
 static SPIPlanPtr inbox_find_by_message_plan = NULL;
 static SPIPlanPtr inbox_find_by_hash_plan = NULL;
 static SPIPlanPtr inbox_lease_duplicate_plan = NULL;
-static SPIPlanPtr inbox_claim_plan = NULL;
 static SPIPlanPtr inbox_next_due_plan = NULL;
 static SPIPlanPtr inbox_heartbeat_plan = NULL;
 static SPIPlanPtr inbox_complete_batch_plan = NULL;
@@ -501,36 +501,26 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/* qsort comparator: rows of SPI_tuptable (by index) in id order. */
-static int
-inbox_claimed_cmp(const void *a, const void *b)
+/* A claimed record's result columns go to the function's result. */
+static void
+inbox_claimed_put(void *arg, const Datum *values, const bool *nulls)
 {
-	int64		x = durable_col_int64(*(const uint64 *) a, 1);
-	int64		y = durable_col_int64(*(const uint64 *) b, 1);
-
-	return (x > y) - (x < y);
+	durable_srf_put((FunctionCallInfo) arg, (Datum *) values, (bool *) nulls);
 }
 
 /*
  * One claim attempt: lease up to max due records and add them to the
- * function's result, oldest first.  Returns how many.  Caller must be
- * connected to SPI and have initialised the materialized result.
+ * function's result, oldest first.  Returns how many.  Caller must have
+ * initialised the materialized result.
  *
  * Candidates are pending records whose not_before has passed and leased
  * records whose lease expired with attempts left (an expired lease that
  * used the last attempt is the sweep's to move to dead).  Only the oldest
  * unfinished record of a chat is a candidate, so one claim never returns
- * two records of a chat.  SKIP LOCKED passes over rows that a concurrent
- * claim or confirmation holds; the UPDATE repeats the candidate condition
- * because the row it locks may be newer than the snapshot that chose it.
- *
- * The pick is an ARRAY() InitPlan so that it runs exactly once (as a plain
- * subquery the planner may put it on the inner side of a nested loop, and
- * every rescan would skip the rows this statement just leased and pick
- * others, leasing more than max); the UPDATE then probes the primary key
- * for exactly those ids.  This is also the cheapest plan to start, which
- * matters at one statement per claim.  The rows come back in the order the
- * UPDATE met them and are put in id order here.
+ * two records of a chat.  Records that a concurrent claim or confirmation
+ * holds are skipped, as FOR UPDATE SKIP LOCKED would; a record changed
+ * after the claim's snapshot was taken is checked again in its newest
+ * version (direct.c, durable_inbox_claim_direct).
  *
  * The scan starts at the claim floor (claim_floor.c): no record below it is
  * claimable, and behind a long transaction the index holds the entries of
@@ -542,62 +532,15 @@ inbox_claimed_cmp(const void *a, const void *b)
 static uint64
 inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease_us)
 {
-	Oid			types[6] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID, INT4OID, INT8OID};
-	Datum		values[6];
-	TimestampTz now = GetCurrentTimestamp();
-	uint64		n;
-	uint64		i;
-	uint64	   *order;
+	DurableClaim claim;
 
-	values[0] = instance;
-	values[1] = TimestampTzGetDatum(now + lease_us);
-	values[2] = TimestampTzGetDatum(now);
-	values[3] = Int32GetDatum(durable_inbox_max_attempts);
-	values[4] = Int32GetDatum(max);
-	values[5] = Int64GetDatum(durable_claim_floor(now));
-	durable_exec(durable_plan(&inbox_claim_plan,
-							  "UPDATE durable.inbox i"
-							  "   SET state = 'leased',"
-							  "       token = pg_catalog.nextval('durable.token_seq'::pg_catalog.regclass),"
-							  "       owner = $1, lease_until = $2,"
-							  "       attempts = i.attempts + 1, sends = 0"
-							  " WHERE i.id = ANY (ARRAY("
-							  "        SELECT c.id FROM durable.inbox c"
-							  "         WHERE " INBOX_OPEN_SCAN("c") " AND c.id >= $6"
-							  "           AND CASE WHEN c.state = 'pending' THEN c.not_before <= $3"
-							  "                    ELSE c.lease_until < $3 AND c.attempts < $4 END"
-							  "           AND NOT EXISTS " INBOX_OPEN_IN_CHAT("c", "<")
-							  "         ORDER BY c.id"
-							  "         LIMIT $5"
-							  "         FOR UPDATE SKIP LOCKED))"
-							  "   AND CASE WHEN i.state = 'pending' THEN i.not_before <= $3"
-							  "            ELSE i.lease_until < $3 AND i.attempts < $4 END"
-							  " RETURNING i.id, i.token, i.source, i.message_id, i.chat_id,"
-							  "           i.kind, i.payload, i.attempts",
-							  6, types),
-				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
-
-	n = SPI_processed;
-	order = palloc(sizeof(uint64) * Max(n, 1));
-	for (i = 0; i < n; i++)
-		order[i] = i;
-	if (n > 1)
-		qsort(order, n, sizeof(uint64), inbox_claimed_cmp);
-	for (i = 0; i < n; i++)
-	{
-		Datum		out[8];
-		bool		outnull[8];
-		int			col;
-
-		for (col = 0; col < 8; col++)
-		{
-			outnull[col] = durable_col_isnull(order[i], col + 1);
-			out[col] = outnull[col] ? (Datum) 0 : durable_col(order[i], col + 1);
-		}
-		durable_srf_put(fcinfo, out, outnull);
-	}
-	pfree(order);
-	return n;
+	claim.owner = instance;
+	claim.now = GetCurrentTimestamp();
+	claim.lease_until = claim.now + lease_us;
+	claim.max_attempts = durable_inbox_max_attempts;
+	claim.max = max;
+	claim.floor = durable_claim_floor(claim.now);
+	return durable_inbox_claim_direct(&claim, inbox_claimed_put, fcinfo);
 }
 
 /*
@@ -661,12 +604,12 @@ durable_inbox_claim(PG_FUNCTION_ARGS)
 	max = Min(max, INBOX_MAX_CLAIM);
 
 	durable_srf_init(fcinfo);
-	SPI_connect();
 
 	if (wait_us == 0)
 		(void) inbox_claim_once(fcinfo, instance, max, lease_us);
 	else
 	{
+		SPI_connect();
 		deadline = GetCurrentTimestamp() + wait_us;
 		durable_wait_begin(fcinfo);
 		for (;;)
@@ -679,9 +622,8 @@ durable_inbox_claim(PG_FUNCTION_ARGS)
 				break;
 		}
 		durable_wait_done();
+		SPI_finish();
 	}
-
-	SPI_finish();
 	return (Datum) 0;
 }
 
