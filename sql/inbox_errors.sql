@@ -243,6 +243,24 @@ UPDATE pg_catalog.pg_index SET indisvalid = false
  WHERE indexrelid = 'durable.inbox_chat_unfinished_idx'::regclass;
 SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 'w2', 'chat-w', instance => 'bot-1')$$);
 ROLLBACK;
+-- inbox_claim leases directly too, and refuses the same: a read-only
+-- transaction (25006), a trigger on UPDATE (0A000), an invalid index of open
+-- records (55000); the record stays pending
+SELECT state FROM durable.inbox_admit('errs', 'wc', 'chat-wc');
+BEGIN READ ONLY;
+SELECT pg_temp.error_of($$SELECT * FROM durable.inbox_claim('bot-c')$$);
+ROLLBACK;
+BEGIN;
+CREATE FUNCTION pg_temp.audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER audit_inbox BEFORE UPDATE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.audit();
+SELECT pg_temp.error_of($$SELECT * FROM durable.inbox_claim('bot-c')$$);
+ROLLBACK;
+BEGIN;
+UPDATE pg_catalog.pg_index SET indisvalid = false
+ WHERE indexrelid = 'durable.inbox_unfinished_idx'::regclass;
+SELECT pg_temp.error_of($$SELECT * FROM durable.inbox_claim('bot-c')$$);
+ROLLBACK;
+SELECT state, owner, attempts FROM durable.inbox WHERE message_id = 'wc';
 -- The admit and outbox_begin insert directly too.  A read-only transaction: 25006
 BEGIN READ ONLY;
 SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 'w3', 'chat-w3')$$);

@@ -1130,6 +1130,8 @@ durable_inbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink, voi
 	index_rescan(scan, &key, 1, NULL, 0);
 	while (n < (uint64) claim->max && index_getnext_slot(scan, ForwardScanDirection, version))
 	{
+		/* Behind a long transaction the walk can be long: let it be cancelled. */
+		CHECK_FOR_INTERRUPTS();
 		oldcxt = MemoryContextSwitchTo(candidate_cxt);
 		if (direct_claim_one(rel, version, leased, &c, rels, snapshot, cid, claim->now,
 							 claim->max_attempts))
