@@ -19,6 +19,12 @@ CREATE TABLE bench.ref_queue (
 );
 CREATE INDEX ref_queue_pending_idx ON bench.ref_queue (id) WHERE state = 'pending';
 
+-- The send path's own two statements in plain SQL, on a copy of the outbox
+-- (same columns, indexes and fillfactor; no functions, no dedupe answer, no
+-- fencing check, no per-chat probe): what the send path's data model costs
+-- by itself, next to the reference 2-step's one-index table.
+CREATE TABLE bench.send_shaped (LIKE durable.outbox INCLUDING ALL) WITH (fillfactor = 80);
+
 -- CPU time samples that the benchmark backends write about themselves
 -- (utime + stime of /proc/self/stat, in clock ticks), every 200 cycles
 -- (20 for the batch path).
@@ -144,6 +150,7 @@ CREATE FUNCTION bench.history(n integer) RETURNS void LANGUAGE sql AS $$
            clock_timestamp() - interval '1 hour', 'p-hist-' || g,
            clock_timestamp() - interval '1 hour', clock_timestamp() - interval '1 hour'
       FROM generate_series(1, n) g;
+    INSERT INTO bench.send_shaped SELECT * FROM durable.outbox;
     INSERT INTO bench.ref_queue (chat_id, payload, state)
     SELECT (1 + (g * 7919) % 100000)::text,
            '{"text":"hello from the benchmark, about the size of a chat message"}', 'done'
