@@ -764,6 +764,49 @@ direct_insert_index_entries(Relation rel, TupleTableSlot *slot, const DirectConf
 }
 
 /*
+ * Update the version at `tid` to `slot` (made by direct_confirmed_version
+ * from `c`) as ExecUpdate does, waiting for a concurrent writer, and insert
+ * the new version's index entries when the update is not HOT.
+ */
+static TM_Result
+direct_update(Relation rel, ItemPointer tid, TupleTableSlot *slot, const DirectConfirm *c,
+			  CommandId cid, Snapshot snapshot, TM_FailureData *tmfd, LockTupleMode *lockmode)
+{
+	TM_Result	result;
+#if PG_VERSION_NUM >= 160000
+	TU_UpdateIndexes update_indexes = TU_None;
+#else
+	bool		update_indexes = false;
+#endif
+
+	result = table_tuple_update(rel, tid, slot, cid, snapshot, InvalidSnapshot, true,
+								tmfd, lockmode, &update_indexes);
+#if PG_VERSION_NUM >= 160000
+	if (result == TM_Ok && update_indexes != TU_None)
+		direct_insert_index_entries(rel, slot, c, update_indexes == TU_Summarizing);
+#else
+	if (result == TM_Ok && update_indexes)
+		direct_insert_index_entries(rel, slot, c, false);
+#endif
+	return result;
+}
+
+/*
+ * A record changed by a transaction that committed after this one's
+ * snapshot (TM_Updated, TM_Deleted): under REPEATABLE READ and SERIALIZABLE
+ * a serialization failure, as the statement would raise.
+ */
+static void
+direct_check_concurrent_change(TM_Result result)
+{
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent %s",
+						result == TM_Updated ? "update" : "delete")));
+}
+
+/*
  * Run a fenced confirmation.  True when the record was found with its
  * fence and updated; then *wake tells whether a later record of its chat
  * waits for it (per-chat order: claimers are to be woken at commit), seen
@@ -784,11 +827,6 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 	bool		found;
 	bool		updated = false;
 	int			i;
-#if PG_VERSION_NUM >= 160000
-	TU_UpdateIndexes update_indexes = TU_None;
-#else
-	bool		update_indexes = false;
-#endif
 
 	/* As ExecCheckXactReadOnly and ExecUpdate would for the statement. */
 	PreventCommandIfReadOnly("UPDATE");
@@ -821,8 +859,7 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 		TM_Result	result;
 
 		direct_confirmed_version(version, confirmed, c);
-		result = table_tuple_update(rel, &tid, confirmed, cid, snapshot, InvalidSnapshot,
-									true, &tmfd, &lockmode, &update_indexes);
+		result = direct_update(rel, &tid, confirmed, c, cid, snapshot, &tmfd, &lockmode);
 		if (result == TM_Ok)
 		{
 			updated = true;
@@ -832,11 +869,7 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 			elog(ERROR, "unexpected table_tuple_update status: %u", result);
 
 		/* A concurrent transaction changed the record first and committed. */
-		if (IsolationUsesXactSnapshot())
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not serialize access due to concurrent %s",
-							result == TM_Updated ? "update" : "delete")));
+		direct_check_concurrent_change(result);
 		if (result == TM_Deleted)
 		{
 			found = false;
@@ -859,13 +892,6 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 
 		*wake = direct_chat_scan(c->heap, c->chat_idx, chat_id, BTGreaterStrategyNumber, id,
 								 c->waiting, rels, snapshot);
-#if PG_VERSION_NUM >= 160000
-		if (update_indexes != TU_None)
-			direct_insert_index_entries(rel, confirmed, c, update_indexes == TU_Summarizing);
-#else
-		if (update_indexes)
-			direct_insert_index_entries(rel, confirmed, c, false);
-#endif
 	}
 
 	ExecDropSingleTupleTableSlot(confirmed);
@@ -1016,11 +1042,6 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 		bool		isnull;
 		int64		id;
 		int32		attempts;
-#if PG_VERSION_NUM >= 160000
-		TU_UpdateIndexes update_indexes = TU_None;
-#else
-		bool		update_indexes = false;
-#endif
 
 		if (!direct_claimable(version, cols, now, max_attempts))
 			return false;
@@ -1037,19 +1058,9 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 			c->set_value[DIRECT_CLAIM_SET_TOKEN] = Int64GetDatum(durable_next_token());
 			c->set_value[DIRECT_CLAIM_SET_ATTEMPTS] = Int32GetDatum(attempts + 1);
 			direct_confirmed_version(version, leased, c);
-			result = table_tuple_update(rel, &tid, leased, cid, snapshot, InvalidSnapshot,
-										true, &tmfd, &lockmode, &update_indexes);
+			result = direct_update(rel, &tid, leased, c, cid, snapshot, &tmfd, &lockmode);
 			if (result == TM_Ok)
-			{
-#if PG_VERSION_NUM >= 160000
-				if (update_indexes != TU_None)
-					direct_insert_index_entries(rel, leased, c, update_indexes == TU_Summarizing);
-#else
-				if (update_indexes)
-					direct_insert_index_entries(rel, leased, c, false);
-#endif
 				return true;
-			}
 		}
 		if (result != TM_BeingModified && result != TM_Updated && result != TM_Deleted)
 			return false;
@@ -1059,11 +1070,8 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 		 * below is ours already), or changed by one that committed after the
 		 * snapshot: lock the newest version, or skip it if that would wait.
 		 */
-		if (result != TM_BeingModified && IsolationUsesXactSnapshot())
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not serialize access due to concurrent %s",
-							result == TM_Updated ? "update" : "delete")));
+		if (result != TM_BeingModified)
+			direct_check_concurrent_change(result);
 		if (result == TM_Deleted)
 			return false;
 		if (table_tuple_lock(rel, &tid, snapshot, version, cid, LockTupleNoKeyExclusive,
