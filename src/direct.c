@@ -33,10 +33,9 @@
  * (the update is never HOT: it takes the record out of the open-records
  * indexes) go in through ExecInsertIndexTuples.
  *
- * The claim walks inbox_unfinished_idx in id order and leases what is
- * claimable with table_tuple_update, skipping what another transaction
- * holds as FOR UPDATE SKIP LOCKED would, without the row lock the SQL
- * statement wrote before every update (durable_inbox_claim_direct).
+ * The claim walks inbox_unfinished_idx in id order, locks what is claimable
+ * as FOR NO KEY UPDATE SKIP LOCKED would, and leases it with
+ * table_tuple_update (durable_inbox_claim_direct).
  *
  * The inserts are ExecInsert's speculative insertion for ON CONFLICT DO
  * NOTHING (direct_insert), and the purge a walk of the finish-time index
@@ -60,7 +59,6 @@
 #include "durable.h"
 
 #include "access/genam.h"
-#include "access/heapam.h"
 #include "access/sysattr.h"
 #include "access/xact.h"
 #include "access/stratnum.h"
@@ -83,7 +81,6 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "miscadmin.h"
-#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/snapmgr.h"
@@ -123,10 +120,12 @@ static const char *const direct_new_message_cols[] = {
 };
 #define DIRECT_NEW_MESSAGE_NCOLS lengthof(direct_new_message_cols)
 
-/* inbox_claim's result columns, in their order (DURABLE_CLAIMED_NCOLS). */
+/* inbox_claim's result columns, in their order. */
 static const char *const direct_claimed_cols[] = {
 	"id", "token", "source", "message_id", "chat_id", "kind", "payload", "attempts"
 };
+StaticAssertDecl(lengthof(direct_claimed_cols) == DURABLE_CLAIMED_NCOLS,
+				 "inbox_claim's result columns");
 
 /* durable's relations used here; valid until an invalidation names one. */
 typedef struct DirectRels
@@ -988,97 +987,83 @@ direct_claimable(TupleTableSlot *version, const DirectCols *cols, TimestampTz no
 }
 
 /*
- * What SKIP LOCKED asks of a version before it is locked: can it be updated
- * now without waiting?  TM_BeingModified when a transaction in progress
- * (this one included) holds or changes it; TM_Updated or TM_Deleted when
- * one that committed after the snapshot did.  Read under a share lock of
- * its page, as heap_lock_tuple reads it; when it is TM_Ok the claim updates
- * the version without writing a row lock first (the lock record was a
- * third of a claim's WAL), and otherwise leaves the cases to
- * heap_lock_tuple.
- * A writer that starts between this check and the update makes the update
- * wait for it: a claim holds only records older than the one it looks at,
- * so two claims cannot wait for each other.
+ * Is this version claimable, and the oldest open record of its chat as the
+ * claim's snapshot sees it?  The WHERE clause of the claim's statement.
  */
-static TM_Result
-direct_claim_precheck(TupleTableSlot *version, CommandId cid)
+static bool
+direct_claim_candidate(TupleTableSlot *version, const DirectRels *rels, Snapshot snapshot,
+					   TimestampTz now, int32 max_attempts)
 {
-	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) version;
-	TM_Result	result;
+	const DirectCols *cols = &rels->inbox_cols;
+	bool		isnull;
+	int64		id;
 
-	if (!TTS_IS_BUFFERTUPLE(version))
-		elog(ERROR, "durable.inbox is not a heap table");
-	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
-	result = HeapTupleSatisfiesUpdate(bslot->base.tuple, cid, bslot->buffer);
-	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
-	return result;
+	if (!direct_claimable(version, cols, now, max_attempts))
+		return false;
+	id = DatumGetInt64(slot_getattr(version, cols->id, &isnull));
+	return !direct_chat_scan(rels->inbox, rels->inbox_chat_idx,
+							 slot_getattr(version, cols->chat_id, &isnull),
+							 BTLessStrategyNumber, id, NULL, rels, snapshot);
 }
 
 /*
- * Lease record `version` (claimable, and the oldest open record of its
- * chat) to `owner` under a new token, putting the leased version in
- * `leased`: what the claim's UPDATE ... WHERE id = ANY (ARRAY (SELECT ...
- * FOR UPDATE SKIP LOCKED)) does for one candidate.  False when another
- * transaction holds it (skipped, never waited for, in the common case) or
- * changed it so that it is no longer claimable.  Under READ COMMITTED a
- * record changed by a transaction that committed after the snapshot is
- * locked in its newest version and checked again, as EvalPlanQual does;
- * REPEATABLE READ and SERIALIZABLE raise a serialization failure.
+ * Lease record `version`, a candidate the claim's scan found, to the owner
+ * in `c` under a new token, putting the leased version in `leased`: what
+ * the claim's UPDATE ... WHERE id = ANY (ARRAY (SELECT ... FOR UPDATE SKIP
+ * LOCKED)) does for one row.  The row is locked as ExecLockRows locks it,
+ * and skipped if another transaction holds it; under READ COMMITTED a
+ * version changed by a transaction that committed after the snapshot is
+ * locked in its newest version and checked again (EvalPlanQual), under
+ * REPEATABLE READ and SERIALIZABLE it is a serialization failure.  Then the
+ * locked version is updated, which cannot wait.  The lock is FOR NO KEY
+ * UPDATE, the one the update takes anyway: a record held FOR KEY SHARE (a
+ * foreign key checking it) is leased, not skipped.  False when skipped.
  */
 static bool
 direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 				 DirectConfirm *c, const DirectRels *rels, Snapshot snapshot, CommandId cid,
 				 TimestampTz now, int32 max_attempts)
 {
-	const DirectCols *cols = &rels->inbox_cols;
-	bool		locked = false;
+	ItemPointerData tid = version->tts_tid;
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	TM_Result	result;
+	bool		isnull;
+	int32		attempts;
 
-	for (;;)
+	if (!direct_claim_candidate(version, rels, snapshot, now, max_attempts))
+		return false;
+
+	result = table_tuple_lock(rel, &tid, snapshot, version, cid, LockTupleNoKeyExclusive,
+							  LockWaitSkip,
+							  IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
+							  &tmfd);
+	switch (result)
 	{
-		ItemPointerData tid = version->tts_tid;
-		TM_FailureData tmfd;
-		LockTupleMode lockmode;
-		TM_Result	result;
-		bool		isnull;
-		int64		id;
-		int32		attempts;
-
-		if (!direct_claimable(version, cols, now, max_attempts))
-			return false;
-		id = DatumGetInt64(slot_getattr(version, cols->id, &isnull));
-		if (direct_chat_scan(rels->inbox, rels->inbox_chat_idx,
-							 slot_getattr(version, cols->chat_id, &isnull),
-							 BTLessStrategyNumber, id, NULL, rels, snapshot))
-			return false;
-
-		result = locked ? TM_Ok : direct_claim_precheck(version, cid);
-		if (result == TM_Ok)
-		{
-			attempts = DatumGetInt32(slot_getattr(version, cols->attempts, &isnull));
-			c->set_value[DIRECT_CLAIM_SET_TOKEN] = Int64GetDatum(durable_next_token());
-			c->set_value[DIRECT_CLAIM_SET_ATTEMPTS] = Int32GetDatum(attempts + 1);
-			direct_confirmed_version(version, leased, c);
-			result = direct_update(rel, &tid, leased, c, cid, snapshot, &tmfd, &lockmode);
-			if (result == TM_Ok)
-				return true;
-		}
-		if (result != TM_BeingModified && result != TM_Updated && result != TM_Deleted)
-			return false;
-
-		/*
-		 * Held by a transaction in progress (perhaps this one: then the lock
-		 * below is ours already), or changed by one that committed after the
-		 * snapshot: lock the newest version, or skip it if that would wait.
-		 */
-		if (result != TM_BeingModified)
+		case TM_Ok:
+			break;
+		case TM_Updated:
+		case TM_Deleted:
+			/* Under READ COMMITTED the lock followed an update: deleted. */
 			direct_check_concurrent_change(result);
-		if (result == TM_Deleted)
 			return false;
-		if (table_tuple_lock(rel, &tid, snapshot, version, cid, LockTupleNoKeyExclusive,
-							 LockWaitSkip, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd) != TM_Ok)
+		default:
+			/* TM_WouldBlock: another transaction holds it. */
 			return false;
-		locked = true;			/* the newest version: check it again */
 	}
+	if (tmfd.traversed &&
+		!direct_claim_candidate(version, rels, snapshot, now, max_attempts))
+		return false;
+
+	attempts = DatumGetInt32(slot_getattr(version, rels->inbox_cols.attempts, &isnull));
+	c->set_value[DIRECT_CLAIM_SET_TOKEN] = Int64GetDatum(nextval_internal(rels->token_seq, true));
+	c->set_value[DIRECT_CLAIM_SET_ATTEMPTS] = Int32GetDatum(attempts + 1);
+	direct_confirmed_version(version, leased, c);
+	tid = version->tts_tid;
+	result = direct_update(rel, &tid, leased, c, cid, snapshot, &tmfd, &lockmode);
+	if (result != TM_Ok)
+		elog(ERROR, "unexpected table_tuple_update status of a locked tuple: %u", result);
+	return true;
 }
 
 /*
@@ -1088,10 +1073,10 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
  * chat as that snapshot sees it, passing each leased record's result
  * columns to `sink`, oldest first.  Returns how many.
  *
- * The SQL statement cost an executor start and end and a row lock per
- * record besides the update; at 8 clients it was a fifth of the queue
- * path's CPU (perf).  The lease changes no indexed column, so the update
- * is HOT unless the page is full.
+ * The SQL statement cost an executor start and end, and a correlated
+ * subplan start per candidate: at 8 clients a fifth of the queue path's
+ * CPU (perf).  The lease changes no indexed column, so the update is HOT
+ * unless the page is full.
  */
 uint64
 durable_inbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink, void *arg)
