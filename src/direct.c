@@ -987,8 +987,8 @@ direct_claimable(TupleTableSlot *version, const DirectCols *cols, TimestampTz no
 }
 
 /*
- * Is this version claimable, and the oldest open record of its chat as the
- * claim's snapshot sees it?  The WHERE clause of the claim's statement.
+ * Is this version claimable, and the oldest open record of its chat as
+ * `snapshot` sees it?  The WHERE clause of the claim's statement.
  */
 static bool
 direct_claim_candidate(TupleTableSlot *version, const DirectRels *rels, Snapshot snapshot,
@@ -1013,8 +1013,9 @@ direct_claim_candidate(TupleTableSlot *version, const DirectRels *rels, Snapshot
  * LOCKED)) does for one row.  The row is locked as ExecLockRows locks it,
  * and skipped if another transaction holds it; under READ COMMITTED a
  * version changed by a transaction that committed after the snapshot is
- * locked in its newest version and checked again (EvalPlanQual), under
- * REPEATABLE READ and SERIALIZABLE it is a serialization failure.  Then the
+ * locked in its newest version and checked again (as EvalPlanQual does,
+ * but its chat with a fresh snapshot), under REPEATABLE READ and
+ * SERIALIZABLE it is a serialization failure.  Then the
  * locked version is updated, which cannot wait.  The lock is FOR NO KEY
  * UPDATE, the one the update takes anyway: a record held FOR KEY SHARE (a
  * foreign key checking it) is leased, not skipped.  False when skipped.
@@ -1051,8 +1052,13 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 			/* TM_WouldBlock: another transaction holds it. */
 			return false;
 	}
+	/*
+	 * Changed since the snapshot: check the newest version, and its chat as
+	 * it is now, for a replay that committed meanwhile has made an older
+	 * record of the chat open again (it updates the newer ones to say so).
+	 */
 	if (tmfd.traversed &&
-		!direct_claim_candidate(version, rels, snapshot, now, max_attempts))
+		!direct_claim_candidate(version, rels, GetLatestSnapshot(), now, max_attempts))
 		return false;
 
 	attempts = DatumGetInt32(slot_getattr(version, rels->inbox_cols.attempts, &isnull));

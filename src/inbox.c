@@ -971,10 +971,13 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 	 * its chat again, so no newer record of the chat may be leased: its
 	 * holder would then hold the chat together with whoever claims this one.
 	 * The chat lock orders this against admits (which lease at once only
-	 * when the chat has no open record), and locking the chat's newer open
-	 * records orders it against claims of them (SKIP LOCKED passes them
-	 * over until this commits; a claim in progress is waited for, and its
-	 * lease then seen).
+	 * when the chat has no open record), and updating the chat's newer
+	 * open records (changing nothing) orders it against claims of them: a
+	 * claim in progress is waited for, and its lease then seen; a claim
+	 * skips them until this commits; and a claim whose snapshot was taken
+	 * before this committed finds them updated since, checks its chat
+	 * again with a fresh snapshot (READ COMMITTED) or fails with 40001.
+	 * A row lock alone left that last claim blind to the replayed record.
 	 */
 	durable_exec(durable_plan(&chat_plan,
 							  "SELECT i.chat_id FROM durable.inbox i WHERE i.id = $1",
@@ -989,11 +992,11 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 	values[0] = chat_id;
 	values[1] = Int64GetDatum(id);
 	durable_exec(durable_plan(&newer_plan,
-							  "SELECT o.id, o.state = 'leased' FROM durable.inbox o"
+							  "UPDATE durable.inbox o SET token = o.token"
 							  " WHERE o.chat_id = $1 AND o.finished_at IS NULL AND o.id > $2"
-							  " ORDER BY o.id FOR UPDATE",
+							  " RETURNING o.id, o.state = 'leased'",
 							  2, newer_types),
-				 values, NULL, SPI_OK_SELECT, 0);
+				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
 	for (i = 0; i < SPI_processed; i++)
 		if (DatumGetBool(durable_col(i, 2)))
 			ereport(ERROR,
