@@ -96,9 +96,9 @@ typedef struct DirectCols
 	AttrNumber	not_before;
 	AttrNumber	attempts;
 	AttrNumber	owner;
-	AttrNumber	finished_at;	/* inbox: done_at, finished_at and sends */
-	AttrNumber	sends;
+	AttrNumber	finished_at;	/* inbox: finished_at, done_at and sends */
 	AttrNumber	done_at;
+	AttrNumber	sends;
 	AttrNumber	sent_at;		/* outbox: sent_at and provider_message_id */
 	AttrNumber	provider_message_id;
 } DirectCols;
@@ -1015,10 +1015,10 @@ direct_claim_candidate(TupleTableSlot *version, const DirectRels *rels, Snapshot
  * version changed by a transaction that committed after the snapshot is
  * locked in its newest version and checked again (as EvalPlanQual does,
  * but its chat with a fresh snapshot), under REPEATABLE READ and
- * SERIALIZABLE it is a serialization failure.  Then the
- * locked version is updated, which cannot wait.  The lock is FOR NO KEY
- * UPDATE, the one the update takes anyway: a record held FOR KEY SHARE (a
- * foreign key checking it) is leased, not skipped.  False when skipped.
+ * SERIALIZABLE it is a serialization failure.  Then the locked version is
+ * updated, which cannot wait.  The lock is FOR NO KEY UPDATE, the one the
+ * update takes anyway: a record held FOR KEY SHARE (a foreign key checking
+ * it) is leased, not skipped.  False when skipped.
  */
 static bool
 direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
@@ -1116,6 +1116,8 @@ durable_inbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink, voi
 	direct_set(&c, cols->lease_until, TimestampTzGetDatum(claim->lease_until), false);
 	direct_set(&c, cols->attempts, (Datum) 0, false);	/* DIRECT_CLAIM_SET_ATTEMPTS */
 	direct_set(&c, cols->sends, Int32GetDatum(0), false);
+	Assert(c.set_att[DIRECT_CLAIM_SET_TOKEN] == cols->token &&
+		   c.set_att[DIRECT_CLAIM_SET_ATTEMPTS] == cols->attempts);
 
 	snapshot = direct_push_snapshot();
 	cid = GetCurrentCommandId(true);
@@ -1160,7 +1162,6 @@ durable_inbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink, voi
 }
 
 /* ---- New records ---- */
-
 
 /*
  * A virtual slot of `rel` with `values` for the columns `atts` and NULL for

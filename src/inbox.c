@@ -45,10 +45,10 @@
  * order (PostgreSQL detects it and one of them fails).
  *
  * Claims scan inbox_unfinished_idx oldest first and skip the records
- * another transaction holds, as SKIP LOCKED would, so concurrent
- * claimers neither wait on each other nor get the same record; a record
- * changed after the claim's snapshot was taken is checked again in its
- * newest version (direct.c writes the claim without the executor).  A
+ * another transaction holds, as SKIP LOCKED would, so concurrent claimers
+ * neither wait on each other nor get the same record; a record changed
+ * after the claim's snapshot was taken is checked again in its newest
+ * version (direct.c writes the claim without the executor).  A
  * claim with `wait` sleeps on the inbox condition variable of the database
  * (waiting.c), which every transition that makes work claimable wakes at
  * commit, bounded by the next time a pending record or a lease comes due.
@@ -518,9 +518,9 @@ inbox_claimed_put(void *arg, const Datum *values, const bool *nulls)
  * used the last attempt is the sweep's to move to dead).  Only the oldest
  * unfinished record of a chat is a candidate, so one claim never returns
  * two records of a chat.  Records that a concurrent claim or confirmation
- * holds are skipped, as SKIP LOCKED would; a record changed
- * after the claim's snapshot was taken is checked again in its newest
- * version (direct.c, durable_inbox_claim_direct).
+ * holds are skipped, as SKIP LOCKED would; a record changed after the
+ * claim's snapshot was taken is checked again in its newest version
+ * (direct.c, durable_inbox_claim_direct).
  *
  * The scan starts at the claim floor (claim_floor.c): no record below it is
  * claimable, and behind a long transaction the index holds the entries of

@@ -14,9 +14,10 @@
  *
  * Locking protocol:
  *	- Dedupe is the primary key.  outbox_begin and outbox_enqueue insert as
- *	  ON CONFLICT (key) DO NOTHING does (outbox_begin directly, direct.c): of two concurrent callers with one key the
- *	  second waits on the unique index until the first commits (then it reads
- *	  the winner's row) or rolls back (then its own insert goes through).
+ *	  ON CONFLICT (key) DO NOTHING does (outbox_begin directly, direct.c):
+ *	  of two concurrent callers with one key the second waits on the unique
+ *	  index until the first commits (then it reads the winner's row) or
+ *	  rolls back (then its own insert goes through).
  *	- A repeated key is read FOR UPDATE before outbox_begin decides what to do
  *	  with it (lease it, flag it unknown, answer from the journal), so the
  *	  decision is taken on the row's latest version and two callers never
