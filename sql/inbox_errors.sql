@@ -359,3 +359,35 @@ SELECT message_id, state FROM durable.inbox WHERE chat_id = 'chat-s' ORDER BY id
 --
 TRUNCATE durable.inbox;
 DROP TABLE effects;
+-- A stored generated column would go stale on a direct update, a foreign key
+-- from a journal would go unchecked, row-level security would not apply: all
+-- refused (0A000), the object named.  A foreign key that references a journal
+-- is fine: the direct writes never change a key.
+BEGIN;
+SELECT id AS g1, token AS g1_token FROM durable.inbox_admit('errs', 'g1', 'chat-g1', instance => 'bot-1') \gset
+ALTER TABLE durable.inbox ADD COLUMN shown text GENERATED ALWAYS AS (state || ' record') STORED;
+SELECT pg_temp.error_of(format('SELECT durable.inbox_complete(%s, %s)', :g1, :g1_token));
+ROLLBACK;
+BEGIN;
+CREATE TABLE public.bots (name text PRIMARY KEY);
+SELECT state FROM durable.inbox_admit('errs', 'f1', 'chat-f1');
+ALTER TABLE durable.inbox ADD CONSTRAINT inbox_owner_fk FOREIGN KEY (owner) REFERENCES public.bots (name) NOT VALID;
+SELECT pg_temp.error_of($$SELECT * FROM durable.inbox_claim('not-a-bot')$$);
+SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 'f2', 'chat-f2')$$);
+ROLLBACK;
+BEGIN;
+CREATE TABLE public.handled (inbox_id bigint REFERENCES durable.inbox (id));
+SELECT id AS h1, token AS h1_token FROM durable.inbox_admit('errs', 'r1', 'chat-r1', instance => 'bot-1') \gset
+INSERT INTO public.handled VALUES (:h1);
+SELECT durable.inbox_complete(:h1, :h1_token);
+SELECT state FROM durable.inbox WHERE id = :h1;
+ROLLBACK;
+-- Row-level security binds only a journal owner that is not a superuser and
+-- has it forced on
+BEGIN;
+CREATE ROLE regress_durable_journal_owner;
+ALTER TABLE durable.inbox OWNER TO regress_durable_journal_owner;
+ALTER FUNCTION durable.inbox_admit(text, text, text, jsonb, text, text, interval) OWNER TO regress_durable_journal_owner;
+ALTER TABLE durable.inbox ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 's1', 'chat-s1')$$);
+ROLLBACK;

@@ -80,6 +80,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
@@ -364,15 +365,19 @@ direct_index_open(Oid index_oid, LOCKMODE lockmode)
 /*
  * Refuse to write a journal with what the direct writes would skip: triggers
  * on `event` (TRIGGER_TYPE_INSERT or TRIGGER_TYPE_UPDATE), rules, CHECK
- * constraints.  The one trigger allowed is a foreign key's on UPDATE (a key
- * that references the journal only cares about key changes, and the key
- * never changes).  Publications are checked as for the statement.
+ * constraints, foreign keys from the journal, stored generated columns (an
+ * update would leave them stale), row-level security that applies to the
+ * journal's owner.  The one trigger allowed is the referenced side of a
+ * foreign key on UPDATE (a key that references the journal only cares about
+ * key changes, and the key never changes).  Publications are checked as for
+ * the statement.
  */
 static void
 direct_check_writable(Relation rel, int16 event)
 {
 	TriggerDesc *trigdesc = rel->trigdesc;
-	TupleConstr *constr = RelationGetDescr(rel)->constr;
+	TupleDesc	desc = RelationGetDescr(rel);
+	TupleConstr *constr = desc->constr;
 	int			i;
 
 	if (rel->rd_rel->relhasrules)
@@ -388,20 +393,45 @@ direct_check_writable(Relation rel, int16 event)
 						constr->check[0].ccname, RelationGetRelationName(rel)),
 				 errdetail("durable writes its journals directly, without checking constraints added to them."),
 				 errhint("Drop the constraint.")));
+	for (i = 0; constr != NULL && constr->has_generated_stored && i < desc->natts; i++)
+		if (TupleDescAttr(desc, i)->attgenerated == ATTRIBUTE_GENERATED_STORED)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("generated column \"%s\" of \"durable.%s\" is not supported",
+							NameStr(TupleDescAttr(desc, i)->attname), RelationGetRelationName(rel)),
+					 errdetail("durable writes its journals directly, without computing generated columns."),
+					 errhint("Drop the column; compute the value in a view or a query instead.")));
+	if (rel->rd_rel->relrowsecurity &&
+		check_enable_rls(RelationGetRelid(rel), InvalidOid, true) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("row-level security on \"durable.%s\" is not supported", RelationGetRelationName(rel)),
+				 errdetail("durable writes its journals directly, without applying row-level security policies."),
+				 errhint("Disable row-level security on the journal.")));
 	CheckCmdReplicaIdentity(rel, event == TRIGGER_TYPE_INSERT ? CMD_INSERT : CMD_UPDATE);
 	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
 	{
 		Trigger    *trigger = &trigdesc->triggers[i];
+		int			ri_type;
 
-		if ((trigger->tgtype & event) &&
-			!(trigger->tgisinternal && event == TRIGGER_TYPE_UPDATE &&
-			  RI_FKey_trigger_type(trigger->tgfoid) != RI_TRIGGER_NONE))
+		if (!(trigger->tgtype & event))
+			continue;
+		ri_type = trigger->tgisinternal ? RI_FKey_trigger_type(trigger->tgfoid) : RI_TRIGGER_NONE;
+		if (ri_type == RI_TRIGGER_PK && event == TRIGGER_TYPE_UPDATE)
+			continue;
+		if (ri_type == RI_TRIGGER_FK)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("trigger \"%s\" on \"durable.%s\" is not supported",
-							trigger->tgname, RelationGetRelationName(rel)),
-					 errdetail("durable writes its journals directly, without firing triggers."),
-					 errhint("Drop the trigger; read changes from the journal or its NOTIFY channels instead.")));
+					 errmsg("foreign key \"%s\" on \"durable.%s\" is not supported",
+							get_constraint_name(trigger->tgconstraint), RelationGetRelationName(rel)),
+					 errdetail("durable writes its journals directly, without checking foreign keys from them."),
+					 errhint("Drop the foreign key.")));
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("trigger \"%s\" on \"durable.%s\" is not supported",
+						trigger->tgname, RelationGetRelationName(rel)),
+				 errdetail("durable writes its journals directly, without firing triggers."),
+				 errhint("Drop the trigger; read changes from the journal or its NOTIFY channels instead.")));
 	}
 }
 
