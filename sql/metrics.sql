@@ -244,6 +244,31 @@ SELECT over_bound, regexp_replace(why, '[0-9]+', 'N', 'g') AS why FROM durable.s
 RESET durable.bound_count;
 RESET durable.bound_age;
 
+-- Deferred work is not waiting: a send enqueued for tomorrow and an inbox
+-- record failed with a day's delay count in their states but not against
+-- the bounds, and oldest_pending stays NULL.  Due work waits from its due
+-- time: a send journaled an hour ago but due only now has waited 0 s.
+BEGIN;
+DELETE FROM durable.inbox WHERE finished_at IS NULL;
+DELETE FROM durable.outbox WHERE state IN ('pending', 'failed');
+SELECT created FROM durable.outbox_enqueue('met-later', 'met-l', '{}', now() + interval '1 day');
+SELECT id AS later_id, token AS later_token
+  FROM durable.inbox_admit('regress-metrics', 'm-later', 'met-l', instance => 'met-bot') \gset
+SELECT state FROM durable.inbox_fail(:later_id, :later_token, 'busy', retry_in => '1 day');
+SET LOCAL durable.bound_count = 0;
+SET LOCAL durable.bound_age = 0;
+SELECT inbox_pending, outbox_pending, oldest_pending, over_bound, why FROM durable.standing();
+SELECT created FROM durable.outbox_enqueue('met-now', 'met-n', '{}');
+UPDATE durable.outbox SET created_at = created_at - interval '1 hour' WHERE key = 'met-now';
+SET LOCAL durable.bound_count = 1;
+SET LOCAL durable.bound_age = '30min';
+SELECT outbox_pending, oldest_pending = (SELECT not_before FROM durable.outbox WHERE key = 'met-now') AS waits_from_due_time,
+       over_bound, why
+  FROM durable.standing();
+SET LOCAL durable.bound_count = 0;
+SELECT over_bound, regexp_replace(why, '[0-9]+', 'N', 'g') AS why FROM durable.standing();
+ROLLBACK;
+
 -- CLEANUP
 DELETE FROM durable.inbox WHERE source = 'regress-metrics';
 DELETE FROM durable.outbox WHERE key LIKE 'met-%';

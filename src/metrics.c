@@ -97,17 +97,23 @@ durable_metrics_reset(PG_FUNCTION_ARGS)
 /*
  * standing() → gauges from the journals.  Each count is answered by a
  * partial index: the open inbox records (inbox_unfinished_idx, read once
- * for both of their counts), the dead ones (inbox_dead_idx), the outbox's
- * by state.  "Waiting" means inbox pending plus outbox pending and failed:
- * work that nobody holds yet.
+ * for all of their figures), the dead ones (inbox_dead_idx), the outbox's
+ * by state.  "Waiting" means due work that nobody holds yet: inbox pending
+ * plus outbox pending and failed whose not_before has come.  A record
+ * deferred to later (outbox_enqueue's not_before, a retry's delay) is not
+ * waiting for anyone until then, and waits from its due time on: else a
+ * reminder scheduled for tomorrow would hold the journal over bound_age
+ * all day.  The state counts still count every record in the state.
  */
 Datum
 durable_standing(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
+	static const Oid types[1] = {TIMESTAMPTZOID};
 	TupleDesc	tupdesc;
 	Datum		values[11];
 	bool		nulls[11];
+	Datum		now_arg[1];
 	int64		waiting;
 	TimestampTz oldest;
 	TimestampTz now = GetCurrentTimestamp();
@@ -117,6 +123,7 @@ durable_standing(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "durable: return type must be a row type");
 
+	now_arg[0] = TimestampTzGetDatum(now);
 	SPI_connect();
 	durable_exec(durable_plan(&plan,
 							  "SELECT open.pending, open.leased,"
@@ -127,27 +134,29 @@ durable_standing(PG_FUNCTION_ARGS)
 							  " (SELECT pg_catalog.count(*) FROM durable.outbox WHERE state = 'failed'),"
 							  " (SELECT pg_catalog.count(*) FROM durable.outbox WHERE state = 'dead'),"
 							  " (SELECT pg_catalog.count(*) FROM durable.outbox WHERE state = 'unknown'),"
-							  " LEAST("
-							  "  (SELECT i.created_at FROM durable.inbox i"
-							  "    WHERE " INBOX_OPEN_SCAN("i") " AND i.state = 'pending'"
-							  "    ORDER BY i.id LIMIT 1),"
-							  "  (SELECT o.created_at FROM durable.outbox o"
-							  "    WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
-							  "    ORDER BY o.id LIMIT 1))"
-							  " FROM (SELECT pg_catalog.count(*) FILTER (WHERE state = 'pending'),"
-							  "              pg_catalog.count(*) FILTER (WHERE state = 'leased')"
+							  " LEAST(open.oldest, sends.oldest), open.due + sends.due"
+							  " FROM (SELECT pg_catalog.count(*) FILTER (WHERE i.state = 'pending'),"
+							  "              pg_catalog.count(*) FILTER (WHERE i.state = 'leased'),"
+							  "              pg_catalog.count(*) FILTER (WHERE i.state = 'pending' AND i.not_before <= $1),"
+							  "              pg_catalog.min(GREATEST(i.created_at, i.not_before))"
+							  "                FILTER (WHERE i.state = 'pending' AND i.not_before <= $1)"
 							  "         FROM durable.inbox i WHERE " INBOX_OPEN_SCAN("i") ")"
-							  "      AS open(pending, leased)",
-							  0, NULL),
-				 NULL, NULL, SPI_OK_SELECT, 1);
+							  "      AS open(pending, leased, due, oldest),"
+							  "      (SELECT pg_catalog.count(*), pg_catalog.min(GREATEST(o.created_at, o.not_before))"
+							  "         FROM durable.outbox o"
+							  "        WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
+							  "          AND o.not_before <= $1)"
+							  "      AS sends(due, oldest)",
+							  1, types),
+				 now_arg, NULL, SPI_OK_SELECT, 1);
 
 	memset(nulls, 0, sizeof(nulls));
 	for (i = 0; i < 8; i++)
 		values[i] = durable_col(0, i + 1);
-	waiting = DatumGetInt64(values[0]) + DatumGetInt64(values[3]) + DatumGetInt64(values[5]);
 	nulls[8] = durable_col_isnull(0, 9);
 	oldest = nulls[8] ? 0 : DatumGetTimestampTz(durable_col(0, 9));
 	values[8] = TimestampTzGetDatum(oldest);
+	waiting = DatumGetInt64(durable_col(0, 10));
 	SPI_finish();
 
 	initStringInfo(&why);
