@@ -213,6 +213,16 @@ SELECT state, not_before
 RESET durable.outbox_retries;
 SELECT state, attempts, error, lease_until FROM durable.outbox WHERE key = 'rob-9';
 
+-- The NOTIFY payload clips each value where its JSON-escaped form fits 1,000
+-- bytes (escaping turns a control character into six): a send whose key (512
+-- bytes, the longest) and error are control characters still goes dead, and
+-- keeps both whole in the journal.
+SELECT action FROM durable.outbox_begin(repeat(chr(1), 512), 'rob-chat-10', '{}', 'bot-1');
+SELECT state FROM durable.outbox_failed(repeat(chr(1), 512),
+    (SELECT token FROM durable.outbox WHERE key = repeat(chr(1), 512)), repeat(chr(1), 5000), retryable => false);
+SELECT state, length(key) AS key_chars, length(error) AS error_chars
+  FROM durable.outbox WHERE key = repeat(chr(1), 512);
+
 -- A dead send is answered as dead, without a token.
 SELECT action, token, state
   FROM durable.outbox_begin('rob-9', 'rob-chat-9', '{"text":"x"}', 'bot-1');

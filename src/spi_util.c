@@ -224,7 +224,11 @@ durable_text_equal_cstring(Datum value, const char *literal)
 	return VARSIZE_ANY_EXHDR(t) == len && memcmp(VARDATA_ANY(t), literal, len) == 0;
 }
 
-/* Longest text value copied into a NOTIFY payload (the journal keeps it whole). */
+/*
+ * Longest text value, escaped and quoted, copied into a NOTIFY payload (the
+ * journal keeps it whole): three of them stay well under NOTIFY's 8000-byte
+ * limit however many characters JSON escaping expands to six bytes.
+ */
 #define DURABLE_NOTIFY_VALUE_BYTES 1000
 
 static void
@@ -238,27 +242,60 @@ json_key(StringInfo buf, const char *key)
 	appendStringInfoChar(buf, ':');
 }
 
+/*
+ * Escape the first `keep` bytes of value (cut back to a whole character) into
+ * escaped, replacing what it held; whether that fits a NOTIFY value.
+ */
+static bool
+json_str_prefix_fits(StringInfo escaped, const char *value, int len, int keep)
+{
+	char	   *prefix = pnstrdup(value, pg_mbcliplen(value, len, keep));
+
+	resetStringInfo(escaped);
+	escape_json(escaped, prefix);
+	pfree(prefix);
+	return escaped->len <= DURABLE_NOTIFY_VALUE_BYTES;
+}
+
 void
 durable_json_str(StringInfo buf, const char *key, const char *value)
 {
+	StringInfoData escaped;
+	int			len;
+	int			fits;
+	int			too_long;
+
 	json_key(buf, key);
 	if (value == NULL)
-		appendStringInfoString(buf, "null");
-	else
 	{
-		int			len = strlen(value);
-
-		if (len > DURABLE_NOTIFY_VALUE_BYTES)
-		{
-			char	   *clipped = pnstrdup(value,
-										   pg_mbcliplen(value, len, DURABLE_NOTIFY_VALUE_BYTES));
-
-			escape_json(buf, clipped);
-			pfree(clipped);
-		}
-		else
-			escape_json(buf, value);
+		appendStringInfoString(buf, "null");
+		return;
 	}
+
+	/*
+	 * The longest prefix whose escaped form fits: escaping expands a byte to
+	 * one to six, so when the first guess is too long, bisect.
+	 */
+	len = strlen(value);
+	initStringInfo(&escaped);
+	fits = Min(len, DURABLE_NOTIFY_VALUE_BYTES);
+	if (!json_str_prefix_fits(&escaped, value, len, fits))
+	{
+		too_long = fits;
+		fits = 0;
+		while (too_long - fits > 1)
+		{
+			int			mid = fits + (too_long - fits) / 2;
+
+			if (json_str_prefix_fits(&escaped, value, len, mid))
+				fits = mid;
+			else
+				too_long = mid;
+		}
+		json_str_prefix_fits(&escaped, value, len, fits);
+	}
+	appendBinaryStringInfo(buf, escaped.data, escaped.len);
+	pfree(escaped.data);
 }
 
 void
