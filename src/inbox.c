@@ -71,6 +71,7 @@
 #include "common/sha2.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/jsonb.h"
 
 PG_FUNCTION_INFO_V1(durable_inbox_admit);
@@ -576,6 +577,8 @@ inbox_next_due(TimestampTz now)
 				next = t;
 		}
 	}
+	/* A waiting claim calls this at every wake: free what it read. */
+	SPI_freetuptable(SPI_tuptable);
 	return next;
 }
 
@@ -609,16 +612,27 @@ durable_inbox_claim(PG_FUNCTION_ARGS)
 		(void) inbox_claim_once(fcinfo, instance, max, lease_us);
 	else
 	{
+		MemoryContext attempt_cxt;
+		MemoryContext old;
+		bool		claimed;
+		TimestampTz next_due;
+
 		SPI_connect();
 		deadline = GetCurrentTimestamp() + wait_us;
 		durable_wait_begin(fcinfo);
+
+		/* Each attempt's memory is freed before the next: a wait may last an hour. */
+		attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "durable claim attempt",
+											ALLOCSET_DEFAULT_SIZES);
 		for (;;)
 		{
 			durable_wait_prepare(DQ_INBOX);
-			if (inbox_claim_once(fcinfo, instance, max, lease_us) > 0)
-				break;
-			if (!durable_wait_sleep(DQ_INBOX, deadline,
-									inbox_next_due(GetCurrentTimestamp())))
+			old = MemoryContextSwitchTo(attempt_cxt);
+			claimed = inbox_claim_once(fcinfo, instance, max, lease_us) > 0;
+			next_due = claimed ? 0 : inbox_next_due(GetCurrentTimestamp());
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(attempt_cxt);
+			if (claimed || !durable_wait_sleep(DQ_INBOX, deadline, next_due))
 				break;
 		}
 		durable_wait_done();
