@@ -73,8 +73,10 @@
  */
 #include "durable.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
+#include "utils/resowner.h"
 
 #include "permit.h"
 #include "sweep.h"
@@ -304,18 +306,70 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, SPIPlanPtr *plan,
 }
 
 /*
+ * What keeps a record that your tables reference from being purged, for a
+ * journal's candidate alias c: " AND NOT EXISTS (...)" for each foreign key
+ * that references the journal with ON DELETE NO ACTION or RESTRICT (deleting
+ * such a record would raise 23503 and roll back the whole pass, at every
+ * pass), or "" when there is none.  Keys with a delete action (CASCADE, SET
+ * NULL, SET DEFAULT) let the purge go through and act.  Read from the catalog
+ * at every call: the statement path is the rare one.
+ */
+static char *
+sweep_fk_guards(const char *journal)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[1] = {TEXTOID};
+	Datum		values[1];
+	char	   *guards;
+
+	values[0] = CStringGetTextDatum(journal);
+	durable_exec(durable_plan(&plan,
+							  "SELECT pg_catalog.string_agg(pg_catalog.format("
+							  "  ' AND NOT EXISTS (SELECT 1 FROM %s r WHERE %s)',"
+							  "  k.conrelid::pg_catalog.regclass,"
+							  "  (SELECT pg_catalog.string_agg(pg_catalog.format('r.%I OPERATOR(pg_catalog.=) c.%I',"
+							  "                                                  fa.attname, pa.attname), ' AND ')"
+							  "     FROM ROWS FROM (pg_catalog.unnest(k.conkey), pg_catalog.unnest(k.confkey)) AS cols(fk, pk)"
+							  "     JOIN pg_catalog.pg_attribute fa ON fa.attrelid = k.conrelid AND fa.attnum = cols.fk"
+							  "     JOIN pg_catalog.pg_attribute pa ON pa.attrelid = k.confrelid AND pa.attnum = cols.pk)),"
+							  "  '' ORDER BY k.oid)"
+							  " FROM pg_catalog.pg_constraint k"
+							  " WHERE k.contype = 'f' AND k.conparentid = 0"
+							  "   AND k.confrelid = $1::pg_catalog.regclass"
+							  "   AND k.confdeltype = ANY (ARRAY['a', 'r']::pg_catalog.\"char\"[])",
+							  1, types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	guards = durable_col_isnull(0, 1) ? "" : TextDatumGetCString(durable_col_copy(0, 1));
+	SPI_freetuptable(SPI_tuptable);
+	return guards;
+}
+
+/*
  * A journal's retention purge by statement, for when it cannot be written
- * directly: `sql` deletes up to $2 records finished before $1.
+ * directly: `sql_format` deletes up to $2 records finished before $1, and
+ * its %s takes the foreign-key guards of `journal`.  The plan is cached
+ * while no key needs guarding.
  */
 static int64
-sweep_purge_statement(SPIPlanPtr *plan, const char *sql, TimestampTz cutoff, int64 limit)
+sweep_purge_statement(SPIPlanPtr *plan, const char *journal, const char *sql_format,
+					  TimestampTz cutoff, int64 limit)
 {
-	static const Oid types[2] = {TIMESTAMPTZOID, INT8OID};
+	static Oid	types[2] = {TIMESTAMPTZOID, INT8OID};
 	Datum		values[2];
+	char	   *guards = sweep_fk_guards(journal);
+	int			rc;
 
 	values[0] = TimestampTzGetDatum(cutoff);
 	values[1] = Int64GetDatum(limit);
-	durable_exec(durable_plan(plan, sql, 2, types), values, NULL, SPI_OK_DELETE, 0);
+	if (guards[0] == '\0')
+		durable_exec(durable_plan(plan, psprintf(sql_format, ""), 2, types),
+					 values, NULL, SPI_OK_DELETE, 0);
+	else
+	{
+		rc = SPI_execute_with_args(psprintf(sql_format, guards), 2, types, values, NULL, false, 0);
+		if (rc != SPI_OK_DELETE)
+			elog(ERROR, "durable: retention purge of %s failed: %s", journal, SPI_result_code_string(rc));
+	}
 	return (int64) SPI_processed;
 }
 
@@ -323,7 +377,8 @@ sweep_purge_statement(SPIPlanPtr *plan, const char *sql, TimestampTz cutoff, int
  * Delete up to `limit` finished records older than cutoff: done inbox
  * records first, then sent outbox records with what is left of the limit.
  * Directly (direct.c), or with the statements when a journal cannot be
- * written directly.  Returns how many were deleted.  Caller must be
+ * written directly (a foreign key references it, say: the records it
+ * references are kept).  Returns how many were deleted.  Caller must be
  * connected to SPI.
  */
 static int64
@@ -336,10 +391,10 @@ sweep_purge(TimestampTz cutoff, int64 limit)
 
 	deleted = durable_inbox_purge_direct(cutoff, limit);
 	if (deleted < 0)
-		deleted = sweep_purge_statement(&inbox_plan,
+		deleted = sweep_purge_statement(&inbox_plan, "durable.inbox",
 										"DELETE FROM durable.inbox d"
 										" WHERE d.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c"
-										"                         WHERE c.done_at < $1 AND c.state = 'done'"
+										"                         WHERE c.done_at < $1 AND c.state = 'done'%s"
 										"                         ORDER BY c.done_at LIMIT $2"
 										"                         FOR UPDATE SKIP LOCKED))"
 										"   AND d.state = 'done' AND d.done_at < $1",
@@ -349,15 +404,61 @@ sweep_purge(TimestampTz cutoff, int64 limit)
 
 	sent = durable_outbox_purge_direct(cutoff, limit - deleted);
 	if (sent < 0)
-		sent = sweep_purge_statement(&outbox_plan,
+		sent = sweep_purge_statement(&outbox_plan, "durable.outbox",
 									 "DELETE FROM durable.outbox d"
 									 " WHERE d.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c"
-									 "                          WHERE c.state = 'sent' AND c.sent_at < $1"
+									 "                          WHERE c.state = 'sent' AND c.sent_at < $1%s"
 									 "                          ORDER BY c.sent_at LIMIT $2"
 									 "                          FOR UPDATE SKIP LOCKED))"
 									 "   AND d.state = 'sent' AND d.sent_at < $1",
 									 cutoff, limit - deleted);
 	return deleted + sent;
+}
+
+/*
+ * The retention step of a pass, in a subtransaction: when it fails (a row
+ * your table started referencing between the purge's check and its delete,
+ * a trigger on DELETE that raises), the failure is logged and the rest of
+ * the pass — lease recovery above all — still commits.  Returns how many
+ * records were purged, 0 when it failed.  Caller must be connected to SPI.
+ */
+static int64
+sweep_purge_isolated(TimestampTz cutoff, int64 limit)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	int64		purged = 0;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		purged = sweep_purge(cutoff, limit);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("durable: the retention purge failed, and was skipped in this pass: %s",
+						edata->message),
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+				 errhint("Lease recovery and announcements went on; the purge is tried again at the next pass.")));
+		FreeErrorData(edata);
+		purged = 0;
+	}
+	PG_END_TRY();
+	return purged;
 }
 
 void
@@ -392,8 +493,8 @@ durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 									SWEEP_OUTBOX_DUE_SQL, "outbox", DQ_OUTBOX);
 	result->outbox_due = (int) Min(outbox_due, (int64) PG_INT32_MAX);
 
-	result->purged = sweep_purge(now - (int64) durable_retention_s * USECS_PER_SEC,
-								 DURABLE_SWEEP_BATCH);
+	result->purged = sweep_purge_isolated(now - (int64) durable_retention_s * USECS_PER_SEC,
+										  DURABLE_SWEEP_BATCH);
 	permits = durable_permit_expire(now, DURABLE_SWEEP_BATCH);
 
 	result->recovery_full = result->inbox_expired >= DURABLE_SWEEP_BATCH ||
