@@ -401,8 +401,18 @@ durable_claim_floor_admitted(int64 id)
 
 	if (slot == NULL)
 		return;
+	/*
+	 * The raise in progress first, then the floor: a refresh writes its new
+	 * floor before it unpublishes the raise, so one of the two reads sees it
+	 * (read in the other order, both could miss it).
+	 */
 	pg_memory_barrier();
-	if ((uint64) id < pg_atomic_read_u64(&slot->floor) ||
-		(uint64) id < pg_atomic_read_u64(&slot->floor_raising))
+	if ((uint64) id < pg_atomic_read_u64(&slot->floor_raising))
+	{
+		durable_claim_floor_lower(id);
+		return;
+	}
+	pg_read_barrier();
+	if ((uint64) id < pg_atomic_read_u64(&slot->floor))
 		durable_claim_floor_lower(id);
 }
