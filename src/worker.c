@@ -1189,6 +1189,22 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					blocked_db = wkr_stop_worker(stmt->dbname);
 				break;
 			}
+		case T_TransactionStmt:
+
+			/*
+			 * A prepared transaction's commit callbacks ran (as PREPARE) in
+			 * the backend that prepared it: whatever it admitted or enqueued
+			 * wakes waiting claimers when this command commits.  A wake-up
+			 * with nothing new is harmless.  (Databases without durable are
+			 * left alone: waking would take a slot of shared memory.)
+			 */
+			if (((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED &&
+				OidIsValid(get_extension_oid("durable", true)))
+			{
+				durable_wake_at_commit(DQ_INBOX);
+				durable_wake_at_commit(DQ_OUTBOX);
+			}
+			break;
 		default:
 			break;
 	}

@@ -15,7 +15,7 @@ use Test::More;
 my $node = PostgreSQL::Test::Cluster->new('waiting');
 $node->init;
 $node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'durable'\ndurable.naptime = '1h'\nautovacuum = off\n");
+	"shared_preload_libraries = 'durable'\ndurable.naptime = '1h'\nautovacuum = off\nmax_prepared_transactions = 2\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION durable; CREATE TABLE scratch (n int)');
 
@@ -102,6 +102,26 @@ isnt(backend_xmin($pid), 'none', 'a query that also reads a table keeps its snap
 $node->safe_psql('postgres', "SELECT * FROM durable.inbox_admit('t', 'm2', 'c2')");
 like($bg->query_safe("SELECT 'after'"), qr/claimed:m2/, 'and claims as before');
 $bg->quit;
+
+# ---- an admit committed by COMMIT PREPARED wakes a waiting claim too (the
+# commit of a prepared transaction fires no commit callback in the backend
+# that prepared it): the claim takes the record well before its 60 s pass
+for my $case (
+	[ 'inbox', "SELECT 'claimed:' || message_id FROM durable.inbox_claim('w7', 1, wait => '60 s');",
+	  "SELECT * FROM durable.inbox_admit('t', 'm4', 'c4')", 'm4' ],
+	[ 'outbox', "SELECT 'claimed:' || key FROM durable.outbox_claim('w8', 1, wait => '60 s');",
+	  "SELECT * FROM durable.outbox_enqueue('k4', 'c4', '{}')", 'k4' ])
+{
+	my ($queue, $claim, $wake, $claimed) = @$case;
+	($bg, $pid) = start_waiter("prepared $queue", $claim);
+	$node->safe_psql('postgres', "BEGIN; $wake; PREPARE TRANSACTION 'wake_$queue';");
+	my $started = time;
+	$node->safe_psql('postgres', "COMMIT PREPARED 'wake_$queue'");
+	like($bg->query_safe("SELECT 'after'"), qr/claimed:$claimed/,
+		"a $queue claim takes what COMMIT PREPARED committed");
+	cmp_ok(time - $started, '<', 30, "woken by the COMMIT PREPARED, not by the end of its wait");
+	$bg->quit;
+}
 
 $node->stop;
 done_testing();
