@@ -133,6 +133,13 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	slot->dboid = dboid;
 }
 
+void
+durable_db_slot_reassign(DurableDbSlot *slot, Oid dboid)
+{
+	Assert(LWLockHeldByMeInMode(durable_shared->lock, LW_EXCLUSIVE));
+	dshm_slot_reset(slot, dboid);
+}
+
 DurableDbSlot *
 durable_db_slot(Oid dboid, bool create)
 {
@@ -183,6 +190,13 @@ durable_db_slot(Oid dboid, bool create)
 DurableDbSlot *
 durable_my_slot(void)
 {
+	/*
+	 * The launcher gives the slot of a database without durable to another
+	 * database when every slot is taken: a slot looked up before the
+	 * extension was created here may belong to another database since.
+	 */
+	if (dshm_my_slot != NULL && dshm_my_slot->dboid != MyDatabaseId)
+		dshm_my_slot = NULL;
 	if (dshm_my_slot == NULL && durable_shared != NULL && OidIsValid(MyDatabaseId))
 		dshm_my_slot = durable_db_slot(MyDatabaseId, true);
 	return dshm_my_slot;

@@ -85,6 +85,9 @@ extern DurableDbSlot *durable_my_slot(void);
 /* Free a database's slot (DROP DATABASE). */
 extern void durable_db_slot_free(Oid dboid);
 
+/* Give a slot to another database, reset; caller holds the slots' lock exclusively. */
+extern void durable_db_slot_reassign(DurableDbSlot *slot, Oid dboid);
+
 /* Raise a clear error if the library was not preloaded. */
 extern void durable_require_shmem(void);
 

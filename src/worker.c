@@ -18,7 +18,11 @@
  * never delays the others.  A worker finding no extension in its database
  * records it in the database's slot and exits; the launcher then tries that
  * database again only every WKR_ABSENT_RECHECK_MS, but at once when CREATE
- * EXTENSION durable commits there (the hook below sets its latch).
+ * EXTENSION durable commits there (the hook below sets its latch).  When
+ * every slot is taken, a database that needs one takes the slot of a
+ * database found without the extension, whose next check the launcher then
+ * keeps in its own memory (wkr_absent): a cluster of many databases, few of
+ * them with durable, never leaves one of those few without a worker.
  *
  * Workers.  A worker claims its database's slot (worker_pid) before it
  * connects, checks in a transaction that the extension exists, then sleeps
@@ -158,6 +162,15 @@ typedef struct WkrTracked
 static WkrTracked wkr_tracked[DURABLE_MAX_DATABASES];
 static int	wkr_ntracked = 0;
 static List *wkr_warned_no_slot = NIL;	/* databases warned about, once each */
+
+/* A database found without the extension whose slot was given to another. */
+typedef struct WkrAbsent
+{
+	Oid			dboid;
+	TimestampTz recheck_at;
+} WkrAbsent;
+
+static List *wkr_absent = NIL;	/* of WkrAbsent, in TopMemoryContext */
 static List *wkr_warned_no_worker = NIL;
 
 /* ---- worker state (worker process only) ---- */
@@ -246,12 +259,107 @@ wkr_free_slot_exists(void)
 }
 
 /*
- * The slot of a database the launcher wants a worker in, assigned if
- * needed.  When every slot is taken, warns once per database and returns
- * NULL.
+ * When the database was found without the extension and gave up its slot:
+ * when it is due to be checked again; else 0.  Forgets it once due.
+ */
+static TimestampTz
+wkr_absent_until(Oid dboid, TimestampTz now)
+{
+	ListCell   *lc;
+
+	foreach(lc, wkr_absent)
+	{
+		WkrAbsent  *absent = (WkrAbsent *) lfirst(lc);
+
+		if (absent->dboid != dboid)
+			continue;
+		if (absent->recheck_at > now)
+			return absent->recheck_at;
+		wkr_absent = foreach_delete_current(wkr_absent, lc);
+		pfree(absent);
+		return 0;
+	}
+	return 0;
+}
+
+/* Forget the databases of wkr_absent that are no longer in pg_database (dbs). */
+static void
+wkr_forget_dropped_absent(List *dbs)
+{
+	ListCell   *lc;
+
+	foreach(lc, wkr_absent)
+	{
+		WkrAbsent  *absent = (WkrAbsent *) lfirst(lc);
+		ListCell   *ld;
+		bool		exists = false;
+
+		foreach(ld, dbs)
+			exists = exists || ((WkrDatabase *) lfirst(ld))->oid == absent->dboid;
+		if (!exists)
+		{
+			wkr_absent = foreach_delete_current(wkr_absent, lc);
+			pfree(absent);
+		}
+	}
+}
+
+/*
+ * Every slot is taken: give `dboid` the slot of a database whose worker
+ * found no extension and is not due to check again, and remember that
+ * database's next check here.  NULL when there is none.
  */
 static DurableDbSlot *
-wkr_launcher_slot(const WkrDatabase *db)
+wkr_take_absent_slot(Oid dboid, TimestampTz now)
+{
+	DurableDbSlot *taken = NULL;
+	Oid			absent_db = InvalidOid;
+	TimestampTz recheck_at = 0;
+	int			i;
+
+	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < DURABLE_MAX_DATABASES && taken == NULL; i++)
+	{
+		DurableDbSlot *slot = &durable_shared->slots[i];
+
+		if (slot->dboid == InvalidOid || slot->dboid == dboid)
+			continue;
+		SpinLockAcquire(&slot->mutex);
+		if (slot->extension_absent && slot->worker_pid == 0 && !slot->worker_starting)
+		{
+			taken = slot;
+			absent_db = slot->dboid;
+			recheck_at = slot->worker_checked_at + (int64) WKR_ABSENT_RECHECK_MS * 1000;
+		}
+		SpinLockRelease(&slot->mutex);
+	}
+	if (taken != NULL)
+		durable_db_slot_reassign(taken, dboid);
+	LWLockRelease(durable_shared->lock);
+
+	if (taken != NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		WkrAbsent  *absent = palloc(sizeof(WkrAbsent));
+
+		absent->dboid = absent_db;
+		absent->recheck_at = Max(recheck_at, now);
+		wkr_absent = lappend(wkr_absent, absent);
+		MemoryContextSwitchTo(old);
+		ereport(DEBUG1,
+				(errmsg_internal("durable launcher: database %u takes the slot of database %u, which has no durable",
+								 dboid, absent_db)));
+	}
+	return taken;
+}
+
+/*
+ * The slot of a database the launcher wants a worker in, assigned if
+ * needed.  When every slot is taken by a database with durable, warns once
+ * per database and returns NULL.
+ */
+static DurableDbSlot *
+wkr_launcher_slot(const WkrDatabase *db, TimestampTz now)
 {
 	DurableDbSlot *slot = durable_db_slot(db->oid, false);
 	MemoryContext old;
@@ -260,13 +368,15 @@ wkr_launcher_slot(const WkrDatabase *db)
 		return slot;
 	if (wkr_free_slot_exists())
 		slot = durable_db_slot(db->oid, true);
+	if (slot == NULL)
+		slot = wkr_take_absent_slot(db->oid, now);
 	if (slot != NULL || list_member_oid(wkr_warned_no_slot, db->oid))
 		return slot;
 
 	ereport(WARNING,
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 			 errmsg("durable cannot start a worker for database \"%s\"", NameStr(db->name)),
-			 errdetail("durable tracks at most %d databases, and all are taken.",
+			 errdetail("durable tracks at most %d databases with the extension, and all are taken.",
 					   DURABLE_MAX_DATABASES)));
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	wkr_warned_no_slot = lappend_oid(wkr_warned_no_slot, db->oid);
@@ -528,12 +638,14 @@ wkr_launch_workers(TimestampTz now)
 	ListCell   *lc;
 
 	wkr_free_orphan_slots(idle, dbs);
+	wkr_forget_dropped_absent(dbs);
 
 	foreach(lc, dbs)
 	{
 		WkrDatabase *db = (WkrDatabase *) lfirst(lc);
 		DurableDbSlot *slot;
 		bool		start = false;
+		TimestampTz absent_until;
 
 		/*
 		 * A tracked worker that has already given up its slot but not yet
@@ -543,7 +655,15 @@ wkr_launch_workers(TimestampTz now)
 		if (!db->launchable || wkr_is_tracked(db->oid) ||
 			wkr_ntracked >= DURABLE_MAX_DATABASES)
 			continue;
-		slot = wkr_launcher_slot(db);
+		/* Found without durable and its slot given away: not due yet. */
+		absent_until = durable_db_slot(db->oid, false) == NULL ?
+			wkr_absent_until(db->oid, now) : 0;
+		if (absent_until != 0)
+		{
+			next = Min(next, absent_until);
+			continue;
+		}
+		slot = wkr_launcher_slot(db, now);
 		if (slot == NULL)
 			continue;
 

@@ -1,0 +1,75 @@
+# t/012_many_databases.pl
+# More databases than durable's 128 slots of shared memory, few of them with
+# durable.  The launcher checks every connectable database for the extension
+# with a short-lived worker, which records in the database's slot that it
+# found none.  Those slots used to stay taken: once 128 databases without
+# durable held them, a database that then installed durable got no worker
+# (no lease recovery, no retention), no counters, and a WARNING from every
+# call.  Now a database that needs a slot takes one from a database found
+# without the extension, whose next check the launcher keeps in its own
+# memory:
+#   - after 130 databases without durable have all been checked (the slots
+#     are full), a new database with durable gets its worker, and metrics()
+#     answers there;
+#   - the databases without durable are still checked: one that installs
+#     durable afterwards gets its worker too.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('many');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'durable'
+durable.naptime = '100ms'
+max_worker_processes = 16
+log_min_messages = debug1
+});
+$node->start;
+
+sub has_worker
+{
+	my ($db) = @_;
+	return "SELECT count(*) = 1 FROM pg_stat_activity"
+	  . " WHERE backend_type = 'durable worker' AND datname = '$db'";
+}
+
+my $ndb = 130;
+$node->safe_psql('postgres', join('', map { "CREATE DATABASE plain$_;\n" } 1 .. $ndb));
+
+# Wait until the launcher has sent a worker to look at (nearly) every one:
+# the 128 slots are then taken by databases without durable.
+my $checked = 0;
+for (my $i = 0; $i < 1800; $i++)
+{
+	my %seen = map { $_ => 1 }
+	  (slurp_file($node->logfile) =~ /registered a worker for database "(plain\d+)"/g);
+	$checked = scalar keys %seen;
+	last if $checked >= 128;
+	select(undef, undef, undef, 0.1);
+}
+cmp_ok($checked, '>=', 128, "the launcher checked $checked of $ndb databases without durable");
+
+$node->safe_psql('postgres', 'CREATE DATABASE late');
+$node->safe_psql('late', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('late', has_worker('late')),
+	'a database that installs durable when every slot is taken gets its worker');
+is($node->safe_psql('late', "SELECT inbound_journaled FROM durable.metrics()"), '0',
+	'and its counters');
+like(slurp_file($node->logfile), qr/database \d+ takes the slot of database \d+, which has no durable/,
+	'by taking the slot of a database without durable');
+
+# A database whose slot was taken is still checked: installing durable there
+# gets it a worker too (CREATE EXTENSION wakes the launcher; at worst the
+# database waits for its next check, 30 s).
+$node->safe_psql('plain1', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('plain1', has_worker('plain1')),
+	'a database checked before, whose slot went to another, gets its worker once it installs durable');
+ok($node->poll_query_until('late', has_worker('late')), 'and the first keeps its worker');
+
+$node->stop;
+done_testing();
