@@ -169,6 +169,14 @@ SELECT state FROM durable.inbox_admit('sweep', 'fk5', 'sweep-fk-5', instance => 
 SELECT pg_sleep(0.1);
 SELECT inbox_expired, purged FROM durable.sweep();
 SELECT message_id, state FROM durable.inbox ORDER BY id;
+-- A cancel is not a failure to skip: a statement_timeout that fires inside
+-- the purge (here, a slow trigger) ends the sweep
+CREATE OR REPLACE FUNCTION pg_temp.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM pg_sleep(5); RETURN OLD; END $$;
+SET LOCAL statement_timeout = '300ms';
+\set VERBOSITY terse
+SELECT inbox_expired, purged FROM durable.sweep();
+\set VERBOSITY default
 ROLLBACK;
 
 -- 5. Bad arguments (22023)

@@ -419,8 +419,10 @@ sweep_purge(TimestampTz cutoff, int64 limit)
  * The retention step of a pass, in a subtransaction: when it fails (a row
  * your table started referencing between the purge's check and its delete,
  * a trigger on DELETE that raises), the failure is logged and the rest of
- * the pass — lease recovery above all — still commits.  Returns how many
- * records were purged, 0 when it failed.  Caller must be connected to SPI.
+ * the pass — lease recovery above all — still commits.  The same failure
+ * recurs at every pass until its cause is removed: the purge deletes
+ * oldest first.  A cancel is not caught.  Returns how many records were
+ * purged, 0 when it failed.  Caller must be connected to SPI.
  */
 static int64
 sweep_purge_isolated(TimestampTz cutoff, int64 limit)
@@ -444,6 +446,13 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
+
+		/* A cancel (statement_timeout, pg_cancel_backend) ends the pass. */
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+		{
+			FreeErrorData(edata);
+			PG_RE_THROW();
+		}
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
