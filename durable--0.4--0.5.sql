@@ -11,45 +11,71 @@
  * session id, a secret) and call every SECURITY DEFINER function, operator
  * ones included (inbox_replay, outbox_discard, purge, metrics_reset).
  *
- * A fresh install runs this script last, so it sees the grants that default
- * privileges made a moment ago.  An upgrade from 0.4 sees them too, and
- * revokes them with a WARNING naming each: a role that needs durable is
- * granted what it needs explicitly (README, "Privileges"), never through
- * defaults that also hand out secrets.  A grant is revoked when its grantee
- * is named by a default privilege of the objects' owner for that kind of
- * object (everywhere, or in schema durable); other grants (yours, made with
- * GRANT after the install) stay.  pg_monitor's grants of 0.2 are made again
- * afterwards, in case a default privilege named pg_monitor.
+ * A grant that default privileges made cannot be told from one made by hand
+ * to the same role, so what this step revokes depends on when it runs:
+ *  - in a fresh install (CREATE EXTENSION runs every step in one
+ *    transaction: durable's objects were created by this transaction),
+ *    nobody has granted anything by hand yet: every grant on the
+ *    extension's objects whose grantee a default privilege of the owner
+ *    names for that kind of object is revoked;
+ *  - in an update of an installed durable, grants made since (the README's
+ *    GRANTs for bots, readers, gateways) must keep working: only grants on
+ *    durable.sessions and CREATE on the schema are revoked (the README
+ *    grants neither), and the roles that hold grants a default privilege names are
+ *    listed in a WARNING for the operator to review.
+ * pg_monitor's grants of 0.2 are made again afterwards, in case a default
+ * privilege named pg_monitor.  Objects in schema durable that are not the
+ * extension's (someone else's, created there by a role that had CREATE on
+ * the schema) are left alone.
  *
  * Security notes (as for durable--0.1.sql): every name schema-qualified; the
- * REVOKEs are built with format() from catalog names (%s of regclass and
- * regprocedure output, which quote as needed, and quote_ident).
+ * REVOKEs are built with format() from catalog names (quote_ident,
+ * pg_get_function_identity_arguments).
  */
 
 DO $revoke_defaults$
 DECLARE
+    fresh pg_catalog.bool;
     g record;
     grantees pg_catalog.text[] := '{}';
     kinds pg_catalog.text[] := '{}';
     summary pg_catalog.text;
 BEGIN
+    /* Created by this very transaction: a fresh install. */
+    SELECT pg_catalog.age(c.xmin) OPERATOR(pg_catalog.=) 0 INTO fresh
+      FROM pg_catalog.pg_class c
+     WHERE c.oid OPERATOR(pg_catalog.=) 'durable.token_seq'::pg_catalog.regclass;
+
     FOR g IN
-        WITH durable_objects(kind, name, acl, owner, defaults_kind) AS (
+        WITH members(classid, objid) AS (
+            SELECT dep.classid, dep.objid
+              FROM pg_catalog.pg_depend dep
+              JOIN pg_catalog.pg_extension e
+                ON e.oid OPERATOR(pg_catalog.=) dep.refobjid
+             WHERE dep.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+               AND e.extname OPERATOR(pg_catalog.=) 'durable'
+               AND dep.deptype OPERATOR(pg_catalog.=) 'e'),
+        durable_objects(kind, name, acl, owner, defaults_kind) AS (
             SELECT CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
                    'durable.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname),
                    c.relacl, c.relowner,
                    CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' THEN 'S' ELSE 'r' END::pg_catalog."char"
               FROM pg_catalog.pg_class c
+              JOIN members m
+                ON m.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+               AND m.objid OPERATOR(pg_catalog.=) c.oid
              WHERE c.relnamespace OPERATOR(pg_catalog.=) 'durable'::pg_catalog.regnamespace
-               AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'v', 'S']::pg_catalog."char"[])
             UNION ALL
-            SELECT 'FUNCTION',
+            SELECT 'ROUTINE',
                    'durable.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(p.proname)
                        OPERATOR(pg_catalog.||) '('
                        OPERATOR(pg_catalog.||) pg_catalog.pg_get_function_identity_arguments(p.oid)
                        OPERATOR(pg_catalog.||) ')',
                    p.proacl, p.proowner, 'f'::pg_catalog."char"
               FROM pg_catalog.pg_proc p
+              JOIN members m
+                ON m.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+               AND m.objid OPERATOR(pg_catalog.=) p.oid
              WHERE p.pronamespace OPERATOR(pg_catalog.=) 'durable'::pg_catalog.regnamespace
             UNION ALL
             SELECT 'SCHEMA', 'durable', n.nspacl, n.nspowner, 'n'::pg_catalog."char"
@@ -70,9 +96,12 @@ BEGIN
            AND granted.grantee OPERATOR(pg_catalog.<>) o.owner
          ORDER BY 1, 2
     LOOP
-        EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %s', g.kind, g.name, g.grantee);
+        IF fresh THEN
+            EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %s', g.kind, g.name, g.grantee);
+        END IF;
         grantees := grantees OPERATOR(pg_catalog.||) g.grantee;
-        kinds := kinds OPERATOR(pg_catalog.||) pg_catalog.lower(g.kind);
+        kinds := kinds OPERATOR(pg_catalog.||)
+                 CASE WHEN g.kind OPERATOR(pg_catalog.=) 'ROUTINE' THEN 'function' ELSE pg_catalog.lower(g.kind) END;
     END LOOP;
 
     /* One entry per grantee and kind of object: "analytics on 7 tables". */
@@ -83,11 +112,42 @@ BEGIN
       FROM (SELECT e.grantee, e.kind, pg_catalog.count(*) AS n
               FROM ROWS FROM (pg_catalog.unnest(grantees), pg_catalog.unnest(kinds)) AS e(grantee, kind)
              GROUP BY e.grantee, e.kind) r;
-    IF summary IS NOT NULL THEN
+    IF summary IS NOT NULL AND fresh THEN
         RAISE WARNING 'durable: revoked what default privileges granted on its objects: %', summary
             USING DETAIL = 'Default privileges would let these roles read gateway session secrets and call operator functions.',
                   HINT = 'Grant durable''s functions to your roles explicitly (README, "Privileges").';
+    ELSIF summary IS NOT NULL THEN
+        RAISE WARNING 'durable: roles that default privileges name hold privileges on its objects: %', summary
+            USING DETAIL = 'Default privileges may have granted them at the install; they can read what the README grants nobody, or call operator functions. Only the grants on durable.sessions and CREATE on the schema were revoked.',
+                  HINT = 'Review these grants (README, "Privileges"); revoke what a role should not have.';
     END IF;
+
+    /*
+     * Nobody but the owner creates objects in durable's schema (a planted
+     * object could shadow one of durable's), nor reads the gateway session
+     * secrets: the README grants neither.
+     */
+    FOR g IN
+        SELECT DISTINCT CASE WHEN granted.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                             ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(granted.grantee)) END AS grantee
+          FROM pg_catalog.pg_namespace n
+         CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) granted
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'durable'
+           AND granted.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+           AND granted.grantee OPERATOR(pg_catalog.<>) n.nspowner
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE CREATE ON SCHEMA durable FROM %s', g.grantee);
+    END LOOP;
+    FOR g IN
+        SELECT DISTINCT CASE WHEN granted.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                             ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(granted.grantee)) END AS grantee
+          FROM pg_catalog.pg_class c
+         CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) granted
+         WHERE c.oid OPERATOR(pg_catalog.=) 'durable.sessions'::pg_catalog.regclass
+           AND granted.grantee OPERATOR(pg_catalog.<>) c.relowner
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON TABLE durable.sessions FROM %s', g.grantee);
+    END LOOP;
 END
 $revoke_defaults$;
 
