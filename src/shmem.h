@@ -6,8 +6,14 @@
  *		of its background worker; plus the launcher's state.
  *
  * Locking: slots are assigned and freed under DurableShared->lock
- * (exclusive); a backend may then keep a pointer to its slot for its whole
- * life (the database of a backend never changes).  Counters are atomics.
+ * (exclusive).  A backend keeps a pointer to its slot (durable_my_slot),
+ * checking at each use that the slot is still its database's: when every
+ * slot is taken, the launcher gives the slot of a database found without
+ * durable to another database, and durable may have been installed there
+ * since the check.  A backend that used its slot in that window (a claim
+ * waiting on its condition variable, a floor refresh) may act on the other
+ * database's slot once: a missed wake-up or a floor to refresh again, not a
+ * lost record.  Counters are atomics.
  * `since` and the worker fields are protected by the slot's spinlock.
  *
  * IDENTIFICATION
@@ -60,8 +66,9 @@ typedef struct DurableDbSlot
 typedef struct DurableShared
 {
 	LWLock	   *lock;			/* assigns and frees slots */
-	slock_t		mutex;			/* protects launcher_latch */
+	slock_t		mutex;			/* protects launcher_latch, installed_dboid */
 	Latch	   *launcher_latch; /* set to wake the launcher */
+	Oid			installed_dboid;	/* durable was just installed there */
 	DurableDbSlot slots[DURABLE_MAX_DATABASES];
 } DurableShared;
 

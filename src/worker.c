@@ -282,6 +282,36 @@ wkr_absent_until(Oid dboid, TimestampTz now)
 	return 0;
 }
 
+/*
+ * Forget what the launcher remembers of a database where durable was just
+ * installed (named by CREATE EXTENSION's hook), so that it gets a slot and
+ * a worker at once instead of at its next check.  Of two installs in the
+ * same moment, the other waits for its check (at most WKR_ABSENT_RECHECK_MS).
+ */
+static void
+wkr_forget_installed(void)
+{
+	Oid			dboid;
+	ListCell   *lc;
+
+	SpinLockAcquire(&durable_shared->mutex);
+	dboid = durable_shared->installed_dboid;
+	durable_shared->installed_dboid = InvalidOid;
+	SpinLockRelease(&durable_shared->mutex);
+	if (!OidIsValid(dboid))
+		return;
+	foreach(lc, wkr_absent)
+	{
+		WkrAbsent  *absent = (WkrAbsent *) lfirst(lc);
+
+		if (absent->dboid == dboid)
+		{
+			wkr_absent = foreach_delete_current(wkr_absent, lc);
+			pfree(absent);
+		}
+	}
+}
+
 /* Forget the databases of wkr_absent that are no longer in pg_database (dbs). */
 static void
 wkr_forget_dropped_absent(List *dbs)
@@ -639,6 +669,7 @@ wkr_launch_workers(TimestampTz now)
 
 	wkr_free_orphan_slots(idle, dbs);
 	wkr_forget_dropped_absent(dbs);
+	wkr_forget_installed();
 
 	foreach(lc, dbs)
 	{
@@ -1197,8 +1228,13 @@ wkr_wake_launcher(void)
 		slot->worker_blocked_until = 0;
 		SpinLockRelease(&slot->mutex);
 	}
+	/*
+	 * Named for the launcher too: with every slot taken, the database may
+	 * have none, its next check kept in the launcher's memory.
+	 */
 	SpinLockAcquire(&durable_shared->mutex);
 	latch = durable_shared->launcher_latch;
+	durable_shared->installed_dboid = MyDatabaseId;
 	SpinLockRelease(&durable_shared->mutex);
 	/* A latch outlives its process; a stale one only costs a spurious wake. */
 	if (latch != NULL)
