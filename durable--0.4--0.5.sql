@@ -128,25 +128,22 @@ BEGIN
      * secrets: the README grants neither.
      */
     FOR g IN
-        SELECT DISTINCT CASE WHEN granted.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                             ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(granted.grantee)) END AS grantee
-          FROM pg_catalog.pg_namespace n
-         CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) granted
-         WHERE n.nspname OPERATOR(pg_catalog.=) 'durable'
-           AND granted.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
-           AND granted.grantee OPERATOR(pg_catalog.<>) n.nspowner
+        SELECT DISTINCT r.what,
+               CASE WHEN r.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                    ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(r.grantee)) END AS grantee
+          FROM (SELECT 'CREATE ON SCHEMA durable' AS what, granted.grantee, n.nspowner AS owner
+                  FROM pg_catalog.pg_namespace n
+                 CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) granted
+                 WHERE n.nspname OPERATOR(pg_catalog.=) 'durable'
+                   AND granted.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+                UNION ALL
+                SELECT 'ALL ON TABLE durable.sessions', granted.grantee, c.relowner
+                  FROM pg_catalog.pg_class c
+                 CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) granted
+                 WHERE c.oid OPERATOR(pg_catalog.=) 'durable.sessions'::pg_catalog.regclass) r
+         WHERE r.grantee OPERATOR(pg_catalog.<>) r.owner
     LOOP
-        EXECUTE pg_catalog.format('REVOKE CREATE ON SCHEMA durable FROM %s', g.grantee);
-    END LOOP;
-    FOR g IN
-        SELECT DISTINCT CASE WHEN granted.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                             ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(granted.grantee)) END AS grantee
-          FROM pg_catalog.pg_class c
-         CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) granted
-         WHERE c.oid OPERATOR(pg_catalog.=) 'durable.sessions'::pg_catalog.regclass
-           AND granted.grantee OPERATOR(pg_catalog.<>) c.relowner
-    LOOP
-        EXECUTE pg_catalog.format('REVOKE ALL ON TABLE durable.sessions FROM %s', g.grantee);
+        EXECUTE pg_catalog.format('REVOKE %s FROM %s', g.what, g.grantee);
     END LOOP;
 END
 $revoke_defaults$;
