@@ -158,12 +158,22 @@ SELECT inbox_expired, purged FROM durable.sweep();
 SELECT message_id, state FROM durable.inbox ORDER BY id;
 SELECT count(*) AS notes_left FROM public.notes;
 SELECT durable.purge(older_than => '1 day');
--- A purge that fails all the same (here, a trigger on DELETE that raises) is
--- skipped with a WARNING: the pass's lease recovery still happens.  The
+-- A delete that fails all the same (here, a trigger on DELETE that raises
+-- for the oldest record) does not hold back the rest: the batch is rolled
+-- back, its records are deleted one at a time past the one that fails, a
+-- WARNING says why, and the pass's lease recovery still happens.  The
 -- worker's passes do the same.
 DELETE FROM public.handled;
+SELECT durable.inbox_complete(a.id, a.token)
+  FROM unnest(ARRAY['fk6', 'fk7']) m,
+       durable.inbox_admit('sweep', m, 'sweep-fk-' || m, instance => 'sweep-a') a;
+UPDATE durable.inbox SET done_at = now() - interval '300 days', finished_at = now() - interval '300 days'
+ WHERE message_id IN ('fk6', 'fk7');
 CREATE FUNCTION pg_temp.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RAISE EXCEPTION 'deletes are audited'; END $$;
+BEGIN
+    IF OLD.message_id = 'fk1' THEN RAISE EXCEPTION 'record fk1 is under audit'; END IF;
+    RETURN OLD;
+END $$;
 CREATE TRIGGER refuse_deletes BEFORE DELETE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse();
 SELECT state FROM durable.inbox_admit('sweep', 'fk5', 'sweep-fk-5', instance => 'sweep-a', lease => '20ms');
 SELECT pg_sleep(0.1);

@@ -416,38 +416,31 @@ sweep_purge(TimestampTz cutoff, int64 limit)
 }
 
 /*
- * The retention step of a pass, in a subtransaction: when it fails (a row
- * your table started referencing between the purge's check and its delete,
- * a trigger on DELETE that raises), the failure is logged and the rest of
- * the pass — lease recovery above all — still commits.  The same failure
- * recurs at every pass until its cause is removed: the purge deletes
- * oldest first.  A cancel is not caught.  Returns how many records were
- * purged, 0 when it failed.  Caller must be connected to SPI.
+ * Run fn(arg) in a subtransaction.  When it fails, the subtransaction is
+ * rolled back and its error returned (the caller frees it); NULL when it
+ * succeeded.  A cancel (statement_timeout, pg_cancel_backend) is not
+ * caught: it ends the caller's statement as it would anywhere else.
  */
-static int64
-sweep_purge_isolated(TimestampTz cutoff, int64 limit)
+static ErrorData *
+sweep_try(void (*fn) (void *), void *arg)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
-	int64		purged = 0;
+	ErrorData  *volatile edata = NULL;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		purged = sweep_purge(cutoff, limit);
+		fn(arg);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
-
-		/* A cancel (statement_timeout, pg_cancel_backend) ends the pass. */
 		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
 		{
 			FreeErrorData(edata);
@@ -457,16 +450,157 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		ereport(WARNING,
-				(errcode(edata->sqlerrcode),
-				 errmsg("durable: the retention purge failed, and was skipped in this pass: %s",
-						edata->message),
-				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
-				 errhint("Lease recovery and announcements went on; the purge is tried again at the next pass.")));
-		FreeErrorData(edata);
-		purged = 0;
 	}
 	PG_END_TRY();
+	return edata;
+}
+
+/* A purge attempt for sweep_try: its arguments and what it deleted. */
+typedef struct SweepPurgeCall
+{
+	TimestampTz cutoff;
+	int64		limit;
+	int64		deleted;
+	const char *journal;		/* one-record deletes: the journal... */
+	Datum		key;			/* ...and the record's key */
+} SweepPurgeCall;
+
+static void
+sweep_purge_call(void *arg)
+{
+	SweepPurgeCall *call = (SweepPurgeCall *) arg;
+
+	call->deleted = sweep_purge(call->cutoff, call->limit);
+}
+
+/* Delete one finished record by key, as the batch would (never waiting for it). */
+static void
+sweep_purge_one_call(void *arg)
+{
+	static SPIPlanPtr inbox_plan = NULL;
+	static SPIPlanPtr outbox_plan = NULL;
+	static const Oid inbox_types[2] = {INT8OID, TIMESTAMPTZOID};
+	static const Oid outbox_types[2] = {TEXTOID, TIMESTAMPTZOID};
+	SweepPurgeCall *call = (SweepPurgeCall *) arg;
+	bool		inbox = strcmp(call->journal, "durable.inbox") == 0;
+	Datum		values[2];
+
+	values[0] = call->key;
+	values[1] = TimestampTzGetDatum(call->cutoff);
+	if (inbox)
+		durable_exec(durable_plan(&inbox_plan,
+								  "DELETE FROM durable.inbox d"
+								  " WHERE d.id = (SELECT c.id FROM durable.inbox c"
+								  "                WHERE c.id = $1 AND c.state = 'done' AND c.done_at < $2"
+								  "                FOR UPDATE SKIP LOCKED)",
+								  2, inbox_types),
+					 values, NULL, SPI_OK_DELETE, 0);
+	else
+		durable_exec(durable_plan(&outbox_plan,
+								  "DELETE FROM durable.outbox d"
+								  " WHERE d.key = (SELECT c.key FROM durable.outbox c"
+								  "                 WHERE c.key = $1 AND c.state = 'sent' AND c.sent_at < $2"
+								  "                 FOR UPDATE SKIP LOCKED)",
+								  2, outbox_types),
+					 values, NULL, SPI_OK_DELETE, 0);
+	call->deleted = (int64) SPI_processed;
+}
+
+/*
+ * After a batch failed: delete up to `limit` of the journal's oldest
+ * finished records one at a time, each in its own subtransaction, so that
+ * the records whose delete fails (a trigger that raises, a cascade another
+ * key refuses) are passed over instead of holding back all the others.
+ * Counts the failures in *failed and keeps the first one's error in *first.
+ */
+static int64
+sweep_purge_one_by_one(const char *journal, TimestampTz cutoff, int64 limit,
+					   int64 *failed, ErrorData **first)
+{
+	static const Oid types[2] = {TIMESTAMPTZOID, INT8OID};
+	bool		inbox = strcmp(journal, "durable.inbox") == 0;
+	Datum		values[2];
+	Datum	   *keys;
+	uint64		n;
+	uint64		i;
+	int			rc;
+	int64		deleted = 0;
+
+	values[0] = TimestampTzGetDatum(cutoff);
+	values[1] = Int64GetDatum(limit);
+	rc = SPI_execute_with_args(psprintf(inbox ?
+										"SELECT c.id FROM durable.inbox c"
+										" WHERE c.done_at < $1 AND c.state = 'done'%s"
+										" ORDER BY c.done_at LIMIT $2" :
+										"SELECT c.key FROM durable.outbox c"
+										" WHERE c.state = 'sent' AND c.sent_at < $1%s"
+										" ORDER BY c.sent_at LIMIT $2",
+										sweep_fk_guards(journal)),
+							   2, (Oid *) types, values, NULL, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "durable: retention purge of %s failed: %s", journal, SPI_result_code_string(rc));
+	n = SPI_processed;
+	keys = palloc(sizeof(Datum) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		keys[i] = durable_col_copy(i, 1);
+	SPI_freetuptable(SPI_tuptable);
+
+	for (i = 0; i < n; i++)
+	{
+		SweepPurgeCall call = {.cutoff = cutoff, .journal = journal, .key = keys[i]};
+		ErrorData  *edata = sweep_try(sweep_purge_one_call, &call);
+
+		if (edata == NULL)
+			deleted += call.deleted;
+		else
+		{
+			(*failed)++;
+			if (*first == NULL)
+				*first = edata;
+			else
+				FreeErrorData(edata);
+		}
+	}
+	pfree(keys);
+	return deleted;
+}
+
+/*
+ * The retention step of a pass.  The batch runs in a subtransaction; when
+ * it fails (a trigger on DELETE that raises, a cascade that another key
+ * refuses, a row that your table began to reference mid-purge), the rest of
+ * the pass — lease recovery above all — still commits, and the batch's
+ * records are deleted one at a time, passing over those that fail, with a
+ * WARNING naming the first failure.  A cancel is not caught.  Returns how
+ * many records were purged.  Caller must be connected to SPI.
+ */
+static int64
+sweep_purge_isolated(TimestampTz cutoff, int64 limit)
+{
+	SweepPurgeCall call = {.cutoff = cutoff, .limit = limit};
+	ErrorData  *edata = sweep_try(sweep_purge_call, &call);
+	ErrorData  *first = NULL;
+	int64		failed = 0;
+	int64		purged;
+
+	if (edata == NULL)
+		return call.deleted;
+	FreeErrorData(edata);
+
+	purged = sweep_purge_one_by_one("durable.inbox", cutoff, limit, &failed, &first);
+	if (purged + failed < limit)
+		purged += sweep_purge_one_by_one("durable.outbox", cutoff, limit - purged - failed,
+										 &failed, &first);
+	if (first != NULL)
+	{
+		ereport(WARNING,
+				(errcode(first->sqlerrcode),
+				 errmsg("durable: the retention purge could not delete %lld finished record%s: %s",
+						(long long) failed, failed == 1 ? "" : "s", first->message),
+				 first->detail ? errdetail_internal("%s", first->detail) : 0,
+				 errhint("They stay until the cause is removed; the other records were purged one at a time, and lease recovery went on.")));
+		FreeErrorData(first);
+	}
 	return purged;
 }
 
