@@ -306,6 +306,65 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, SPIPlanPtr *plan,
 }
 
 /*
+ * A journal's retention purge: how to delete its finished records directly
+ * (direct.c) and, when it cannot be written directly, the statements that
+ * do it.  The batch and candidate statements' %s takes the journal's
+ * foreign-key guards (sweep_fk_guards), on the candidate alias c; $1 is the
+ * cutoff in all three.
+ */
+typedef struct SweepJournal
+{
+	const char *name;			/* schema-qualified, for the guards and messages */
+	int64		(*purge_direct) (TimestampTz cutoff, int64 limit);	/* -1: use the statements */
+	const char *batch_sql;		/* deletes up to $2 records */
+	SPIPlanPtr	batch_plan;		/* cached while no key needs guarding */
+	const char *candidates_sql; /* the keys of up to $2 records, oldest first */
+	SPIPlanPtr	candidates_plan;
+	const char *delete_one_sql; /* deletes the record of key $2, never waiting */
+	SPIPlanPtr	delete_one_plan;
+	Oid			key_type;
+} SweepJournal;
+
+static SweepJournal sweep_journals[] = {
+	{
+		.name = "durable.inbox",
+		.purge_direct = durable_inbox_purge_direct,
+		.batch_sql = "DELETE FROM durable.inbox d"
+		" WHERE d.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c"
+		"                         WHERE c.done_at < $1 AND c.state = 'done'%s"
+		"                         ORDER BY c.done_at LIMIT $2"
+		"                         FOR UPDATE SKIP LOCKED))"
+		"   AND d.state = 'done' AND d.done_at < $1",
+		.candidates_sql = "SELECT c.id FROM durable.inbox c"
+		" WHERE c.done_at < $1 AND c.state = 'done'%s"
+		" ORDER BY c.done_at LIMIT $2",
+		.delete_one_sql = "DELETE FROM durable.inbox d"
+		" WHERE d.id = (SELECT c.id FROM durable.inbox c"
+		"                WHERE c.id = $2 AND c.state = 'done' AND c.done_at < $1"
+		"                FOR UPDATE SKIP LOCKED)",
+		.key_type = INT8OID,
+	},
+	{
+		.name = "durable.outbox",
+		.purge_direct = durable_outbox_purge_direct,
+		.batch_sql = "DELETE FROM durable.outbox d"
+		" WHERE d.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c"
+		"                          WHERE c.state = 'sent' AND c.sent_at < $1%s"
+		"                          ORDER BY c.sent_at LIMIT $2"
+		"                          FOR UPDATE SKIP LOCKED))"
+		"   AND d.state = 'sent' AND d.sent_at < $1",
+		.candidates_sql = "SELECT c.key FROM durable.outbox c"
+		" WHERE c.state = 'sent' AND c.sent_at < $1%s"
+		" ORDER BY c.sent_at LIMIT $2",
+		.delete_one_sql = "DELETE FROM durable.outbox d"
+		" WHERE d.key = (SELECT c.key FROM durable.outbox c"
+		"                 WHERE c.key = $2 AND c.state = 'sent' AND c.sent_at < $1"
+		"                 FOR UPDATE SKIP LOCKED)",
+		.key_type = TEXTOID,
+	},
+};
+
+/*
  * What keeps a record that your tables reference from being purged, for a
  * journal's candidate alias c: " AND NOT EXISTS (...)" for each foreign key
  * that references the journal with ON DELETE NO ACTION or RESTRICT (deleting
@@ -345,74 +404,65 @@ sweep_fk_guards(const char *journal)
 }
 
 /*
- * A journal's retention purge by statement, for when it cannot be written
- * directly: `sql_format` deletes up to $2 records finished before $1, and
- * its %s takes the foreign-key guards of `journal`.  The plan is cached
- * while no key needs guarding.
+ * Run one of a journal's statements with $1 = cutoff and $2 = `second`.
+ * A `guarded` statement's %s takes the journal's foreign-key guards, read
+ * from the catalog at each call; its plan is cached in *plan only while
+ * there is no key to guard.  Other statements are always cached.
  */
-static int64
-sweep_purge_statement(SPIPlanPtr *plan, const char *journal, const char *sql_format,
-					  TimestampTz cutoff, int64 limit)
+static void
+sweep_journal_exec(const SweepJournal *j, const char *sql, bool guarded, SPIPlanPtr *plan,
+				   Oid second_type, TimestampTz cutoff, Datum second, int expected)
 {
-	static Oid	types[2] = {TIMESTAMPTZOID, INT8OID};
+	Oid			types[2] = {TIMESTAMPTZOID, second_type};
 	Datum		values[2];
-	char	   *guards = sweep_fk_guards(journal);
+	char	   *guards = guarded ? sweep_fk_guards(j->name) : "";
 	int			rc;
 
 	values[0] = TimestampTzGetDatum(cutoff);
-	values[1] = Int64GetDatum(limit);
+	values[1] = second;
 	if (guards[0] == '\0')
-		durable_exec(durable_plan(plan, psprintf(sql_format, ""), 2, types),
-					 values, NULL, SPI_OK_DELETE, 0);
+		durable_exec(durable_plan(plan, guarded ? psprintf(sql, "") : sql, 2, types),
+					 values, NULL, expected, 0);
 	else
 	{
-		rc = SPI_execute_with_args(psprintf(sql_format, guards), 2, types, values, NULL, false, 0);
-		if (rc != SPI_OK_DELETE)
-			elog(ERROR, "durable: retention purge of %s failed: %s", journal, SPI_result_code_string(rc));
+		rc = SPI_execute_with_args(psprintf(sql, guards), 2, types, values, NULL, false, 0);
+		if (rc != expected)
+			elog(ERROR, "durable: retention purge of %s failed: %s", j->name, SPI_result_code_string(rc));
 	}
+}
+
+/*
+ * Delete up to `limit` of a journal's finished records older than cutoff,
+ * oldest first: directly, or with its statement when the journal cannot be
+ * written directly (a foreign key references it, say: the records it
+ * references are kept).  Returns how many were deleted.
+ */
+static int64
+sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit)
+{
+	int64		deleted = j->purge_direct(cutoff, limit);
+
+	if (deleted >= 0)
+		return deleted;
+	sweep_journal_exec(j, j->batch_sql, true, &j->batch_plan, INT8OID, cutoff,
+					   Int64GetDatum(limit), SPI_OK_DELETE);
 	return (int64) SPI_processed;
 }
 
 /*
  * Delete up to `limit` finished records older than cutoff: done inbox
  * records first, then sent outbox records with what is left of the limit.
- * Directly (direct.c), or with the statements when a journal cannot be
- * written directly (a foreign key references it, say: the records it
- * references are kept).  Returns how many were deleted.  Caller must be
- * connected to SPI.
+ * Returns how many were deleted.  Caller must be connected to SPI.
  */
 static int64
 sweep_purge(TimestampTz cutoff, int64 limit)
 {
-	static SPIPlanPtr inbox_plan = NULL;
-	static SPIPlanPtr outbox_plan = NULL;
-	int64		deleted;
-	int64		sent;
+	int64		deleted = 0;
+	int			i;
 
-	deleted = durable_inbox_purge_direct(cutoff, limit);
-	if (deleted < 0)
-		deleted = sweep_purge_statement(&inbox_plan, "durable.inbox",
-										"DELETE FROM durable.inbox d"
-										" WHERE d.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c"
-										"                         WHERE c.done_at < $1 AND c.state = 'done'%s"
-										"                         ORDER BY c.done_at LIMIT $2"
-										"                         FOR UPDATE SKIP LOCKED))"
-										"   AND d.state = 'done' AND d.done_at < $1",
-										cutoff, limit);
-	if (deleted >= limit)
-		return deleted;
-
-	sent = durable_outbox_purge_direct(cutoff, limit - deleted);
-	if (sent < 0)
-		sent = sweep_purge_statement(&outbox_plan, "durable.outbox",
-									 "DELETE FROM durable.outbox d"
-									 " WHERE d.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c"
-									 "                          WHERE c.state = 'sent' AND c.sent_at < $1%s"
-									 "                          ORDER BY c.sent_at LIMIT $2"
-									 "                          FOR UPDATE SKIP LOCKED))"
-									 "   AND d.state = 'sent' AND d.sent_at < $1",
-									 cutoff, limit - deleted);
-	return deleted + sent;
+	for (i = 0; i < lengthof(sweep_journals) && deleted < limit; i++)
+		deleted += sweep_purge_journal(&sweep_journals[i], cutoff, limit - deleted);
+	return deleted;
 }
 
 /*
@@ -459,10 +509,10 @@ sweep_try(void (*fn) (void *), void *arg)
 typedef struct SweepPurgeCall
 {
 	TimestampTz cutoff;
-	int64		limit;
+	int64		limit;			/* the batch: how many at most */
+	SweepJournal *journal;		/* one record: its journal... */
+	Datum		key;			/* ...and key */
 	int64		deleted;
-	const char *journal;		/* one-record deletes: the journal... */
-	Datum		key;			/* ...and the record's key */
 } SweepPurgeCall;
 
 static void
@@ -473,36 +523,14 @@ sweep_purge_call(void *arg)
 	call->deleted = sweep_purge(call->cutoff, call->limit);
 }
 
-/* Delete one finished record by key, as the batch would (never waiting for it). */
 static void
 sweep_purge_one_call(void *arg)
 {
-	static SPIPlanPtr inbox_plan = NULL;
-	static SPIPlanPtr outbox_plan = NULL;
-	static const Oid inbox_types[2] = {INT8OID, TIMESTAMPTZOID};
-	static const Oid outbox_types[2] = {TEXTOID, TIMESTAMPTZOID};
 	SweepPurgeCall *call = (SweepPurgeCall *) arg;
-	bool		inbox = strcmp(call->journal, "durable.inbox") == 0;
-	Datum		values[2];
+	SweepJournal *j = call->journal;
 
-	values[0] = call->key;
-	values[1] = TimestampTzGetDatum(call->cutoff);
-	if (inbox)
-		durable_exec(durable_plan(&inbox_plan,
-								  "DELETE FROM durable.inbox d"
-								  " WHERE d.id = (SELECT c.id FROM durable.inbox c"
-								  "                WHERE c.id = $1 AND c.state = 'done' AND c.done_at < $2"
-								  "                FOR UPDATE SKIP LOCKED)",
-								  2, inbox_types),
-					 values, NULL, SPI_OK_DELETE, 0);
-	else
-		durable_exec(durable_plan(&outbox_plan,
-								  "DELETE FROM durable.outbox d"
-								  " WHERE d.key = (SELECT c.key FROM durable.outbox c"
-								  "                 WHERE c.key = $1 AND c.state = 'sent' AND c.sent_at < $2"
-								  "                 FOR UPDATE SKIP LOCKED)",
-								  2, outbox_types),
-					 values, NULL, SPI_OK_DELETE, 0);
+	sweep_journal_exec(j, j->delete_one_sql, false, &j->delete_one_plan, j->key_type,
+					   call->cutoff, call->key, SPI_OK_DELETE);
 	call->deleted = (int64) SPI_processed;
 }
 
@@ -514,31 +542,16 @@ sweep_purge_one_call(void *arg)
  * Counts the failures in *failed and keeps the first one's error in *first.
  */
 static int64
-sweep_purge_one_by_one(const char *journal, TimestampTz cutoff, int64 limit,
+sweep_purge_one_by_one(SweepJournal *j, TimestampTz cutoff, int64 limit,
 					   int64 *failed, ErrorData **first)
 {
-	static const Oid types[2] = {TIMESTAMPTZOID, INT8OID};
-	bool		inbox = strcmp(journal, "durable.inbox") == 0;
-	Datum		values[2];
 	Datum	   *keys;
 	uint64		n;
 	uint64		i;
-	int			rc;
 	int64		deleted = 0;
 
-	values[0] = TimestampTzGetDatum(cutoff);
-	values[1] = Int64GetDatum(limit);
-	rc = SPI_execute_with_args(psprintf(inbox ?
-										"SELECT c.id FROM durable.inbox c"
-										" WHERE c.done_at < $1 AND c.state = 'done'%s"
-										" ORDER BY c.done_at LIMIT $2" :
-										"SELECT c.key FROM durable.outbox c"
-										" WHERE c.state = 'sent' AND c.sent_at < $1%s"
-										" ORDER BY c.sent_at LIMIT $2",
-										sweep_fk_guards(journal)),
-							   2, (Oid *) types, values, NULL, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "durable: retention purge of %s failed: %s", journal, SPI_result_code_string(rc));
+	sweep_journal_exec(j, j->candidates_sql, true, &j->candidates_plan, INT8OID, cutoff,
+					   Int64GetDatum(limit), SPI_OK_SELECT);
 	n = SPI_processed;
 	keys = palloc(sizeof(Datum) * Max(n, 1));
 	for (i = 0; i < n; i++)
@@ -547,7 +560,7 @@ sweep_purge_one_by_one(const char *journal, TimestampTz cutoff, int64 limit,
 
 	for (i = 0; i < n; i++)
 	{
-		SweepPurgeCall call = {.cutoff = cutoff, .journal = journal, .key = keys[i]};
+		SweepPurgeCall call = {.cutoff = cutoff, .journal = j, .key = keys[i]};
 		ErrorData  *edata = sweep_try(sweep_purge_one_call, &call);
 
 		if (edata == NULL)
@@ -581,15 +594,15 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 	ErrorData  *edata = sweep_try(sweep_purge_call, &call);
 	ErrorData  *first = NULL;
 	int64		failed = 0;
-	int64		purged;
+	int64		purged = 0;
+	int			i;
 
 	if (edata == NULL)
 		return call.deleted;
 	FreeErrorData(edata);
 
-	purged = sweep_purge_one_by_one("durable.inbox", cutoff, limit, &failed, &first);
-	if (purged + failed < limit)
-		purged += sweep_purge_one_by_one("durable.outbox", cutoff, limit - purged - failed,
+	for (i = 0; i < lengthof(sweep_journals) && purged + failed < limit; i++)
+		purged += sweep_purge_one_by_one(&sweep_journals[i], cutoff, limit - purged - failed,
 										 &failed, &first);
 	if (first != NULL)
 	{
