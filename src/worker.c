@@ -258,6 +258,38 @@ wkr_free_slot_exists(void)
 	return found;
 }
 
+/* Whether the database is in the list of pg_database's (wkr_list_databases). */
+static bool
+wkr_database_listed(List *dbs, Oid dboid)
+{
+	ListCell   *lc;
+
+	foreach(lc, dbs)
+	{
+		if (((WkrDatabase *) lfirst(lc))->oid == dboid)
+			return true;
+	}
+	return false;
+}
+
+/* Forget what wkr_absent holds of the database. */
+static void
+wkr_absent_forget(Oid dboid)
+{
+	ListCell   *lc;
+
+	foreach(lc, wkr_absent)
+	{
+		WkrAbsent  *absent = (WkrAbsent *) lfirst(lc);
+
+		if (absent->dboid == dboid)
+		{
+			wkr_absent = foreach_delete_current(wkr_absent, lc);
+			pfree(absent);
+		}
+	}
+}
+
 /*
  * When the database was found without the extension and gave up its slot:
  * when it is due to be checked again; else 0.  Forgets it once due.
@@ -271,14 +303,10 @@ wkr_absent_until(Oid dboid, TimestampTz now)
 	{
 		WkrAbsent  *absent = (WkrAbsent *) lfirst(lc);
 
-		if (absent->dboid != dboid)
-			continue;
-		if (absent->recheck_at > now)
+		if (absent->dboid == dboid && absent->recheck_at > now)
 			return absent->recheck_at;
-		wkr_absent = foreach_delete_current(wkr_absent, lc);
-		pfree(absent);
-		return 0;
 	}
+	wkr_absent_forget(dboid);
 	return 0;
 }
 
@@ -292,24 +320,13 @@ static void
 wkr_forget_installed(void)
 {
 	Oid			dboid;
-	ListCell   *lc;
 
 	SpinLockAcquire(&durable_shared->mutex);
 	dboid = durable_shared->installed_dboid;
 	durable_shared->installed_dboid = InvalidOid;
 	SpinLockRelease(&durable_shared->mutex);
-	if (!OidIsValid(dboid))
-		return;
-	foreach(lc, wkr_absent)
-	{
-		WkrAbsent  *absent = (WkrAbsent *) lfirst(lc);
-
-		if (absent->dboid == dboid)
-		{
-			wkr_absent = foreach_delete_current(wkr_absent, lc);
-			pfree(absent);
-		}
-	}
+	if (OidIsValid(dboid))
+		wkr_absent_forget(dboid);
 }
 
 /* Forget the databases of wkr_absent that are no longer in pg_database (dbs). */
@@ -321,12 +338,8 @@ wkr_forget_dropped_absent(List *dbs)
 	foreach(lc, wkr_absent)
 	{
 		WkrAbsent  *absent = (WkrAbsent *) lfirst(lc);
-		ListCell   *ld;
-		bool		exists = false;
 
-		foreach(ld, dbs)
-			exists = exists || ((WkrDatabase *) lfirst(ld))->oid == absent->dboid;
-		if (!exists)
+		if (!wkr_database_listed(dbs, absent->dboid))
 		{
 			wkr_absent = foreach_delete_current(wkr_absent, lc);
 			pfree(absent);
@@ -385,17 +398,23 @@ wkr_take_absent_slot(Oid dboid, TimestampTz now)
 
 /*
  * The slot of a database the launcher wants a worker in, assigned if
- * needed.  When every slot is taken by a database with durable, warns once
- * per database and returns NULL.
+ * needed.  NULL, with *absent_until set, when the database was found
+ * without durable, gave its slot away and is not due to be checked again.
+ * When every slot is taken by a database with durable, warns once per
+ * database and returns NULL.
  */
 static DurableDbSlot *
-wkr_launcher_slot(const WkrDatabase *db, TimestampTz now)
+wkr_launcher_slot(const WkrDatabase *db, TimestampTz now, TimestampTz *absent_until)
 {
 	DurableDbSlot *slot = durable_db_slot(db->oid, false);
 	MemoryContext old;
 
+	*absent_until = 0;
 	if (slot != NULL)
 		return slot;
+	*absent_until = wkr_absent_until(db->oid, now);
+	if (*absent_until != 0)
+		return NULL;
 	if (wkr_free_slot_exists())
 		slot = durable_db_slot(db->oid, true);
 	if (slot == NULL)
@@ -531,18 +550,8 @@ wkr_free_orphan_slots(List *candidates, List *dbs)
 	foreach(lc, candidates)
 	{
 		Oid			dboid = lfirst_oid(lc);
-		ListCell   *ld;
-		bool		exists = false;
 
-		foreach(ld, dbs)
-		{
-			if (((WkrDatabase *) lfirst(ld))->oid == dboid)
-			{
-				exists = true;
-				break;
-			}
-		}
-		if (!exists)
+		if (!wkr_database_listed(dbs, dboid))
 		{
 			ereport(DEBUG1,
 					(errmsg_internal("durable launcher: freeing the slot of dropped database %u",
@@ -686,17 +695,13 @@ wkr_launch_workers(TimestampTz now)
 		if (!db->launchable || wkr_is_tracked(db->oid) ||
 			wkr_ntracked >= DURABLE_MAX_DATABASES)
 			continue;
-		/* Found without durable and its slot given away: not due yet. */
-		absent_until = durable_db_slot(db->oid, false) == NULL ?
-			wkr_absent_until(db->oid, now) : 0;
-		if (absent_until != 0)
+		slot = wkr_launcher_slot(db, now, &absent_until);
+		if (slot == NULL)
 		{
-			next = Min(next, absent_until);
+			if (absent_until != 0)
+				next = Min(next, absent_until);
 			continue;
 		}
-		slot = wkr_launcher_slot(db, now);
-		if (slot == NULL)
-			continue;
 
 		SpinLockAcquire(&slot->mutex);
 		if (slot->worker_pid == 0 && !slot->worker_starting)
