@@ -249,10 +249,12 @@ floor_unpublish(DurableDbSlot *slot, uint64 raising)
  * Refresh the floor of `slot` (this backend is its one refresher): from
  * `from`, or from the head when the inbox is not the one the floor was
  * computed for (the extension was dropped and created again).  Without an
- * inbox the floor is 0.
+ * inbox the floor is 0.  `now` is the wall clock the records' times are
+ * compared with, `clock` durable_clock_us() for the refresh's own pacing.
  */
 static void
-floor_refresh(DurableDbSlot *slot, int64 from, Oid relid, uint64 gen, TimestampTz now)
+floor_refresh(DurableDbSlot *slot, int64 from, Oid relid, uint64 gen, TimestampTz now,
+			  int64 clock)
 {
 	FloorRels	rels;
 	FloorScan	first = {0, 0, 0};
@@ -305,10 +307,10 @@ floor_refresh(DurableDbSlot *slot, int64 from, Oid relid, uint64 gen, TimestampT
 		}
 		slot->floor_relid = rels.heap;
 		if (from == 0)
-			slot->floor_from_head_at = now;
+			slot->floor_from_head_at = clock;
 	}
 	slot->floor_busy_until = 0;
-	slot->floor_next_refresh = now + (int64) FLOOR_REFRESH_MS * 1000;
+	slot->floor_next_refresh = clock + (int64) FLOOR_REFRESH_MS * 1000;
 	SpinLockRelease(&slot->floor_mutex);
 	if (published != 0)
 		floor_unpublish(slot, published);
@@ -318,6 +320,7 @@ int64
 durable_claim_floor(TimestampTz now)
 {
 	DurableDbSlot *slot = durable_my_slot();
+	int64		clock;
 	int64		current;
 	int64		from;
 	Oid			relid;
@@ -326,22 +329,23 @@ durable_claim_floor(TimestampTz now)
 	if (slot == NULL || !durable_claim_floor_enabled)
 		return 0;
 
+	clock = durable_clock_us();
 	SpinLockAcquire(&slot->floor_mutex);
 	current = floor_effective(slot, now);
-	if (now < slot->floor_next_refresh || now < slot->floor_busy_until)
+	if (clock < slot->floor_next_refresh || clock < slot->floor_busy_until)
 	{
 		SpinLockRelease(&slot->floor_mutex);
 		return current;
 	}
-	slot->floor_busy_until = now + (int64) FLOOR_REFRESH_TIMEOUT_MS * 1000;
+	slot->floor_busy_until = clock + (int64) FLOOR_REFRESH_TIMEOUT_MS * 1000;
 	gen = slot->floor_gen;
 	relid = slot->floor_relid;
-	from = (now >= slot->floor_from_head_at + (int64) FLOOR_MAX_AGE_MS * 1000) ? 0 : current;
+	from = (clock >= slot->floor_from_head_at + (int64) FLOOR_MAX_AGE_MS * 1000) ? 0 : current;
 	SpinLockRelease(&slot->floor_mutex);
 
 	PG_TRY();
 	{
-		floor_refresh(slot, from, relid, gen, now);
+		floor_refresh(slot, from, relid, gen, now, clock);
 	}
 	PG_CATCH();
 	{

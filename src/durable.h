@@ -17,6 +17,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
+#include "portability/instr_time.h"
 #include "utils/timestamp.h"
 
 /* ---- SQLSTATEs of the contract ---- */
@@ -35,6 +36,23 @@
  * cannot be planned on this index (durable--0.3--0.4.sql says why).
  */
 #define INBOX_OPEN_SCAN(alias)	alias ".finished_at IS NULL AND " alias ".id > 0"
+
+/*
+ * Microseconds on CLOCK_MONOTONIC: the same clock in every process, and one
+ * that is never set back.  Deadlines and pacing inside the server (a waiting
+ * claim's end, the worker's next pass, the claim floor's next refresh, the
+ * launcher's restart delays) use it, so that a wall clock stepped back an
+ * hour does not stretch them by an hour.  Whatever is compared with a
+ * timestamp stored in a table (lease_until, not_before) uses the wall clock.
+ */
+static inline int64
+durable_clock_us(void)
+{
+	instr_time	t;
+
+	INSTR_TIME_SET_CURRENT(t);
+	return (int64) INSTR_TIME_GET_MICROSEC(t);
+}
 
 /* ---- Settings (durable.c) ---- */
 extern int	durable_lease_ms;
@@ -185,13 +203,13 @@ extern void durable_wake_at_commit(DurableQueue queue);
  * A claim that may wait: call durable_wait_begin once, with the claim
  * function's fcinfo, then durable_wait_prepare before each claim attempt,
  * then durable_wait_sleep when the attempt found nothing.  It sleeps until a
- * wake for `queue`, next_due (0: none known) or the deadline, whichever is
- * first, and returns false once the deadline has passed.  Always finish with
- * durable_wait_done.
+ * wake for `queue`, next_due (wall clock; 0: none known) or the deadline
+ * (durable_clock_us), whichever is first, and returns false once the
+ * deadline has passed.  Always finish with durable_wait_done.
  */
 extern void durable_wait_begin(FunctionCallInfo fcinfo);
 extern void durable_wait_prepare(DurableQueue queue);
-extern bool durable_wait_sleep(DurableQueue queue, TimestampTz deadline,
+extern bool durable_wait_sleep(DurableQueue queue, int64 deadline,
 							   TimestampTz next_due);
 extern void durable_wait_done(void);
 

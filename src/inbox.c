@@ -598,7 +598,7 @@ durable_inbox_claim(PG_FUNCTION_ARGS)
 	int32		max = durable_arg_int32(fcinfo, 1, "max");
 	int64		lease_us = durable_arg_lease_us(fcinfo, 2);
 	int64		wait_us = durable_arg_wait_us(fcinfo, 3);
-	TimestampTz deadline;
+	int64		deadline;
 
 	if (max < 1)
 		ereport(ERROR,
@@ -618,7 +618,7 @@ durable_inbox_claim(PG_FUNCTION_ARGS)
 		TimestampTz next_due;
 
 		SPI_connect();
-		deadline = GetCurrentTimestamp() + wait_us;
+		deadline = durable_clock_us() + wait_us;
 		durable_wait_begin(fcinfo);
 
 		/* Each attempt's memory is freed before the next: a wait may last an hour. */

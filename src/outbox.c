@@ -991,7 +991,7 @@ durable_outbox_claim(PG_FUNCTION_ARGS)
 	int64		lease_us;
 	int64		wait_us;
 	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz deadline;
+	int64		deadline;
 
 	instance = durable_arg_id(fcinfo, 0, "instance");
 	max = durable_arg_int32(fcinfo, 1, "max");
@@ -1002,7 +1002,7 @@ durable_outbox_claim(PG_FUNCTION_ARGS)
 	max = Min(max, OUTBOX_MAX_CLAIM);
 	lease_us = durable_arg_lease_us(fcinfo, 2);
 	wait_us = durable_arg_wait_us(fcinfo, 3);
-	deadline = now + wait_us;
+	deadline = durable_clock_us() + wait_us;
 
 	durable_srf_init(fcinfo);
 	SPI_connect();

@@ -51,15 +51,16 @@ typedef struct DurableDbSlot
 	Oid			floor_relid;	/* the inbox the floor was computed for */
 	int64		floor_fallback; /* where claims scan from once floor_due passed */
 	TimestampTz floor_due;		/* a record below the floor comes due (0: none) */
-	TimestampTz floor_from_head_at; /* last refresh that scanned from the head */
-	TimestampTz floor_next_refresh; /* no refresh before this */
-	TimestampTz floor_busy_until;	/* a refresh runs (until this at most) */
+	/* These three on durable_clock_us(): */
+	int64		floor_from_head_at; /* last refresh that scanned from the head */
+	int64		floor_next_refresh; /* no refresh before this */
+	int64		floor_busy_until;	/* a refresh runs (until this at most) */
 
 	/* The database's background worker (worker.c). */
 	pid_t		worker_pid;		/* 0: none running */
 	bool		worker_starting;	/* the launcher asked for one */
-	TimestampTz worker_blocked_until;	/* no new worker before this */
-	TimestampTz worker_checked_at;	/* last time a worker looked here */
+	int64		worker_blocked_until;	/* no new worker before this (durable_clock_us) */
+	int64		worker_checked_at;	/* last time a worker looked here (durable_clock_us) */
 	bool		extension_absent;	/* the last worker found no extension */
 } DurableDbSlot;
 

@@ -635,14 +635,14 @@ durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 	if (scan_open)
 	{
 		static SPIPlanPtr inbox_due_plan = NULL;
-		TimestampTz started = GetCurrentTimestamp();
+		int64		started = durable_clock_us();
 
 		result->inbox_expired = durable_recover_inbox(now, (Datum) 0, false, DURABLE_SWEEP_BATCH);
 		result->outbox_ambiguous = durable_recover_outbox(now, (Datum) 0, false, DURABLE_SWEEP_BATCH);
 		(void) sweep_announce_due(&sweep_inbox_checked_at, now, &inbox_due_plan,
 								  SWEEP_INBOX_DUE_SQL, "inbox", DQ_INBOX);
 		result->scanned_open = true;
-		result->scan_us = GetCurrentTimestamp() - started;
+		result->scan_us = durable_clock_us() - started;
 	}
 
 	outbox_due = sweep_announce_due(&sweep_outbox_checked_at, now, &outbox_due_plan,

@@ -194,19 +194,18 @@ durable_wait_prepare(DurableQueue queue)
 }
 
 bool
-durable_wait_sleep(DurableQueue queue, TimestampTz deadline, TimestampTz next_due)
+durable_wait_sleep(DurableQueue queue, int64 deadline, TimestampTz next_due)
 {
 	DurableDbSlot *slot = durable_my_slot();
-	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz until = deadline;
+	int64		left_us = deadline - durable_clock_us();
 	long		timeout_ms;
 
-	if (now >= deadline)
+	if (left_us <= 0)
 		return false;
-	if (next_due != 0 && next_due < until)
-		until = next_due;
+	if (next_due != 0)
+		left_us = Min(left_us, next_due - GetCurrentTimestamp());
 	/* Round up, so that we wake after the due time rather than just before it. */
-	timeout_ms = (long) ((until - now + 999) / 1000);
+	timeout_ms = (long) Min((left_us + 999) / 1000, (int64) INT_MAX);
 	if (timeout_ms < 1)
 		timeout_ms = 1;
 

@@ -167,7 +167,7 @@ static List *wkr_warned_no_slot = NIL;	/* databases warned about, once each */
 typedef struct WkrAbsent
 {
 	Oid			dboid;
-	TimestampTz recheck_at;
+	int64		recheck_at;
 } WkrAbsent;
 
 static List *wkr_absent = NIL;	/* of WkrAbsent, in TopMemoryContext */
@@ -196,7 +196,7 @@ wkr_init_wait_event(const char *name)
 
 /* Milliseconds from now until `until`, at least 1. */
 static long
-wkr_ms_until(TimestampTz now, TimestampTz until)
+wkr_ms_until(int64 now, int64 until)
 {
 	int64		ms;
 
@@ -294,8 +294,8 @@ wkr_absent_forget(Oid dboid)
  * When the database was found without the extension and gave up its slot:
  * when it is due to be checked again; else 0.  Forgets it once due.
  */
-static TimestampTz
-wkr_absent_until(Oid dboid, TimestampTz now)
+static int64
+wkr_absent_until(Oid dboid, int64 now)
 {
 	ListCell   *lc;
 
@@ -353,11 +353,11 @@ wkr_forget_dropped_absent(List *dbs)
  * database's next check here.  NULL when there is none.
  */
 static DurableDbSlot *
-wkr_take_absent_slot(Oid dboid, TimestampTz now)
+wkr_take_absent_slot(Oid dboid, int64 now)
 {
 	DurableDbSlot *taken = NULL;
 	Oid			absent_db = InvalidOid;
-	TimestampTz recheck_at = 0;
+	int64		recheck_at = 0;
 	int			i;
 
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
@@ -404,7 +404,7 @@ wkr_take_absent_slot(Oid dboid, TimestampTz now)
  * database and returns NULL.
  */
 static DurableDbSlot *
-wkr_launcher_slot(const WkrDatabase *db, TimestampTz now, TimestampTz *absent_until)
+wkr_launcher_slot(const WkrDatabase *db, int64 now, int64 *absent_until)
 {
 	DurableDbSlot *slot = durable_db_slot(db->oid, false);
 	MemoryContext old;
@@ -630,7 +630,7 @@ wkr_is_tracked(Oid dboid)
  * back for the restart delay.
  */
 static void
-wkr_reap_workers(TimestampTz now)
+wkr_reap_workers(int64 now)
 {
 	int			i = 0;
 
@@ -668,10 +668,10 @@ wkr_reap_workers(TimestampTz now)
  * are missing.  Returns when the launcher should look again at the latest.
  * Runs in the launcher's loop memory context.
  */
-static TimestampTz
-wkr_launch_workers(TimestampTz now)
+static int64
+wkr_launch_workers(int64 now)
 {
-	TimestampTz next = now + (int64) durable_naptime_ms * 1000;
+	int64		next = now + (int64) durable_naptime_ms * 1000;
 	List	   *idle = wkr_idle_slot_databases();
 	List	   *dbs = wkr_list_databases();
 	ListCell   *lc;
@@ -685,7 +685,7 @@ wkr_launch_workers(TimestampTz now)
 		WkrDatabase *db = (WkrDatabase *) lfirst(lc);
 		DurableDbSlot *slot;
 		bool		start = false;
-		TimestampTz absent_until;
+		int64		absent_until;
 
 		/*
 		 * A tracked worker that has already given up its slot but not yet
@@ -706,7 +706,7 @@ wkr_launch_workers(TimestampTz now)
 		SpinLockAcquire(&slot->mutex);
 		if (slot->worker_pid == 0 && !slot->worker_starting)
 		{
-			TimestampTz recheck = slot->worker_checked_at +
+			int64		recheck = slot->worker_checked_at +
 				(int64) WKR_ABSENT_RECHECK_MS * 1000;
 
 			if (slot->worker_blocked_until > now)
@@ -761,8 +761,8 @@ durable_launcher_main(Datum main_arg)
 									 ALLOCSET_DEFAULT_SIZES);
 	for (;;)
 	{
-		TimestampTz now;
-		TimestampTz next;
+		int64		now;
+		int64		next;
 		MemoryContext old;
 
 		CHECK_FOR_INTERRUPTS();
@@ -772,7 +772,7 @@ durable_launcher_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
-		now = GetCurrentTimestamp();
+		now = durable_clock_us();
 		old = MemoryContextSwitchTo(loop_cxt);
 		wkr_reap_workers(now);
 		next = wkr_launch_workers(now);
@@ -780,7 +780,7 @@ durable_launcher_main(Datum main_arg)
 		MemoryContextReset(loop_cxt);
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 wkr_ms_until(GetCurrentTimestamp(), next), wkr_wait_event);
+						 wkr_ms_until(durable_clock_us(), next), wkr_wait_event);
 		ResetLatch(MyLatch);
 	}
 }
@@ -812,7 +812,7 @@ wkr_worker_exit(int code, Datum arg)
 static bool
 wkr_claim_slot(Oid dboid)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	int64		now = durable_clock_us();
 	bool		claimed = false;
 
 	SpinLockAcquire(&wkr_slot->mutex);
@@ -832,7 +832,7 @@ wkr_claim_slot(Oid dboid)
 static void
 wkr_record_check(bool present)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	int64		now = durable_clock_us();
 
 	SpinLockAcquire(&wkr_slot->mutex);
 	wkr_slot->extension_absent = !present;
@@ -932,7 +932,7 @@ static bool
 wkr_pass(bool scan_open, DurableSweepResult *res)
 {
 	bool		present;
-	TimestampTz started = GetCurrentTimestamp();
+	int64		started = durable_clock_us();
 
 	memset(res, 0, sizeof(*res));
 	SetCurrentStatementStartTimestamp();
@@ -961,7 +961,7 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 				(errmsg_internal("durable worker: swept database \"%s\": %d expired, %d ambiguous, %d due, " INT64_FORMAT " purged; pass %.3f ms, open-record scans %s %.3f ms",
 								 wkr_dbname, res->inbox_expired, res->outbox_ambiguous,
 								 res->outbox_due, res->purged,
-								 (double) (GetCurrentTimestamp() - started) / 1000.0,
+								 (double) (durable_clock_us() - started) / 1000.0,
 								 res->scanned_open ? "ran" : "skipped",
 								 (double) res->scan_us / 1000.0)));
 	}
@@ -976,9 +976,9 @@ durable_worker_main(Datum main_arg)
 {
 	Oid			dboid = DatumGetObjectId(main_arg);
 	MemoryContext pass_cxt;
-	TimestampTz last_pass;
-	TimestampTz next_pass;
-	TimestampTz next_open_scan = 0;
+	int64		last_pass;
+	int64		next_pass;
+	int64		next_open_scan = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -1011,12 +1011,12 @@ durable_worker_main(Datum main_arg)
 
 	pass_cxt = AllocSetContextCreate(TopMemoryContext, "durable worker pass",
 									 ALLOCSET_DEFAULT_SIZES);
-	last_pass = GetCurrentTimestamp();
+	last_pass = durable_clock_us();
 	next_pass = last_pass + (int64) durable_naptime_ms * 1000;
 	for (;;)
 	{
-		TimestampTz now;
-		TimestampTz next;
+		int64		now;
+		int64		next;
 		MemoryContext old;
 		DurableSweepResult res;
 		bool		present;
@@ -1028,7 +1028,7 @@ durable_worker_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
-		now = GetCurrentTimestamp();
+		now = durable_clock_us();
 		next = Min(next_pass, last_pass + (int64) durable_naptime_ms * 1000);
 		if (now < next)
 		{
@@ -1065,7 +1065,7 @@ durable_worker_main(Datum main_arg)
 		 * purge batch the worker rests WKR_PURGE_REST times as long as the
 		 * pass took.  The open-record scans rest by their own cost.
 		 */
-		now = GetCurrentTimestamp();
+		now = durable_clock_us();
 		if (res.scanned_open)
 			next_open_scan = now + Min(res.scan_us * WKR_OPEN_SCAN_REST,
 									   (int64) WKR_OPEN_SCAN_REST_MAX_MS * 1000);
@@ -1107,8 +1107,8 @@ wkr_stop_worker(const char *dbname)
 {
 	Oid			dboid;
 	DurableDbSlot *slot;
-	TimestampTz now;
-	TimestampTz deadline;
+	int64		now;
+	int64		deadline;
 	pid_t		signalled = 0;
 
 	if (dbname == NULL)
@@ -1120,7 +1120,7 @@ wkr_stop_worker(const char *dbname)
 	if (slot == NULL)
 		return InvalidOid;
 
-	now = GetCurrentTimestamp();
+	now = durable_clock_us();
 	deadline = now + (int64) WKR_STOP_WAIT_MS * 1000;
 	SpinLockAcquire(&slot->mutex);
 	slot->worker_blocked_until = Max(slot->worker_blocked_until,
@@ -1147,7 +1147,7 @@ wkr_stop_worker(const char *dbname)
 										 dbname)));
 			signalled = pid;
 		}
-		if (GetCurrentTimestamp() >= deadline)
+		if (durable_clock_us() >= deadline)
 		{
 			ereport(WARNING,
 					(errmsg("durable worker of database \"%s\" did not stop within %d ms",

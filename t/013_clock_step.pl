@@ -1,0 +1,168 @@
+# t/013_clock_step.pl
+# A wall clock set back (an NTP step, an operator's mistake) must not pause
+# durable for as long as the step: the worker's pacing and a waiting claim's
+# deadline run on the monotonic clock.  Before, a clock set back an hour
+# stopped lease recovery for an hour and stretched inbox_claim(wait => 2 s)
+# by an hour.
+#
+# The server runs under a small LD_PRELOAD library that adds the number of
+# seconds written in a file to gettimeofday() and clock_gettime(CLOCK_REALTIME)
+# (where PostgreSQL reads the wall clock); the monotonic clock is left alone.
+
+use strict;
+use warnings;
+
+use POSIX ();
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $dir = PostgreSQL::Test::Utils::tempdir;
+my $shift_file = "$dir/clock_shift";
+my $shim_c = "$dir/clock_shift.c";
+my $shim_so = "$dir/clock_shift.so";
+
+append_to_file($shift_file, '0');
+append_to_file(
+	$shim_c, q{
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Seconds to add to the wall clock: the file named by CLOCK_SHIFT_FILE. */
+static long
+clock_shift(void)
+{
+	const char *path = getenv("CLOCK_SHIFT_FILE");
+	char		buf[32];
+	ssize_t		n;
+	int			fd;
+
+	if (path == NULL || (fd = open(path, O_RDONLY)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return strtol(buf, NULL, 10);
+}
+
+int
+gettimeofday(struct timeval *tv, void *tz)
+{
+	static int	(*real) (struct timeval *, void *);
+	int			rc;
+
+	if (real == NULL)
+		real = (int (*) (struct timeval *, void *)) dlsym(RTLD_NEXT, "gettimeofday");
+	rc = real(tv, tz);
+	if (rc == 0 && tv != NULL)
+		tv->tv_sec += clock_shift();
+	return rc;
+}
+
+int
+clock_gettime(clockid_t id, struct timespec *ts)
+{
+	static int	(*real) (clockid_t, struct timespec *);
+	int			rc;
+
+	if (real == NULL)
+		real = (int (*) (clockid_t, struct timespec *)) dlsym(RTLD_NEXT, "clock_gettime");
+	rc = real(id, ts);
+	if (rc == 0 && ts != NULL && id == CLOCK_REALTIME)
+		ts->tv_sec += clock_shift();
+	return rc;
+}
+});
+my $cc = $ENV{CC} // 'cc';
+system_or_bail($cc, '-shared', '-fPIC', '-O2', '-o', $shim_so, $shim_c, '-ldl');
+
+sub set_clock_shift
+{
+	my ($seconds) = @_;
+	open(my $fh, '>', "$shift_file.new") or die "cannot write $shift_file.new: $!";
+	print $fh $seconds;
+	close($fh);
+	rename("$shift_file.new", $shift_file) or die "cannot rename to $shift_file: $!";
+}
+
+my $node = PostgreSQL::Test::Cluster->new('clock');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'durable'
+durable.naptime = '100ms'
+log_min_messages = debug1
+});
+{
+	local $ENV{LD_PRELOAD} = $shim_so;
+	local $ENV{CLOCK_SHIFT_FILE} = $shift_file;
+	$node->start;
+}
+$node->safe_psql('postgres', 'CREATE EXTENSION durable');
+
+# The shim works: the server's clock follows the file.
+my $before = $node->safe_psql('postgres', 'SELECT extract(epoch FROM now())::bigint');
+set_clock_shift(-3600);
+my $after = $node->safe_psql('postgres', 'SELECT extract(epoch FROM now())::bigint');
+ok($before - $after > 3500 && $before - $after < 3700,
+	"the server's wall clock went back an hour ($before -> $after)");
+
+# Let the worker run passes at the clock it knew, then set it back an hour
+# more: the worker's next pass would be due an hour later by the wall clock.
+my $offset = -s $node->logfile;
+$node->poll_query_until('postgres', 'SELECT true')
+  or die 'server gone';
+for (my $i = 0; $i < 300; $i++)
+{
+	last if slurp_file($node->logfile, $offset) =~ /durable worker: swept database "postgres"/;
+	usleep(100_000);
+}
+set_clock_shift(-7200);
+
+# --- Lease recovery keeps running: a lease that expires after the step is
+# recovered by the worker within seconds.
+$node->safe_psql('postgres',
+	q{SELECT id FROM durable.inbox_admit('clock', 'm1', 'c1', instance => 'frozen', lease => '1 s')});
+ok( $node->poll_query_until(
+		'postgres',
+		q{SELECT state = 'pending' FROM durable.inbox WHERE source = 'clock' AND message_id = 'm1'}),
+	'a lease that expired after the clock was set back is recovered');
+
+# --- A waiting claim ends at its wait, even when the clock is set back
+# during the wait.  The queue is emptied first, so that the claim waits.
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT count(durable.inbox_complete(id, token)) FROM durable.inbox_claim('w', max => 10)}),
+	'1',
+	'the recovered record is claimed and completed');
+my $child = fork();
+die "fork: $!" unless defined $child;
+if ($child == 0)
+{
+	usleep(700_000);
+	set_clock_shift(-10800);
+	POSIX::_exit(0);
+}
+my $started = time();
+my ($rc, $out, $err) = $node->psql(
+	'postgres',
+	q{SELECT count(*) FROM durable.inbox_claim('waiting', max => 1, wait => '3 s')},
+	timeout => 30,
+	timed_out => \my $timed_out);
+my $waited = time() - $started;
+waitpid($child, 0);
+ok(!$timed_out, 'the waiting claim returned within 30 s');
+is($out, '0', 'the waiting claim returned empty-handed') or diag($err);
+ok($waited >= 2.5 && $waited < 20,
+	sprintf('a 3 s wait with the clock set back an hour during it took %.1f s', $waited));
+
+$node->stop;
+done_testing();
