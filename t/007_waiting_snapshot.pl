@@ -123,32 +123,51 @@ for my $case (
 	$bg->quit;
 }
 
-# ---- a long wait does not grow its backend: 300 admits into a chat whose
-# oldest record is leased wake the claim 300 times, and it claims nothing
-# each time (per-chat order); each attempt's memory is freed before it
-# sleeps again (it used to keep every attempt's, about 8 kB each)
+# ---- a long wait does not grow its backend: 300 records queued behind a
+# chat's held one wake the claim 300 times, and it claims nothing each time
+# (per-chat order); each attempt's memory is freed before it sleeps again
+# (the inbox's used to keep every attempt's, about 8 kB each)
 sub rss_anon_kb
 {
 	my ($pid) = @_;
 	my ($kb) = slurp_file("/proc/$pid/status") =~ /^RssAnon:\s+(\d+) kB/m;
 	return $kb;
 }
-my $held = $node->safe_psql('postgres',
-	"SELECT id || ', ' || token FROM durable.inbox_admit('t', 'held', 'busy-chat', instance => 'b1', lease => '1h')");
-($bg, $pid) = start_waiter('blocked chat',
-	"SELECT 'claimed:' || message_id FROM durable.inbox_claim('w9', 1, wait => '120 s');");
-my $rss_before = rss_anon_kb($pid);
-$node->safe_psql('postgres', join('',
-	map { "SELECT 1 FROM durable.inbox_admit('t', 'queued-$_', 'busy-chat'); SELECT pg_sleep(0.005);\n" } 1 .. 300));
-$node->poll_query_until('postgres',
-	"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $pid")
-  or die 'the blocked claim never went back to sleep';
-my $grown = rss_anon_kb($pid) - $rss_before;
-cmp_ok($grown, '<', 1024, "300 wakes that claim nothing grow the waiting backend by $grown kB, not by megabytes");
-$node->safe_psql('postgres', "SELECT durable.inbox_complete($held)");
-like($bg->query_safe("SELECT 'after'"), qr/claimed:queued-1\b/,
-	'and once the chat is free it claims the chat\'s next record');
-$bg->quit;
+
+# $hold: SQL returning the arguments that let the chat go again ($free,
+# with %s); $claim: the waiting claim; $queue_one: SQL queueing record %d.
+sub wakes_do_not_grow
+{
+	my ($queue, $hold, $free, $claim, $queue_one) = @_;
+	my $held = $node->safe_psql('postgres', $hold);
+	my ($bg, $pid) = start_waiter("$queue: blocked chat", $claim);
+	my $rss_before = rss_anon_kb($pid);
+	$node->safe_psql('postgres',
+		join('', map { sprintf($queue_one, $_) . " SELECT pg_sleep(0.005);\n" } 1 .. 300));
+	$node->poll_query_until('postgres',
+		"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $pid")
+	  or die "$queue: the blocked claim never went back to sleep";
+	my $grown = rss_anon_kb($pid) - $rss_before;
+	cmp_ok($grown, '<', 1024,
+		"$queue: 300 wakes that claim nothing grow the waiting backend by $grown kB, not by megabytes");
+	$node->safe_psql('postgres', sprintf($free, $held));
+	like($bg->query_safe("SELECT 'after'"), qr/claimed:queued-1\b/,
+		"$queue: and once the chat is free it claims the chat's next record");
+	$bg->quit;
+}
+
+wakes_do_not_grow(
+	'inbox',
+	"SELECT id || ', ' || token FROM durable.inbox_admit('t', 'held', 'busy-chat', instance => 'b1', lease => '1h')",
+	'SELECT durable.inbox_complete(%s)',
+	"SELECT 'claimed:' || message_id FROM durable.inbox_claim('w9', 1, wait => '120 s');",
+	"SELECT 1 FROM durable.inbox_admit('t', 'queued-%d', 'busy-chat');");
+wakes_do_not_grow(
+	'outbox',
+	"SELECT quote_literal(key) || ', ' || token FROM durable.outbox_begin('held', 'busy-chat', '{}', 'b1', lease => '1h')",
+	"SELECT durable.outbox_sent(%s, 'p-held')",
+	"SELECT 'claimed:' || key FROM durable.outbox_claim('w9', 1, wait => '120 s');",
+	"SELECT 1 FROM durable.outbox_enqueue('queued-%d', 'busy-chat', '{}');");
 
 $node->stop;
 done_testing();
