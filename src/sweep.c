@@ -76,6 +76,7 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/resowner.h"
 
 #include "permit.h"
@@ -323,7 +324,24 @@ typedef struct SweepJournal
 	const char *delete_one_sql; /* deletes the record of key $2, never waiting */
 	SPIPlanPtr	delete_one_plan;
 	Oid			key_type;
+	const char *key_column;		/* the key's column, for the skip clause */
+	/* Records whose delete failed in this process (sweep_remember_failed). */
+	StringInfo	skip_keys;		/* SQL literals, comma-separated; NULL: none */
+	int			nskip;
+	int64		skip_until;		/* durable_clock_us() when they are tried again */
 } SweepJournal;
+
+/*
+ * A record whose delete fails (a trigger that raises, a cascade that another
+ * key refuses) is passed over by this process's later batches for
+ * SWEEP_SKIP_RETRY_MS, then tried again (its cause may be gone).  Without
+ * this, every pass met it again: the batch failed, up to a thousand records
+ * were deleted one at a time in a subtransaction each, and the same WARNING
+ * was logged, every naptime.  At most SWEEP_SKIP_MAX per journal are
+ * remembered; past that, passes take the one-at-a-time path again.
+ */
+#define SWEEP_SKIP_RETRY_MS		(10 * 60 * 1000)
+#define SWEEP_SKIP_MAX			1000
 
 static SweepJournal sweep_journals[] = {
 	{
@@ -343,6 +361,7 @@ static SweepJournal sweep_journals[] = {
 		"                WHERE c.id = $2 AND c.state = 'done' AND c.done_at < $1"
 		"                FOR UPDATE SKIP LOCKED)",
 		.key_type = INT8OID,
+		.key_column = "id",
 	},
 	{
 		.name = "durable.outbox",
@@ -361,6 +380,7 @@ static SweepJournal sweep_journals[] = {
 		"                 WHERE c.key = $2 AND c.state = 'sent' AND c.sent_at < $1"
 		"                 FOR UPDATE SKIP LOCKED)",
 		.key_type = TEXTOID,
+		.key_column = "key",
 	},
 };
 
@@ -406,8 +426,9 @@ sweep_fk_guards(const char *journal)
 /*
  * Run one of a journal's statements with $1 = cutoff and $2 = `second`.
  * A `guarded` statement's %s takes the journal's foreign-key guards, read
- * from the catalog at each call; its plan is cached in *plan only while
- * there is no key to guard.  Other statements are always cached.
+ * from the catalog at each call, and passes over the records this process
+ * failed to delete; its plan is cached in *plan only while there is neither.
+ * Other statements are always cached.
  */
 static void
 sweep_journal_exec(const SweepJournal *j, const char *sql, bool guarded, SPIPlanPtr *plan,
@@ -417,6 +438,10 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, bool guarded, SPIPlan
 	Datum		values[2];
 	char	   *guards = guarded ? sweep_fk_guards(j->name) : "";
 	int			rc;
+
+	if (guarded && j->skip_keys != NULL)
+		guards = psprintf("%s AND c.%s <> ALL (ARRAY[%s])", guards, j->key_column,
+						  j->skip_keys->data);
 
 	values[0] = TimestampTzGetDatum(cutoff);
 	values[1] = second;
@@ -431,6 +456,53 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, bool guarded, SPIPlan
 	}
 }
 
+/* Pass over the record of `key` in this process's batches for a while. */
+static void
+sweep_remember_failed(SweepJournal *j, Datum key)
+{
+	MemoryContext old;
+	char	   *literal;
+
+	if (j->nskip >= SWEEP_SKIP_MAX)
+		return;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	if (j->skip_keys == NULL)
+	{
+		j->skip_keys = makeStringInfo();
+		j->skip_until = durable_clock_us() + (int64) SWEEP_SKIP_RETRY_MS * 1000;
+	}
+	else
+		appendStringInfoString(j->skip_keys, ", ");
+	literal = j->key_type == INT8OID
+		? psprintf(INT64_FORMAT, DatumGetInt64(key))
+		: quote_literal_cstr(TextDatumGetCString(key));
+	appendStringInfoString(j->skip_keys, literal);
+	pfree(literal);
+	j->nskip++;
+	MemoryContextSwitchTo(old);
+}
+
+/* Forget the records passed over once their time is up: try them again. */
+static void
+sweep_forget_failed(void)
+{
+	int64		now = durable_clock_us();
+	int			i;
+
+	for (i = 0; i < lengthof(sweep_journals); i++)
+	{
+		SweepJournal *j = &sweep_journals[i];
+
+		if (j->skip_keys != NULL && now >= j->skip_until)
+		{
+			pfree(j->skip_keys->data);
+			pfree(j->skip_keys);
+			j->skip_keys = NULL;
+			j->nskip = 0;
+		}
+	}
+}
+
 /*
  * Delete up to `limit` of a journal's finished records older than cutoff,
  * oldest first: directly, or with its statement when the journal cannot be
@@ -440,7 +512,7 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, bool guarded, SPIPlan
 static int64
 sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit)
 {
-	int64		deleted = j->purge_direct(cutoff, limit);
+	int64		deleted = j->skip_keys ? -1 : j->purge_direct(cutoff, limit);
 
 	if (deleted >= 0)
 		return deleted;
@@ -460,6 +532,7 @@ sweep_purge(TimestampTz cutoff, int64 limit)
 	int64		deleted = 0;
 	int			i;
 
+	sweep_forget_failed();
 	for (i = 0; i < lengthof(sweep_journals) && deleted < limit; i++)
 		deleted += sweep_purge_journal(&sweep_journals[i], cutoff, limit - deleted);
 	return deleted;
@@ -568,6 +641,7 @@ sweep_purge_one_by_one(SweepJournal *j, TimestampTz cutoff, int64 limit,
 		else
 		{
 			(*failed)++;
+			sweep_remember_failed(j, keys[i]);
 			if (*first == NULL)
 				*first = edata;
 			else
@@ -591,12 +665,13 @@ static int64
 sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 {
 	SweepPurgeCall call = {.cutoff = cutoff, .limit = limit};
-	ErrorData  *edata = sweep_try(sweep_purge_call, &call);
+	ErrorData  *edata;
 	ErrorData  *first = NULL;
 	int64		failed = 0;
 	int64		purged = 0;
 	int			i;
 
+	edata = sweep_try(sweep_purge_call, &call);
 	if (edata == NULL)
 		return call.deleted;
 	FreeErrorData(edata);
@@ -611,7 +686,7 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 				 errmsg("durable: the retention purge could not delete %lld finished record%s: %s",
 						(long long) failed, failed == 1 ? "" : "s", first->message),
 				 first->detail ? errdetail_internal("%s", first->detail) : 0,
-				 errhint("They stay until the cause is removed; the other records were purged one at a time, and lease recovery went on.")));
+				 errhint("They stay until the cause is removed, and are tried again every 10 minutes; the other records were purged, and lease recovery went on.")));
 		FreeErrorData(first);
 	}
 	return purged;
