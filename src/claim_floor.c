@@ -1,16 +1,18 @@
 /*-------------------------------------------------------------------------
  *
  * claim_floor.c
- *		Where the inbox's claimable records begin, shared by the claimers
- *		of a database.
+ *		Where each queue's claimable records begin, shared by the claimers
+ *		of a database: the inbox's and the outbox's.
  *
- * A claim scans inbox_unfinished_idx in id order from its head.  Behind a
- * long transaction (a report, pg_dump, a standby with hot_standby_feedback)
- * the entries of records finished since it began can be neither vacuumed
- * nor marked dead, and every claim walked all of them: the queue path fell
- * to a quarter of its speed within a minute of holding one transaction open.
+ * An inbox claim scans inbox_unfinished_idx in id order from its head, an
+ * outbox claim outbox_waiting_idx.  Behind a long transaction (a report,
+ * pg_dump, a standby with hot_standby_feedback) the entries of records
+ * claimed or finished since it began can be neither vacuumed nor marked
+ * dead, and every claim walked all of them: the queue path fell to a
+ * quarter of its speed within a minute of holding one transaction open, a
+ * sender loop (outbox_enqueue, outbox_claim, outbox_sent) to 0.23 of it.
  * The claim floor is an id below which no record is claimable now; claims
- * start their scan there.
+ * start their scan there.  Each queue has its own (DurableFloor).
  *
  * The floor never hides a claimable record:
  *  - it is advanced (at most every FLOOR_REFRESH_MS, by one claimer at a
@@ -23,15 +25,17 @@
  *  - a heartbeat that shortens a lease below the floor brings that time
  *    forward;
  *  - every transition that makes a record claimable out of the clock's order
- *    lowers the floor to that record: release, fail, replay, recovery, and an
- *    admit whose id lies below the floor (an admit draws its id before it
- *    inserts its index entries, and may do so while a refresh scans);
- *  - an admit compares its id with the floor after inserting, and a refresh
+ *    lowers the floor to that record: release, fail, replay, recovery,
+ *    outbox_retry, and an admit or enqueue whose id lies below the floor (an
+ *    insert draws its id before it inserts its index entries, and may do so
+ *    while a refresh scans); outbox_failed brings the due time of its send
+ *    forward, as a heartbeat does;
+ *  - an insert compares its id with the floor after inserting, and a refresh
  *    publishes the floor it is about to set before a second scan of the
  *    range it passed: one of the two sees the other (both sides order their
  *    write before their read with a memory barrier);
  *  - every FLOOR_MAX_AGE_MS the floor is recomputed from the head.
- * Changes made to durable.inbox by hand (an UPDATE of lease_until or
+ * Changes made to the journals by hand (an UPDATE of lease_until or
  * not_before) are not seen by the floor until then; durable.claim_floor =
  * off makes a session's claims scan from the head.  Without shared memory
  * (durable not preloaded) claims scan from the head.
@@ -74,26 +78,42 @@ typedef struct FloorScan
 	TimestampTz due;			/* earliest time one passed over comes due (0: none) */
 } FloorScan;
 
-/* The inbox and index a floor scan reads, and the inbox's attributes it reads. */
+/* The journal and index a floor scan reads, and the journal's attributes it reads. */
 typedef struct FloorRels
 {
 	Oid			heap;
-	Oid			index;			/* inbox_unfinished_idx: the id comes from it */
+	Oid			index;			/* the claim's index on id: the id comes from it */
 	AttrNumber	state;
 	AttrNumber	lease_until;
 	AttrNumber	not_before;
 } FloorRels;
 
-/* Look up the relations of this database's inbox; false when there are none. */
+/*
+ * Each queue's journal and the index its claims scan in id order: the
+ * inbox's open records, the outbox's waiting sends (pending and failed; a
+ * send being sent is claimable again only through outbox_failed or
+ * outbox_retry, which lower the floor).
+ */
+static const char *const floor_relnames[DQ_NUM_QUEUES][2] = {
+	[DQ_INBOX] = {"inbox", "inbox_unfinished_idx"},
+	[DQ_OUTBOX] = {"outbox", "outbox_waiting_idx"},
+};
+
+static const char *const floor_queue_names[DQ_NUM_QUEUES] = {
+	[DQ_INBOX] = "inbox",
+	[DQ_OUTBOX] = "outbox",
+};
+
+/* Look up the relations of this database's `queue`; false when there are none. */
 static bool
-floor_find_rels(FloorRels *rels)
+floor_find_rels(DurableQueue queue, FloorRels *rels)
 {
 	Oid			nsp = get_namespace_oid("durable", true);
 
 	if (!OidIsValid(nsp))
 		return false;
-	rels->heap = get_relname_relid("inbox", nsp);
-	rels->index = get_relname_relid("inbox_unfinished_idx", nsp);
+	rels->heap = get_relname_relid(floor_relnames[queue][0], nsp);
+	rels->index = get_relname_relid(floor_relnames[queue][1], nsp);
 	if (!OidIsValid(rels->heap) || !OidIsValid(rels->index))
 		return false;
 	rels->state = get_attnum(rels->heap, "state");
@@ -105,8 +125,9 @@ floor_find_rels(FloorRels *rels)
 }
 
 /*
- * Scan inbox_unfinished_idx from id `from` (up to `below`, exclusive; 0: no
- * bound) with a dirty snapshot.
+ * Scan the claim's index from id `from` (up to `below`, exclusive; 0: no
+ * bound) with a dirty snapshot.  A leased inbox record comes due at its
+ * lease_until, a pending one (or a failed send) at its not_before.
  */
 static void
 floor_scan(const FloorRels *rels, int64 from, int64 below, TimestampTz now, FloorScan *out)
@@ -174,7 +195,8 @@ floor_scan(const FloorRels *rels, int64 from, int64 below, TimestampTz now, Floo
 			if (!isnull)
 				due = DatumGetTimestampTz(d);
 		}
-		else if (!isnull && durable_text_equal_cstring(state, "pending"))
+		else if (!isnull && (durable_text_equal_cstring(state, "pending") ||
+							 durable_text_equal_cstring(state, "failed")))
 		{
 			Datum		d = slot_getattr(slot, rels->not_before, &isnull);
 
@@ -213,13 +235,13 @@ floor_scan(const FloorRels *rels, int64 from, int64 below, TimestampTz now, Floo
 	table_close(heap, AccessShareLock);
 }
 
-/* The floor claims use now; caller holds the slot's floor_mutex. */
+/* The floor claims use now; caller holds f->mutex. */
 static int64
-floor_effective(DurableDbSlot *slot, TimestampTz now)
+floor_effective(DurableFloor *f, TimestampTz now)
 {
-	if (slot->floor_due != 0 && now >= slot->floor_due)
-		return slot->floor_fallback;
-	return (int64) pg_atomic_read_u64(&slot->floor);
+	if (f->due != 0 && now >= f->due)
+		return f->fallback;
+	return (int64) pg_atomic_read_u64(&f->floor);
 }
 
 /*
@@ -228,40 +250,40 @@ floor_effective(DurableDbSlot *slot, TimestampTz now)
  * floors stays published until its own refresher withdraws it.
  */
 static void
-floor_publish(DurableDbSlot *slot, uint64 raising)
+floor_publish(DurableFloor *f, uint64 raising)
 {
-	uint64		seen = pg_atomic_read_u64(&slot->floor_raising);
+	uint64		seen = pg_atomic_read_u64(&f->raising);
 
 	while (seen < raising &&
-		   !pg_atomic_compare_exchange_u64(&slot->floor_raising, &seen, raising))
+		   !pg_atomic_compare_exchange_u64(&f->raising, &seen, raising))
 		;
 }
 
 static void
-floor_unpublish(DurableDbSlot *slot, uint64 raising)
+floor_unpublish(DurableFloor *f, uint64 raising)
 {
 	uint64		expected = raising;
 
-	(void) pg_atomic_compare_exchange_u64(&slot->floor_raising, &expected, 0);
+	(void) pg_atomic_compare_exchange_u64(&f->raising, &expected, 0);
 }
 
 /*
- * Refresh the floor of `slot` (this backend is its one refresher): from
- * `from`, or from the head when the inbox is not the one the floor was
- * computed for (the extension was dropped and created again).  Without an
- * inbox the floor is 0.  `now` is the wall clock the records' times are
+ * Refresh the floor `f` of `queue` (this backend is its one refresher): from
+ * `from`, or from the head when the journal is not the one the floor was
+ * computed for (the extension was dropped and created again).  Without the
+ * journal the floor is 0.  `now` is the wall clock the records' times are
  * compared with, `clock` durable_clock_us() for the refresh's own pacing.
  */
 static void
-floor_refresh(DurableDbSlot *slot, int64 from, Oid relid, uint64 gen, TimestampTz now,
-			  int64 clock)
+floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64 gen,
+			  TimestampTz now, int64 clock)
 {
 	FloorRels	rels;
 	FloorScan	first = {0, 0, 0};
 	FloorScan	again;
 	uint64		published = 0;
 
-	if (!floor_find_rels(&rels))
+	if (!floor_find_rels(queue, &rels))
 		rels.heap = InvalidOid;
 	else
 	{
@@ -272,7 +294,7 @@ floor_refresh(DurableDbSlot *slot, int64 from, Oid relid, uint64 gen, TimestampT
 		{
 			/* Publish, then look again at what the first scan passed over. */
 			published = (uint64) first.needed;
-			floor_publish(slot, published);
+			floor_publish(f, published);
 			pg_memory_barrier();
 			floor_scan(&rels, from, first.needed, now, &again);
 			if (again.needed < first.needed)
@@ -285,125 +307,139 @@ floor_refresh(DurableDbSlot *slot, int64 from, Oid relid, uint64 gen, TimestampT
 		}
 	}
 
-	SpinLockAcquire(&slot->floor_mutex);
-	if (slot->floor_gen == gen)
+	SpinLockAcquire(&f->mutex);
+	if (f->gen == gen)
 	{
-		pg_atomic_write_u64(&slot->floor, (uint64) first.needed);
+		pg_atomic_write_u64(&f->floor, (uint64) first.needed);
 
 		/*
 		 * A scan from above the first record passed over earlier (the floor
 		 * moving on) keeps what the earlier scans passed over; one from
 		 * there or below saw all of it again.
 		 */
-		if (from > slot->floor_fallback)
+		if (from > f->fallback)
 		{
-			if (first.due != 0 && (slot->floor_due == 0 || first.due < slot->floor_due))
-				slot->floor_due = first.due;
+			if (first.due != 0 && (f->due == 0 || first.due < f->due))
+				f->due = first.due;
 		}
 		else
 		{
-			slot->floor_fallback = Min(first.first_skipped, first.needed);
-			slot->floor_due = first.due;
+			f->fallback = Min(first.first_skipped, first.needed);
+			f->due = first.due;
 		}
-		slot->floor_relid = rels.heap;
+		f->relid = rels.heap;
 		if (from == 0)
-			slot->floor_from_head_at = clock;
+			f->from_head_at = clock;
 	}
-	slot->floor_busy_until = 0;
-	slot->floor_next_refresh = clock + (int64) FLOOR_REFRESH_MS * 1000;
-	SpinLockRelease(&slot->floor_mutex);
+	f->busy_until = 0;
+	f->next_refresh = clock + (int64) FLOOR_REFRESH_MS * 1000;
+	SpinLockRelease(&f->mutex);
 	if (published != 0)
-		floor_unpublish(slot, published);
+		floor_unpublish(f, published);
+}
+
+/* This database's floor of `queue`, or NULL without shared memory. */
+static DurableFloor *
+floor_of(DurableQueue queue)
+{
+	DurableDbSlot *slot = durable_my_slot();
+
+	return slot == NULL ? NULL : &slot->floors[queue];
 }
 
 int64
-durable_claim_floor(TimestampTz now)
+durable_claim_floor(DurableQueue queue, TimestampTz now)
 {
-	DurableDbSlot *slot = durable_my_slot();
+	DurableFloor *f = floor_of(queue);
 	int64		clock;
 	int64		current;
 	int64		from;
 	Oid			relid;
 	uint64		gen;
 
-	if (slot == NULL || !durable_claim_floor_enabled)
+	if (f == NULL || !durable_claim_floor_enabled)
 		return 0;
 
 	clock = durable_clock_us();
-	SpinLockAcquire(&slot->floor_mutex);
-	current = floor_effective(slot, now);
-	if (clock < slot->floor_next_refresh || clock < slot->floor_busy_until)
+	SpinLockAcquire(&f->mutex);
+	current = floor_effective(f, now);
+	if (clock < f->next_refresh || clock < f->busy_until)
 	{
-		SpinLockRelease(&slot->floor_mutex);
+		SpinLockRelease(&f->mutex);
 		return current;
 	}
-	slot->floor_busy_until = clock + (int64) FLOOR_REFRESH_TIMEOUT_MS * 1000;
-	gen = slot->floor_gen;
-	relid = slot->floor_relid;
-	from = (clock >= slot->floor_from_head_at + (int64) FLOOR_MAX_AGE_MS * 1000) ? 0 : current;
-	SpinLockRelease(&slot->floor_mutex);
+	f->busy_until = clock + (int64) FLOOR_REFRESH_TIMEOUT_MS * 1000;
+	gen = f->gen;
+	relid = f->relid;
+	from = (clock >= f->from_head_at + (int64) FLOOR_MAX_AGE_MS * 1000) ? 0 : current;
+	SpinLockRelease(&f->mutex);
 
 	PG_TRY();
 	{
-		floor_refresh(slot, from, relid, gen, now, clock);
+		floor_refresh(queue, f, from, relid, gen, now, clock);
 	}
 	PG_CATCH();
 	{
-		SpinLockAcquire(&slot->floor_mutex);
-		slot->floor_busy_until = 0;
-		SpinLockRelease(&slot->floor_mutex);
+		SpinLockAcquire(&f->mutex);
+		f->busy_until = 0;
+		SpinLockRelease(&f->mutex);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
-	SpinLockAcquire(&slot->floor_mutex);
-	current = floor_effective(slot, now);
-	SpinLockRelease(&slot->floor_mutex);
+	SpinLockAcquire(&f->mutex);
+	current = floor_effective(f, now);
+	SpinLockRelease(&f->mutex);
 	/* t/009_claim_floor reads this line. */
-	elog(DEBUG2, "durable: claim floor " INT64_FORMAT "%s", current,
-		 from == 0 ? " (from the head)" : "");
+	elog(DEBUG2, "durable: %s claim floor " INT64_FORMAT "%s", floor_queue_names[queue],
+		 current, from == 0 ? " (from the head)" : "");
 	return current;
 }
 
 void
-durable_claim_floor_lower(int64 id)
+durable_claim_floor_lower(DurableQueue queue, int64 id)
 {
-	DurableDbSlot *slot = durable_my_slot();
+	DurableFloor *f = floor_of(queue);
 
-	if (slot == NULL)
+	if (f == NULL)
 		return;
-	SpinLockAcquire(&slot->floor_mutex);
-	if ((uint64) id < pg_atomic_read_u64(&slot->floor))
-		pg_atomic_write_u64(&slot->floor, (uint64) id);
-	slot->floor_fallback = Min(slot->floor_fallback, id);
-	slot->floor_gen++;
-	SpinLockRelease(&slot->floor_mutex);
+	SpinLockAcquire(&f->mutex);
+	if ((uint64) id < pg_atomic_read_u64(&f->floor))
+		pg_atomic_write_u64(&f->floor, (uint64) id);
+	f->fallback = Min(f->fallback, id);
+	f->gen++;
+	SpinLockRelease(&f->mutex);
 }
 
 void
-durable_claim_floor_comes_due(int64 id, TimestampTz due)
+durable_claim_floor_comes_due(DurableQueue queue, int64 id, TimestampTz due)
 {
-	DurableDbSlot *slot = durable_my_slot();
+	DurableFloor *f = floor_of(queue);
 
-	if (slot == NULL)
+	if (f == NULL)
 		return;
-	SpinLockAcquire(&slot->floor_mutex);
-	if ((uint64) id < pg_atomic_read_u64(&slot->floor) &&
-		(slot->floor_due == 0 || due < slot->floor_due))
+	/*
+	 * The fallback is lowered even when an earlier due time is already
+	 * set: the refreshes need not have passed over this record (a send
+	 * being sent has no entry they can see), so the fallback may lie above.
+	 */
+	SpinLockAcquire(&f->mutex);
+	if ((uint64) id < pg_atomic_read_u64(&f->floor))
 	{
-		slot->floor_due = due;
-		slot->floor_fallback = Min(slot->floor_fallback, id);
-		slot->floor_gen++;
+		if (f->due == 0 || due < f->due)
+			f->due = due;
+		f->fallback = Min(f->fallback, id);
+		f->gen++;
 	}
-	SpinLockRelease(&slot->floor_mutex);
+	SpinLockRelease(&f->mutex);
 }
 
 void
-durable_claim_floor_admitted(int64 id)
+durable_claim_floor_admitted(DurableQueue queue, int64 id)
 {
-	DurableDbSlot *slot = durable_my_slot();
+	DurableFloor *f = floor_of(queue);
 
-	if (slot == NULL)
+	if (f == NULL)
 		return;
 	/*
 	 * The raise in progress first, then the floor: a refresh writes its new
@@ -411,12 +447,12 @@ durable_claim_floor_admitted(int64 id)
 	 * (read in the other order, both could miss it).
 	 */
 	pg_memory_barrier();
-	if ((uint64) id < pg_atomic_read_u64(&slot->floor_raising))
+	if ((uint64) id < pg_atomic_read_u64(&f->raising))
 	{
-		durable_claim_floor_lower(id);
+		durable_claim_floor_lower(queue, id);
 		return;
 	}
 	pg_read_barrier();
-	if ((uint64) id < pg_atomic_read_u64(&slot->floor))
-		durable_claim_floor_lower(id);
+	if ((uint64) id < pg_atomic_read_u64(&f->floor))
+		durable_claim_floor_lower(queue, id);
 }

@@ -93,9 +93,9 @@ durable_define_settings(void)
 							1024, MaxAllocSize, PGC_SUSET, GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
 	DefineCustomBoolVariable("durable.claim_floor",
-							 "Whether inbox claims start at the database's claim floor.",
-							 "Off: claims scan the open records from the oldest, and see at once "
-							 "changes made to durable.inbox by hand.",
+							 "Whether inbox and outbox claims start at the database's claim floors.",
+							 "Off: claims scan from the oldest record, and see at once "
+							 "changes made to the journals by hand.",
 							 &durable_claim_floor_enabled, true, PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 	DefineCustomIntVariable("durable.naptime",

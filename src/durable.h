@@ -213,19 +213,19 @@ extern bool durable_wait_sleep(DurableQueue queue, int64 deadline,
 							   TimestampTz next_due);
 extern void durable_wait_done(void);
 
-/* ---- The inbox's claim floor (claim_floor.c) ---- */
+/* ---- The queues' claim floors (claim_floor.c) ---- */
 
-/* The id from which a claim scans the open records now (0: the head). */
-extern int64 durable_claim_floor(TimestampTz now);
+/* The id from which a claim of `queue` scans its claimable records now (0: the head). */
+extern int64 durable_claim_floor(DurableQueue queue, TimestampTz now);
 
 /* Record `id` became claimable out of the clock's order: lower the floor to it. */
-extern void durable_claim_floor_lower(int64 id);
+extern void durable_claim_floor_lower(DurableQueue queue, int64 id);
 
-/* Record `id`'s lease now ends at `due`: claims must look at it from then on. */
-extern void durable_claim_floor_comes_due(int64 id, TimestampTz due);
+/* Record `id` becomes claimable at `due`: claims must look at it from then on. */
+extern void durable_claim_floor_comes_due(DurableQueue queue, int64 id, TimestampTz due);
 
-/* An admit inserted record `id`: lower the floor if it lies below. */
-extern void durable_claim_floor_admitted(int64 id);
+/* An admit or an enqueue inserted record `id`: lower the floor if it lies below. */
+extern void durable_claim_floor_admitted(DurableQueue queue, int64 id);
 
 /* ---- Direct reads of the journals, without the executor (direct.c) ---- */
 

@@ -409,7 +409,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 		{
 			DURABLE_FAIL_POINT("inbox_admit");
 			out[0] = Int64GetDatum(new_id);
-			durable_claim_floor_admitted(DatumGetInt64(out[0]));
+			durable_claim_floor_admitted(DQ_INBOX, DatumGetInt64(out[0]));
 			out[1] = Int64GetDatum(token);
 			outnull[1] = !leased;
 			out[2] = BoolGetDatum(false);
@@ -540,7 +540,7 @@ inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease
 	claim.lease_until = claim.now + lease_us;
 	claim.max_attempts = durable_inbox_max_attempts;
 	claim.max = max;
-	claim.floor = durable_claim_floor(claim.now);
+	claim.floor = durable_claim_floor(DQ_INBOX, claim.now);
 	return durable_inbox_claim_direct(&claim, inbox_claimed_put, fcinfo);
 }
 
@@ -666,7 +666,7 @@ durable_inbox_heartbeat(PG_FUNCTION_ARGS)
 				 values, NULL, SPI_OK_UPDATE, 0);
 	if (SPI_processed == 0)
 		inbox_diagnose(IC_HEARTBEAT, id, token);
-	durable_claim_floor_comes_due(id, lease_until);
+	durable_claim_floor_comes_due(DQ_INBOX, id, lease_until);
 	SPI_finish();
 	PG_RETURN_TIMESTAMPTZ(lease_until);
 }
@@ -900,7 +900,7 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 				 values, nulls, SPI_OK_UPDATE, 0);
 	if (SPI_processed != 1)
 		elog(ERROR, "durable: locked inbox record %lld vanished", (long long) id);
-	durable_claim_floor_lower(id);
+	durable_claim_floor_lower(DQ_INBOX, id);
 
 	if (dead)
 	{
@@ -951,7 +951,7 @@ durable_inbox_release(PG_FUNCTION_ARGS)
 				 values, NULL, SPI_OK_UPDATE, 0);
 	if (SPI_processed == 0)
 		inbox_diagnose(IC_RELEASE, id, token);
-	durable_claim_floor_lower(id);
+	durable_claim_floor_lower(DQ_INBOX, id);
 	durable_wake_at_commit(DQ_INBOX);
 	SPI_finish();
 	PG_RETURN_VOID();
@@ -1046,7 +1046,7 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 				 errdetail("Only dead or done records can be replayed.")));
 	}
 	durable_count(DC_INBOUND_REPLAYED, 1);
-	durable_claim_floor_lower(id);
+	durable_claim_floor_lower(DQ_INBOX, id);
 	durable_wake_at_commit(DQ_INBOX);
 	SPI_finish();
 	PG_RETURN_VOID();

@@ -731,9 +731,11 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 							  "UPDATE durable.outbox"
 							  " SET state = $2, not_before = COALESCE($3, not_before),"
 							  " lease_until = NULL, error = $4"
-							  " WHERE key = $1",
+							  " WHERE key = $1 RETURNING id",
 							  4, update_types),
-				 values, nulls, SPI_OK_UPDATE, 0);
+				 values, nulls, SPI_OK_UPDATE_RETURNING, 1);
+	if (!dead)
+		durable_claim_floor_comes_due(DQ_OUTBOX, durable_col_int64(0, 1), not_before);
 
 	if (dead)
 	{
@@ -833,13 +835,14 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 								  " (key, chat_id, payload, state, attempts, not_before,"
 								  "  inbound_id, created_at)"
 								  " VALUES ($1, $2, $3, 'pending', 0, $4, $5, $6)"
-								  " ON CONFLICT (key) DO NOTHING RETURNING state",
+								  " ON CONFLICT (key) DO NOTHING RETURNING state, id",
 								  6, insert_types),
 					 values, nulls, SPI_OK_INSERT_RETURNING, 0);
 		if (SPI_processed == 1)
 		{
 			created = true;
 			state = durable_col(0, 1);
+			durable_claim_floor_admitted(DQ_OUTBOX, durable_col_int64(0, 2));
 			durable_count(DC_OUTBOX_JOURNALED, 1);
 			durable_count(DC_OUTBOX_DEFERRED, 1);
 			durable_wake_at_commit(DQ_OUTBOX);
@@ -888,8 +891,8 @@ outbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max,
 				  TimestampTz now, int64 lease_us)
 {
 	static SPIPlanPtr plan = NULL;
-	static const Oid types[4] = {TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID};
-	Datum		values[4];
+	static const Oid types[5] = {TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT8OID};
+	Datum		values[5];
 	uint64		n;
 	uint64		i;
 	int64		retried = 0;
@@ -898,6 +901,7 @@ outbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max,
 	values[1] = Int32GetDatum(max);
 	values[2] = instance;
 	values[3] = TimestampTzGetDatum(now + lease_us);
+	values[4] = Int64GetDatum(durable_claim_floor(DQ_OUTBOX, now));
 
 	/*
 	 * The UPDATE re-checks the state on the latest row version; the row is
@@ -910,7 +914,7 @@ outbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max,
 							  "WITH cand AS ("
 							  " SELECT o.key, o.state FROM durable.outbox o"
 							  "  WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
-							  "  AND o.not_before <= $1"
+							  "  AND o.id >= $5 AND o.not_before <= $1"
 							  "  AND NOT EXISTS (SELECT 1 FROM durable.outbox p"
 							  "   WHERE p.chat_id = o.chat_id AND p.id < o.id"
 							  "   AND p.state = ANY (ARRAY['pending', 'sending', 'failed']::pg_catalog.text[])"
@@ -928,7 +932,7 @@ outbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max,
 							  "  cand.state AS was)"
 							  " SELECT key, token, chat_id, payload, attempts, was = 'failed'"
 							  " FROM upd ORDER BY id",
-							  4, types),
+							  5, types),
 				 values, NULL, SPI_OK_SELECT, 0);
 
 	n = SPI_processed;
@@ -1096,9 +1100,10 @@ durable_outbox_retry(PG_FUNCTION_ARGS)
 							  " SET state = 'pending', not_before = $2, attempts = 0,"
 							  " lease_until = NULL"
 							  " WHERE key = $1"
-							  " AND state = ANY (ARRAY['dead', 'failed', 'unknown']::pg_catalog.text[])",
+							  " AND state = ANY (ARRAY['dead', 'failed', 'unknown']::pg_catalog.text[])"
+							  " RETURNING id",
 							  2, types),
-				 values, NULL, SPI_OK_UPDATE, 0);
+				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
 	if (SPI_processed != 1)
 	{
 		outbox_probe(values[0], &probe);
@@ -1107,6 +1112,7 @@ durable_outbox_retry(PG_FUNCTION_ARGS)
 		outbox_error_state(values[0], probe.state,
 						   "Only a dead, failed or unknown send can be retried.");
 	}
+	durable_claim_floor_lower(DQ_OUTBOX, durable_col_int64(0, 1));
 	durable_count(DC_OUTBOX_RETRIED, 1);
 	durable_wake_at_commit(DQ_OUTBOX);
 	SPI_finish();

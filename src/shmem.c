@@ -66,13 +66,15 @@ dshm_startup(void)
 
 			slot->dboid = InvalidOid;
 			SpinLockInit(&slot->mutex);
-			SpinLockInit(&slot->floor_mutex);
-			pg_atomic_init_u64(&slot->floor, 0);
-			pg_atomic_init_u64(&slot->floor_raising, 0);
 			for (c = 0; c < DC_NUM_COUNTERS; c++)
 				pg_atomic_init_u64(&slot->counters[c], 0);
 			for (q = 0; q < DQ_NUM_QUEUES; q++)
+			{
 				ConditionVariableInit(&slot->queue_cv[q]);
+				SpinLockInit(&slot->floors[q].mutex);
+				pg_atomic_init_u64(&slot->floors[q].floor, 0);
+				pg_atomic_init_u64(&slot->floors[q].raising, 0);
+			}
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -108,6 +110,7 @@ static void
 dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 {
 	int			c;
+	int			q;
 
 	for (c = 0; c < DC_NUM_COUNTERS; c++)
 		pg_atomic_write_u64(&slot->counters[c], 0);
@@ -119,17 +122,22 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	slot->worker_checked_at = 0;
 	slot->extension_absent = false;
 	SpinLockRelease(&slot->mutex);
-	SpinLockAcquire(&slot->floor_mutex);
-	pg_atomic_write_u64(&slot->floor, 0);
-	pg_atomic_write_u64(&slot->floor_raising, 0);
-	slot->floor_gen++;
-	slot->floor_relid = InvalidOid;
-	slot->floor_fallback = 0;
-	slot->floor_due = 0;
-	slot->floor_from_head_at = 0;
-	slot->floor_next_refresh = 0;
-	slot->floor_busy_until = 0;
-	SpinLockRelease(&slot->floor_mutex);
+	for (q = 0; q < DQ_NUM_QUEUES; q++)
+	{
+		DurableFloor *f = &slot->floors[q];
+
+		SpinLockAcquire(&f->mutex);
+		pg_atomic_write_u64(&f->floor, 0);
+		pg_atomic_write_u64(&f->raising, 0);
+		f->gen++;
+		f->relid = InvalidOid;
+		f->fallback = 0;
+		f->due = 0;
+		f->from_head_at = 0;
+		f->next_refresh = 0;
+		f->busy_until = 0;
+		SpinLockRelease(&f->mutex);
+	}
 	slot->dboid = dboid;
 }
 

@@ -35,6 +35,22 @@
 /* Databases with durable counters or workers at once. */
 #define DURABLE_MAX_DATABASES	128
 
+/* A queue's claim floor (claim_floor.c); mutex protects the plain fields. */
+typedef struct DurableFloor
+{
+	slock_t		mutex;
+	pg_atomic_uint64 floor;		/* no record below this id is claimable now */
+	pg_atomic_uint64 raising;	/* the floor a refresh is about to set (0: none) */
+	uint64		gen;			/* bumped when the floor is lowered */
+	Oid			relid;			/* the journal the floor was computed for */
+	int64		fallback;		/* where claims scan from once `due` passed */
+	TimestampTz due;			/* a record below the floor comes due (0: none) */
+	/* These three on durable_clock_us(): */
+	int64		from_head_at;	/* last refresh that scanned from the head */
+	int64		next_refresh;	/* no refresh before this */
+	int64		busy_until;		/* a refresh runs (until this at most) */
+} DurableFloor;
+
 typedef struct DurableDbSlot
 {
 	Oid			dboid;			/* InvalidOid: free */
@@ -42,19 +58,7 @@ typedef struct DurableDbSlot
 	TimestampTz since;			/* when the counters were last reset */
 	pg_atomic_uint64 counters[DC_NUM_COUNTERS];
 	ConditionVariable queue_cv[DQ_NUM_QUEUES];	/* waiting claimers */
-
-	/* The inbox's claim floor (claim_floor.c); floor_mutex protects the plain fields. */
-	slock_t		floor_mutex;
-	pg_atomic_uint64 floor;		/* no record below this id is claimable now */
-	pg_atomic_uint64 floor_raising; /* the floor a refresh is about to set (0: none) */
-	uint64		floor_gen;		/* bumped when the floor is lowered */
-	Oid			floor_relid;	/* the inbox the floor was computed for */
-	int64		floor_fallback; /* where claims scan from once floor_due passed */
-	TimestampTz floor_due;		/* a record below the floor comes due (0: none) */
-	/* These three on durable_clock_us(): */
-	int64		floor_from_head_at; /* last refresh that scanned from the head */
-	int64		floor_next_refresh; /* no refresh before this */
-	int64		floor_busy_until;	/* a refresh runs (until this at most) */
+	DurableFloor floors[DQ_NUM_QUEUES]; /* where each queue's claims scan from */
 
 	/* The database's background worker (worker.c). */
 	pid_t		worker_pid;		/* 0: none running */

@@ -217,7 +217,7 @@ durable_recover_inbox(TimestampTz now, Datum owner, bool by_owner, int limit)
 	 */
 	if (n > 0)
 	{
-		durable_claim_floor_lower(durable_col_int64(0, 1));
+		durable_claim_floor_lower(DQ_INBOX, durable_col_int64(0, 1));
 		durable_wake_at_commit(DQ_INBOX);
 	}
 	return (int) n;

@@ -53,7 +53,7 @@ sub floor_now
 		  . " SELECT count(*) FROM durable.inbox_claim('probe', 1);",
 		stdout => \$out,
 		stderr => \$err);
-	my @floors = $err =~ /durable: claim floor (\d+)( \(from the head\))?/g;
+	my @floors = $err =~ /durable: inbox claim floor (\d+)( \(from the head\))?/g;
 	my ($floor, $from_head) = @floors ? ($floors[-2], defined $floors[-1]) : (-1, 0);
 	return wantarray ? ($floor, $from_head) : $floor;
 }
@@ -151,6 +151,119 @@ ok(time - $expiring_from < 10, 'the lease of "expiring" was still valid until no
   or diag('the steps above took too long for the lease of 10 s');
 usleep(100_000) while time - $expiring_from < 10.3;
 is(claim_one(), 'expiring', 'a lease that expired below the floor is taken over');
+
+# ==== The outbox's floor: a sender loop's claims (outbox_claim) start
+# where the claimable sends begin.
+$node->safe_psql('postgres', "SELECT setval('durable.outbox_id_seq', 1000)");
+
+# $n sender-loop cycles, each statement its own transaction.
+sub send_cycles
+{
+	my ($n, $tag) = @_;
+	my $sql = '';
+	for my $i (1 .. $n)
+	{
+		$sql .= "SELECT FROM durable.outbox_enqueue('$tag-$i', 'chat-$tag-$i', '{}');\n";
+		$sql .= "SELECT durable.outbox_sent(c.key, c.token, 'p') FROM durable.outbox_claim('w', 1) c;\n";
+	}
+	$node->safe_psql('postgres', $sql);
+}
+
+sub waiting_entries_read
+{
+	return $node->safe_psql('postgres',
+		"SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'outbox_waiting_idx'");
+}
+
+# The outbox's floor after a claim that refreshes it (and finds nothing).
+sub send_floor_now
+{
+	my ($out, $err);
+	$node->psql(
+		'postgres',
+		"SET client_min_messages = debug2; SELECT pg_sleep(0.02);"
+		  . " SELECT count(*) FROM durable.outbox_claim('probe', 1);",
+		stdout => \$out,
+		stderr => \$err);
+	my @floors = $err =~ /durable: outbox claim floor (\d+)/g;
+	return @floors ? $floors[-1] : -1;
+}
+
+# Enqueue a send and claim it under `instance`; returns "key|token|id".
+sub enqueue_and_hold
+{
+	my ($key, $instance) = @_;
+	$node->safe_psql('postgres', "SELECT FROM durable.outbox_enqueue('$key', 'chat-$key', '{}')");
+	return $node->safe_psql('postgres',
+		"SELECT c.key || '|' || c.token || '|' || o.id FROM durable.outbox_claim('$instance', 1, lease => '60 s') c"
+		  . " JOIN durable.outbox o USING (key)");
+}
+
+sub claim_one_send
+{
+	return $node->safe_psql('postgres',
+		"SELECT coalesce(max(key), 'nothing') FROM durable.outbox_claim('taker', 1)");
+}
+
+# ---- Behind a transaction held open, outbox claims read few index entries
+# (before the outbox had a floor: every one since the transaction began).
+$held = $node->background_psql('postgres');
+$held->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+$held->query_safe('SELECT pg_catalog.txid_current(), count(*) FROM durable.outbox');
+send_cycles(3000, 'sbefore');
+$before = waiting_entries_read();
+send_cycles(200, 'smeasured');
+$node->poll_query_until('postgres',
+	"SELECT idx_tup_read > $before FROM pg_stat_user_indexes WHERE indexrelname = 'outbox_waiting_idx'")
+  or die 'no index statistics';
+usleep(500_000);
+$per_claim = (waiting_entries_read() - $before) / 200;
+cmp_ok($per_claim, '<', 300,
+	"behind a held transaction an outbox claim reads few entries ($per_claim per claim, 3,000+ sent behind it)");
+$held->query_safe('COMMIT');
+$held->quit;
+
+# ---- The floor passes sends being sent and sends deferred, and comes back
+# for each when it becomes claimable.
+my ($failing, $failing_token, $failing_id) = split /\|/, enqueue_and_hold('failing', 's1');
+my ($later, $later_token, $later_id) = split /\|/, enqueue_and_hold('later', 's1');
+my ($killed, $killed_token, $killed_id) = split /\|/, enqueue_and_hold('killed', 's1');
+my $deferred_from = time;
+$node->safe_psql('postgres',
+	"SELECT FROM durable.outbox_enqueue('deferred', 'chat-deferred', '{}', not_before => now() + interval '3 s')");
+send_cycles(20, 'safter');
+cmp_ok(send_floor_now(), '>', $killed_id, 'the outbox floor passes sends being sent and a deferred send');
+
+$node->safe_psql('postgres',
+	"SELECT FROM durable.outbox_failed('$failing', $failing_token, 'timeout', retry_in => '0')");
+is(claim_one_send(), 'failing', 'a send failed below the floor, due at once, is claimed at once');
+
+my $later_at = time;
+$node->safe_psql('postgres',
+	"SELECT FROM durable.outbox_failed('$later', $later_token, 'timeout', retry_in => '1 s')");
+send_cycles(5, 'smore');
+send_floor_now() for 1 .. 3;
+is(claim_one_send(), 'nothing', 'a send failed below the floor is not claimed before its retry is due')
+  if time - $later_at < 1;
+usleep(50_000) while time - $later_at < 1.2;
+is(claim_one_send(), 'later', 'and is claimed once it is due');
+
+$node->safe_psql('postgres',
+	"SELECT FROM durable.outbox_failed('$killed', $killed_token, 'rejected', retryable => false)");
+send_cycles(5, 'sevenmore');
+send_floor_now() for 1 .. 3;
+$node->safe_psql('postgres', "SELECT durable.outbox_retry('$killed')");
+is(claim_one_send(), 'killed', 'a dead send retried below the floor is claimed at once');
+
+cmp_ok(send_floor_now(), '>', 600, 'the outbox floor is above id 600');
+$node->safe_psql('postgres', "SELECT setval('durable.outbox_id_seq', 600)");
+$node->safe_psql('postgres', "SELECT FROM durable.outbox_enqueue('slate', 'chat-slate', '{}')");
+is(claim_one_send(), 'slate', 'a send enqueued below the floor is claimed at once');
+
+ok(time - $deferred_from < 3, 'the deferred send was not yet due until now')
+  or diag('the steps above took too long for the deferral of 3 s');
+usleep(100_000) while time - $deferred_from < 3.3;
+is(claim_one_send(), 'deferred', 'a deferred send below the floor is claimed once due');
 
 $node->stop;
 done_testing();
