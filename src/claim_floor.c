@@ -297,13 +297,16 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 			floor_publish(f, published);
 			pg_memory_barrier();
 			floor_scan(&rels, from, first.needed, now, &again);
-			if (again.needed < first.needed)
-			{
-				first.needed = again.needed;
-				first.first_skipped = Min(first.first_skipped, again.first_skipped);
-				if (again.due != 0 && (first.due == 0 || again.due < first.due))
-					first.due = again.due;
-			}
+
+			/*
+			 * What the second scan passed over counts too, even when it
+			 * stopped no lower: a record inserted between the scans and
+			 * committed, not yet due, is in it and nowhere else.
+			 */
+			first.needed = Min(first.needed, again.needed);
+			first.first_skipped = Min(first.first_skipped, again.first_skipped);
+			if (again.due != 0 && (first.due == 0 || again.due < first.due))
+				first.due = again.due;
 		}
 	}
 
@@ -415,21 +418,35 @@ void
 durable_claim_floor_comes_due(DurableQueue queue, int64 id, TimestampTz due)
 {
 	DurableFloor *f = floor_of(queue);
+	bool		in_flight;
 
 	if (f == NULL)
 		return;
+
 	/*
-	 * The fallback is lowered even when an earlier due time is already
-	 * set: the refreshes need not have passed over this record (a send
-	 * being sent has no entry they can see), so the fallback may lie above.
+	 * As in durable_claim_floor_admitted: a refresh about to raise the floor
+	 * past `id` may have passed over it before this change; it must not
+	 * write its result, so the generation moves on.
 	 */
+	pg_memory_barrier();
+	in_flight = (uint64) id < pg_atomic_read_u64(&f->raising);
 	SpinLockAcquire(&f->mutex);
-	if ((uint64) id < pg_atomic_read_u64(&f->floor))
+	if (in_flight || (uint64) id < pg_atomic_read_u64(&f->floor))
 	{
-		if (f->due == 0 || due < f->due)
-			f->due = due;
-		f->fallback = Min(f->fallback, id);
-		f->gen++;
+		/*
+		 * The fallback may lie above `id`: the refreshes need not have
+		 * passed over this record (a send being sent has no entry they can
+		 * see).  Nothing changes for a later due time above the fallback,
+		 * the common case of a heartbeat: then a refresh in progress may
+		 * go on (each one discarded would hold the floor back).
+		 */
+		if (in_flight || f->due == 0 || due < f->due || id < f->fallback)
+		{
+			if (f->due == 0 || due < f->due)
+				f->due = due;
+			f->fallback = Min(f->fallback, id);
+			f->gen++;
+		}
 	}
 	SpinLockRelease(&f->mutex);
 }

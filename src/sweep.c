@@ -426,20 +426,21 @@ sweep_fk_guards(const char *journal)
 /*
  * Run one of a journal's statements with $1 = cutoff and $2 = `second`.
  * A `guarded` statement's %s takes the journal's foreign-key guards, read
- * from the catalog at each call, and passes over the records this process
- * failed to delete; its plan is cached in *plan only while there is neither.
- * Other statements are always cached.
+ * from the catalog at each call, and with `skip_failed` passes over the
+ * records this process failed to delete; its plan is cached in *plan only
+ * while there is neither.  Other statements are always cached.
  */
 static void
-sweep_journal_exec(const SweepJournal *j, const char *sql, bool guarded, SPIPlanPtr *plan,
-				   Oid second_type, TimestampTz cutoff, Datum second, int expected)
+sweep_journal_exec(const SweepJournal *j, const char *sql, bool guarded, bool skip_failed,
+				   SPIPlanPtr *plan, Oid second_type, TimestampTz cutoff, Datum second,
+				   int expected)
 {
 	Oid			types[2] = {TIMESTAMPTZOID, second_type};
 	Datum		values[2];
 	char	   *guards = guarded ? sweep_fk_guards(j->name) : "";
 	int			rc;
 
-	if (guarded && j->skip_keys != NULL)
+	if (guarded && skip_failed && j->skip_keys != NULL)
 		guards = psprintf("%s AND c.%s <> ALL (ARRAY[%s])", guards, j->key_column,
 						  j->skip_keys->data);
 
@@ -456,15 +457,24 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, bool guarded, SPIPlan
 	}
 }
 
-/* Pass over the record of `key` in this process's batches for a while. */
+/*
+ * Pass over the record of `key` in this process's batches for a while,
+ * unless its delete failed for a reason of the moment (a deadlock, a
+ * serialization failure, a lock timeout): those are tried at the next pass.
+ */
 static void
-sweep_remember_failed(SweepJournal *j, Datum key)
+sweep_remember_failed(SweepJournal *j, Datum key, const ErrorData *edata)
 {
-	MemoryContext old;
 	char	   *literal;
+	MemoryContext old;
 
-	if (j->nskip >= SWEEP_SKIP_MAX)
+	if (j->nskip >= SWEEP_SKIP_MAX ||
+		ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
+		edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
 		return;
+	literal = j->key_type == INT8OID
+		? psprintf(INT64_FORMAT, DatumGetInt64(key))
+		: quote_literal_cstr(TextDatumGetCString(key));
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	if (j->skip_keys == NULL)
 	{
@@ -473,11 +483,7 @@ sweep_remember_failed(SweepJournal *j, Datum key)
 	}
 	else
 		appendStringInfoString(j->skip_keys, ", ");
-	literal = j->key_type == INT8OID
-		? psprintf(INT64_FORMAT, DatumGetInt64(key))
-		: quote_literal_cstr(TextDatumGetCString(key));
 	appendStringInfoString(j->skip_keys, literal);
-	pfree(literal);
 	j->nskip++;
 	MemoryContextSwitchTo(old);
 }
@@ -510,31 +516,34 @@ sweep_forget_failed(void)
  * references are kept).  Returns how many were deleted.
  */
 static int64
-sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit)
+sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool skip_failed)
 {
-	int64		deleted = j->skip_keys ? -1 : j->purge_direct(cutoff, limit);
+	int64		deleted = (skip_failed && j->skip_keys) ? -1 : j->purge_direct(cutoff, limit);
 
 	if (deleted >= 0)
 		return deleted;
-	sweep_journal_exec(j, j->batch_sql, true, &j->batch_plan, INT8OID, cutoff,
+	sweep_journal_exec(j, j->batch_sql, true, skip_failed, &j->batch_plan, INT8OID, cutoff,
 					   Int64GetDatum(limit), SPI_OK_DELETE);
 	return (int64) SPI_processed;
 }
 
 /*
  * Delete up to `limit` finished records older than cutoff: done inbox
- * records first, then sent outbox records with what is left of the limit.
- * Returns how many were deleted.  Caller must be connected to SPI.
+ * records first, then sent outbox records with what is left of the limit;
+ * with `skip_failed` (the sweep's passes, not purge() by hand) passing over
+ * the records this process failed to delete.  Returns how many were
+ * deleted.  Caller must be connected to SPI.
  */
 static int64
-sweep_purge(TimestampTz cutoff, int64 limit)
+sweep_purge(TimestampTz cutoff, int64 limit, bool skip_failed)
 {
 	int64		deleted = 0;
 	int			i;
 
 	sweep_forget_failed();
 	for (i = 0; i < lengthof(sweep_journals) && deleted < limit; i++)
-		deleted += sweep_purge_journal(&sweep_journals[i], cutoff, limit - deleted);
+		deleted += sweep_purge_journal(&sweep_journals[i], cutoff, limit - deleted,
+									   skip_failed);
 	return deleted;
 }
 
@@ -593,7 +602,7 @@ sweep_purge_call(void *arg)
 {
 	SweepPurgeCall *call = (SweepPurgeCall *) arg;
 
-	call->deleted = sweep_purge(call->cutoff, call->limit);
+	call->deleted = sweep_purge(call->cutoff, call->limit, true);
 }
 
 static void
@@ -602,7 +611,7 @@ sweep_purge_one_call(void *arg)
 	SweepPurgeCall *call = (SweepPurgeCall *) arg;
 	SweepJournal *j = call->journal;
 
-	sweep_journal_exec(j, j->delete_one_sql, false, &j->delete_one_plan, j->key_type,
+	sweep_journal_exec(j, j->delete_one_sql, false, false, &j->delete_one_plan, j->key_type,
 					   call->cutoff, call->key, SPI_OK_DELETE);
 	call->deleted = (int64) SPI_processed;
 }
@@ -623,7 +632,7 @@ sweep_purge_one_by_one(SweepJournal *j, TimestampTz cutoff, int64 limit,
 	uint64		i;
 	int64		deleted = 0;
 
-	sweep_journal_exec(j, j->candidates_sql, true, &j->candidates_plan, INT8OID, cutoff,
+	sweep_journal_exec(j, j->candidates_sql, true, true, &j->candidates_plan, INT8OID, cutoff,
 					   Int64GetDatum(limit), SPI_OK_SELECT);
 	n = SPI_processed;
 	keys = palloc(sizeof(Datum) * Max(n, 1));
@@ -641,7 +650,7 @@ sweep_purge_one_by_one(SweepJournal *j, TimestampTz cutoff, int64 limit,
 		else
 		{
 			(*failed)++;
-			sweep_remember_failed(j, keys[i]);
+			sweep_remember_failed(j, keys[i], edata);
 			if (*first == NULL)
 				*first = edata;
 			else
@@ -788,7 +797,7 @@ durable_purge(PG_FUNCTION_ARGS)
 				 errmsg("batch must be at least 1")));
 
 	SPI_connect();
-	deleted = sweep_purge(now - older_than_us, batch);
+	deleted = sweep_purge(now - older_than_us, batch, false);
 	SPI_finish();
 	PG_RETURN_INT64(deleted);
 }
