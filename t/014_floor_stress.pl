@@ -1,0 +1,126 @@
+# t/014_floor_stress.pl
+# The claim floors never hide a claimable record, under concurrency.
+#
+# Six pgbench clients run a mixed loop against each queue for 20 s: half the
+# cycles insert a record (sends deferred by 0-300 ms), every cycle claims
+# one, and a claimed record is finished (60-70 %), failed with a retry in
+# 0-300 ms (30 %) or, in the inbox, released (10 %).  Every claim writes how
+# late it came: claim time minus the record's not_before.  Claimers outpace
+# the work, so a claimable record waits for tens of milliseconds at most;
+# one hidden below a floor waits until the floor is next recomputed from the
+# head (up to 5 s).  Each record gets a chat of its own, so per-chat order
+# never holds one back.
+#
+# t/009_claim_floor stages each way a record becomes claimable below a floor
+# one at a time; this test lets them race: inserts drawing ids while
+# refreshes scan, failures and releases below a floor while it moves.
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $clients = 6;
+my $seconds = 20;
+# A record hidden until the next scan from the head would be late by up
+# to 5 s; a loaded machine makes a visible one late by well under 1 s.
+my $too_late = '2 s';
+
+my $node = PostgreSQL::Test::Cluster->new('floor_stress');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'durable'\ndurable.naptime = '1h'\n");
+$node->start;
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION durable;
+	CREATE TABLE public.late (queue text NOT NULL, late interval NOT NULL);
+});
+
+my $dir = PostgreSQL::Test::Utils::tempdir;
+my %script = (
+	outbox => q{
+\set n :n + 1
+\set insert random(1, 2)
+\set defer random(0, 300)
+\set act random(1, 10)
+\set retry random(0, 300)
+\if :insert = 1
+SELECT 1 FROM durable.outbox_enqueue(:client_id::text || '-' || :n::text, 'c-' || :client_id::text || '-' || :n::text,
+        '{}', not_before => now() + (:defer::text || ' ms')::interval);
+\endif
+SELECT coalesce(max(key), '') AS skey, coalesce(max(token), 0) AS stok
+  FROM durable.outbox_claim('w-' || :client_id::text, max => 1) \gset
+\if :stok > 0
+INSERT INTO public.late SELECT 'outbox', clock_timestamp() - not_before FROM durable.outbox WHERE key = :skey::text;
+\if :act <= 3
+SELECT FROM durable.outbox_failed(:skey::text, :stok::bigint, 'x', retry_in => (:retry::text || ' ms')::interval);
+\else
+SELECT durable.outbox_sent(:skey::text, :stok::bigint, 'p');
+\endif
+\endif
+},
+	inbox => q{
+\set n :n + 1
+\set insert random(1, 2)
+\set act random(1, 10)
+\set retry random(0, 300)
+\if :insert = 1
+SELECT 1 FROM durable.inbox_admit('stress', :client_id::text || '-' || :n::text, 'c-' || :client_id::text || '-' || :n::text);
+\endif
+SELECT coalesce(max(id), 0) AS cid, coalesce(max(token), 0) AS ctok
+  FROM durable.inbox_claim('w-' || :client_id::text, max => 1) \gset
+\if :cid > 0
+INSERT INTO public.late SELECT 'inbox', clock_timestamp() - not_before FROM durable.inbox WHERE id = :cid;
+\if :act <= 3
+SELECT FROM durable.inbox_fail(:cid::bigint, :ctok::bigint, 'x', retry_in => (:retry::text || ' ms')::interval);
+\elif :act = 4
+SELECT durable.inbox_release(:cid::bigint, :ctok::bigint);
+\else
+SELECT durable.inbox_complete(:cid::bigint, :ctok::bigint);
+\endif
+\endif
+});
+
+for my $queue ('outbox', 'inbox')
+{
+	my $file = "$dir/$queue.sql";
+	append_to_file($file, $script{$queue});
+	my ($out, $err) = ('', '');
+	local $ENV{PGOPTIONS} = '-c durable.outbox_retries=1000 -c durable.inbox_max_attempts=1000';
+	my $ran = IPC::Run::run(
+		[
+			'pgbench', '--no-vacuum', '--protocol' => 'prepared',
+			'--client' => $clients, '--jobs' => 2,
+			'--time' => $seconds, '--file' => $file,
+			'--define' => 'n=0',
+			$node->connstr('postgres')
+		],
+		'>' => \$out,
+		'2>' => \$err);
+	ok($ran, "$queue: pgbench ran") or diag("pgbench failed:\n$out\n$err");
+
+	my ($claims, $max, $p99, $over) = split /\|/, $node->safe_psql('postgres', qq{
+		SELECT count(*), max(late), percentile_disc(0.99) WITHIN GROUP (ORDER BY late),
+		       count(*) FILTER (WHERE late > interval '$too_late')
+		  FROM public.late WHERE queue = '$queue'});
+	note("$queue: $claims claims, lateness p99 $p99, max $max");
+	cmp_ok($claims, '>', 1000, "$queue: the loop ran ($claims claims)");
+	is($over, '0', "$queue: no claim came more than $too_late after its record was due (max $max)");
+
+	# Whatever is left is in flight or not yet due: the floor hides nothing.
+	my $table = $queue eq 'outbox' ? 'durable.outbox' : 'durable.inbox';
+	my $claimable = $queue eq 'outbox'
+	  ? q{state IN ('pending', 'failed') AND not_before <= now() - interval '1 s'}
+	  : q{state = 'pending' AND not_before <= now() - interval '1 s'};
+	my $left = $node->safe_psql('postgres',
+		"SELECT count(*) FROM $table WHERE $claimable");
+	my $taken = $node->safe_psql('postgres',
+		"SELECT count(*) FROM durable.${queue}_claim('final', max => 10000)");
+	cmp_ok($taken, '>=', $left, "$queue: a final claim takes every record due for a second ($left)");
+}
+
+$node->stop;
+done_testing();
