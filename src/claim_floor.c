@@ -18,7 +18,8 @@
  *  - it is advanced (at most every FLOOR_REFRESH_MS, by one claimer at a
  *    time) by a scan with a dirty snapshot, which stops at the first record
  *    that is due now or is being written by a transaction in progress (an
- *    admit or a completion not yet committed);
+ *    admit or a completion not yet committed; the refresher's own
+ *    transaction included, whose changes a dirty snapshot shows as done);
  *  - records the scan passed over (held under a lease, or pending with a
  *    future not_before) come due by the clock: from the earliest of those
  *    times, claims scan from the first record passed over instead;
@@ -48,12 +49,15 @@
 #include "shmem.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/itup.h"
 #include "access/relscan.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
+#include "storage/bufmgr.h"
 #include "executor/tuptable.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -125,6 +129,30 @@ floor_find_rels(DurableQueue queue, FloorRels *rels)
 }
 
 /*
+ * Whether the heap tuple in `slot` (just fetched) was written or locked by
+ * this transaction.  A dirty snapshot shows this transaction's own changes
+ * as if committed: a record that an earlier claim of the same transaction
+ * leased looks held, and is pending again if the transaction rolls back.
+ */
+static bool
+floor_written_here(TupleTableSlot *slot)
+{
+	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
+	HeapTupleHeader tuple;
+	bool		mine;
+
+	Assert(TTS_IS_BUFFERTUPLE(slot));
+	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
+	tuple = bslot->base.tuple->t_data;
+	mine = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple)) ||
+		(!(tuple->t_infomask & HEAP_XMAX_INVALID) &&
+		 ((tuple->t_infomask & HEAP_XMAX_IS_MULTI) ||
+		  TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmax(tuple))));
+	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+	return mine;
+}
+
+/*
  * Scan the claim's index from id `from` (up to `below`, exclusive; 0: no
  * bound) with a dirty snapshot.  A leased inbox record comes due at its
  * lease_until, a pending one (or a failed send) at its not_before.
@@ -142,6 +170,7 @@ floor_scan(const FloorRels *rels, int64 from, int64 below, TimestampTz now, Floo
 	int64		last = from - 1;
 	bool		stopped = false;
 	bool		budget_spent = true;
+	bool		wrote_here = TransactionIdIsValid(GetTopTransactionIdIfAny());
 
 	out->needed = from;
 	out->first_skipped = 0;
@@ -181,8 +210,12 @@ floor_scan(const FloorRels *rels, int64 from, int64 below, TimestampTz now, Floo
 		if (!index_fetch_heap(scan, slot))
 			continue;
 
-		/* Being written by a transaction in progress: it may become claimable. */
-		if (TransactionIdIsValid(dirty.xmin) || TransactionIdIsValid(dirty.xmax))
+		/*
+		 * Being written by a transaction in progress, this one included
+		 * (only possible once it has an xid): it may become claimable.
+		 */
+		if (TransactionIdIsValid(dirty.xmin) || TransactionIdIsValid(dirty.xmax) ||
+			(wrote_here && floor_written_here(slot)))
 		{
 			stopped = true;
 			break;

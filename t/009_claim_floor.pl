@@ -152,6 +152,20 @@ ok(time - $expiring_from < 10, 'the lease of "expiring" was still valid until no
 usleep(100_000) while time - $expiring_from < 10.3;
 is(claim_one(), 'expiring', 'a lease that expired below the floor is taken over');
 
+# A claim's own transaction: a record that an earlier claim of the same
+# transaction leased is pending again if it rolls back.  The refresh sees
+# that transaction's changes as committed, and used to pass over the record
+# (hidden until the next scan from the head, and its chat's newer record
+# claimed before it).
+$node->safe_psql('postgres',
+	"SELECT FROM durable.inbox_admit('t', 'rolled', 'chat-rolled');"
+	  . " SELECT FROM durable.inbox_admit('t', 'rolled-next', 'chat-rolled-next');");
+$node->safe_psql('postgres',
+	"BEGIN; SELECT FROM durable.inbox_claim('rb', 1); SELECT pg_sleep(0.03);"
+	  . " SELECT FROM durable.inbox_claim('rb', 1); ROLLBACK;");
+is(claim_one(), 'rolled', 'a record leased by a claim that rolled back is claimed first, at once');
+is(claim_one(), 'rolled-next', 'then the next one');
+
 # ==== The outbox's floor: a sender loop's claims (outbox_claim) start
 # where the claimable sends begin.
 $node->safe_psql('postgres', "SELECT setval('durable.outbox_id_seq', 1000)");
