@@ -658,15 +658,24 @@ durable_inbox_heartbeat(PG_FUNCTION_ARGS)
 	values[1] = Int64GetDatum(token);
 	values[2] = TimestampTzGetDatum(lease_until);
 
+	/*
+	 * The lease it replaces (as the statement's snapshot saw it): only a
+	 * shorter lease concerns the claim floor, which knows the old one or an
+	 * earlier one.  Telling it of every heartbeat would discard every floor
+	 * refresh under way (claim_floor.c).
+	 */
 	SPI_connect();
 	durable_exec(durable_plan(&inbox_heartbeat_plan,
 							  "UPDATE durable.inbox i SET lease_until = $3"
-							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'",
+							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'"
+							  " RETURNING (SELECT o.lease_until FROM durable.inbox o WHERE o.id = $1)",
 							  3, types),
-				 values, NULL, SPI_OK_UPDATE, 0);
+				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
 	if (SPI_processed == 0)
 		inbox_diagnose(IC_HEARTBEAT, id, token);
-	durable_claim_floor_comes_due(DQ_INBOX, id, lease_until);
+	if (durable_col_isnull(0, 1) ||
+		lease_until < DatumGetTimestampTz(durable_col(0, 1)))
+		durable_claim_floor_comes_due(DQ_INBOX, id, lease_until);
 	SPI_finish();
 	PG_RETURN_TIMESTAMPTZ(lease_until);
 }
