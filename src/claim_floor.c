@@ -404,6 +404,13 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 		SpinLockRelease(&f->mutex);
 		return current;
 	}
+	/*
+	 * A refresher presumed gone (busy_until passed) may still be running,
+	 * e.g. queued behind a lock: its raise can be withdrawn by ours before
+	 * it ends, so its result must not be written.
+	 */
+	if (f->busy_until != 0)
+		f->gen++;
 	f->busy_until = clock + (int64) FLOOR_REFRESH_TIMEOUT_MS * 1000;
 	gen = f->gen;
 	relid = f->relid;
