@@ -734,12 +734,12 @@ durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 	result->outbox_due = (int) Min(outbox_due, (int64) PG_INT32_MAX);
 
 	result->purged = sweep_purge_isolated(now - (int64) durable_retention_s * USECS_PER_SEC,
-										  DURABLE_SWEEP_BATCH);
+										  DURABLE_PURGE_BATCH);
 	permits = durable_permit_expire(now, DURABLE_SWEEP_BATCH);
 
 	result->recovery_full = result->inbox_expired >= DURABLE_SWEEP_BATCH ||
 		result->outbox_ambiguous >= DURABLE_SWEEP_BATCH;
-	result->purge_full = result->purged >= DURABLE_SWEEP_BATCH ||
+	result->purge_full = result->purged >= DURABLE_PURGE_BATCH ||
 		permits >= DURABLE_SWEEP_BATCH;
 
 	DURABLE_FAIL_POINT("sweep");

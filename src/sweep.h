@@ -17,6 +17,16 @@
 /* Most rows one step of a sweep pass handles (one step: one statement). */
 #define DURABLE_SWEEP_BATCH		1000
 
+/*
+ * Most finished records one pass's retention step deletes.  Smaller than
+ * the other steps: the worker rests after a full purge batch in proportion
+ * to its duration, and shorter batches spread the same deletes more evenly
+ * next to the bots (a million records purged under the bot path at 4
+ * clients: its p99 7.0-7.4 ms with 250, 9.4 ms with 1,000; the purge takes
+ * 110 s instead of 52).
+ */
+#define DURABLE_PURGE_BATCH		250
+
 /* What one sweep pass did (the columns of sweep()). */
 typedef struct DurableSweepResult
 {

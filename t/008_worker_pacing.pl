@@ -126,7 +126,7 @@ ok( $node->poll_query_until(
 		"SELECT state = 'pending' FROM durable.inbox WHERE message_id = 'lost'"),
 	'the lease lost during the backlog is recovered');
 
-# --- Retention: 5,000 done records two days old, a retention of one day
+# --- Retention: 1,250 done records two days old, a retention of one day
 # and a naptime long enough that only the purge's rest can pace the passes.
 $node->safe_psql(
 	'postgres', q{
@@ -136,7 +136,7 @@ $node->safe_psql(
 	SELECT 'tap', 'old-' || g, (g % 1000)::text, 'message', '{}', 'done', 1,
 	       nextval('durable.token_seq'), 'bot', now() - interval '2 days',
 	       now() - interval '2 days', now() - interval '2 days', now() - interval '2 days'
-	  FROM generate_series(1, 5000) g;
+	  FROM generate_series(1, 1250) g;
 });
 $offset = -s $node->logfile;
 $node->safe_psql(
@@ -146,9 +146,9 @@ $node->safe_psql(
 	SELECT pg_reload_conf();
 });
 ok( $node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM durable.inbox'),
-	'the worker purges the 5,000 records');
+	'the worker purges the 1,250 records');
 my @purge = grep { $_->{purged} > 0 } passes_since($offset);
-is(scalar @purge, 5, 'in five passes of 1,000');
+is(scalar @purge, 5, 'in five passes of 250');
 my $paced = 1;
 for my $i (0 .. $#purge - 1)
 {
