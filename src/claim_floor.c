@@ -103,11 +103,6 @@ static const char *const floor_relnames[DQ_NUM_QUEUES][2] = {
 	[DQ_OUTBOX] = {"outbox", "outbox_waiting_idx"},
 };
 
-static const char *const floor_queue_names[DQ_NUM_QUEUES] = {
-	[DQ_INBOX] = "inbox",
-	[DQ_OUTBOX] = "outbox",
-};
-
 /* Look up the relations of this database's `queue`; false when there are none. */
 static bool
 floor_find_rels(DurableQueue queue, FloorRels *rels)
@@ -434,7 +429,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	current = floor_effective(f, now);
 	SpinLockRelease(&f->mutex);
 	/* t/009_claim_floor reads this line. */
-	elog(DEBUG2, "durable: %s claim floor " INT64_FORMAT "%s", floor_queue_names[queue],
+	elog(DEBUG2, "durable: %s claim floor " INT64_FORMAT "%s", floor_relnames[queue][0],
 		 current, from == 0 ? " (from the head)" : "");
 	return current;
 }
@@ -454,6 +449,22 @@ durable_claim_floor_lower(DurableQueue queue, int64 id)
 	SpinLockRelease(&f->mutex);
 }
 
+/*
+ * Whether a refresh under way is about to raise the floor past `id`: it may
+ * have passed over the record before the caller's change to it.  The
+ * caller's change is ordered before this read, as the refresh orders its
+ * publishing before its second scan: one of the two sees the other.  Read
+ * before the floor: a refresh writes its new floor before it unpublishes
+ * the raise, so one of the two reads sees it (in the other order, both
+ * could miss it).
+ */
+static bool
+floor_raise_passes(DurableFloor *f, int64 id)
+{
+	pg_memory_barrier();
+	return (uint64) id < pg_atomic_read_u64(&f->raising);
+}
+
 void
 durable_claim_floor_comes_due(DurableQueue queue, int64 id, TimestampTz due)
 {
@@ -463,22 +474,17 @@ durable_claim_floor_comes_due(DurableQueue queue, int64 id, TimestampTz due)
 	if (f == NULL)
 		return;
 
-	/*
-	 * As in durable_claim_floor_admitted: a refresh about to raise the floor
-	 * past `id` may have passed over it before this change; it must not
-	 * write its result, so the generation moves on.
-	 */
-	pg_memory_barrier();
-	in_flight = (uint64) id < pg_atomic_read_u64(&f->raising);
+	/* A refresh under way must not write its result: the generation moves on. */
+	in_flight = floor_raise_passes(f, id);
 	SpinLockAcquire(&f->mutex);
 	if (in_flight || (uint64) id < pg_atomic_read_u64(&f->floor))
 	{
 		/*
 		 * The fallback may lie above `id`: the refreshes need not have
 		 * passed over this record (a send being sent has no entry they can
-		 * see).  Nothing changes for a later due time above the fallback,
-		 * the common case of a heartbeat: then a refresh in progress may
-		 * go on (each one discarded would hold the floor back).
+		 * see).  Nothing changes for a due time no earlier than the known
+		 * one and above the fallback: then no refresh is discarded (each
+		 * one discarded holds the floor back).
 		 */
 		if (in_flight || f->due == 0 || due < f->due || id < f->fallback)
 		{
@@ -498,13 +504,7 @@ durable_claim_floor_admitted(DurableQueue queue, int64 id)
 
 	if (f == NULL)
 		return;
-	/*
-	 * The raise in progress first, then the floor: a refresh writes its new
-	 * floor before it unpublishes the raise, so one of the two reads sees it
-	 * (read in the other order, both could miss it).
-	 */
-	pg_memory_barrier();
-	if ((uint64) id < pg_atomic_read_u64(&f->raising))
+	if (floor_raise_passes(f, id))
 	{
 		durable_claim_floor_lower(queue, id);
 		return;
