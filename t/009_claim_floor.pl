@@ -34,26 +34,29 @@ sub cycles
 	$node->safe_psql('postgres', $sql);
 }
 
-# Index entries of inbox_unfinished_idx read so far (flushed by backends
-# that exited).
+# Index entries of $index read so far (flushed by backends that exited).
 sub entries_read
 {
+	my ($index) = @_;
 	return $node->safe_psql('postgres',
-		"SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'inbox_unfinished_idx'");
+		"SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = '$index'");
 }
 
-# The floor after a claim that refreshes it (one that finds nothing to
-# claim); in list context also whether that refresh scanned from the head.
+# The floor of $queue ('inbox' unless given) after a claim that refreshes
+# it (one that finds nothing to claim); in list context also whether that
+# refresh scanned from the head.
 sub floor_now
 {
+	my ($queue) = @_;
+	$queue //= 'inbox';
 	my ($out, $err);
 	$node->psql(
 		'postgres',
 		"SET client_min_messages = debug2; SELECT pg_sleep(0.02);"
-		  . " SELECT count(*) FROM durable.inbox_claim('probe', 1);",
+		  . " SELECT count(*) FROM durable.${queue}_claim('probe', 1);",
 		stdout => \$out,
 		stderr => \$err);
-	my @floors = $err =~ /durable: inbox claim floor (\d+)( \(from the head\))?/g;
+	my @floors = $err =~ /durable: $queue claim floor (\d+)( \(from the head\))?/g;
 	my ($floor, $from_head) = @floors ? ($floors[-2], defined $floors[-1]) : (-1, 0);
 	return wantarray ? ($floor, $from_head) : $floor;
 }
@@ -81,28 +84,42 @@ sub admit_and_hold
 		"SELECT id || '|' || token FROM durable.inbox_claim('$instance', 1, lease => '$lease')");
 }
 
+# One claim of $queue ('inbox' unless given) by a fresh instance: the
+# message id or key it got, or 'nothing'.
 sub claim_one
 {
+	my ($queue) = @_;
+	$queue //= 'inbox';
+	my $name = $queue eq 'inbox' ? 'message_id' : 'key';
 	return $node->safe_psql('postgres',
-		"SELECT coalesce(max(message_id), 'nothing') FROM durable.inbox_claim('taker', 1)");
+		"SELECT coalesce(max($name), 'nothing') FROM durable.${queue}_claim('taker', 1)");
+}
+
+# Index entries of $index read per claim of 200 cycles ($cycles->($n, $tag))
+# run after 3,000 others, all behind a transaction held open on $table.
+sub entries_per_claim_behind_held
+{
+	my ($table, $index, $cycles, $prefix) = @_;
+	my $held = $node->background_psql('postgres');
+	$held->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+	$held->query_safe("SELECT pg_catalog.txid_current(), count(*) FROM durable.$table");
+	$cycles->(3000, "${prefix}before");
+	my $before = entries_read($index);
+	$cycles->(200, "${prefix}measured");
+	$node->poll_query_until('postgres',
+		"SELECT idx_tup_read > $before FROM pg_stat_user_indexes WHERE indexrelname = '$index'")
+	  or die 'no index statistics';
+	usleep(500_000);
+	my $per_claim = (entries_read($index) - $before) / 200;
+	$held->query_safe('COMMIT');
+	$held->quit;
+	return $per_claim;
 }
 
 # ---- Behind a transaction held open, claims read few index entries.
-my $held = $node->background_psql('postgres');
-$held->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
-$held->query_safe('SELECT pg_catalog.txid_current(), count(*) FROM durable.inbox');
-cycles(3000, 'before');
-my $before = entries_read();
-cycles(200, 'measured');
-$node->poll_query_until('postgres',
-	"SELECT idx_tup_read > $before FROM pg_stat_user_indexes WHERE indexrelname = 'inbox_unfinished_idx'")
-  or die 'no index statistics';
-usleep(500_000);
-my $per_claim = (entries_read() - $before) / 200;
+my $per_claim = entries_per_claim_behind_held('inbox', 'inbox_unfinished_idx', \&cycles, '');
 cmp_ok($per_claim, '<', 300,
 	"behind a held transaction a claim reads few entries ($per_claim per claim, 3,000+ finished behind it)");
-$held->query_safe('COMMIT');
-$held->quit;
 
 # ---- The floor moves on (refreshes that scan from above "shortened"), and
 # still comes back for it when the lease it was given by a heartbeat ends.
@@ -183,26 +200,6 @@ sub send_cycles
 	$node->safe_psql('postgres', $sql);
 }
 
-sub waiting_entries_read
-{
-	return $node->safe_psql('postgres',
-		"SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'outbox_waiting_idx'");
-}
-
-# The outbox's floor after a claim that refreshes it (and finds nothing).
-sub send_floor_now
-{
-	my ($out, $err);
-	$node->psql(
-		'postgres',
-		"SET client_min_messages = debug2; SELECT pg_sleep(0.02);"
-		  . " SELECT count(*) FROM durable.outbox_claim('probe', 1);",
-		stdout => \$out,
-		stderr => \$err);
-	my @floors = $err =~ /durable: outbox claim floor (\d+)/g;
-	return @floors ? $floors[-1] : -1;
-}
-
 # Enqueue a send and claim it under `instance`; returns "key|token|id".
 sub enqueue_and_hold
 {
@@ -213,29 +210,11 @@ sub enqueue_and_hold
 		  . " JOIN durable.outbox o USING (key)");
 }
 
-sub claim_one_send
-{
-	return $node->safe_psql('postgres',
-		"SELECT coalesce(max(key), 'nothing') FROM durable.outbox_claim('taker', 1)");
-}
-
 # ---- Behind a transaction held open, outbox claims read few index entries
 # (before the outbox had a floor: every one since the transaction began).
-$held = $node->background_psql('postgres');
-$held->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
-$held->query_safe('SELECT pg_catalog.txid_current(), count(*) FROM durable.outbox');
-send_cycles(3000, 'sbefore');
-$before = waiting_entries_read();
-send_cycles(200, 'smeasured');
-$node->poll_query_until('postgres',
-	"SELECT idx_tup_read > $before FROM pg_stat_user_indexes WHERE indexrelname = 'outbox_waiting_idx'")
-  or die 'no index statistics';
-usleep(500_000);
-$per_claim = (waiting_entries_read() - $before) / 200;
+$per_claim = entries_per_claim_behind_held('outbox', 'outbox_waiting_idx', \&send_cycles, 's');
 cmp_ok($per_claim, '<', 300,
 	"behind a held transaction an outbox claim reads few entries ($per_claim per claim, 3,000+ sent behind it)");
-$held->query_safe('COMMIT');
-$held->quit;
 
 # ---- The floor passes sends being sent and sends deferred, and comes back
 # for each when it becomes claimable.
@@ -246,41 +225,41 @@ my $deferred_from = time;
 $node->safe_psql('postgres',
 	"SELECT FROM durable.outbox_enqueue('deferred', 'chat-deferred', '{}', not_before => now() + interval '15 s')");
 send_cycles(20, 'safter');
-cmp_ok(send_floor_now(), '>', $killed_id, 'the outbox floor passes sends being sent and a deferred send');
+cmp_ok(floor_now('outbox'), '>', $killed_id, 'the outbox floor passes sends being sent and a deferred send');
 
 $node->safe_psql('postgres',
 	"SELECT FROM durable.outbox_failed('$failing', $failing_token, 'timeout', retry_in => '0')");
-is(claim_one_send(), 'failing', 'a send failed below the floor, due at once, is claimed at once');
+is(claim_one('outbox'), 'failing', 'a send failed below the floor, due at once, is claimed at once');
 
 my $later_at = time;
 $node->safe_psql('postgres',
 	"SELECT FROM durable.outbox_failed('$later', $later_token, 'timeout', retry_in => '4 s')");
 send_cycles(5, 'smore');
-send_floor_now() for 1 .. 3;
+floor_now('outbox') for 1 .. 3;
 SKIP:
 {
 	skip 'the steps above took too long for the retry in 4 s', 1 if time - $later_at > 3;
-	is(claim_one_send(), 'nothing', 'a send failed below the floor is not claimed before its retry is due');
+	is(claim_one('outbox'), 'nothing', 'a send failed below the floor is not claimed before its retry is due');
 }
 usleep(50_000) while time - $later_at < 4.2;
-is(claim_one_send(), 'later', 'and is claimed once it is due');
+is(claim_one('outbox'), 'later', 'and is claimed once it is due');
 
 $node->safe_psql('postgres',
 	"SELECT FROM durable.outbox_failed('$killed', $killed_token, 'rejected', retryable => false)");
 send_cycles(5, 'sevenmore');
-send_floor_now() for 1 .. 3;
+floor_now('outbox') for 1 .. 3;
 $node->safe_psql('postgres', "SELECT durable.outbox_retry('$killed')");
-is(claim_one_send(), 'killed', 'a dead send retried below the floor is claimed at once');
+is(claim_one('outbox'), 'killed', 'a dead send retried below the floor is claimed at once');
 
-cmp_ok(send_floor_now(), '>', 600, 'the outbox floor is above id 600');
+cmp_ok(floor_now('outbox'), '>', 600, 'the outbox floor is above id 600');
 $node->safe_psql('postgres', "SELECT setval('durable.outbox_id_seq', 600)");
 $node->safe_psql('postgres', "SELECT FROM durable.outbox_enqueue('slate', 'chat-slate', '{}')");
-is(claim_one_send(), 'slate', 'a send enqueued below the floor is claimed at once');
+is(claim_one('outbox'), 'slate', 'a send enqueued below the floor is claimed at once');
 
 ok(time - $deferred_from < 15, 'the deferred send was not yet due until now')
   or diag('the steps above took too long for the deferral of 15 s');
 usleep(100_000) while time - $deferred_from < 15.3;
-is(claim_one_send(), 'deferred', 'a deferred send below the floor is claimed once due');
+is(claim_one('outbox'), 'deferred', 'a deferred send below the floor is claimed once due');
 
 $node->stop;
 done_testing();
