@@ -3,7 +3,7 @@
  * direct.c
  *		The journals read and written without the executor, on the paths
  *		every message takes: the per-chat probes, the fencing token, the
- *		inserts of inbox_admit and outbox_begin, inbox_claim's lease, the
+ *		inserts of inbox_admit and outbox_begin, the claims' leases, the
  *		fenced confirmations inbox_complete and outbox_sent, and the
  *		retention purge.
  *
@@ -33,9 +33,10 @@
  * (the update is never HOT: it takes the record out of the open-records
  * indexes) go in through ExecInsertIndexTuples.
  *
- * The claim walks inbox_unfinished_idx in id order, locks what is claimable
- * as FOR NO KEY UPDATE SKIP LOCKED would, and leases it with
- * table_tuple_update (durable_inbox_claim_direct).
+ * The claims walk their journal's open index (inbox_unfinished_idx,
+ * outbox_waiting_idx) in id order, lock what is claimable as FOR NO KEY
+ * UPDATE SKIP LOCKED would, and lease it with table_tuple_update
+ * (direct_claim).
  *
  * The inserts are ExecInsert's speculative insertion for ON CONFLICT DO
  * NOTHING (direct_insert), and the purge a walk of the finish-time index
@@ -121,12 +122,17 @@ static const char *const direct_new_message_cols[] = {
 };
 #define DIRECT_NEW_MESSAGE_NCOLS lengthof(direct_new_message_cols)
 
-/* inbox_claim's result columns, in their order. */
+/* inbox_claim's and outbox_claim's result columns, in their order. */
 static const char *const direct_claimed_cols[] = {
 	"id", "token", "source", "message_id", "chat_id", "kind", "payload", "attempts"
 };
 StaticAssertDecl(lengthof(direct_claimed_cols) == DURABLE_CLAIMED_NCOLS,
 				 "inbox_claim's result columns");
+static const char *const direct_claimed_send_cols[] = {
+	"key", "token", "chat_id", "payload", "attempts"
+};
+StaticAssertDecl(lengthof(direct_claimed_send_cols) == DURABLE_CLAIMED_SEND_NCOLS,
+				 "outbox_claim's result columns");
 
 /* durable's relations used here; valid until an invalidation names one. */
 typedef struct DirectRels
@@ -146,10 +152,12 @@ typedef struct DirectRels
 	Oid			outbox;
 	Oid			outbox_pkey;
 	Oid			outbox_chat_idx;	/* outbox_chat_unfinished_idx (chat_id, id) */
+	Oid			outbox_open_idx;	/* outbox_waiting_idx (id): the claim's scan */
 	Oid			outbox_id_seq;
 	Oid			outbox_sent_at_idx;
 	DirectCols	outbox_cols;
 	AttrNumber	new_send_att[DIRECT_NEW_SEND_NCOLS];
+	AttrNumber	claimed_send_att[DURABLE_CLAIMED_SEND_NCOLS];
 	Oid			token_seq;
 } DirectRels;
 
@@ -317,6 +325,7 @@ direct_rels(void)
 		r->outbox = direct_relid("outbox", nsp);
 		r->outbox_pkey = direct_relid("outbox_pkey", nsp);
 		r->outbox_chat_idx = direct_relid("outbox_chat_unfinished_idx", nsp);
+		r->outbox_open_idx = direct_relid("outbox_waiting_idx", nsp);
 		r->outbox_id_seq = direct_relid("outbox_id_seq", nsp);
 		r->outbox_sent_at_idx = direct_relid("outbox_sent_at_idx", nsp);
 		direct_common_cols(r->outbox, &r->outbox_cols);
@@ -324,6 +333,8 @@ direct_rels(void)
 					   r->new_send_att);
 		r->outbox_cols.sent_at = direct_attnum(r->outbox, "sent_at");
 		r->outbox_cols.provider_message_id = direct_attnum(r->outbox, "provider_message_id");
+		direct_attnums(r->outbox, direct_claimed_send_cols, DURABLE_CLAIMED_SEND_NCOLS,
+					   r->claimed_send_att);
 		r->token_seq = direct_relid("token_seq", nsp);
 		r->valid = (invalidations == direct_invalidations);
 	}
@@ -980,20 +991,37 @@ durable_outbox_sent_direct(Datum key, int64 token, Datum provider_message_id,
 	return direct_confirm(&c, rels, wake);
 }
 
-/* ---- The claim ---- */
+/* ---- The claims ---- */
 
 /* What a lease sets that differs per record: where in its DirectConfirm. */
 #define DIRECT_CLAIM_SET_TOKEN 1
 #define DIRECT_CLAIM_SET_ATTEMPTS 4
 
+/* Is this version of a record claimable, by its own columns? */
+typedef bool (*DirectClaimable) (TupleTableSlot *version, const DirectCols *cols,
+								 const DurableClaim *claim);
+
+/* A journal's claim: what inbox_claim and outbox_claim do differently. */
+typedef struct DirectClaimQueue
+{
+	Oid			heap;
+	Oid			open_idx;		/* the scan, in id order, of what may be claimable */
+	Oid			chat_idx;		/* per-chat order: (chat_id, id) of unfinished records */
+	const DirectCols *cols;
+	DirectClaimable claimable;
+	const char *leased_state;	/* the state a lease sets */
+	const AttrNumber *claimed_att;	/* the result columns */
+	int			nclaimed;
+} DirectClaimQueue;
+
 /*
- * Is this version of an inbox record claimable: open, and pending with its
- * not_before passed, or (leased) with its lease expired and attempts left?
+ * An inbox record is claimable when it is open, and pending with its
+ * not_before passed, or leased with its lease expired and attempts left.
  * (An expired lease on its last attempt is the sweep's to make dead.)
  */
 static bool
-direct_claimable(TupleTableSlot *version, const DirectCols *cols, TimestampTz now,
-				 int32 max_attempts)
+direct_inbox_claimable(TupleTableSlot *version, const DirectCols *cols,
+					   const DurableClaim *claim)
 {
 	bool		isnull;
 	Datum		value;
@@ -1007,32 +1035,53 @@ direct_claimable(TupleTableSlot *version, const DirectCols *cols, TimestampTz no
 	if (durable_text_equal_cstring(value, "pending"))
 	{
 		value = slot_getattr(version, cols->not_before, &isnull);
-		return !isnull && DatumGetTimestampTz(value) <= now;
+		return !isnull && DatumGetTimestampTz(value) <= claim->now;
 	}
 	value = slot_getattr(version, cols->lease_until, &isnull);
-	if (isnull || DatumGetTimestampTz(value) >= now)
+	if (isnull || DatumGetTimestampTz(value) >= claim->now)
 		return false;
 	value = slot_getattr(version, cols->attempts, &isnull);
-	return !isnull && DatumGetInt32(value) < max_attempts;
+	return !isnull && DatumGetInt32(value) < claim->max_attempts;
 }
 
 /*
- * Is this version claimable, and the oldest open record of its chat as
- * `snapshot` sees it?  The WHERE clause of the claim's statement.
+ * A send is claimable when it is pending or failed and due.  (An expired
+ * sending lease is the sweep's to flag unknown, never claimed again.)
  */
 static bool
-direct_claim_candidate(TupleTableSlot *version, const DirectRels *rels, Snapshot snapshot,
-					   TimestampTz now, int32 max_attempts)
+direct_outbox_claimable(TupleTableSlot *version, const DirectCols *cols,
+						const DurableClaim *claim)
 {
-	const DirectCols *cols = &rels->inbox_cols;
+	bool		isnull;
+	Datum		value;
+
+	value = slot_getattr(version, cols->state, &isnull);
+	if (isnull || !(durable_text_equal_cstring(value, "pending") ||
+					durable_text_equal_cstring(value, "failed")))
+		return false;
+	value = slot_getattr(version, cols->not_before, &isnull);
+	return !isnull && DatumGetTimestampTz(value) <= claim->now;
+}
+
+/*
+ * Is this version claimable, and the oldest unfinished record of its chat
+ * as `snapshot` sees it?  The WHERE clause of the claim's statement.  (A
+ * version found through the chat index is unfinished: every change into or
+ * out of the unfinished states changes a column of the index's predicate,
+ * so it is not HOT, and what the index finds is what it holds.)
+ */
+static bool
+direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const DirectRels *rels,
+					   Snapshot snapshot, const DurableClaim *claim)
+{
 	bool		isnull;
 	int64		id;
 
-	if (!direct_claimable(version, cols, now, max_attempts))
+	if (!q->claimable(version, q->cols, claim))
 		return false;
-	id = DatumGetInt64(slot_getattr(version, cols->id, &isnull));
-	return !direct_chat_scan(rels->inbox, rels->inbox_chat_idx,
-							 slot_getattr(version, cols->chat_id, &isnull),
+	id = DatumGetInt64(slot_getattr(version, q->cols->id, &isnull));
+	return !direct_chat_scan(q->heap, q->chat_idx,
+							 slot_getattr(version, q->cols->chat_id, &isnull),
 							 BTLessStrategyNumber, id, NULL, rels, snapshot);
 }
 
@@ -1048,12 +1097,13 @@ direct_claim_candidate(TupleTableSlot *version, const DirectRels *rels, Snapshot
  * SERIALIZABLE it is a serialization failure.  Then the locked version is
  * updated, which cannot wait.  The lock is FOR NO KEY UPDATE, the one the
  * update takes anyway: a record held FOR KEY SHARE (a foreign key checking
- * it) is leased, not skipped.  False when skipped.
+ * it) is leased, not skipped.  False when skipped; when leased, `version`
+ * holds the version the lease replaced.
  */
 static bool
 direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
-				 DirectConfirm *c, const DirectRels *rels, Snapshot snapshot, CommandId cid,
-				 TimestampTz now, int32 max_attempts)
+				 DirectConfirm *c, const DirectClaimQueue *q, const DirectRels *rels,
+				 Snapshot snapshot, CommandId cid, const DurableClaim *claim)
 {
 	ItemPointerData tid = version->tts_tid;
 	TM_FailureData tmfd;
@@ -1062,7 +1112,7 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 	bool		isnull;
 	int32		attempts;
 
-	if (!direct_claim_candidate(version, rels, snapshot, now, max_attempts))
+	if (!direct_claim_candidate(version, q, rels, snapshot, claim))
 		return false;
 
 	result = table_tuple_lock(rel, &tid, snapshot, version, cid, LockTupleNoKeyExclusive,
@@ -1088,10 +1138,10 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 	 * record of the chat open again (it updates the newer ones to say so).
 	 */
 	if (tmfd.traversed &&
-		!direct_claim_candidate(version, rels, GetLatestSnapshot(), now, max_attempts))
+		!direct_claim_candidate(version, q, rels, GetLatestSnapshot(), claim))
 		return false;
 
-	attempts = DatumGetInt32(slot_getattr(version, rels->inbox_cols.attempts, &isnull));
+	attempts = DatumGetInt32(slot_getattr(version, q->cols->attempts, &isnull));
 	c->set_value[DIRECT_CLAIM_SET_TOKEN] = Int64GetDatum(nextval_internal(rels->token_seq, true));
 	c->set_value[DIRECT_CLAIM_SET_ATTEMPTS] = Int32GetDatum(attempts + 1);
 	direct_confirmed_version(version, leased, c);
@@ -1103,22 +1153,22 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 }
 
 /*
- * inbox_claim's lease, without the executor: scan inbox_unfinished_idx in
- * id order from `floor` with the snapshot an SPI statement would take, and
- * lease up to `max` claimable records, each the oldest open record of its
- * chat as that snapshot sees it, passing each leased record's result
- * columns to `sink`, oldest first.  Returns how many.
+ * A claim's lease, without the executor: scan the queue's open index in id
+ * order from `floor` with the snapshot an SPI statement would take, and
+ * lease up to `max` claimable records, each the oldest unfinished record
+ * of its chat as that snapshot sees it, passing each leased record's
+ * result columns, and the state it had, to `sink`, oldest first.  Returns
+ * how many.
  *
  * The SQL statement cost an executor start and end, and a correlated
  * subplan start per candidate: at 8 clients a fifth of the queue path's
- * CPU (perf).  The lease changes no indexed column, so the update is HOT
- * unless the page is full.
+ * CPU (perf).
  */
-uint64
-durable_inbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink, void *arg)
+static uint64
+direct_claim(const DirectClaimQueue *q, const DirectRels *rels, const DurableClaim *claim,
+			 DurableClaimSink sink, void *arg)
 {
-	const DirectRels *rels = direct_rels();
-	const DirectCols *cols = &rels->inbox_cols;
+	const DirectCols *cols = q->cols;
 	Relation	rel;
 	Relation	index;
 	ScanKeyData key;
@@ -1134,18 +1184,19 @@ durable_inbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink, voi
 
 	PreventCommandIfReadOnly("UPDATE");
 	PreventCommandIfParallelMode("UPDATE");
-	rel = table_open(rels->inbox, RowExclusiveLock);
+	rel = table_open(q->heap, RowExclusiveLock);
 	direct_check_writable(rel, TRIGGER_TYPE_UPDATE);
-	index = direct_index_open(rels->inbox_open_idx, AccessShareLock);
+	index = direct_index_open(q->open_idx, AccessShareLock);
 
 	memset(&c, 0, sizeof(c));
 	c.cols = cols;
-	direct_set(&c, cols->state, CStringGetTextDatum("leased"), false);
+	direct_set(&c, cols->state, CStringGetTextDatum(q->leased_state), false);
 	direct_set(&c, cols->token, (Datum) 0, false);	/* DIRECT_CLAIM_SET_TOKEN */
 	direct_set(&c, cols->owner, claim->owner, false);
 	direct_set(&c, cols->lease_until, TimestampTzGetDatum(claim->lease_until), false);
 	direct_set(&c, cols->attempts, (Datum) 0, false);	/* DIRECT_CLAIM_SET_ATTEMPTS */
-	direct_set(&c, cols->sends, Int32GetDatum(0), false);
+	if (cols->sends != InvalidAttrNumber)
+		direct_set(&c, cols->sends, Int32GetDatum(0), false);
 	Assert(c.set_att[DIRECT_CLAIM_SET_TOKEN] == cols->token &&
 		   c.set_att[DIRECT_CLAIM_SET_ATTEMPTS] == cols->attempts);
 
@@ -1164,16 +1215,19 @@ durable_inbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink, voi
 		/* Behind a long transaction the walk can be long: let it be cancelled. */
 		CHECK_FOR_INTERRUPTS();
 		oldcxt = MemoryContextSwitchTo(candidate_cxt);
-		if (direct_claim_one(rel, version, leased, &c, rels, snapshot, cid, claim->now,
-							 claim->max_attempts))
+		if (direct_claim_one(rel, version, leased, &c, q, rels, snapshot, cid, claim))
 		{
-			Datum		values[DURABLE_CLAIMED_NCOLS];
-			bool		nulls[DURABLE_CLAIMED_NCOLS];
+			Datum		values[Max(DURABLE_CLAIMED_NCOLS, DURABLE_CLAIMED_SEND_NCOLS)];
+			bool		nulls[Max(DURABLE_CLAIMED_NCOLS, DURABLE_CLAIMED_SEND_NCOLS)];
+			bool		isnull;
+			Datum		was;
 			int			i;
 
-			for (i = 0; i < DURABLE_CLAIMED_NCOLS; i++)
-				values[i] = slot_getattr(leased, rels->claimed_att[i], &nulls[i]);
-			sink(arg, values, nulls);
+			Assert(q->nclaimed <= lengthof(values));
+			for (i = 0; i < q->nclaimed; i++)
+				values[i] = slot_getattr(leased, q->claimed_att[i], &nulls[i]);
+			was = slot_getattr(version, cols->state, &isnull);
+			sink(arg, values, nulls, was);
 			n++;
 		}
 		MemoryContextSwitchTo(oldcxt);
@@ -1189,6 +1243,49 @@ durable_inbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink, voi
 	index_close(index, NoLock);
 	table_close(rel, NoLock);
 	return n;
+}
+
+/*
+ * inbox_claim's lease, on inbox_unfinished_idx.  The lease changes no
+ * indexed column, so the update is HOT unless the page is full.
+ */
+uint64
+durable_inbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink, void *arg)
+{
+	const DirectRels *rels = direct_rels();
+	DirectClaimQueue q;
+
+	q.heap = rels->inbox;
+	q.open_idx = rels->inbox_open_idx;
+	q.chat_idx = rels->inbox_chat_idx;
+	q.cols = &rels->inbox_cols;
+	q.claimable = direct_inbox_claimable;
+	q.leased_state = "leased";
+	q.claimed_att = rels->claimed_att;
+	q.nclaimed = DURABLE_CLAIMED_NCOLS;
+	return direct_claim(&q, rels, claim, sink, arg);
+}
+
+/*
+ * outbox_claim's lease, on outbox_waiting_idx.  The lease makes the send
+ * sending (out of the waiting index, into nothing new but the primary key
+ * and the chat index): not HOT.
+ */
+uint64
+durable_outbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink, void *arg)
+{
+	const DirectRels *rels = direct_rels();
+	DirectClaimQueue q;
+
+	q.heap = rels->outbox;
+	q.open_idx = rels->outbox_open_idx;
+	q.chat_idx = rels->outbox_chat_idx;
+	q.cols = &rels->outbox_cols;
+	q.claimable = direct_outbox_claimable;
+	q.leased_state = "sending";
+	q.claimed_att = rels->claimed_send_att;
+	q.nclaimed = DURABLE_CLAIMED_SEND_NCOLS;
+	return direct_claim(&q, rels, claim, sink, arg);
 }
 
 /* ---- New records ---- */

@@ -243,24 +243,30 @@ extern bool durable_inbox_complete_direct(int64 id, int64 token, TimestampTz now
 extern bool durable_outbox_sent_direct(Datum key, int64 token, Datum provider_message_id,
 									   TimestampTz now, bool *wake);
 
-/* inbox_claim's lease: up to max claimable records, from the claim floor. */
+/* A claim's lease: up to max claimable records, from the claim floor. */
 typedef struct DurableClaim
 {
 	Datum		owner;
 	TimestampTz now;
 	TimestampTz lease_until;
-	int32		max_attempts;
+	int32		max_attempts;	/* inbox only */
 	int32		max;
 	int64		floor;
 } DurableClaim;
 
 /* inbox_claim's result columns: id, token, source, message_id, chat_id, kind, payload, attempts. */
 #define DURABLE_CLAIMED_NCOLS 8
-typedef void (*DurableClaimSink) (void *arg, const Datum *values, const bool *nulls);
+/* outbox_claim's result columns: key, token, chat_id, payload, attempts. */
+#define DURABLE_CLAIMED_SEND_NCOLS 5
+/* A leased record's result columns, and the state the lease replaced. */
+typedef void (*DurableClaimSink) (void *arg, const Datum *values, const bool *nulls,
+								  Datum state_before);
 
-/* Lease them, passing each one's result columns to sink, oldest first; how many. */
+/* Lease them, passing each one to sink, oldest first; how many. */
 extern uint64 durable_inbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink,
 										 void *arg);
+extern uint64 durable_outbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink,
+										  void *arg);
 
 /* A new fencing token (durable.token_seq). */
 extern int64 durable_next_token(void);

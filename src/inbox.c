@@ -504,7 +504,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 
 /* A claimed record's result columns go to the function's result. */
 static void
-inbox_claimed_put(void *arg, const Datum *values, const bool *nulls)
+inbox_claimed_put(void *arg, const Datum *values, const bool *nulls, Datum state_before)
 {
 	durable_srf_put((FunctionCallInfo) arg, (Datum *) values, (bool *) nulls);
 }

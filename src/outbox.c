@@ -27,9 +27,10 @@
  *	  expires.  When the fenced statement matches nothing, one more read says
  *	  why: DR002 (no such send), DR001 (another token, or the lease is gone;
  *	  counted in stale_leases) or DR003 (a state that does not allow it).
- *	- outbox_claim locks its candidates FOR UPDATE SKIP LOCKED, so concurrent
- *	  claimers neither wait for each other nor get the same send.  Per-chat
- *	  order is a NOT EXISTS probe of outbox_chat_unfinished_idx: a send is
+ *	- outbox_claim locks its candidates as FOR NO KEY UPDATE SKIP LOCKED
+ *	  would (direct.c), so concurrent claimers neither wait for each other
+ *	  nor get the same send.  Per-chat order is a probe of
+ *	  outbox_chat_unfinished_idx for an older send of the chat: a send is
  *	  not claimed while an older send of its chat is pending, sending or
  *	  failed (dead and unknown do not block).  Every candidate is unfinished
  *	  itself, so at most one send per chat qualifies in a call.  Order is
@@ -65,6 +66,7 @@
 
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/uuid.h"
 
 PG_FUNCTION_INFO_V1(durable_outbox_begin);
@@ -880,77 +882,51 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 
 /* ---- outbox_claim ---- */
 
+/* Where outbox_claim's leased sends go. */
+typedef struct OutboxClaimed
+{
+	FunctionCallInfo fcinfo;
+	int64		retried;		/* how many were failed sends */
+} OutboxClaimed;
+
+static void
+outbox_claimed_put(void *arg, const Datum *values, const bool *nulls, Datum state_before)
+{
+	OutboxClaimed *claimed = (OutboxClaimed *) arg;
+
+	durable_srf_put(claimed->fcinfo, (Datum *) values, (bool *) nulls);
+	if (durable_text_equal_cstring(state_before, "failed"))
+		claimed->retried++;
+}
+
 /*
  * One claim attempt: lease up to max due pending and failed sends, oldest
  * first, at most one per chat and never one behind an unfinished older
- * send of its chat, and put them in the result.  Returns how many.  Caller
- * must be connected to SPI.
+ * send of its chat, and put them in the result.  Returns how many.
+ *
+ * Sends that a concurrent claim or confirmation holds are skipped, as SKIP
+ * LOCKED would; a send changed after the claim's snapshot was taken is
+ * checked again in its newest version (direct.c, direct_claim).  The scan
+ * starts at the outbox's claim floor (claim_floor.c).
  */
 static uint64
-outbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max,
-				  TimestampTz now, int64 lease_us)
+outbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease_us)
 {
-	static SPIPlanPtr plan = NULL;
-	static const Oid types[5] = {TIMESTAMPTZOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT8OID};
-	Datum		values[5];
+	DurableClaim claim;
+	OutboxClaimed claimed;
 	uint64		n;
-	uint64		i;
-	int64		retried = 0;
 
-	values[0] = TimestampTzGetDatum(now);
-	values[1] = Int32GetDatum(max);
-	values[2] = instance;
-	values[3] = TimestampTzGetDatum(now + lease_us);
-	values[4] = Int64GetDatum(durable_claim_floor(DQ_OUTBOX, now));
-
-	/*
-	 * The UPDATE re-checks the state on the latest row version; the row is
-	 * ours from the CTE's lock, so this only guards against surprises.  The
-	 * per-chat probe ends in OFFSET 0 so that it stays a correlated subplan
-	 * on outbox_chat_unfinished_idx whatever the statistics (inbox.c says
-	 * why).
-	 */
-	durable_exec(durable_plan(&plan,
-							  "WITH cand AS ("
-							  " SELECT o.key, o.state FROM durable.outbox o"
-							  "  WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
-							  "  AND o.id >= $5 AND o.not_before <= $1"
-							  "  AND NOT EXISTS (SELECT 1 FROM durable.outbox p"
-							  "   WHERE p.chat_id = o.chat_id AND p.id < o.id"
-							  "   AND p.state = ANY (ARRAY['pending', 'sending', 'failed']::pg_catalog.text[])"
-							  "   OFFSET 0)"
-							  "  ORDER BY o.id LIMIT $2"
-							  "  FOR UPDATE OF o SKIP LOCKED),"
-							  " upd AS ("
-							  " UPDATE durable.outbox u"
-							  "  SET state = 'sending', attempts = u.attempts + 1,"
-							  "  token = pg_catalog.nextval('durable.token_seq'),"
-							  "  owner = $3, lease_until = $4"
-							  "  FROM cand WHERE u.key = cand.key"
-							  "  AND u.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
-							  "  RETURNING u.id, u.key, u.token, u.chat_id, u.payload, u.attempts,"
-							  "  cand.state AS was)"
-							  " SELECT key, token, chat_id, payload, attempts, was = 'failed'"
-							  " FROM upd ORDER BY id",
-							  5, types),
-				 values, NULL, SPI_OK_SELECT, 0);
-
-	n = SPI_processed;
-	for (i = 0; i < n; i++)
-	{
-		Datum		out[5];
-		bool		outnulls[5] = {false, false, false, false, false};
-		int			c;
-
-		for (c = 0; c < 5; c++)
-			out[c] = durable_col(i, c + 1);
-		if (DatumGetBool(durable_col(i, 6)))
-			retried++;
-		durable_srf_put(fcinfo, out, outnulls);
-	}
-	if (retried > 0)
-		durable_count(DC_OUTBOX_RETRIED, retried);
-	SPI_freetuptable(SPI_tuptable);
+	claim.owner = instance;
+	claim.now = GetCurrentTimestamp();
+	claim.lease_until = claim.now + lease_us;
+	claim.max_attempts = 0;
+	claim.max = max;
+	claim.floor = durable_claim_floor(DQ_OUTBOX, claim.now);
+	claimed.fcinfo = fcinfo;
+	claimed.retried = 0;
+	n = durable_outbox_claim_direct(&claim, outbox_claimed_put, &claimed);
+	if (claimed.retried > 0)
+		durable_count(DC_OUTBOX_RETRIED, claimed.retried);
 	return n;
 }
 
@@ -990,48 +966,50 @@ outbox_next_due(TimestampTz now)
 Datum
 durable_outbox_claim(PG_FUNCTION_ARGS)
 {
-	Datum		instance;
-	int32		max;
-	int64		lease_us;
-	int64		wait_us;
-	TimestampTz now = GetCurrentTimestamp();
+	Datum		instance = durable_arg_id(fcinfo, 0, "instance");
+	int32		max = durable_arg_int32(fcinfo, 1, "max");
+	int64		lease_us = durable_arg_lease_us(fcinfo, 2);
+	int64		wait_us = durable_arg_wait_us(fcinfo, 3);
 	int64		deadline;
 
-	instance = durable_arg_id(fcinfo, 0, "instance");
-	max = durable_arg_int32(fcinfo, 1, "max");
 	if (max < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max must be at least 1")));
 	max = Min(max, OUTBOX_MAX_CLAIM);
-	lease_us = durable_arg_lease_us(fcinfo, 2);
-	wait_us = durable_arg_wait_us(fcinfo, 3);
-	deadline = durable_clock_us() + wait_us;
 
 	durable_srf_init(fcinfo);
-	SPI_connect();
 
 	if (wait_us == 0)
-		(void) outbox_claim_once(fcinfo, instance, max, now, lease_us);
+		(void) outbox_claim_once(fcinfo, instance, max, lease_us);
 	else
 	{
+		MemoryContext attempt_cxt;
+		MemoryContext old;
+		bool		claimed;
+		TimestampTz next_due;
+
+		SPI_connect();
+		deadline = durable_clock_us() + wait_us;
 		durable_wait_begin(fcinfo);
+
+		/* Each attempt's memory is freed before the next: a wait may last an hour. */
+		attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "durable claim attempt",
+											ALLOCSET_DEFAULT_SIZES);
 		for (;;)
 		{
-			TimestampTz next_due;
-
 			durable_wait_prepare(DQ_OUTBOX);
-			if (outbox_claim_once(fcinfo, instance, max, now, lease_us) > 0)
+			old = MemoryContextSwitchTo(attempt_cxt);
+			claimed = outbox_claim_once(fcinfo, instance, max, lease_us) > 0;
+			next_due = claimed ? 0 : outbox_next_due(GetCurrentTimestamp());
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(attempt_cxt);
+			if (claimed || !durable_wait_sleep(DQ_OUTBOX, deadline, next_due))
 				break;
-			next_due = outbox_next_due(now);
-			if (!durable_wait_sleep(DQ_OUTBOX, deadline, next_due))
-				break;
-			now = GetCurrentTimestamp();
 		}
 		durable_wait_done();
+		SPI_finish();
 	}
-
-	SPI_finish();
 	return (Datum) 0;
 }
 
