@@ -1,7 +1,8 @@
--- memory test: one backend runs cycles of 6 API calls (admit with an
+-- memory test: one backend runs cycles of 9 API calls (admit with an
 -- instance, heartbeat, outbox_begin derived from the inbound lease,
--- outbox_sent, complete, an empty claim), one transaction per cycle, and
--- samples its own anonymous RSS every 5,000 cycles.
+-- outbox_sent, complete, an empty claim; and a sender loop's
+-- outbox_enqueue, outbox_claim, outbox_sent), one transaction per cycle,
+-- and samples its own anonymous RSS every 5,000 cycles.
 \set chat random(1, 100000)
 \set n :n + 1
 BEGIN;
@@ -17,8 +18,12 @@ SELECT key AS skey, token AS stok
 SELECT durable.outbox_sent(:skey::text, :stok::bigint, 'p-' || :n::text);
 SELECT durable.inbox_complete(:mid::bigint, :mtok::bigint);
 SELECT count(*) FROM durable.inbox_claim(instance => 'bench-rss');
+SELECT created FROM durable.outbox_enqueue(idempotency_key => :run::text || '-q-' || :n::text,
+        chat_id => 'q-' || :chat::text, payload => '{"text":"a queued reply"}') \gset
+SELECT key AS qkey, token AS qtok FROM durable.outbox_claim(instance => 'bench-rss', max => 1) \gset
+SELECT durable.outbox_sent(:qkey::text, :qtok::bigint, 'q-' || :n::text);
 COMMIT;
 \if :n % 5000 = 0 or :n = 500
 INSERT INTO bench.rss (cycles, calls, rss_anon_kb)
-SELECT :n, :n * 6, (regexp_match(pg_read_file('/proc/self/status'), 'RssAnon:\s+(\d+)'))[1]::bigint;
+SELECT :n, :n * 9, (regexp_match(pg_read_file('/proc/self/status'), 'RssAnon:\s+(\d+)'))[1]::bigint;
 \endif
