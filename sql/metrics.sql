@@ -188,13 +188,40 @@ SELECT * FROM moved;
 SELECT count(*) AS journaled FROM durable.outbox WHERE key = 'met-k7';
 RESET durable.max_payload_bytes;
 
--- a counter incremented in a transaction that rolls back stays incremented
+-- Counters of journal changes count when their transaction commits: an
+-- enqueue rolled back, or in a savepoint rolled back, was never journaled.
 SELECT durable.metrics_reset();
 BEGIN;
 SELECT created FROM durable.outbox_enqueue('met-k8', 'met-8', '{"text":"eight"}');
 ROLLBACK;
 SELECT * FROM moved;
 SELECT count(*) AS journaled FROM durable.outbox WHERE key = 'met-k8';
+BEGIN;
+SAVEPOINT a;
+SELECT created FROM durable.outbox_enqueue('met-k8', 'met-8', '{"text":"eight"}');
+ROLLBACK TO SAVEPOINT a;
+SAVEPOINT b;
+SELECT created FROM durable.outbox_enqueue('met-k8b', 'met-8', '{"text":"eight b"}');
+SAVEPOINT c;
+SELECT created FROM durable.outbox_enqueue('met-k8c', 'met-8', '{"text":"eight c"}');
+RELEASE SAVEPOINT c;
+RELEASE SAVEPOINT b;
+SAVEPOINT d;
+SELECT created FROM durable.outbox_enqueue('met-k8d', 'met-8', '{"text":"eight d"}');
+ROLLBACK TO SAVEPOINT d;
+-- nothing yet: the transaction has not committed
+SELECT * FROM moved;
+COMMIT;
+SELECT * FROM moved;
+SELECT key FROM durable.outbox WHERE key LIKE 'met-k8%' ORDER BY key;
+-- Counters of calls count at once: a repeated key answered from the
+-- journal in a transaction that rolls back still counts (outbox_deduped).
+SELECT durable.metrics_reset();
+BEGIN;
+SELECT created FROM durable.outbox_enqueue('met-k8b', 'met-8', '{"text":"eight b"}');
+ROLLBACK;
+SELECT * FROM moved;
+DELETE FROM durable.outbox WHERE key LIKE 'met-k8%';
 
 -- more records for the gauges: an inbox record leased, a send leased, a dead send
 SELECT state FROM durable.inbox_admit('regress-metrics', 'm5', 'met-5', instance => 'met-bot');

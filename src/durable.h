@@ -183,7 +183,10 @@ typedef enum DurableCounter
 	DC_NUM_COUNTERS
 } DurableCounter;
 
-/* Add n to a counter of the current database; a no-op without preloading. */
+/*
+ * Add n to a counter of the current database, at once or when the
+ * transaction commits (metrics.c says which); a no-op without preloading.
+ */
 extern void durable_count(DurableCounter counter, int64 n);
 
 /* Shared memory layout and access: see shmem.h. */

@@ -5,9 +5,18 @@
  *		metrics_reset()) and gauges read from the journals (standing()).
  *
  * Counters are per database and live in the database's shared-memory slot
- * (shmem.h), so an event is counted the moment it happens, even when the
- * caller's transaction later rolls back: a rejected stale confirmation must
- * show up although the error aborts its transaction.
+ * (shmem.h).  Two kinds:
+ *	- counters of journal changes (records journaled, replayed, retried,
+ *	  made dead or ambiguous) count when the transaction that made the
+ *	  change commits, since a change rolled back never happened: a send
+ *	  enqueued in a business transaction that rolls back was never
+ *	  journaled.  A subtransaction rolled back takes its counts with it;
+ *	  PREPARE TRANSACTION counts them (a prepared transaction is expected
+ *	  to commit).
+ *	- counters of calls (duplicates answered, keys deduplicated, bypasses,
+ *	  divergent repeats, stale confirmations) count the moment the call
+ *	  happens, even when its transaction later rolls back: a rejected stale
+ *	  confirmation must show up although the error aborts its transaction.
  *
  * IDENTIFICATION
  *	  src/metrics.c
@@ -17,9 +26,11 @@
 #include "durable.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 
 #include "shmem.h"
 
@@ -27,13 +38,137 @@ PG_FUNCTION_INFO_V1(durable_metrics);
 PG_FUNCTION_INFO_V1(durable_metrics_reset);
 PG_FUNCTION_INFO_V1(durable_standing);
 
-void
-durable_count(DurableCounter counter, int64 n)
+/* The counters of journal changes, which count at commit. */
+static const bool metrics_at_commit[DC_NUM_COUNTERS] = {
+	[DC_INBOUND_JOURNALED] = true,
+	[DC_INBOUND_REPLAYED] = true,
+	[DC_INBOUND_DEAD] = true,
+	[DC_OUTBOX_JOURNALED] = true,
+	[DC_OUTBOX_RETRIED] = true,
+	[DC_OUTBOX_DEFERRED] = true,
+	[DC_OUTBOX_DEAD] = true,
+	[DC_OUTBOX_AMBIGUOUS] = true,
+};
+
+/* What one (sub)transaction level counted, waiting for it to commit. */
+typedef struct MetricsPending
+{
+	int			level;			/* transaction nesting level */
+	int64		n[DC_NUM_COUNTERS];
+} MetricsPending;
+
+/* A stack of levels, innermost last, in TopMemoryContext. */
+static MetricsPending *metrics_pending = NULL;
+static int	metrics_npending = 0;
+static int	metrics_maxpending = 0;
+static bool metrics_callbacks_registered = false;
+
+static void
+metrics_add(DurableCounter counter, int64 n)
 {
 	DurableDbSlot *slot = durable_my_slot();
 
 	if (slot != NULL)
 		pg_atomic_fetch_add_u64(&slot->counters[counter], (uint64) n);
+}
+
+static void
+metrics_xact_callback(XactEvent event, void *arg)
+{
+	int			i;
+	int			c;
+
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			for (i = 0; i < metrics_npending; i++)
+				for (c = 0; c < DC_NUM_COUNTERS; c++)
+					if (metrics_pending[i].n[c] != 0)
+						metrics_add((DurableCounter) c, metrics_pending[i].n[c]);
+			metrics_npending = 0;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			metrics_npending = 0;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * A subtransaction ends (the callback runs while it is still the current
+ * one): rolled back, its levels' counts go; committed, they move to its
+ * parent's level.
+ */
+static void
+metrics_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						 SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	MetricsPending *parent;
+	int			c;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
+		return;
+	while (metrics_npending > 0 && metrics_pending[metrics_npending - 1].level >= level)
+	{
+		MetricsPending *top = &metrics_pending[metrics_npending - 1];
+
+		if (event == SUBXACT_EVENT_COMMIT_SUB)
+		{
+			parent = (metrics_npending > 1) ? &metrics_pending[metrics_npending - 2] : NULL;
+			if (parent == NULL || parent->level < level - 1)
+			{
+				top->level = level - 1;
+				break;
+			}
+			for (c = 0; c < DC_NUM_COUNTERS; c++)
+				parent->n[c] += top->n[c];
+		}
+		metrics_npending--;
+	}
+}
+
+/* The counts of the current (sub)transaction level, pushed if new. */
+static MetricsPending *
+metrics_current_level(void)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	MetricsPending *top;
+
+	if (!metrics_callbacks_registered)
+	{
+		RegisterXactCallback(metrics_xact_callback, NULL);
+		RegisterSubXactCallback(metrics_subxact_callback, NULL);
+		metrics_callbacks_registered = true;
+	}
+	if (metrics_npending > 0 && metrics_pending[metrics_npending - 1].level == level)
+		return &metrics_pending[metrics_npending - 1];
+	if (metrics_npending == metrics_maxpending)
+	{
+		int			grown = Max(4, metrics_maxpending * 2);
+
+		metrics_pending = (metrics_pending == NULL) ?
+			MemoryContextAlloc(TopMemoryContext, grown * sizeof(MetricsPending)) :
+			repalloc(metrics_pending, grown * sizeof(MetricsPending));
+		metrics_maxpending = grown;
+	}
+	top = &metrics_pending[metrics_npending++];
+	memset(top, 0, sizeof(*top));
+	top->level = level;
+	return top;
+}
+
+void
+durable_count(DurableCounter counter, int64 n)
+{
+	if (metrics_at_commit[counter] && IsTransactionState())
+		metrics_current_level()->n[counter] += n;
+	else
+		metrics_add(counter, n);
 }
 
 /* The current database's slot, or an error saying durable must be preloaded. */
