@@ -18,8 +18,14 @@
  *		then outbox_sent (or, when the provider refuses, outbox_failed and
  *		inbox_fail so that the message comes back later);
  *	 3. one transaction that inserts the handler's effect row into
- *		crash.effects and calls inbox_complete (the transactional inbox):
- *		the effect commits exactly when the message is marked done.
+ *		crash.effects, journals a follow-up send '<inbound id>:f' with
+ *		outbox_enqueue and calls inbox_complete (the transactional inbox
+ *		and outbox): the effect and the follow-up commit exactly when the
+ *		message is marked done.
+ *
+ * Between its admits the replica is also a sender loop: outbox_claim of the
+ * follow-ups that are due (new, or refused before and due again), the
+ * provider, then outbox_sent or outbox_failed, as for a reply.
  *
  * The ledger is written outside any database transaction and before
  * outbox_sent, so a key that reached the provider twice shows up as two
@@ -469,6 +475,63 @@ sim_inbox_fail(Sim *sim, const char *id, const char *token, const char *why,
 		PQclear(res);
 }
 
+/* What became of a send we held: the provider's answer, or nothing known. */
+typedef enum
+{
+	SIM_SEND_SENT,				/* delivered and confirmed */
+	SIM_SEND_REFUSED,			/* refused, and outbox_failed recorded it */
+	SIM_SEND_ABANDONED			/* the connection failed: the lease decides */
+} SimSend;
+
+/*
+ * Call the provider for send `key`, held under `otoken`, and tell the
+ * journal what it answered: outbox_sent, or outbox_failed (retryable, due
+ * again after 100 ms) when it refused.  `what` names the send in events.
+ */
+static SimSend
+sim_send(Sim *sim, const char *what, const char *key, const char *otoken)
+{
+	char		pmid[64] = "";
+	PGresult   *res;
+	SimStatus	st;
+
+	if (!sim_provider(sim, key, pmid, sizeof(pmid)))
+	{
+		const char *params[4] = {key, otoken, "provider refused", "100ms"};
+
+		sim_event(sim, "%s_refused %s", what, key);
+		st = sim_call(sim, "outbox_failed", &res,
+					  "SELECT state FROM durable.outbox_failed(key => $1, token => $2::bigint, error => $3, "
+					  "retryable => true, retry_in => $4::interval)",
+					  4, params);
+		if (st != SIM_OK)
+			return SIM_SEND_ABANDONED;
+		PQclear(res);
+		return SIM_SEND_REFUSED;
+	}
+	else
+	{
+		const char *params[3] = {key, otoken, pmid};
+
+		st = sim_call(sim, "outbox_sent", &res,
+					  "SELECT durable.outbox_sent(key => $1, token => $2::bigint, provider_message_id => $3)",
+					  3, params);
+		if (st == SIM_LOST && sim->n_unconfirmed < SIM_MAX_UNCONFIRMED)
+		{
+			SimUnconfirmed *u = &sim->unconfirmed[sim->n_unconfirmed++];
+
+			snprintf(u->key, sizeof(u->key), "%s", key);
+			snprintf(u->token, sizeof(u->token), "%s", otoken);
+			snprintf(u->pmid, sizeof(u->pmid), "%s", pmid);
+		}
+		if (st != SIM_OK)
+			return SIM_SEND_ABANDONED;
+		PQclear(res);
+		sim_event(sim, "%s_sent %s", what, key);
+		return SIM_SEND_SENT;
+	}
+}
+
 /*
  * Handle one leased message: reply through the outbox, then commit the
  * effect row and the completion together.  Any failure abandons the
@@ -479,7 +542,7 @@ sim_handle(Sim *sim, const char *id, const char *token, const char *message_id,
 		   const char *chat_id)
 {
 	char		payload[256];
-	char		pmid[64] = "";
+	char		followup_key[64];
 	char		key[128] = "";
 	char		otoken[32] = "";
 	char		action[16] = "";
@@ -515,41 +578,16 @@ sim_handle(Sim *sim, const char *id, const char *token, const char *message_id,
 	/* 2. Call the provider only when the journal says so. */
 	if (strcmp(action, "send") == 0)
 	{
-		if (!sim_provider(sim, key, pmid, sizeof(pmid)))
+		switch (sim_send(sim, "reply", key, otoken))
 		{
-			const char *params[4] = {key, otoken, "provider refused", "100ms"};
-
-			sim_event(sim, "reply_refused %s", key);
-			st = sim_call(sim, "outbox_failed", &res,
-						  "SELECT state FROM durable.outbox_failed(key => $1, token => $2::bigint, error => $3, "
-						  "retryable => true, retry_in => $4::interval)",
-						  4, params);
-			if (st != SIM_OK)
+			case SIM_SEND_SENT:
+				reply = "sent";
+				break;
+			case SIM_SEND_REFUSED:
+				sim_inbox_fail(sim, id, token, "reply refused by the provider", "150ms");
 				return;
-			PQclear(res);
-			sim_inbox_fail(sim, id, token, "reply refused by the provider", "150ms");
-			return;
-		}
-		else
-		{
-			const char *params[3] = {key, otoken, pmid};
-
-			st = sim_call(sim, "outbox_sent", &res,
-						  "SELECT durable.outbox_sent(key => $1, token => $2::bigint, provider_message_id => $3)",
-						  3, params);
-			if (st == SIM_LOST && sim->n_unconfirmed < SIM_MAX_UNCONFIRMED)
-			{
-				SimUnconfirmed *u = &sim->unconfirmed[sim->n_unconfirmed++];
-
-				snprintf(u->key, sizeof(u->key), "%s", key);
-				snprintf(u->token, sizeof(u->token), "%s", otoken);
-				snprintf(u->pmid, sizeof(u->pmid), "%s", pmid);
-			}
-			if (st != SIM_OK)
+			case SIM_SEND_ABANDONED:
 				return;
-			PQclear(res);
-			reply = "sent";
-			sim_event(sim, "reply_sent %s", key);
 		}
 	}
 	else if (strcmp(action, "sent") == 0)
@@ -592,6 +630,22 @@ sim_handle(Sim *sim, const char *id, const char *token, const char *message_id,
 					  "INSERT INTO crash.effects (inbox_id, message_id, instance, token, reply) "
 					  "VALUES ($1::bigint, $2, $3, $4::bigint, $5)",
 					  5, params);
+		if (st != SIM_OK)
+		{
+			sim_rollback(sim);
+			return;
+		}
+		PQclear(res);
+	}
+	{
+		const char *params[3] = {followup_key, chat_id, payload};
+
+		snprintf(followup_key, sizeof(followup_key), "%s:f", id);
+		snprintf(payload, sizeof(payload), "{\"follow_up_to\": \"%s\"}", message_id);
+		st = sim_call(sim, "outbox_enqueue", &res,
+					  "SELECT created FROM durable.outbox_enqueue(idempotency_key => $1, chat_id => $2, "
+					  "payload => $3::jsonb)",
+					  3, params);
 		if (st != SIM_OK)
 		{
 			sim_rollback(sim);
@@ -709,6 +763,40 @@ sim_claim(Sim *sim, int wait_ms)
 	free(rows);
 }
 
+/*
+ * The sender loop: claim queued follow-ups that are due (new, or retried
+ * after a refusal) and send them.  True when it claimed any.
+ */
+static bool
+sim_send_queued(Sim *sim)
+{
+	const char *params[3] = {sim->instance, "4", sim->lease};
+	PGresult   *res;
+	int			n;
+	char		(*rows)[2][128];
+
+	if (sim_call(sim, "outbox_claim", &res,
+				 "SELECT key, token FROM durable.outbox_claim(instance => $1, max => $2::integer, "
+				 "lease => $3::interval)",
+				 3, params) != SIM_OK)
+		return false;
+	n = PQntuples(res);
+	rows = calloc(n > 0 ? n : 1, sizeof(*rows));
+	if (rows == NULL)
+		sim_die("out of memory");
+	for (int i = 0; i < n; i++)
+		for (int c = 0; c < 2; c++)
+			snprintf(rows[i][c], sizeof(rows[i][c]), "%s", PQgetvalue(res, i, c));
+	PQclear(res);
+	for (int i = 0; i < n && sim->conn != NULL; i++)
+	{
+		sim_event(sim, "followup_claimed %s", rows[i][0]);
+		(void) sim_send(sim, "followup", rows[i][0], rows[i][1]);
+	}
+	free(rows);
+	return n > 0;
+}
+
 /* A replica boots: recover what its dead incarnation held. */
 static bool
 sim_instance_start(Sim *sim)
@@ -779,7 +867,10 @@ sim_replica(Sim *sim)
 			if (wait_ms > 250)
 				wait_ms = 250;
 		}
-		sim_claim(sim, wait_ms < 20 ? 0 : wait_ms);
+		if (sim_send_queued(sim))
+			wait_ms = 0;
+		if (sim->conn != NULL)
+			sim_claim(sim, wait_ms < 20 ? 0 : wait_ms);
 	}
 	sim_event(sim, "stop pos %ld of %ld", sim->pos, sim->own_total);
 	sim_disconnect(sim);
