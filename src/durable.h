@@ -202,19 +202,26 @@ typedef enum DurableQueue
 /* Wake the claimers of this database waiting on `queue` once this transaction commits. */
 extern void durable_wake_at_commit(DurableQueue queue);
 
+/* A claim call: its arguments, one attempt, and when work comes due. */
+typedef struct DurableClaimCall DurableClaimCall;
+struct DurableClaimCall
+{
+	Datum		instance;
+	int32		max;
+	int64		lease_us;
+	/* Claim what is due into the function's result now; how many. */
+	uint64		(*attempt) (FunctionCallInfo fcinfo, const DurableClaimCall *call);
+	/* When work comes due by the clock alone (0: none); connected to SPI. */
+	TimestampTz (*next_due) (TimestampTz now);
+};
+
 /*
- * A claim that may wait: call durable_wait_begin once, with the claim
- * function's fcinfo, then durable_wait_prepare before each claim attempt,
- * then durable_wait_sleep when the attempt found nothing.  It sleeps until a
- * wake for `queue`, next_due (wall clock; 0: none known) or the deadline
- * (durable_clock_us), whichever is first, and returns false once the
- * deadline has passed.  Always finish with durable_wait_done.
+ * Attempt the claim until it claims something, sleeping between attempts
+ * until a commit wakes the queue's claimers, the next due time or the end
+ * of wait_us.
  */
-extern void durable_wait_begin(FunctionCallInfo fcinfo);
-extern void durable_wait_prepare(DurableQueue queue);
-extern bool durable_wait_sleep(DurableQueue queue, int64 deadline,
-							   TimestampTz next_due);
-extern void durable_wait_done(void);
+extern void durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
+								  const DurableClaimCall *call);
 
 /* ---- The queues' claim floors (claim_floor.c) ---- */
 

@@ -531,15 +531,15 @@ inbox_claimed_put(void *arg, const Datum *values, const bool *nulls, Datum state
  * update.
  */
 static uint64
-inbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease_us)
+inbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call)
 {
 	DurableClaim claim;
 
-	claim.owner = instance;
+	claim.owner = call->instance;
 	claim.now = GetCurrentTimestamp();
-	claim.lease_until = claim.now + lease_us;
+	claim.lease_until = claim.now + call->lease_us;
 	claim.max_attempts = durable_inbox_max_attempts;
-	claim.max = max;
+	claim.max = call->max;
 	claim.floor = durable_claim_floor(DQ_INBOX, claim.now);
 	return durable_inbox_claim_direct(&claim, inbox_claimed_put, fcinfo);
 }
@@ -585,11 +585,9 @@ inbox_next_due(TimestampTz now)
 /*
  * inbox_claim(instance, max, lease, wait) -> the leased records.
  *
- * With wait > 0 and nothing claimable, sleeps on the inbox condition
- * variable until a commit wakes it, the next record comes due, or the wait
- * is over, and tries again.  It prepares to sleep before each attempt, so a
- * wake-up that lands between the attempt and the sleep is not lost.  Each
- * attempt runs with a fresh snapshot, which assumes READ COMMITTED.
+ * With wait > 0 and nothing claimable, sleeps in the server until a commit
+ * wakes the inbox's claimers, the next record comes due, or the wait is
+ * over, and tries again (waiting.c).
  */
 Datum
 durable_inbox_claim(PG_FUNCTION_ARGS)
@@ -598,46 +596,23 @@ durable_inbox_claim(PG_FUNCTION_ARGS)
 	int32		max = durable_arg_int32(fcinfo, 1, "max");
 	int64		lease_us = durable_arg_lease_us(fcinfo, 2);
 	int64		wait_us = durable_arg_wait_us(fcinfo, 3);
-	int64		deadline;
+	DurableClaimCall call;
 
 	if (max < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max must be at least 1")));
-	max = Min(max, INBOX_MAX_CLAIM);
 
 	durable_srf_init(fcinfo);
-
+	call.instance = instance;
+	call.max = Min(max, INBOX_MAX_CLAIM);
+	call.lease_us = lease_us;
+	call.attempt = inbox_claim_once;
+	call.next_due = inbox_next_due;
 	if (wait_us == 0)
-		(void) inbox_claim_once(fcinfo, instance, max, lease_us);
+		(void) inbox_claim_once(fcinfo, &call);
 	else
-	{
-		MemoryContext attempt_cxt;
-		MemoryContext old;
-		bool		claimed;
-		TimestampTz next_due;
-
-		SPI_connect();
-		deadline = durable_clock_us() + wait_us;
-		durable_wait_begin(fcinfo);
-
-		/* Each attempt's memory is freed before the next: a wait may last an hour. */
-		attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "durable claim attempt",
-											ALLOCSET_DEFAULT_SIZES);
-		for (;;)
-		{
-			durable_wait_prepare(DQ_INBOX);
-			old = MemoryContextSwitchTo(attempt_cxt);
-			claimed = inbox_claim_once(fcinfo, instance, max, lease_us) > 0;
-			next_due = claimed ? 0 : inbox_next_due(GetCurrentTimestamp());
-			MemoryContextSwitchTo(old);
-			MemoryContextReset(attempt_cxt);
-			if (claimed || !durable_wait_sleep(DQ_INBOX, deadline, next_due))
-				break;
-		}
-		durable_wait_done();
-		SPI_finish();
-	}
+		durable_claim_waiting(fcinfo, DQ_INBOX, wait_us, &call);
 	return (Datum) 0;
 }
 

@@ -910,17 +910,17 @@ outbox_claimed_put(void *arg, const Datum *values, const bool *nulls, Datum stat
  * starts at the outbox's claim floor (claim_floor.c).
  */
 static uint64
-outbox_claim_once(FunctionCallInfo fcinfo, Datum instance, int32 max, int64 lease_us)
+outbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call)
 {
 	DurableClaim claim;
 	OutboxClaimed claimed;
 	uint64		n;
 
-	claim.owner = instance;
+	claim.owner = call->instance;
 	claim.now = GetCurrentTimestamp();
-	claim.lease_until = claim.now + lease_us;
+	claim.lease_until = claim.now + call->lease_us;
 	claim.max_attempts = 0;
-	claim.max = max;
+	claim.max = call->max;
 	claim.floor = durable_claim_floor(DQ_OUTBOX, claim.now);
 	claimed.fcinfo = fcinfo;
 	claimed.retried = 0;
@@ -970,46 +970,23 @@ durable_outbox_claim(PG_FUNCTION_ARGS)
 	int32		max = durable_arg_int32(fcinfo, 1, "max");
 	int64		lease_us = durable_arg_lease_us(fcinfo, 2);
 	int64		wait_us = durable_arg_wait_us(fcinfo, 3);
-	int64		deadline;
+	DurableClaimCall call;
 
 	if (max < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max must be at least 1")));
-	max = Min(max, OUTBOX_MAX_CLAIM);
 
 	durable_srf_init(fcinfo);
-
+	call.instance = instance;
+	call.max = Min(max, OUTBOX_MAX_CLAIM);
+	call.lease_us = lease_us;
+	call.attempt = outbox_claim_once;
+	call.next_due = outbox_next_due;
 	if (wait_us == 0)
-		(void) outbox_claim_once(fcinfo, instance, max, lease_us);
+		(void) outbox_claim_once(fcinfo, &call);
 	else
-	{
-		MemoryContext attempt_cxt;
-		MemoryContext old;
-		bool		claimed;
-		TimestampTz next_due;
-
-		SPI_connect();
-		deadline = durable_clock_us() + wait_us;
-		durable_wait_begin(fcinfo);
-
-		/* Each attempt's memory is freed before the next: a wait may last an hour. */
-		attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "durable claim attempt",
-											ALLOCSET_DEFAULT_SIZES);
-		for (;;)
-		{
-			durable_wait_prepare(DQ_OUTBOX);
-			old = MemoryContextSwitchTo(attempt_cxt);
-			claimed = outbox_claim_once(fcinfo, instance, max, lease_us) > 0;
-			next_due = claimed ? 0 : outbox_next_due(GetCurrentTimestamp());
-			MemoryContextSwitchTo(old);
-			MemoryContextReset(attempt_cxt);
-			if (claimed || !durable_wait_sleep(DQ_OUTBOX, deadline, next_due))
-				break;
-		}
-		durable_wait_done();
-		SPI_finish();
-	}
+		durable_claim_waiting(fcinfo, DQ_OUTBOX, wait_us, &call);
 	return (Datum) 0;
 }
 

@@ -46,6 +46,8 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "tcop/pquery.h"
+#include "executor/spi.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
 
@@ -176,14 +178,14 @@ waiting_statement_is_claim_only(Oid self)
 	return !waiting_plan_calls_others(stmt->planTree, self);
 }
 
-void
-durable_wait_begin(FunctionCallInfo fcinfo)
+static void
+waiting_begin(FunctionCallInfo fcinfo)
 {
 	waiting_release_snapshot = waiting_statement_is_claim_only(fcinfo->flinfo->fn_oid);
 }
 
-void
-durable_wait_prepare(DurableQueue queue)
+static void
+waiting_prepare(DurableQueue queue)
 {
 	DurableDbSlot *slot = durable_my_slot();
 
@@ -193,8 +195,13 @@ durable_wait_prepare(DurableQueue queue)
 	waiting_prepared = true;
 }
 
-bool
-durable_wait_sleep(DurableQueue queue, int64 deadline, TimestampTz next_due)
+/*
+ * Sleep until a wake for `queue`, next_due (wall clock; 0: none known) or
+ * the deadline (durable_clock_us), whichever is first; false once the
+ * deadline has passed.
+ */
+static bool
+waiting_sleep(DurableQueue queue, int64 deadline, TimestampTz next_due)
 {
 	DurableDbSlot *slot = durable_my_slot();
 	int64		left_us = deadline - durable_clock_us();
@@ -237,8 +244,8 @@ durable_wait_sleep(DurableQueue queue, int64 deadline, TimestampTz next_due)
 	return true;
 }
 
-void
-durable_wait_done(void)
+static void
+waiting_done(void)
 {
 	waiting_release_snapshot = false;
 	if (waiting_prepared)
@@ -246,4 +253,41 @@ durable_wait_done(void)
 		ConditionVariableCancelSleep();
 		waiting_prepared = false;
 	}
+}
+
+/*
+ * A claim with wait > 0: attempts until one claims something or the wait
+ * is over.  It prepares to sleep before each attempt, so that a wake-up
+ * landing between the attempt and the sleep is not lost; each attempt runs
+ * with a fresh snapshot (which assumes READ COMMITTED) and its memory is
+ * freed before the next, since a wait may last an hour.
+ */
+void
+durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
+					  const DurableClaimCall *call)
+{
+	int64		deadline = durable_clock_us() + wait_us;
+	MemoryContext attempt_cxt;
+	MemoryContext old;
+	bool		claimed;
+	TimestampTz next_due;
+
+	SPI_connect();
+	waiting_begin(fcinfo);
+	attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "durable claim attempt",
+										ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		waiting_prepare(queue);
+		old = MemoryContextSwitchTo(attempt_cxt);
+		claimed = call->attempt(fcinfo, call) > 0;
+		next_due = claimed ? 0 : call->next_due(GetCurrentTimestamp());
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(attempt_cxt);
+		if (claimed || !waiting_sleep(queue, deadline, next_due))
+			break;
+	}
+	waiting_done();
+	MemoryContextDelete(attempt_cxt);
+	SPI_finish();
 }
