@@ -231,6 +231,7 @@ direct_invalidate(Datum arg, Oid relid)
 		relid == direct_rels_cache.outbox ||
 		relid == direct_rels_cache.outbox_pkey ||
 		relid == direct_rels_cache.outbox_chat_idx ||
+		relid == direct_rels_cache.outbox_open_idx ||
 		relid == direct_rels_cache.outbox_id_seq ||
 		relid == direct_rels_cache.token_seq)
 		direct_rels_cache.valid = false;

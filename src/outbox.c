@@ -66,7 +66,6 @@
 
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
-#include "utils/memutils.h"
 #include "utils/uuid.h"
 
 PG_FUNCTION_INFO_V1(durable_outbox_begin);

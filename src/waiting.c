@@ -16,7 +16,8 @@
  * Without shared_preload_libraries there are no condition variables; a
  * waiting claim then re-checks every 100 ms (documented in the README).
  *
- * Snapshots.  Each attempt reads through SPI with a snapshot of its own;
+ * Snapshots.  Each attempt reads with a snapshot of its own (direct.c's
+ * claim, then SPI for the next due time);
  * only the calling statement's snapshot would stay registered while the
  * claimer sleeps, and it would hold back vacuum's horizon (every dead tuple
  * of the database) for as long as the wait.  When nothing but the claim

@@ -18,14 +18,15 @@
  *		then outbox_sent (or, when the provider refuses, outbox_failed and
  *		inbox_fail so that the message comes back later);
  *	 3. one transaction that inserts the handler's effect row into
- *		crash.effects, journals a follow-up send '<inbound id>:f' with
- *		outbox_enqueue and calls inbox_complete (the transactional inbox
- *		and outbox): the effect and the follow-up commit exactly when the
- *		message is marked done.
+ *		crash.effects, journals two follow-up sends '<inbound id>:f' and
+ *		'<inbound id>:g' of its chat with outbox_enqueue and calls
+ *		inbox_complete (the transactional inbox and outbox): the effect and
+ *		the follow-ups commit exactly when the message is marked done.
  *
- * Between its admits the replica is also a sender loop: outbox_claim of the
- * follow-ups that are due (new, or refused before and due again), the
- * provider, then outbox_sent or outbox_failed, as for a reply.
+ * Between its admits the replica is also a sender loop: outbox_claim, one
+ * send at a time, of the sends that are due (follow-ups, new or refused before; and replies the
+ * provider refused, due again before their message is), the provider, then
+ * outbox_sent or outbox_failed, as for a reply.
  *
  * The ledger is written outside any database transaction and before
  * outbox_sent, so a key that reached the provider twice shows up as two
@@ -640,18 +641,23 @@ sim_handle(Sim *sim, const char *id, const char *token, const char *message_id,
 	{
 		const char *params[3] = {followup_key, chat_id, payload};
 
-		snprintf(followup_key, sizeof(followup_key), "%s:f", id);
-		snprintf(payload, sizeof(payload), "{\"follow_up_to\": \"%s\"}", message_id);
-		st = sim_call(sim, "outbox_enqueue", &res,
-					  "SELECT created FROM durable.outbox_enqueue(idempotency_key => $1, chat_id => $2, "
-					  "payload => $3::jsonb)",
-					  3, params);
-		if (st != SIM_OK)
+		/* Two, so that a chat has two sends queued at once (per-chat order). */
+		for (const char *part = "fg"; *part != '\0'; part++)
 		{
-			sim_rollback(sim);
-			return;
+			snprintf(followup_key, sizeof(followup_key), "%s:%c", id, *part);
+			snprintf(payload, sizeof(payload), "{\"follow_up_to\": \"%s\", \"part\": \"%c\"}",
+					 message_id, *part);
+			st = sim_call(sim, "outbox_enqueue", &res,
+						  "SELECT created FROM durable.outbox_enqueue(idempotency_key => $1, chat_id => $2, "
+						  "payload => $3::jsonb)",
+						  3, params);
+			if (st != SIM_OK)
+			{
+				sim_rollback(sim);
+				return;
+			}
+			PQclear(res);
 		}
-		PQclear(res);
 	}
 	{
 		const char *params[2] = {id, token};
@@ -764,13 +770,14 @@ sim_claim(Sim *sim, int wait_ms)
 }
 
 /*
- * The sender loop: claim queued follow-ups that are due (new, or retried
- * after a refusal) and send them.  True when it claimed any.
+ * The sender loop: claim the sends that are due (follow-ups, and sends
+ * refused before) and send them.  True when it claimed any.
  */
 static bool
 sim_send_queued(Sim *sim)
 {
-	const char *params[3] = {sim->instance, "4", sim->lease};
+	/* One at a time, so that a chat's two follow-ups may go to two replicas. */
+	const char *params[3] = {sim->instance, "1", sim->lease};
 	PGresult   *res;
 	int			n;
 	char		(*rows)[2][128];
@@ -790,8 +797,8 @@ sim_send_queued(Sim *sim)
 	PQclear(res);
 	for (int i = 0; i < n && sim->conn != NULL; i++)
 	{
-		sim_event(sim, "followup_claimed %s", rows[i][0]);
-		(void) sim_send(sim, "followup", rows[i][0], rows[i][1]);
+		sim_event(sim, "queued_claimed %s", rows[i][0]);
+		(void) sim_send(sim, "queued", rows[i][0], rows[i][1]);
 	}
 	free(rows);
 	return n > 0;
