@@ -134,6 +134,28 @@ static const char *const direct_claimed_send_cols[] = {
 StaticAssertDecl(lengthof(direct_claimed_send_cols) == DURABLE_CLAIMED_SEND_NCOLS,
 				 "outbox_claim's result columns");
 
+/* Is this version of a record claimable, by its own columns? */
+typedef bool (*DirectClaimable) (TupleTableSlot *version, const DirectCols *cols,
+								 const DurableClaim *claim);
+
+/* A journal's claim: what inbox_claim and outbox_claim do differently. */
+typedef struct DirectClaimQueue
+{
+	Oid			heap;
+	Oid			open_idx;		/* the scan, in id order, of what may be claimable */
+	Oid			chat_idx;		/* per-chat order: (chat_id, id) of unfinished records */
+	const DirectCols *cols;
+	DirectClaimable claimable;
+	const char *leased_state;	/* the state a lease sets */
+	const AttrNumber *claimed_att;	/* the result columns */
+	int			nclaimed;
+} DirectClaimQueue;
+
+static bool direct_inbox_claimable(TupleTableSlot *version, const DirectCols *cols,
+								   const DurableClaim *claim);
+static bool direct_outbox_claimable(TupleTableSlot *version, const DirectCols *cols,
+									const DurableClaim *claim);
+
 /* durable's relations used here; valid until an invalidation names one. */
 typedef struct DirectRels
 {
@@ -159,6 +181,7 @@ typedef struct DirectRels
 	AttrNumber	new_send_att[DIRECT_NEW_SEND_NCOLS];
 	AttrNumber	claimed_send_att[DURABLE_CLAIMED_SEND_NCOLS];
 	Oid			token_seq;
+	DirectClaimQueue claims[DQ_NUM_QUEUES]; /* each queue's claim, over the above */
 } DirectRels;
 
 static DirectRels direct_rels_cache;
@@ -337,6 +360,29 @@ direct_rels(void)
 		direct_attnums(r->outbox, direct_claimed_send_cols, DURABLE_CLAIMED_SEND_NCOLS,
 					   r->claimed_send_att);
 		r->token_seq = direct_relid("token_seq", nsp);
+
+		/* The lease changes no indexed column: HOT unless the page is full. */
+		r->claims[DQ_INBOX] = (DirectClaimQueue) {
+			.heap = r->inbox,
+			.open_idx = r->inbox_open_idx,
+			.chat_idx = r->inbox_chat_idx,
+			.cols = &r->inbox_cols,
+			.claimable = direct_inbox_claimable,
+			.leased_state = "leased",
+			.claimed_att = r->claimed_att,
+			.nclaimed = DURABLE_CLAIMED_NCOLS,
+		};
+		/* The lease takes the send out of the waiting index: not HOT. */
+		r->claims[DQ_OUTBOX] = (DirectClaimQueue) {
+			.heap = r->outbox,
+			.open_idx = r->outbox_open_idx,
+			.chat_idx = r->outbox_chat_idx,
+			.cols = &r->outbox_cols,
+			.claimable = direct_outbox_claimable,
+			.leased_state = "sending",
+			.claimed_att = r->claimed_send_att,
+			.nclaimed = DURABLE_CLAIMED_SEND_NCOLS,
+		};
 		r->valid = (invalidations == direct_invalidations);
 	}
 	return &direct_rels_cache;
@@ -998,23 +1044,6 @@ durable_outbox_sent_direct(Datum key, int64 token, Datum provider_message_id,
 #define DIRECT_CLAIM_SET_TOKEN 1
 #define DIRECT_CLAIM_SET_ATTEMPTS 4
 
-/* Is this version of a record claimable, by its own columns? */
-typedef bool (*DirectClaimable) (TupleTableSlot *version, const DirectCols *cols,
-								 const DurableClaim *claim);
-
-/* A journal's claim: what inbox_claim and outbox_claim do differently. */
-typedef struct DirectClaimQueue
-{
-	Oid			heap;
-	Oid			open_idx;		/* the scan, in id order, of what may be claimable */
-	Oid			chat_idx;		/* per-chat order: (chat_id, id) of unfinished records */
-	const DirectCols *cols;
-	DirectClaimable claimable;
-	const char *leased_state;	/* the state a lease sets */
-	const AttrNumber *claimed_att;	/* the result columns */
-	int			nclaimed;
-} DirectClaimQueue;
-
 /*
  * An inbox record is claimable when it is open, and pending with its
  * not_before passed, or leased with its lease expired and attempts left.
@@ -1246,47 +1275,14 @@ direct_claim(const DirectClaimQueue *q, const DirectRels *rels, const DurableCla
 	return n;
 }
 
-/*
- * inbox_claim's lease, on inbox_unfinished_idx.  The lease changes no
- * indexed column, so the update is HOT unless the page is full.
- */
+/* The lease of `queue`'s claim (inbox_claim, outbox_claim). */
 uint64
-durable_inbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink, void *arg)
+durable_claim_direct(DurableQueue queue, const DurableClaim *claim, DurableClaimSink sink,
+					 void *arg)
 {
 	const DirectRels *rels = direct_rels();
-	DirectClaimQueue q;
 
-	q.heap = rels->inbox;
-	q.open_idx = rels->inbox_open_idx;
-	q.chat_idx = rels->inbox_chat_idx;
-	q.cols = &rels->inbox_cols;
-	q.claimable = direct_inbox_claimable;
-	q.leased_state = "leased";
-	q.claimed_att = rels->claimed_att;
-	q.nclaimed = DURABLE_CLAIMED_NCOLS;
-	return direct_claim(&q, rels, claim, sink, arg);
-}
-
-/*
- * outbox_claim's lease, on outbox_waiting_idx.  The lease makes the send
- * sending (out of the waiting index, into nothing new but the primary key
- * and the chat index): not HOT.
- */
-uint64
-durable_outbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink, void *arg)
-{
-	const DirectRels *rels = direct_rels();
-	DirectClaimQueue q;
-
-	q.heap = rels->outbox;
-	q.open_idx = rels->outbox_open_idx;
-	q.chat_idx = rels->outbox_chat_idx;
-	q.cols = &rels->outbox_cols;
-	q.claimable = direct_outbox_claimable;
-	q.leased_state = "sending";
-	q.claimed_att = rels->claimed_send_att;
-	q.nclaimed = DURABLE_CLAIMED_SEND_NCOLS;
-	return direct_claim(&q, rels, claim, sink, arg);
+	return direct_claim(&rels->claims[queue], rels, claim, sink, arg);
 }
 
 /* ---- New records ---- */

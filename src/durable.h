@@ -272,11 +272,9 @@ typedef struct DurableClaim
 typedef void (*DurableClaimSink) (void *arg, const Datum *values, const bool *nulls,
 								  Datum state_before);
 
-/* Lease them, passing each one to sink, oldest first; how many. */
-extern uint64 durable_inbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink,
-										 void *arg);
-extern uint64 durable_outbox_claim_direct(const DurableClaim *claim, DurableClaimSink sink,
-										  void *arg);
+/* Lease them in `queue`, passing each one to sink, oldest first; how many. */
+extern uint64 durable_claim_direct(DurableQueue queue, const DurableClaim *claim,
+								   DurableClaimSink sink, void *arg);
 
 /* A new fencing token (durable.token_seq). */
 extern int64 durable_next_token(void);

@@ -521,7 +521,7 @@ inbox_claimed_put(void *arg, const Datum *values, const bool *nulls, Datum state
  * two records of a chat.  Records that a concurrent claim or confirmation
  * holds are skipped, as SKIP LOCKED would; a record changed after the
  * claim's snapshot was taken is checked again in its newest version
- * (direct.c, durable_inbox_claim_direct).
+ * (direct.c, direct_claim).
  *
  * The scan starts at the claim floor (claim_floor.c): no record below it is
  * claimable, and behind a long transaction the index holds the entries of
@@ -541,7 +541,7 @@ inbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call)
 	claim.max_attempts = durable_inbox_max_attempts;
 	claim.max = call->max;
 	claim.floor = durable_claim_floor(DQ_INBOX, claim.now);
-	return durable_inbox_claim_direct(&claim, inbox_claimed_put, fcinfo);
+	return durable_claim_direct(DQ_INBOX, &claim, inbox_claimed_put, fcinfo);
 }
 
 /*

@@ -923,7 +923,7 @@ outbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call)
 	claim.floor = durable_claim_floor(DQ_OUTBOX, claim.now);
 	claimed.fcinfo = fcinfo;
 	claimed.retried = 0;
-	n = durable_outbox_claim_direct(&claim, outbox_claimed_put, &claimed);
+	n = durable_claim_direct(DQ_OUTBOX, &claim, outbox_claimed_put, &claimed);
 	if (claimed.retried > 0)
 		durable_count(DC_OUTBOX_RETRIED, claimed.retried);
 	return n;
