@@ -100,34 +100,32 @@ metrics_xact_callback(XactEvent event, void *arg)
 
 /*
  * A subtransaction ends (the callback runs while it is still the current
- * one): rolled back, its levels' counts go; committed, they move to its
- * parent's level.
+ * one; any deeper level has ended before it): rolled back, its counts go;
+ * committed, they move to its parent's level.
  */
 static void
 metrics_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 						 SubTransactionId parentSubid, void *arg)
 {
 	int			level = GetCurrentTransactionNestLevel();
+	MetricsPending *top;
 	MetricsPending *parent;
 	int			c;
 
 	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
 		return;
-	while (metrics_npending > 0 && metrics_pending[metrics_npending - 1].level >= level)
+	Assert(metrics_npending == 0 || metrics_pending[metrics_npending - 1].level <= level);
+	if (metrics_npending == 0 || metrics_pending[metrics_npending - 1].level != level)
+		return;					/* it counted nothing */
+	top = &metrics_pending[metrics_npending - 1];
+	parent = (metrics_npending > 1) ? &metrics_pending[metrics_npending - 2] : NULL;
+	if (event == SUBXACT_EVENT_COMMIT_SUB && (parent == NULL || parent->level < level - 1))
+		top->level = level - 1;
+	else
 	{
-		MetricsPending *top = &metrics_pending[metrics_npending - 1];
-
 		if (event == SUBXACT_EVENT_COMMIT_SUB)
-		{
-			parent = (metrics_npending > 1) ? &metrics_pending[metrics_npending - 2] : NULL;
-			if (parent == NULL || parent->level < level - 1)
-			{
-				top->level = level - 1;
-				break;
-			}
 			for (c = 0; c < DC_NUM_COUNTERS; c++)
 				parent->n[c] += top->n[c];
-		}
 		metrics_npending--;
 	}
 }
