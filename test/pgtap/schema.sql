@@ -16,7 +16,7 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(439);
+SELECT plan(441);
 
 -- ---------------------------------------------------------------------------
 -- The extension and its schema
@@ -102,6 +102,28 @@ SELECT col_is_pk('durable', 'inbox', 'id', 'durable.inbox is keyed by id');
 SELECT col_is_pk('durable', 'outbox', 'key', 'durable.outbox is keyed by its idempotency key');
 SELECT col_is_pk('durable', 'sessions', ARRAY['bot', 'shard']::name[], 'durable.sessions holds one row per bot and shard');
 SELECT col_is_pk('durable', 'permit_buckets', 'bucket', 'durable.permit_buckets holds one row per bucket');
+-- Identifiers compare as bytes (durable--0.5--0.6.sql says why): the text
+-- columns named here have collation "C", and so does every text column that
+-- an index of durable keys on, so that no index depends on the operating
+-- system's collation tables.
+SELECT set_eq($$SELECT c.relname::text, a.attname::text
+                 FROM pg_attribute a
+                 JOIN pg_class c ON c.oid = a.attrelid
+                WHERE c.relnamespace = 'durable'::regnamespace AND c.relkind = 'r'
+                  AND a.attnum > 0 AND NOT a.attisdropped
+                  AND a.attcollation = 'pg_catalog."C"'::regcollation$$,
+              $$VALUES ('inbox', 'source'), ('inbox', 'message_id'), ('inbox', 'chat_id'),
+                       ('outbox', 'key'), ('outbox', 'chat_id'), ('sessions', 'bot'),
+                       ('permit_buckets', 'bucket'), ('permits', 'bucket')$$,
+              'the identifier columns of durable''s tables have collation "C"');
+SELECT is_empty($$SELECT format('%s.%s', i.indexrelid::regclass, a.attname)
+                    FROM pg_index i
+                    JOIN pg_class c ON c.oid = i.indrelid
+                    JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey::int2[])
+                   WHERE c.relnamespace = 'durable'::regnamespace
+                     AND a.atttypid = 'pg_catalog.text'::regtype
+                     AND a.attcollation <> 'pg_catalog."C"'::regcollation$$,
+                'no index of durable keys on a text column under a locale''s collation');
 -- No CHECK constraint on the journals (durable--0.2--0.3.sql says why).
 SELECT is_empty($$SELECT conname FROM pg_constraint
                    WHERE conrelid = 'durable.inbox'::regclass AND contype = 'c'$$,

@@ -1,0 +1,44 @@
+/* durable--0.5--0.6.sql: the journals' identifiers compare as bytes (collation "C") */
+
+\echo Use "ALTER EXTENSION durable UPDATE TO '0.6'" to load this file. \quit
+
+/*
+ * Why: source, message_id, chat_id, idempotency keys and bucket and bot
+ * names are opaque identifiers that durable compares for equality and keeps
+ * in btree indexes (the dedupe keys, the per-chat order indexes, the
+ * outbox's primary key).  Under the database's collation (en_US.UTF-8,
+ * C.UTF-8 ...) every comparison inside those indexes went through the C
+ * library's strcoll, and the indexes depended on the operating system's
+ * collation tables: a glibc upgrade that changes them (glibc 2.28 did, for
+ * most locales) leaves such indexes mis-sorted, and a mis-sorted dedupe
+ * index can miss a key it holds, admitting a message twice or sending a
+ * reply twice, the two things durable exists to prevent.  Under "C" a
+ * comparison is memcmp, the same on every machine and every release, and
+ * equality is what it was (every deterministic collation's equality is
+ * byte equality).  What changes for a reader: ORDER BY on these columns
+ * sorts by bytes.
+ *
+ * Cost of this step: the table data is not rewritten, but every index on
+ * these columns is rebuilt, under an ACCESS EXCLUSIVE lock on its table
+ * (README, "Upgrading"): purge first on a large journal.
+ *
+ * Security notes (as for durable--0.1.sql): every name schema-qualified.
+ */
+
+ALTER TABLE durable.inbox
+    ALTER COLUMN source TYPE pg_catalog.text COLLATE pg_catalog."C",
+    ALTER COLUMN message_id TYPE pg_catalog.text COLLATE pg_catalog."C",
+    ALTER COLUMN chat_id TYPE pg_catalog.text COLLATE pg_catalog."C";
+
+ALTER TABLE durable.outbox
+    ALTER COLUMN key TYPE pg_catalog.text COLLATE pg_catalog."C",
+    ALTER COLUMN chat_id TYPE pg_catalog.text COLLATE pg_catalog."C";
+
+ALTER TABLE durable.sessions
+    ALTER COLUMN bot TYPE pg_catalog.text COLLATE pg_catalog."C";
+
+ALTER TABLE durable.permit_buckets
+    ALTER COLUMN bucket TYPE pg_catalog.text COLLATE pg_catalog."C";
+
+ALTER TABLE durable.permits
+    ALTER COLUMN bucket TYPE pg_catalog.text COLLATE pg_catalog."C";
