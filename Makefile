@@ -117,10 +117,12 @@ lint:
 		src/*.c -- -I src -I $(PG_INCLUDEDIR_SERVER) -I$(shell $(PG_CONFIG) --includedir) \
 		-DDURABLE_VERSION='"$(DURABLE_VERSION)"'
 
-.PHONY: test demo bench
+.PHONY: test demo bench bench-instructions
 test:
 	bash scripts/test
 demo:
 	bash scripts/demo
 bench:
 	bash bench/run
+bench-instructions:
+	bash bench/instructions
