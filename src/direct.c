@@ -810,28 +810,6 @@ direct_open_indexes(ResultRelInfo *rri, bool speculative)
 }
 
 /*
- * Close what direct_open_indexes opened.  Unlike ExecCloseIndices, the
- * indexes' locks stay until the transaction ends, as the journal's own lock
- * does: the journal's RowExclusiveLock already excludes every command that
- * a lock on one of its indexes would, and commit releases all of a
- * backend's fast-path locks in one pass, where releasing each here cost a
- * lock-table lookup per index per call (4 % of a bot cycle's instructions).
- */
-static void
-direct_close_indexes(ResultRelInfo *rri)
-{
-	int			i;
-
-	for (i = 0; i < rri->ri_NumIndices; i++)
-	{
-#if PG_VERSION_NUM >= 170000
-		index_insert_cleanup(rri->ri_IndexRelationDescs[i], rri->ri_IndexRelationInfo[i]);
-#endif
-		index_close(rri->ri_IndexRelationDescs[i], NoLock);
-	}
-}
-
-/*
  * The index entries of the version a confirmation wrote with
  * table_tuple_update.  Without a range table the executor cannot tell which
  * columns changed, so the "key unchanged" hint (bottom-up deletion) is
@@ -867,7 +845,7 @@ direct_insert_index_entries(Relation rel, TupleTableSlot *slot, const DirectConf
 	Assert(!summarizing_only);
 	(void) ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL);
 #endif
-	direct_close_indexes(rri);
+	ExecCloseIndices(rri);
 	MemoryContextSwitchTo(oldcxt);
 	FreeExecutorState(estate);
 }
@@ -1481,7 +1459,7 @@ direct_insert(Relation rel, Oid arbiter, TupleTableSlot *slot)
 			break;
 		}
 	}
-	direct_close_indexes(rri);
+	ExecCloseIndices(rri);
 	MemoryContextSwitchTo(oldcxt);
 	FreeExecutorState(estate);
 	/* Later statements of the transaction see the row (as after SPI). */
