@@ -391,7 +391,10 @@ static SweepJournal sweep_journals[] = {
  * such a record would raise 23503 and roll back the whole pass, at every
  * pass), or "" when there is none.  Keys with a delete action (CASCADE, SET
  * NULL, SET DEFAULT) let the purge go through and act.  Read from the catalog
- * at every call: the statement path is the rare one.
+ * at every call: the statement path is the rare one.  A text key compares
+ * under the referencing column's collation, not the journal's "C": so that
+ * the index on your column serves the probe, and two different collations
+ * do not make the comparison fail.
  */
 static char *
 sweep_fk_guards(const char *journal)
@@ -406,8 +409,12 @@ sweep_fk_guards(const char *journal)
 							  "SELECT pg_catalog.string_agg(pg_catalog.format("
 							  "  ' AND NOT EXISTS (SELECT 1 FROM %s r WHERE %s)',"
 							  "  k.conrelid::pg_catalog.regclass,"
-							  "  (SELECT pg_catalog.string_agg(pg_catalog.format('r.%I OPERATOR(pg_catalog.=) c.%I',"
-							  "                                                  fa.attname, pa.attname), ' AND ')"
+							  "  (SELECT pg_catalog.string_agg(pg_catalog.format('r.%I OPERATOR(pg_catalog.=) c.%I%s',"
+							  "                                                  fa.attname, pa.attname,"
+							  "                                                  CASE WHEN fa.attcollation <> 0"
+							  "                                                  THEN ' COLLATE ' OPERATOR(pg_catalog.||)"
+							  "                                                       fa.attcollation::pg_catalog.regcollation::pg_catalog.text"
+							  "                                                  ELSE '' END), ' AND ')"
 							  "     FROM ROWS FROM (pg_catalog.unnest(k.conkey), pg_catalog.unnest(k.confkey)) AS cols(fk, pk)"
 							  "     JOIN pg_catalog.pg_attribute fa ON fa.attrelid = k.conrelid AND fa.attnum = cols.fk"
 							  "     JOIN pg_catalog.pg_attribute pa ON pa.attrelid = k.confrelid AND pa.attnum = cols.pk)),"
