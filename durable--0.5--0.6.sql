@@ -20,7 +20,13 @@
  *
  * Cost of this step: the table data is not rewritten, but every index on
  * these columns is rebuilt, under an ACCESS EXCLUSIVE lock on its table
- * (README, "Upgrading"): purge first on a large journal.
+ * (README, "Packaging and supported versions"): purge first on a large
+ * journal.  A view, rule or policy of yours that uses one of these columns
+ * makes the step fail ("cannot alter type of a column used by a view or
+ * rule"): drop it first, create it again after.  A foreign key of yours
+ * that references outbox.key is checked again, which locks your table.
+ * Changing a column's type drops its statistics: the tables are analyzed
+ * again at the end.
  *
  * Security notes (as for durable--0.1.sql): every name schema-qualified.
  */
@@ -42,3 +48,5 @@ ALTER TABLE durable.permit_buckets
 
 ALTER TABLE durable.permits
     ALTER COLUMN bucket TYPE pg_catalog.text COLLATE pg_catalog."C";
+
+ANALYZE durable.inbox, durable.outbox, durable.sessions, durable.permit_buckets, durable.permits;
