@@ -422,6 +422,22 @@ SELECT durable.outbox_retry('rob-q3');
 SELECT state, attempts FROM durable.outbox WHERE key = 'rob-q3';
 
 ------------------------------------------------------------------------
+-- Index entries
+------------------------------------------------------------------------
+
+-- The direct writes put each version only in the indexes its state belongs
+-- in (a partial index's predicate decides): amcheck finds every record
+-- above, in every state, in each index of both journals that should hold it.
+CREATE EXTENSION amcheck;
+SELECT c.relname AS index, true AS checked
+  FROM pg_catalog.pg_index i
+  JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid,
+       LATERAL bt_index_check(i.indexrelid, true)
+ WHERE i.indrelid IN ('durable.inbox'::regclass, 'durable.outbox'::regclass)
+ ORDER BY 1;
+DROP EXTENSION amcheck;
+
+------------------------------------------------------------------------
 -- Counters
 ------------------------------------------------------------------------
 

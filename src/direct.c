@@ -784,16 +784,30 @@ direct_indexes_build(DirectIndexes *di, Relation rel)
 }
 
 /*
- * ExecOpenIndices for a direct write to a journal, with its kept index
- * descriptions.  The journal must be locked already (see DirectIndexes).
+ * ExecOpenIndices for a direct write of the version in `slot` to a journal,
+ * with its kept index descriptions.  The journal must be locked already
+ * (see DirectIndexes).
+ *
+ * Only the indexes the version belongs in are opened: a partial index
+ * whose predicate the version fails would get no entry from
+ * ExecInsertIndexTuples, nor a conflict check from ExecCheckIndexConstraints,
+ * and opening and locking it costs about as much as an entry (a journal
+ * has six or seven indexes, a version belongs in two to four of them).
+ * Leaving its lock untaken is safe: what could change the index under the
+ * write (DROP INDEX, REINDEX, CREATE INDEX, concurrently or not) waits for
+ * or conflicts with the journal's RowExclusiveLock, and its invalidation
+ * rebuilds the descriptions.
  */
 static void
-direct_open_indexes(ResultRelInfo *rri, bool speculative)
+direct_open_indexes(ResultRelInfo *rri, bool speculative, TupleTableSlot *slot,
+					EState *estate)
 {
 	Relation	rel = rri->ri_RelationDesc;
 	DirectIndexes *di = (RelationGetRelid(rel) == direct_rels_cache.inbox) ?
 		&direct_inbox_indexes : &direct_outbox_indexes;
+	ExprContext *econtext;
 	int			i;
+	int			n = 0;
 
 	if (!di->valid || di->heap != RelationGetRelid(rel))
 		direct_indexes_build(di, rel);
@@ -802,11 +816,22 @@ direct_open_indexes(ResultRelInfo *rri, bool speculative)
 		ExecOpenIndices(rri, speculative);
 		return;
 	}
-	rri->ri_NumIndices = di->n;
-	rri->ri_IndexRelationInfo = di->infos;
+	econtext = GetPerTupleExprContext(estate);
+	econtext->ecxt_scantuple = slot;
+	rri->ri_IndexRelationInfo = (IndexInfo **) palloc(di->n * sizeof(IndexInfo *));
 	rri->ri_IndexRelationDescs = (RelationPtr) palloc(di->n * sizeof(Relation));
 	for (i = 0; i < di->n; i++)
-		rri->ri_IndexRelationDescs[i] = index_open(di->oids[i], RowExclusiveLock);
+	{
+		ExprState  *predicate = di->infos[i]->ii_PredicateState;
+
+		if (predicate != NULL && !ExecQual(predicate, econtext))
+			continue;
+		rri->ri_IndexRelationInfo[n] = di->infos[i];
+		rri->ri_IndexRelationDescs[n] = index_open(di->oids[i], RowExclusiveLock);
+		n++;
+	}
+	ResetExprContext(econtext);
+	rri->ri_NumIndices = n;
 }
 
 /*
@@ -825,7 +850,7 @@ direct_insert_index_entries(Relation rel, TupleTableSlot *slot, const DirectConf
 	int			i;
 
 	InitResultRelInfo(rri, rel, 0, NULL, 0);
-	direct_open_indexes(rri, false);
+	direct_open_indexes(rri, false, slot, estate);
 	for (i = 0; i < rri->ri_NumIndices; i++)
 	{
 		IndexInfo  *ii = rri->ri_IndexRelationInfo[i];
@@ -1425,7 +1450,7 @@ direct_insert(Relation rel, Oid arbiter, TupleTableSlot *slot)
 	bool		inserted;
 
 	InitResultRelInfo(rri, rel, 0, NULL, 0);
-	direct_open_indexes(rri, true);
+	direct_open_indexes(rri, true, slot, estate);
 	direct_check_arbiter(rri, arbiter);
 	estate->es_output_cid = cid;
 	for (;;)
