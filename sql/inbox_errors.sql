@@ -325,6 +325,23 @@ SELECT action FROM durable.outbox_begin('errs-i3', 'chat-i', '{}', 'bot-2');
 SELECT key FROM durable.outbox WHERE owner = 'bot-2' ORDER BY key;
 ROLLBACK;
 DROP EXTENSION amcheck;
+-- A unique index added by hand holds for the confirmations' new versions too:
+-- outbox_sent changing the index's key (provider_message_id), or only a column
+-- of its predicate (state), is checked for a duplicate and refused (23505);
+-- the confirmations skip the check only where they change neither
+BEGIN;
+CREATE UNIQUE INDEX outbox_test_provider_key ON durable.outbox (provider_message_id);
+CREATE UNIQUE INDEX outbox_test_sent_chat_key ON durable.outbox (chat_id) WHERE state = 'sent';
+SELECT action FROM durable.outbox_begin('errs-u1', 'chat-u1', '{}', 'bot-1');
+SELECT action FROM durable.outbox_begin('errs-u2', 'chat-u2', '{}', 'bot-1');
+SELECT action FROM durable.outbox_begin('errs-u3', 'chat-u1', '{}', 'bot-1');
+SELECT durable.outbox_sent('errs-u1', token, 'p-u') FROM durable.outbox WHERE key = 'errs-u1';
+SELECT pg_temp.error_of(format('SELECT durable.outbox_sent(%L, %s, %L)', 'errs-u2', token, 'p-u'))
+  FROM durable.outbox WHERE key = 'errs-u2';
+SELECT pg_temp.error_of(format('SELECT durable.outbox_sent(%L, %s, %L)', 'errs-u3', token, 'p-u3'))
+  FROM durable.outbox WHERE key = 'errs-u3';
+SELECT key, state FROM durable.outbox WHERE key LIKE 'errs-u%' ORDER BY key;
+ROLLBACK;
 -- Nothing changed: both are still held under their tokens
 SELECT i.state AS inbox_state, o.state AS outbox_state
   FROM durable.inbox i, durable.outbox o WHERE i.id = :w1 AND o.key = :'w1_key';

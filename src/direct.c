@@ -215,8 +215,11 @@ typedef struct DirectIndexes
 	bool		valid;
 	bool		kept;			/* false: use ExecOpenIndices */
 	int			n;
+	bool		plain;			/* no exclusion constraint, no deferrable unique */
 	Oid			oids[DIRECT_MAX_INDEXES];
 	IndexInfo  *infos[DIRECT_MAX_INDEXES];
+	/* a unique index's key and predicate columns (pull_varattnos offsets) */
+	Bitmapset  *unique_attrs[DIRECT_MAX_INDEXES];
 	MemoryContext cxt;
 } DirectIndexes;
 
@@ -749,6 +752,7 @@ direct_indexes_build(DirectIndexes *di, Relation rel)
 	di->heap = RelationGetRelid(rel);
 	di->n = 0;
 	di->kept = list_length(oids) <= DIRECT_MAX_INDEXES;
+	di->plain = true;
 	oldcxt = MemoryContextSwitchTo(di->cxt);
 	foreach(lc, oids)
 	{
@@ -773,6 +777,19 @@ direct_indexes_build(DirectIndexes *di, Relation rel)
 		if (ii->ii_Predicate != NIL)
 			ii->ii_PredicateState = ExecInitQual((List *) expression_planner((Expr *) ii->ii_Predicate),
 												 NULL);
+		if (ii->ii_ExclusionOps != NULL || (ii->ii_Unique && !index->rd_index->indimmediate))
+			di->plain = false;
+		di->unique_attrs[di->n] = NULL;
+		if (ii->ii_Unique)
+		{
+			int			k;
+
+			for (k = 0; k < ii->ii_NumIndexKeyAttrs; k++)
+				di->unique_attrs[di->n] =
+					bms_add_member(di->unique_attrs[di->n],
+								   ii->ii_IndexAttrNumbers[k] - FirstLowInvalidHeapAttributeNumber);
+			pull_varattnos((Node *) ii->ii_Predicate, 1, &di->unique_attrs[di->n]);
+		}
 		di->oids[di->n] = RelationGetRelid(index);
 		di->infos[di->n] = ii;
 		di->n++;
@@ -797,8 +814,11 @@ direct_indexes_build(DirectIndexes *di, Relation rel)
  * write (DROP INDEX, REINDEX, CREATE INDEX, concurrently or not) waits for
  * or conflicts with the journal's RowExclusiveLock, and its invalidation
  * rebuilds the descriptions.
+ *
+ * Returns the kept descriptions, or NULL when there are none and
+ * ExecOpenIndices opened every index.
  */
-static void
+static const DirectIndexes *
 direct_open_indexes(ResultRelInfo *rri, bool speculative, TupleTableSlot *slot,
 					EState *estate)
 {
@@ -814,7 +834,7 @@ direct_open_indexes(ResultRelInfo *rri, bool speculative, TupleTableSlot *slot,
 	if (!di->kept)
 	{
 		ExecOpenIndices(rri, speculative);
-		return;
+		return NULL;
 	}
 	econtext = GetPerTupleExprContext(estate);
 	econtext->ecxt_scantuple = slot;
@@ -832,13 +852,42 @@ direct_open_indexes(ResultRelInfo *rri, bool speculative, TupleTableSlot *slot,
 	}
 	ResetExprContext(econtext);
 	rri->ri_NumIndices = n;
+	return di;
+}
+
+/*
+ * Must the new entry of a unique index be checked for duplicates?  Not when
+ * the update changed none of the columns the index names, in its keys or
+ * its predicate: the replaced version held the same key in the same index,
+ * so no other live row can hold it, and a concurrent insert of the key
+ * waits for this transaction (the replaced version's updater) and then
+ * finds the new entry.  The check would fetch the replaced version from the
+ * heap to see that it is this transaction's own update.
+ */
+static bool
+direct_unique_check_needed(const DirectIndexes *di, const IndexInfo *ii, const DirectConfirm *c)
+{
+	int			i;
+	int			j;
+
+	for (i = 0; i < di->n && di->infos[i] != ii; i++)
+		;
+	if (i == di->n || di->unique_attrs[i] == NULL)
+		return ii->ii_Unique;
+	for (j = 0; j < c->nset; j++)
+		if (bms_is_member(c->set_att[j] - FirstLowInvalidHeapAttributeNumber, di->unique_attrs[i]))
+			return true;
+	return false;
 }
 
 /*
  * The index entries of the version a confirmation wrote with
  * table_tuple_update.  Without a range table the executor cannot tell which
  * columns changed, so the "key unchanged" hint (bottom-up deletion) is
- * given here from the columns the confirmation sets.
+ * given here from the columns the confirmation sets.  With the kept
+ * descriptions of plain btree indexes the entries go in one by one, as
+ * ExecInsertIndexTuples would put them, but for the unique check an
+ * unchanged key does not need (direct_unique_check_needed).
  */
 static void
 direct_insert_index_entries(Relation rel, TupleTableSlot *slot, const DirectConfirm *c,
@@ -847,10 +896,11 @@ direct_insert_index_entries(Relation rel, TupleTableSlot *slot, const DirectConf
 	EState	   *estate = CreateExecutorState();
 	MemoryContext oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
 	ResultRelInfo *rri = makeNode(ResultRelInfo);
+	const DirectIndexes *di;
 	int			i;
 
 	InitResultRelInfo(rri, rel, 0, NULL, 0);
-	direct_open_indexes(rri, false, slot, estate);
+	di = direct_open_indexes(rri, false, slot, estate);
 	for (i = 0; i < rri->ri_NumIndices; i++)
 	{
 		IndexInfo  *ii = rri->ri_IndexRelationInfo[i];
@@ -864,12 +914,33 @@ direct_insert_index_entries(Relation rel, TupleTableSlot *slot, const DirectConf
 				if (ii->ii_IndexAttrNumbers[k] == c->set_att[j])
 					ii->ii_IndexUnchanged = false;
 	}
+	if (di != NULL && di->plain && !summarizing_only)
+	{
+		for (i = 0; i < rri->ri_NumIndices; i++)
+		{
+			IndexInfo  *ii = rri->ri_IndexRelationInfo[i];
+			Datum		values[INDEX_MAX_KEYS];
+			bool		isnull[INDEX_MAX_KEYS];
+
+			if (!ii->ii_ReadyForInserts)
+				continue;
+			FormIndexDatum(ii, slot, estate, values, isnull);
+			(void) index_insert(rri->ri_IndexRelationDescs[i], values, isnull, &slot->tts_tid,
+								rel,
+								direct_unique_check_needed(di, ii, c) ? UNIQUE_CHECK_YES :
+								UNIQUE_CHECK_NO,
+								ii->ii_IndexUnchanged, ii);
+		}
+	}
+	else
+	{
 #if PG_VERSION_NUM >= 160000
-	(void) ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL, summarizing_only);
+		(void) ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL, summarizing_only);
 #else
-	Assert(!summarizing_only);
-	(void) ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL);
+		Assert(!summarizing_only);
+		(void) ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL);
 #endif
+	}
 	ExecCloseIndices(rri);
 	MemoryContextSwitchTo(oldcxt);
 	FreeExecutorState(estate);
@@ -1450,7 +1521,7 @@ direct_insert(Relation rel, Oid arbiter, TupleTableSlot *slot)
 	bool		inserted;
 
 	InitResultRelInfo(rri, rel, 0, NULL, 0);
-	direct_open_indexes(rri, true, slot, estate);
+	(void) direct_open_indexes(rri, true, slot, estate);
 	direct_check_arbiter(rri, arbiter);
 	estate->es_output_cid = cid;
 	for (;;)
