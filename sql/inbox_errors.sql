@@ -342,6 +342,22 @@ SELECT pg_temp.error_of(format('SELECT durable.outbox_sent(%L, %s, %L)', 'errs-u
   FROM durable.outbox WHERE key = 'errs-u3';
 SELECT key, state FROM durable.outbox WHERE key LIKE 'errs-u%' ORDER BY key;
 ROLLBACK;
+-- A unique index that CREATE UNIQUE INDEX CONCURRENTLY is still building
+-- takes inserts before it is valid and may lack an older row's entry: a
+-- confirmation that leaves the key unchanged still checks it.  Here the index
+-- was not ready when errs-v2 went in (as a build's first phase), then became
+-- ready but not valid: outbox_sent of errs-v2 must find errs-v1's key (23505)
+BEGIN;
+SELECT action FROM durable.outbox_begin('errs-v1', 'chat-v', '{}', 'bot-1');
+CREATE UNIQUE INDEX outbox_test_building_key ON durable.outbox (chat_id);
+UPDATE pg_catalog.pg_index SET indisready = false, indisvalid = false
+ WHERE indexrelid = 'durable.outbox_test_building_key'::regclass;
+SELECT action FROM durable.outbox_begin('errs-v2', 'chat-v', '{}', 'bot-1');
+UPDATE pg_catalog.pg_index SET indisready = true
+ WHERE indexrelid = 'durable.outbox_test_building_key'::regclass;
+SELECT pg_temp.error_of(format('SELECT durable.outbox_sent(%L, %s, %L)', 'errs-v2', token, 'p-v2'))
+  FROM durable.outbox WHERE key = 'errs-v2';
+ROLLBACK;
 -- Nothing changed: both are still held under their tokens
 SELECT i.state AS inbox_state, o.state AS outbox_state
   FROM durable.inbox i, durable.outbox o WHERE i.id = :w1 AND o.key = :'w1_key';

@@ -857,19 +857,25 @@ direct_open_indexes(ResultRelInfo *rri, bool speculative, TupleTableSlot *slot,
 
 /*
  * Must the new entry of a unique index be checked for duplicates?  Not when
- * the update changed none of the columns the index names, in its keys or
- * its predicate: the replaced version held the same key in the same index,
- * so no other live row can hold it, and a concurrent insert of the key
- * waits for this transaction (the replaced version's updater) and then
- * finds the new entry.  The check would fetch the replaced version from the
- * heap to see that it is this transaction's own update.
+ * the index is complete and the update changed none of the columns it names,
+ * in its keys or its predicate: the replaced version held the same key in
+ * the same index, so no other live row can hold it, and a concurrent insert
+ * of the key waits for this transaction (the replaced version's updater) and
+ * then finds the new entry.  The check would fetch the replaced version from
+ * the heap to see that it is this transaction's own update.  An index still
+ * being built by CREATE UNIQUE INDEX CONCURRENTLY (ready for inserts, not yet
+ * valid), or left invalid by a failed build, may lack the replaced version's
+ * entry while another row with the key went in: it is checked.
  */
 static bool
-direct_unique_check_needed(const DirectIndexes *di, const IndexInfo *ii, const DirectConfirm *c)
+direct_unique_check_needed(const DirectIndexes *di, const IndexInfo *ii, const DirectConfirm *c,
+						   Relation index)
 {
 	int			i;
 	int			j;
 
+	if (!direct_index_complete(index))
+		return ii->ii_Unique;
 	for (i = 0; i < di->n && di->infos[i] != ii; i++)
 		;
 	if (i == di->n || di->unique_attrs[i] == NULL)
@@ -927,8 +933,8 @@ direct_insert_index_entries(Relation rel, TupleTableSlot *slot, const DirectConf
 			FormIndexDatum(ii, slot, estate, values, isnull);
 			(void) index_insert(rri->ri_IndexRelationDescs[i], values, isnull, &slot->tts_tid,
 								rel,
-								direct_unique_check_needed(di, ii, c) ? UNIQUE_CHECK_YES :
-								UNIQUE_CHECK_NO,
+								direct_unique_check_needed(di, ii, c, rri->ri_IndexRelationDescs[i]) ?
+								UNIQUE_CHECK_YES : UNIQUE_CHECK_NO,
 								ii->ii_IndexUnchanged, ii);
 		}
 	}
