@@ -342,6 +342,24 @@ SELECT pg_temp.error_of(format('SELECT durable.outbox_sent(%L, %s, %L)', 'errs-u
   FROM durable.outbox WHERE key = 'errs-u3';
 SELECT key, state FROM durable.outbox WHERE key LIKE 'errs-u%' ORDER BY key;
 ROLLBACK;
+-- An exclusion constraint added by hand is checked on the confirmations' new
+-- versions too (23P01), as the statement would; a deferrable unique one
+-- brings its recheck trigger, which the direct writes refuse (0A000)
+BEGIN;
+ALTER TABLE durable.outbox ADD CONSTRAINT outbox_test_provider_excl
+    EXCLUDE USING btree (provider_message_id WITH =);
+SELECT action FROM durable.outbox_begin('errs-x1', 'chat-x1', '{}', 'bot-1');
+SELECT action FROM durable.outbox_begin('errs-x2', 'chat-x2', '{}', 'bot-1');
+SELECT durable.outbox_sent('errs-x1', token, 'p-x') FROM durable.outbox WHERE key = 'errs-x1';
+SELECT pg_temp.error_of(format('SELECT durable.outbox_sent(%L, %s, %L)', 'errs-x2', token, 'p-x'))
+  FROM durable.outbox WHERE key = 'errs-x2';
+ALTER TABLE durable.outbox DROP CONSTRAINT outbox_test_provider_excl;
+ALTER TABLE durable.outbox ADD CONSTRAINT outbox_test_provider_deferred
+    UNIQUE (provider_message_id) DEFERRABLE INITIALLY DEFERRED;
+SELECT regexp_replace(pg_temp.error_of(format('SELECT durable.outbox_sent(%L, %s, %L)',
+                                               'errs-x2', token, 'p-x2')), '_[0-9]+"', '_<oid>"')
+  FROM durable.outbox WHERE key = 'errs-x2';
+ROLLBACK;
 -- A unique index that CREATE UNIQUE INDEX CONCURRENTLY is still building
 -- takes inserts before it is valid and may lack an older row's entry: a
 -- confirmation that leaves the key unchanged still checks it.  Here the index
