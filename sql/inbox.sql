@@ -314,11 +314,13 @@ SELECT id AS probe_id, token AS probe_token, state
 SELECT :'state' AS state,
        pg_stat_get_xact_numscans('durable.inbox_unfinished_idx'::regclass) - :open0 AS open_scans,
        pg_stat_get_xact_numscans('durable.inbox_chat_unfinished_idx'::regclass) - :chat0 AS chat_scans;
--- so does the completion (for a later record of the chat to wake a claimer for)
+-- the completion probes it only while a claimer waits in the server (for a
+-- later record of the chat to wake it for): here nobody waits, no probe
+-- (test/specs/chat_order.spec shows the wake at commit all the same)
 SELECT durable.inbox_complete(:probe_id, :probe_token);
 SELECT pg_stat_get_xact_numscans('durable.inbox_unfinished_idx'::regclass) - :open0 AS open_scans,
        pg_stat_get_xact_numscans('durable.inbox_chat_unfinished_idx'::regclass) - :chat0 AS chat_scans;
--- these two probes read the chat index directly: without it, a clear error
+-- the probes read the chat index directly: without it, a clear error
 -- (never a scan of the queue-wide index)
 DROP INDEX durable.inbox_chat_unfinished_idx;
 SELECT state FROM durable.inbox_admit('docs', 'probe-2', 'chat-probe-2', instance => 'bot-probe');

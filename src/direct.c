@@ -997,11 +997,11 @@ direct_check_concurrent_change(TM_Result result)
 
 /*
  * Run a fenced confirmation.  True when the record was found with its
- * fence and updated; then *wake tells whether a later record of its chat
- * waits for it (per-chat order: claimers are to be woken at commit), seen
- * with the update's snapshot as the SQL statement's RETURNING saw it.
- * False when there is no such record or the fence does not hold (the
- * caller diagnoses which).
+ * fence and updated; then *wake, unless wake is NULL, tells whether a later
+ * record of its chat waits for it (per-chat order: claimers are to be woken
+ * at commit), seen with the update's snapshot as the SQL statement's
+ * RETURNING saw it.  False when there is no such record or the fence does
+ * not hold (the caller diagnoses which).
  */
 static bool
 direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
@@ -1073,7 +1073,7 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 		/* TM_Ok: the newest version, locked; check the fence on it again. */
 	}
 
-	if (updated)
+	if (updated && wake != NULL)
 	{
 		bool		isnull;
 		Datum		chat_id = slot_getattr(confirmed, c->cols->chat_id, &isnull);
@@ -1095,8 +1095,8 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 
 /*
  * inbox_complete's update: the record `id`, leased under `token`, becomes
- * done at `now`; *wake: an open record of its chat comes after it.  False
- * when the fence does not hold.
+ * done at `now`; *wake (when wake is not NULL): an open record of its chat
+ * comes after it.  False when the fence does not hold.
  */
 bool
 durable_inbox_complete_direct(int64 id, int64 token, TimestampTz now, bool *wake)
@@ -1117,8 +1117,9 @@ durable_inbox_complete_direct(int64 id, int64 token, TimestampTz now, bool *wake
 
 /*
  * outbox_sent's update: the send `key`, sending or unknown under `token`,
- * becomes sent at `now` with the provider's message id; *wake: a later send
- * of its chat waits for it.  False when the fence does not hold.
+ * becomes sent at `now` with the provider's message id; *wake (when wake is
+ * not NULL): a later send of its chat waits for it.  False when the fence
+ * does not hold.
  */
 bool
 durable_outbox_sent_direct(Datum key, int64 token, Datum provider_message_id,

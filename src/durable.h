@@ -202,6 +202,9 @@ typedef enum DurableQueue
 /* Wake the claimers of this database waiting on `queue` once this transaction commits. */
 extern void durable_wake_at_commit(DurableQueue queue);
 
+/* Is a claimer of this database waiting on `queue` (asleep or between attempts)? */
+extern bool durable_claimers_waiting(DurableQueue queue);
+
 /* A claim call: its arguments, one attempt, and when work comes due. */
 typedef struct DurableClaimCall DurableClaimCall;
 struct DurableClaimCall

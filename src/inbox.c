@@ -659,17 +659,22 @@ durable_inbox_heartbeat(PG_FUNCTION_ARGS)
  * inbox_complete(id, token): the record is done.
  *
  * When a pending record of the same chat waits behind this one, it just
- * became claimable: waiting claimers are woken at commit.
+ * became claimable: waiting claimers are woken at commit.  Finding out
+ * costs an index probe, made only while a claimer waits (waiting.c's
+ * durable_claimers_waiting); otherwise the wake at commit is sent
+ * regardless, and finds nobody to wake or a claimer that began to wait
+ * since.
  */
 Datum
 durable_inbox_complete(PG_FUNCTION_ARGS)
 {
 	int64		id = durable_arg_int64(fcinfo, 0, "id");
 	int64		token = durable_arg_int64(fcinfo, 1, "token");
-	bool		wake;
+	bool		wake = true;
+	bool		ask = durable_claimers_waiting(DQ_INBOX);
 
 	/* The fenced UPDATE, without the executor (direct.c). */
-	if (durable_inbox_complete_direct(id, token, GetCurrentTimestamp(), &wake))
+	if (durable_inbox_complete_direct(id, token, GetCurrentTimestamp(), ask ? &wake : NULL))
 	{
 		if (wake)
 			durable_wake_at_commit(DQ_INBOX);

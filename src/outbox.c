@@ -617,7 +617,8 @@ Datum
 durable_outbox_sent(PG_FUNCTION_ARGS)
 {
 	Datum		values[3];
-	bool		wake;
+	bool		wake = true;
+	bool		ask;
 	OutboxProbe probe;
 
 	values[0] = durable_arg_id(fcinfo, 0, "key");
@@ -628,10 +629,13 @@ durable_outbox_sent(PG_FUNCTION_ARGS)
 	 * The fenced UPDATE, without the executor (direct.c).  Waiting claimers
 	 * are woken only when a younger send of the same chat is waiting for
 	 * this one (per-chat order), so that the hot path does not wake them
-	 * for nothing.
+	 * for nothing.  Finding out costs an index probe, made only while a
+	 * claimer waits; otherwise the wake at commit is sent regardless (it
+	 * finds nobody, or a claimer that began to wait since).
 	 */
+	ask = durable_claimers_waiting(DQ_OUTBOX);
 	if (durable_outbox_sent_direct(values[0], DatumGetInt64(values[1]), values[2],
-								   GetCurrentTimestamp(), &wake))
+								   GetCurrentTimestamp(), ask ? &wake : NULL))
 	{
 		if (wake)
 			durable_wake_at_commit(DQ_OUTBOX);

@@ -46,6 +46,8 @@
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "storage/proclist.h"
+#include "storage/spin.h"
 #include "tcop/pquery.h"
 #include "executor/spi.h"
 #include "utils/memutils.h"
@@ -106,6 +108,32 @@ durable_wake_at_commit(DurableQueue queue)
 		waiting_callback_registered = true;
 	}
 	waiting_wake_pending[queue] = true;
+}
+
+/*
+ * A claimer is on its queue's wake-up list while it attempts and while it
+ * sleeps (waiting_prepare puts it back before each attempt).  One that is
+ * not on it when this returns false takes its next attempt's snapshot
+ * after the call; if that snapshot does not see the caller's commit, the
+ * claimer is on the list by the time the caller's wake at commit is sent.
+ * So a caller told that nobody waits may skip working out whether its
+ * change unblocks anyone, as long as it wakes at commit regardless.  False
+ * without shared memory, where there is no wake either.
+ */
+bool
+durable_claimers_waiting(DurableQueue queue)
+{
+	DurableDbSlot *slot;
+	ConditionVariable *cv;
+	bool		waiting;
+
+	if (!durable_shmem_available() || (slot = durable_my_slot()) == NULL)
+		return false;
+	cv = &slot->queue_cv[queue];
+	SpinLockAcquire(&cv->mutex);
+	waiting = !proclist_is_empty(&cv->wakeup);
+	SpinLockRelease(&cv->mutex);
+	return waiting;
 }
 
 /* check_functions_in_node callback: a function that is not built in. */
