@@ -1508,6 +1508,15 @@ direct_open_for_insert(Oid heap)
 }
 
 /*
+ * How many inserts after one that met an existing key look for a conflict
+ * before inserting (direct_insert).  Redeliveries and handler replays come
+ * in runs; a fresh key, the common case, needs no look.
+ */
+#define DIRECT_PRECHECKS_AFTER_CONFLICT 16
+
+static int	direct_prechecks_left = 0;
+
+/*
  * Insert the row in `slot` into the journal `rel` as INSERT ... ON
  * CONFLICT DO NOTHING with the unique index `arbiter` does (ExecInsert's
  * speculative insertion): look for a conflicting row in the arbiter,
@@ -1516,6 +1525,17 @@ direct_open_for_insert(Oid heap)
  * insert of the same key slipped in between, kill the row and start again.
  * True when the row went in, false when a conflicting row exists.  Other
  * unique indexes raise a unique violation as they would for the statement.
+ *
+ * The first look is skipped unless this backend met a conflict in its last
+ * DIRECT_PRECHECKS_AFTER_CONFLICT inserts.  It is not needed for
+ * correctness: the arbiter's own insertion (UNIQUE_CHECK_PARTIAL) notices a
+ * live or in-progress row with the key, and the row is then killed and the
+ * loop starts again with the look, as after a race.  ExecInsert always
+ * looks first so that a workload of conflicts does not leave a killed row
+ * behind each time (its comment at "vlock"); a journal's inserts are fresh
+ * keys but for redeliveries, and the look cost 5 % of the bot path's CPU
+ * (one descent of the arbiter and a scan's set-up and tear-down).  A
+ * backend meeting duplicates pays one killed row, then looks again.
  */
 static bool
 direct_insert(Relation rel, Oid arbiter, TupleTableSlot *slot)
@@ -1525,12 +1545,15 @@ direct_insert(Relation rel, Oid arbiter, TupleTableSlot *slot)
 	ResultRelInfo *rri = makeNode(ResultRelInfo);
 	List	   *arbiters = list_make1_oid(arbiter);
 	CommandId	cid = GetCurrentCommandId(true);
+	bool		look_first = direct_prechecks_left > 0;
 	bool		inserted;
 
 	InitResultRelInfo(rri, rel, 0, NULL, 0);
 	(void) direct_open_indexes(rri, true, slot, estate);
 	direct_check_arbiter(rri, arbiter);
 	estate->es_output_cid = cid;
+	if (look_first)
+		direct_prechecks_left--;
 	for (;;)
 	{
 		ItemPointerData conflict;
@@ -1538,12 +1561,14 @@ direct_insert(Relation rel, Oid arbiter, TupleTableSlot *slot)
 		bool		spec_conflict = false;
 
 		CHECK_FOR_INTERRUPTS();
-		if (!ExecCheckIndexConstraints(rri, slot, estate, &conflict, arbiters))
+		if (look_first && !ExecCheckIndexConstraints(rri, slot, estate, &conflict, arbiters))
 		{
+			direct_prechecks_left = DIRECT_PRECHECKS_AFTER_CONFLICT;
 			direct_check_conflict_visible(rel, &conflict);
 			inserted = false;
 			break;
 		}
+		look_first = true;
 		spec_token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
 		table_tuple_insert_speculative(rel, slot, cid, 0, NULL, spec_token);
 #if PG_VERSION_NUM >= 160000
