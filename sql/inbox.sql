@@ -300,6 +300,32 @@ SELECT pg_stat_get_xact_tuples_updated('durable.inbox'::regclass) - :upd0 AS upd
 COMMIT;
 
 --
+-- TESTS: an admit does not look for its key before inserting, unless this
+-- backend met a duplicate in its last 16 admits (direct.c, direct_insert).
+-- A duplicate met without the look costs one row, inserted and killed at
+-- once; the duplicates after it are looked for first and cost none.
+--
+TRUNCATE durable.inbox;
+-- 16 fresh admits: whatever this backend met before no longer counts
+SELECT count(*) FROM generate_series(1, 16) g,
+       LATERAL durable.inbox_admit('docs', 'look-' || g, 'chat-look-' || g) a
+ WHERE NOT a.duplicate;
+BEGIN;
+SELECT pg_stat_get_xact_tuples_inserted('durable.inbox'::regclass) AS ins0 \gset
+-- a fresh key: one row
+SELECT duplicate FROM durable.inbox_admit('docs', 'look-17', 'chat-look');
+SELECT pg_stat_get_xact_tuples_inserted('durable.inbox'::regclass) - :ins0 AS inserted;
+-- its duplicate, not looked for: a second row, killed at once
+SELECT duplicate FROM durable.inbox_admit('docs', 'look-17', 'chat-look');
+SELECT pg_stat_get_xact_tuples_inserted('durable.inbox'::regclass) - :ins0 AS inserted;
+-- the next duplicate is looked for first: no row
+SELECT duplicate FROM durable.inbox_admit('docs', 'look-1', 'chat-look-1');
+SELECT pg_stat_get_xact_tuples_inserted('durable.inbox'::regclass) - :ins0 AS inserted;
+COMMIT;
+-- one record per key all the same
+SELECT count(*) AS records, count(DISTINCT message_id) AS keys FROM durable.inbox;
+
+--
 -- TESTS: per-chat probes read inbox_chat_unfinished_idx, once per call, and
 -- cannot be planned on inbox_unfinished_idx (there a probe would walk every
 -- dead entry a long transaction keeps: durable--0.3--0.4.sql)
