@@ -60,6 +60,7 @@
 #include "storage/bufmgr.h"
 #include "executor/tuptable.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -103,12 +104,50 @@ static const char *const floor_relnames[DQ_NUM_QUEUES][2] = {
 	[DQ_OUTBOX] = {"outbox", "outbox_waiting_idx"},
 };
 
+/*
+ * Each queue's FloorRels as last looked up by this backend, forgotten when a
+ * relcache invalidation names the journal or the index.  Counting the
+ * invalidations tells whether one arrived while they were looked up (the
+ * catalog reads process invalidations), as in direct.c.
+ */
+static FloorRels floor_rels_cache[DQ_NUM_QUEUES];
+static bool floor_rels_valid[DQ_NUM_QUEUES];
+static bool floor_callback_registered = false;
+static uint64 floor_invalidations = 0;
+
+static void
+floor_invalidate(Datum arg, Oid relid)
+{
+	int			q;
+
+	floor_invalidations++;
+	for (q = 0; q < DQ_NUM_QUEUES; q++)
+		if (!OidIsValid(relid) || relid == floor_rels_cache[q].heap ||
+			relid == floor_rels_cache[q].index)
+			floor_rels_valid[q] = false;
+}
+
 /* Look up the relations of this database's `queue`; false when there are none. */
 static bool
 floor_find_rels(DurableQueue queue, FloorRels *rels)
 {
-	Oid			nsp = get_namespace_oid("durable", true);
+	uint64		invalidations;
+	Oid			nsp;
 
+	/* Another session may have dropped them: cheap when nothing is queued. */
+	AcceptInvalidationMessages();
+	if (floor_rels_valid[queue])
+	{
+		*rels = floor_rels_cache[queue];
+		return true;
+	}
+	if (!floor_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(floor_invalidate, (Datum) 0);
+		floor_callback_registered = true;
+	}
+	invalidations = floor_invalidations;
+	nsp = get_namespace_oid("durable", true);
 	if (!OidIsValid(nsp))
 		return false;
 	rels->heap = get_relname_relid(floor_relnames[queue][0], nsp);
@@ -118,9 +157,12 @@ floor_find_rels(DurableQueue queue, FloorRels *rels)
 	rels->state = get_attnum(rels->heap, "state");
 	rels->lease_until = get_attnum(rels->heap, "lease_until");
 	rels->not_before = get_attnum(rels->heap, "not_before");
-	return rels->state != InvalidAttrNumber &&
-		rels->lease_until != InvalidAttrNumber &&
-		rels->not_before != InvalidAttrNumber;
+	if (rels->state == InvalidAttrNumber || rels->lease_until == InvalidAttrNumber ||
+		rels->not_before == InvalidAttrNumber)
+		return false;
+	floor_rels_cache[queue] = *rels;
+	floor_rels_valid[queue] = (invalidations == floor_invalidations);
+	return true;
 }
 
 /*
