@@ -324,6 +324,16 @@ SELECT pg_stat_get_xact_tuples_inserted('durable.inbox'::regclass) - :ins0 AS in
 COMMIT;
 -- one record per key all the same
 SELECT count(*) AS records, count(DISTINCT message_id) AS keys FROM durable.inbox;
+-- under SERIALIZABLE every admit looks first: inserting would check the pages
+-- it writes for read-write conflicts, and a duplicate could fail with 40001
+SELECT count(*) FROM generate_series(18, 33) g,
+       LATERAL durable.inbox_admit('docs', 'look-' || g, 'chat-look-' || g) a
+ WHERE NOT a.duplicate;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT pg_stat_get_xact_tuples_inserted('durable.inbox'::regclass) AS ins0 \gset
+SELECT duplicate FROM durable.inbox_admit('docs', 'look-17', 'chat-look');
+SELECT pg_stat_get_xact_tuples_inserted('durable.inbox'::regclass) - :ins0 AS inserted;
+COMMIT;
 
 --
 -- TESTS: per-chat probes read inbox_chat_unfinished_idx, once per call, and

@@ -342,6 +342,23 @@ SELECT pg_temp.error_of(format('SELECT durable.outbox_sent(%L, %s, %L)', 'errs-u
   FROM durable.outbox WHERE key = 'errs-u3';
 SELECT key, state FROM durable.outbox WHERE key LIKE 'errs-u%' ORDER BY key;
 ROLLBACK;
+-- A repeated call answers from the journal even where a unique index or an
+-- exclusion constraint added by hand covers the record's other columns: the
+-- insert looks for its key first, as the statement does, rather than insert
+-- and meet its own record there (23505, 23P01).  The 16 fresh calls before
+-- make sure no duplicate met earlier is why it looks
+BEGIN;
+CREATE UNIQUE INDEX outbox_test_chat_key ON durable.outbox (chat_id);
+SELECT count(*) FROM generate_series(1, 16) g,
+       LATERAL durable.outbox_begin('errs-r' || g, 'chat-r' || g, '{}', 'bot-1') b
+ WHERE b.action = 'send';
+SELECT action FROM durable.outbox_begin('errs-r1', 'chat-r1', '{}', 'bot-1');
+ALTER TABLE durable.inbox ADD CONSTRAINT inbox_test_chat_excl EXCLUDE USING btree (chat_id WITH =);
+SELECT count(*) FROM generate_series(1, 16) g,
+       LATERAL durable.inbox_admit('errs', 'r' || g, 'chat-r' || g) a
+ WHERE NOT a.duplicate;
+SELECT duplicate, state FROM durable.inbox_admit('errs', 'r1', 'chat-r1');
+ROLLBACK;
 -- An exclusion constraint added by hand is checked on the confirmations' new
 -- versions too (23P01), as the statement would; a deferrable unique one
 -- brings its recheck trigger, which the direct writes refuse (0A000)

@@ -1517,6 +1517,48 @@ direct_open_for_insert(Oid heap)
 static int	direct_prechecks_left = 0;
 
 /*
+ * Must this insert look for a conflict in its arbiter before inserting?
+ * Yes after a recent conflict (direct_prechecks_left), and whenever
+ * inserting first could fail where the statement answers from the journal
+ * or changes nothing:
+ *  - another unique index or an exclusion constraint the row belongs in (one
+ *    added by hand) would check the duplicate against its existing record
+ *    and raise 23505 or 23P01, where the statement never inserts it.
+ *    `fresh_key` is exempt: the inbox's primary key, on an id drawn from
+ *    its sequence for this row, which meets an existing id only if the
+ *    sequence was set back by hand (then every admit fails, as the
+ *    statement's would);
+ *  - SERIALIZABLE: the insert would check the pages it writes for
+ *    read-write conflicts (CheckForSerializableConflictIn), which a
+ *    duplicate's look alone does not, and could fail with 40001.
+ * `rri` has the indexes the row belongs in open (direct_open_indexes).
+ */
+static bool
+direct_look_first(const ResultRelInfo *rri, Oid arbiter, Oid fresh_key)
+{
+	int			i;
+
+	if (direct_prechecks_left > 0)
+	{
+		direct_prechecks_left--;
+		return true;
+	}
+	if (IsolationIsSerializable())
+		return true;
+	for (i = 0; i < rri->ri_NumIndices; i++)
+	{
+		Relation	index = rri->ri_IndexRelationDescs[i];
+		Oid			oid = RelationGetRelid(index);
+
+		if (oid == arbiter || oid == fresh_key)
+			continue;
+		if (index->rd_index->indisunique || rri->ri_IndexRelationInfo[i]->ii_ExclusionOps != NULL)
+			return true;
+	}
+	return false;
+}
+
+/*
  * Insert the row in `slot` into the journal `rel` as INSERT ... ON
  * CONFLICT DO NOTHING with the unique index `arbiter` does (ExecInsert's
  * speculative insertion): look for a conflicting row in the arbiter,
@@ -1527,33 +1569,33 @@ static int	direct_prechecks_left = 0;
  * unique indexes raise a unique violation as they would for the statement.
  *
  * The first look is skipped unless this backend met a conflict in its last
- * DIRECT_PRECHECKS_AFTER_CONFLICT inserts.  It is not needed for
- * correctness: the arbiter's own insertion (UNIQUE_CHECK_PARTIAL) notices a
- * live or in-progress row with the key, and the row is then killed and the
- * loop starts again with the look, as after a race.  ExecInsert always
- * looks first so that a workload of conflicts does not leave a killed row
- * behind each time (its comment at "vlock"); a journal's inserts are fresh
- * keys but for redeliveries, and the look cost 5 % of the bot path's CPU
- * (one descent of the arbiter and a scan's set-up and tear-down).  A
- * backend meeting duplicates pays one killed row, then looks again.
+ * DIRECT_PRECHECKS_AFTER_CONFLICT inserts (direct_look_first).  It is not
+ * needed to find the conflict: the arbiter's own insertion
+ * (UNIQUE_CHECK_PARTIAL) notices a live or in-progress row with the key,
+ * and the row is then killed and the loop starts again with the look, as
+ * after a race.  ExecInsert always looks first so that a workload of
+ * conflicts does not leave a killed row behind each time (its comment at
+ * "vlock"); a journal's inserts are fresh keys but for redeliveries, and
+ * the look cost 5 % of the bot path's CPU (one descent of the arbiter and a
+ * scan's set-up and tear-down).  A backend meeting duplicates pays one
+ * killed row, then looks again.
  */
 static bool
-direct_insert(Relation rel, Oid arbiter, TupleTableSlot *slot)
+direct_insert(Relation rel, Oid arbiter, Oid fresh_key, TupleTableSlot *slot)
 {
 	EState	   *estate = CreateExecutorState();
 	MemoryContext oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
 	ResultRelInfo *rri = makeNode(ResultRelInfo);
 	List	   *arbiters = list_make1_oid(arbiter);
 	CommandId	cid = GetCurrentCommandId(true);
-	bool		look_first = direct_prechecks_left > 0;
+	bool		look_first;
 	bool		inserted;
 
 	InitResultRelInfo(rri, rel, 0, NULL, 0);
 	(void) direct_open_indexes(rri, true, slot, estate);
 	direct_check_arbiter(rri, arbiter);
 	estate->es_output_cid = cid;
-	if (look_first)
-		direct_prechecks_left--;
+	look_first = direct_look_first(rri, arbiter, fresh_key);
 	for (;;)
 	{
 		ItemPointerData conflict;
@@ -1597,11 +1639,11 @@ direct_insert(Relation rel, Oid arbiter, TupleTableSlot *slot)
 
 /* direct_insert of a new row (direct_new_row); closes `rel`. */
 static bool
-direct_insert_row(Relation rel, Oid arbiter, const AttrNumber *atts, const Datum *values,
-				  const bool *nulls, int n)
+direct_insert_row(Relation rel, Oid arbiter, Oid fresh_key, const AttrNumber *atts,
+				  const Datum *values, const bool *nulls, int n)
 {
 	TupleTableSlot *slot = direct_new_row(rel, atts, values, nulls, n);
-	bool		inserted = direct_insert(rel, arbiter, slot);
+	bool		inserted = direct_insert(rel, arbiter, fresh_key, slot);
 
 	ExecDropSingleTupleTableSlot(slot);
 	table_close(rel, NoLock);
@@ -1634,8 +1676,8 @@ durable_outbox_insert_direct(const DurableNewSend *send, int64 *token)
 	nulls[10] = !send->has_inbound;
 	values[11] = TimestampTzGetDatum(send->now);
 
-	return direct_insert_row(rel, rels->outbox_pkey, rels->new_send_att, values, nulls,
-							 DIRECT_NEW_SEND_NCOLS);
+	return direct_insert_row(rel, rels->outbox_pkey, InvalidOid, rels->new_send_att, values,
+							 nulls, DIRECT_NEW_SEND_NCOLS);
 }
 
 bool
@@ -1671,8 +1713,8 @@ durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id)
 	values[14] = Int32GetDatum(0);
 
 	return direct_insert_row(rel, msg->has_message_id ? rels->inbox_message_id_key :
-							 rels->inbox_content_hash_key, rels->new_message_att, values, nulls,
-							 DIRECT_NEW_MESSAGE_NCOLS);
+							 rels->inbox_content_hash_key, rels->inbox_pkey,
+							 rels->new_message_att, values, nulls, DIRECT_NEW_MESSAGE_NCOLS);
 }
 
 /* ---- The retention purge ---- */
