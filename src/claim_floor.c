@@ -56,12 +56,9 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "storage/bufmgr.h"
 #include "executor/tuptable.h"
 #include "utils/fmgroids.h"
-#include "utils/inval.h"
-#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -83,87 +80,17 @@ typedef struct FloorScan
 	TimestampTz due;			/* earliest time one passed over comes due (0: none) */
 } FloorScan;
 
-/* The journal and index a floor scan reads, and the journal's attributes it reads. */
-typedef struct FloorRels
-{
-	Oid			heap;
-	Oid			index;			/* the claim's index on id: the id comes from it */
-	AttrNumber	state;
-	AttrNumber	lease_until;
-	AttrNumber	not_before;
-} FloorRels;
-
 /*
- * Each queue's journal and the index its claims scan in id order: the
- * inbox's open records, the outbox's waiting sends (pending and failed; a
- * send being sent is claimable again only through outbox_failed or
+ * A floor scan reads the queue's journal through the index its claims walk
+ * in id order (durable_queue_rels, from direct.c's relations): the inbox's
+ * open records, the outbox's waiting sends (pending and failed; a send
+ * being sent is claimable again only through outbox_failed or
  * outbox_retry, which lower the floor).
  */
-static const char *const floor_relnames[DQ_NUM_QUEUES][2] = {
-	[DQ_INBOX] = {"inbox", "inbox_unfinished_idx"},
-	[DQ_OUTBOX] = {"outbox", "outbox_waiting_idx"},
+static const char *const floor_queue_names[DQ_NUM_QUEUES] = {
+	[DQ_INBOX] = "inbox",
+	[DQ_OUTBOX] = "outbox",
 };
-
-/*
- * Each queue's FloorRels as last looked up by this backend, forgotten when a
- * relcache invalidation names the journal or the index.  Counting the
- * invalidations tells whether one arrived while they were looked up (the
- * catalog reads process invalidations), as in direct.c.
- */
-static FloorRels floor_rels_cache[DQ_NUM_QUEUES];
-static bool floor_rels_valid[DQ_NUM_QUEUES];
-static bool floor_callback_registered = false;
-static uint64 floor_invalidations = 0;
-
-static void
-floor_invalidate(Datum arg, Oid relid)
-{
-	int			q;
-
-	floor_invalidations++;
-	for (q = 0; q < DQ_NUM_QUEUES; q++)
-		if (!OidIsValid(relid) || relid == floor_rels_cache[q].heap ||
-			relid == floor_rels_cache[q].index)
-			floor_rels_valid[q] = false;
-}
-
-/* Look up the relations of this database's `queue`; false when there are none. */
-static bool
-floor_find_rels(DurableQueue queue, FloorRels *rels)
-{
-	uint64		invalidations;
-	Oid			nsp;
-
-	/* Another session may have dropped them: cheap when nothing is queued. */
-	AcceptInvalidationMessages();
-	if (floor_rels_valid[queue])
-	{
-		*rels = floor_rels_cache[queue];
-		return true;
-	}
-	if (!floor_callback_registered)
-	{
-		CacheRegisterRelcacheCallback(floor_invalidate, (Datum) 0);
-		floor_callback_registered = true;
-	}
-	invalidations = floor_invalidations;
-	nsp = get_namespace_oid("durable", true);
-	if (!OidIsValid(nsp))
-		return false;
-	rels->heap = get_relname_relid(floor_relnames[queue][0], nsp);
-	rels->index = get_relname_relid(floor_relnames[queue][1], nsp);
-	if (!OidIsValid(rels->heap) || !OidIsValid(rels->index))
-		return false;
-	rels->state = get_attnum(rels->heap, "state");
-	rels->lease_until = get_attnum(rels->heap, "lease_until");
-	rels->not_before = get_attnum(rels->heap, "not_before");
-	if (rels->state == InvalidAttrNumber || rels->lease_until == InvalidAttrNumber ||
-		rels->not_before == InvalidAttrNumber)
-		return false;
-	floor_rels_cache[queue] = *rels;
-	floor_rels_valid[queue] = (invalidations == floor_invalidations);
-	return true;
-}
 
 /*
  * Whether the heap tuple in `slot` (just fetched) was written or locked by
@@ -195,7 +122,7 @@ floor_written_here(TupleTableSlot *slot)
  * lease_until, a pending one (or a failed send) at its not_before.
  */
 static void
-floor_scan(const FloorRels *rels, int64 from, int64 below, TimestampTz now, FloorScan *out)
+floor_scan(const DurableQueueRels *rels, int64 from, int64 below, TimestampTz now, FloorScan *out)
 {
 	Relation	heap;
 	Relation	index;
@@ -340,44 +267,41 @@ floor_unpublish(DurableFloor *f, uint64 raising)
 /*
  * Refresh the floor `f` of `queue` (this backend is its one refresher): from
  * `from`, or from the head when the journal is not the one the floor was
- * computed for (the extension was dropped and created again).  Without the
- * journal the floor is 0.  `now` is the wall clock the records' times are
+ * computed for (the extension was dropped and created again).  A journal
+ * that is missing or damaged raises the error the claim would raise next.
+ * `now` is the wall clock the records' times are
  * compared with, `clock` durable_clock_us() for the refresh's own pacing.
  */
 static void
 floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64 gen,
 			  TimestampTz now, int64 clock)
 {
-	FloorRels	rels;
+	DurableQueueRels rels;
 	FloorScan	first = {0, 0, 0};
 	FloorScan	again;
 	uint64		published = 0;
 
-	if (!floor_find_rels(queue, &rels))
-		rels.heap = InvalidOid;
-	else
+	durable_queue_rels(queue, &rels);
+	if (rels.heap != relid)
+		from = 0;
+	floor_scan(&rels, from, 0, now, &first);
+	if (first.needed > from)
 	{
-		if (rels.heap != relid)
-			from = 0;
-		floor_scan(&rels, from, 0, now, &first);
-		if (first.needed > from)
-		{
-			/* Publish, then look again at what the first scan passed over. */
-			published = (uint64) first.needed;
-			floor_publish(f, published);
-			pg_memory_barrier();
-			floor_scan(&rels, from, first.needed, now, &again);
+		/* Publish, then look again at what the first scan passed over. */
+		published = (uint64) first.needed;
+		floor_publish(f, published);
+		pg_memory_barrier();
+		floor_scan(&rels, from, first.needed, now, &again);
 
-			/*
-			 * What the second scan passed over counts too, even when it
-			 * stopped no lower: a record inserted between the scans and
-			 * committed, not yet due, is in it and nowhere else.
-			 */
-			first.needed = Min(first.needed, again.needed);
-			first.first_skipped = Min(first.first_skipped, again.first_skipped);
-			if (again.due != 0 && (first.due == 0 || again.due < first.due))
-				first.due = again.due;
-		}
+		/*
+		 * What the second scan passed over counts too, even when it stopped
+		 * no lower: a record inserted between the scans and committed, not
+		 * yet due, is in it and nowhere else.
+		 */
+		first.needed = Min(first.needed, again.needed);
+		first.first_skipped = Min(first.first_skipped, again.first_skipped);
+		if (again.due != 0 && (first.due == 0 || again.due < first.due))
+			first.due = again.due;
 	}
 
 	SpinLockAcquire(&f->mutex);
@@ -471,7 +395,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	current = floor_effective(f, now);
 	SpinLockRelease(&f->mutex);
 	/* t/009_claim_floor reads this line. */
-	elog(DEBUG2, "durable: %s claim floor " INT64_FORMAT "%s", floor_relnames[queue][0],
+	elog(DEBUG2, "durable: %s claim floor " INT64_FORMAT "%s", floor_queue_names[queue],
 		 current, from == 0 ? " (from the head)" : "");
 	return current;
 }

@@ -1388,6 +1388,19 @@ durable_claim_direct(DurableQueue queue, const DurableClaim *claim, DurableClaim
 	return direct_claim(&rels->claims[queue], rels, claim, sink, arg);
 }
 
+/* What the claim floor of `queue` scans: the claim's journal and index. */
+void
+durable_queue_rels(DurableQueue queue, DurableQueueRels *out)
+{
+	const DirectClaimQueue *q = &direct_rels()->claims[queue];
+
+	out->heap = q->heap;
+	out->index = q->open_idx;
+	out->state = q->cols->state;
+	out->lease_until = q->cols->lease_until;
+	out->not_before = q->cols->not_before;
+}
+
 /* ---- New records ---- */
 
 /*

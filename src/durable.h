@@ -276,6 +276,19 @@ typedef void (*DurableClaimSink) (void *arg, const Datum *values, const bool *nu
 								  Datum state_before);
 
 /* Lease them in `queue`, passing each one to sink, oldest first; how many. */
+/*
+ * A queue's journal, the index its claims walk in id order, and the columns
+ * that tell when a record comes due (the claim floor's scan).
+ */
+typedef struct DurableQueueRels
+{
+	Oid			heap;
+	Oid			index;
+	AttrNumber	state;
+	AttrNumber	lease_until;
+	AttrNumber	not_before;
+} DurableQueueRels;
+extern void durable_queue_rels(DurableQueue queue, DurableQueueRels *rels);
 extern uint64 durable_claim_direct(DurableQueue queue, const DurableClaim *claim,
 								   DurableClaimSink sink, void *arg);
 
