@@ -115,6 +115,20 @@ sub poll
 
 my $crashes = 0;
 
+# Wait until the restarting server accepts connections.  poll_query_until
+# alone can die: its psql, refused while the server restarts, exits before
+# IPC::Run has written the query to it ("ack Broken pipe").
+sub wait_accepting
+{
+	foreach (1 .. 1800)
+	{
+		return 1
+		  if system('pg_isready', '-q', '-h', $node->host, '-p', $node->port) == 0;
+		usleep(100_000);
+	}
+	return 0;
+}
+
 # Run $query in a session armed with durable.fail_point = $spec and check
 # that the session died at that point: the FATAL reaches the client, or,
 # for ":crash", the log shows the kill and the server restarting, and the
@@ -138,7 +152,7 @@ sub die_at
 			"$spec: killed at the point");
 		$node->wait_for_log(
 			qr/all server processes terminated; reinitializing/, $offset);
-		ok($node->poll_query_until('postgres', 'SELECT 1', '1'),
+		ok(wait_accepting() && $node->poll_query_until('postgres', 'SELECT 1', '1'),
 			"$spec: the server restarted and recovered");
 		like(
 			slurp_file($node->logfile, $offset),
