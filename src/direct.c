@@ -60,7 +60,9 @@
 #include "durable.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/sysattr.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "access/stratnum.h"
 #include "access/table.h"
@@ -83,7 +85,9 @@
 #include "utils/rel.h"
 #include "utils/rls.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "storage/procarray.h"
 #include "tcop/utility.h"
 #include "utils/snapmgr.h"
 
@@ -527,14 +531,43 @@ direct_push_snapshot(void)
 typedef bool (*DirectChatFilter) (TupleTableSlot *slot, const DirectRels *rels);
 
 /*
+ * Whether the heap version in `slot` (just fetched, visible to the scan's
+ * snapshot) is being replaced: updated or deleted by a transaction that is
+ * in progress, or that committed after the snapshot was taken.  A row lock
+ * alone does not count.
+ */
+static bool
+direct_version_in_flight(TupleTableSlot *slot)
+{
+	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
+	HeapTupleHeader tuple;
+	TransactionId updater = InvalidTransactionId;
+
+	Assert(TTS_IS_BUFFERTUPLE(slot));
+	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
+	tuple = bslot->base.tuple->t_data;
+	if (!(tuple->t_infomask & HEAP_XMAX_INVALID) &&
+		!HEAP_XMAX_IS_LOCKED_ONLY(tuple->t_infomask))
+		updater = HeapTupleHeaderGetUpdateXid(tuple);
+	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+
+	/* In progress is asked first: a transaction ends in between, not the other way round. */
+	return TransactionIdIsValid(updater) &&
+		(TransactionIdIsInProgress(updater) || TransactionIdDidCommit(updater));
+}
+
+/*
  * Scan a journal's per-chat index of unfinished records (chat_id, id) for
  * chat `chat_id` (only ids `cmp` id, when cmp is BTLessStrategyNumber or
  * BTGreaterStrategyNumber; every id when it is InvalidStrategy), until a
- * version visible to `snapshot` passes `filter`.
+ * version visible to `snapshot` passes `filter`.  When one does and
+ * in_flight is not NULL, *in_flight tells whether that version is being
+ * replaced (direct_version_in_flight).
  */
 static bool
 direct_chat_scan(Oid heap_oid, Oid index_oid, Datum chat_id, StrategyNumber cmp, int64 id,
-				 DirectChatFilter filter, const DirectRels *rels, Snapshot snapshot)
+				 DirectChatFilter filter, const DirectRels *rels, Snapshot snapshot,
+				 bool *in_flight)
 {
 	Relation	heap;
 	Relation	index;
@@ -566,6 +599,8 @@ direct_chat_scan(Oid heap_oid, Oid index_oid, Datum chat_id, StrategyNumber cmp,
 		if (filter == NULL || filter(slot, rels))
 		{
 			found = true;
+			if (in_flight != NULL)
+				*in_flight = direct_version_in_flight(slot);
 			break;
 		}
 	}
@@ -592,7 +627,7 @@ durable_inbox_chat_has_open(Datum chat_id)
 	bool		found;
 
 	found = direct_chat_scan(rels->inbox, rels->inbox_chat_idx, chat_id, InvalidStrategy, 0,
-							 NULL, rels, snapshot);
+							 NULL, rels, snapshot, NULL);
 	PopActiveSnapshot();
 	return found;
 }
@@ -999,9 +1034,9 @@ direct_check_concurrent_change(TM_Result result)
  * Run a fenced confirmation.  True when the record was found with its
  * fence and updated; then *wake, unless wake is NULL, tells whether a later
  * record of its chat waits for it (per-chat order: claimers are to be woken
- * at commit), seen with the update's snapshot as the SQL statement's
- * RETURNING saw it.  False when there is no such record or the fence does
- * not hold (the caller diagnoses which).
+ * at commit), seen with a snapshot taken after the update.  False when
+ * there is no such record or the fence does not hold (the caller diagnoses
+ * which).
  */
 static bool
 direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
@@ -1079,8 +1114,14 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 		Datum		chat_id = slot_getattr(confirmed, c->cols->chat_id, &isnull);
 		int64		id = DatumGetInt64(slot_getattr(confirmed, c->cols->id, &isnull));
 
+		/*
+		 * With a snapshot taken after the update, not the statement's: a
+		 * later record whose admit committed after the statement began is
+		 * seen, and a claimer that found it blocked before the update
+		 * (waiting.c) is woken.
+		 */
 		*wake = direct_chat_scan(c->heap, c->chat_idx, chat_id, BTGreaterStrategyNumber, id,
-								 c->waiting, rels, snapshot);
+								 c->waiting, rels, GetLatestSnapshot(), NULL);
 	}
 
 	ExecDropSingleTupleTableSlot(confirmed);
@@ -1201,21 +1242,28 @@ direct_outbox_claimable(TupleTableSlot *version, const DirectCols *cols,
  * as `snapshot` sees it?  The WHERE clause of the claim's statement.  (A
  * version found through the chat index is unfinished: every change into or
  * out of the unfinished states changes a column of the index's predicate,
- * so it is not HOT, and what the index finds is what it holds.)
+ * so it is not HOT, and what the index finds is what it holds.)  A record
+ * held back only by an older one that is being replaced sets
+ * claim->in_flight: that change may finish the older record without a wake
+ * reaching the claimer (waiting.c).
  */
 static bool
 direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const DirectRels *rels,
-					   Snapshot snapshot, const DurableClaim *claim)
+					   Snapshot snapshot, DurableClaim *claim)
 {
 	bool		isnull;
+	bool		in_flight = false;
 	int64		id;
 
 	if (!q->claimable(version, q->cols, claim))
 		return false;
 	id = DatumGetInt64(slot_getattr(version, q->cols->id, &isnull));
-	return !direct_chat_scan(q->heap, q->chat_idx,
-							 slot_getattr(version, q->cols->chat_id, &isnull),
-							 BTLessStrategyNumber, id, NULL, rels, snapshot);
+	if (!direct_chat_scan(q->heap, q->chat_idx,
+						  slot_getattr(version, q->cols->chat_id, &isnull),
+						  BTLessStrategyNumber, id, NULL, rels, snapshot, &in_flight))
+		return true;
+	claim->in_flight |= in_flight;
+	return false;
 }
 
 /*
@@ -1236,7 +1284,7 @@ direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const
 static bool
 direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 				 DirectConfirm *c, const DirectClaimQueue *q, const DirectRels *rels,
-				 Snapshot snapshot, CommandId cid, const DurableClaim *claim)
+				 Snapshot snapshot, CommandId cid, DurableClaim *claim)
 {
 	ItemPointerData tid = version->tts_tid;
 	TM_FailureData tmfd;
@@ -1262,7 +1310,11 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 			direct_check_concurrent_change(result);
 			return false;
 		default:
-			/* TM_WouldBlock: another transaction holds it. */
+			/*
+			 * TM_WouldBlock: another transaction holds it, and may give it
+			 * back (a claim or a confirmation that rolls back wakes nobody).
+			 */
+			claim->in_flight = true;
 			return false;
 	}
 	/*
@@ -1298,7 +1350,7 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
  * CPU (perf).
  */
 static uint64
-direct_claim(const DirectClaimQueue *q, const DirectRels *rels, const DurableClaim *claim,
+direct_claim(const DirectClaimQueue *q, const DirectRels *rels, DurableClaim *claim,
 			 DurableClaimSink sink, void *arg)
 {
 	const DirectCols *cols = q->cols;
@@ -1320,6 +1372,7 @@ direct_claim(const DirectClaimQueue *q, const DirectRels *rels, const DurableCla
 	rel = table_open(q->heap, RowExclusiveLock);
 	direct_check_writable(rel, TRIGGER_TYPE_UPDATE);
 	index = direct_index_open(q->open_idx, AccessShareLock);
+	claim->in_flight = false;
 
 	memset(&c, 0, sizeof(c));
 	c.cols = cols;
@@ -1380,7 +1433,7 @@ direct_claim(const DirectClaimQueue *q, const DirectRels *rels, const DurableCla
 
 /* The lease of `queue`'s claim (inbox_claim, outbox_claim). */
 uint64
-durable_claim_direct(DurableQueue queue, const DurableClaim *claim, DurableClaimSink sink,
+durable_claim_direct(DurableQueue queue, DurableClaim *claim, DurableClaimSink sink,
 					 void *arg)
 {
 	const DirectRels *rels = direct_rels();

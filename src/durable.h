@@ -212,8 +212,12 @@ struct DurableClaimCall
 	Datum		instance;
 	int32		max;
 	int64		lease_us;
-	/* Claim what is due into the function's result now; how many. */
-	uint64		(*attempt) (FunctionCallInfo fcinfo, const DurableClaimCall *call);
+	/*
+	 * Claim what is due into the function's result now; how many.
+	 * *in_flight: DurableClaim's in_flight.
+	 */
+	uint64		(*attempt) (FunctionCallInfo fcinfo, const DurableClaimCall *call,
+							bool *in_flight);
 	/* When work comes due by the clock alone (0: none); connected to SPI. */
 	TimestampTz (*next_due) (TimestampTz now);
 };
@@ -265,6 +269,13 @@ typedef struct DurableClaim
 	int32		max_attempts;	/* inbox only */
 	int32		max;
 	int64		floor;
+	/*
+	 * Out: a record was passed over only because of a change not yet
+	 * committed when the claim looked (an older record of its chat being
+	 * finished, the record itself locked), whose commit or rollback may
+	 * make it claimable without waking anyone.
+	 */
+	bool		in_flight;
 } DurableClaim;
 
 /* inbox_claim's result columns: id, token, source, message_id, chat_id, kind, payload, attempts. */
@@ -289,7 +300,7 @@ typedef struct DurableQueueRels
 	AttrNumber	not_before;
 } DurableQueueRels;
 extern void durable_queue_rels(DurableQueue queue, DurableQueueRels *rels);
-extern uint64 durable_claim_direct(DurableQueue queue, const DurableClaim *claim,
+extern uint64 durable_claim_direct(DurableQueue queue, DurableClaim *claim,
 								   DurableClaimSink sink, void *arg);
 
 /* A new fencing token (durable.token_seq). */

@@ -913,7 +913,7 @@ outbox_claimed_put(void *arg, const Datum *values, const bool *nulls, Datum stat
  * starts at the outbox's claim floor (claim_floor.c).
  */
 static uint64
-outbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call)
+outbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call, bool *in_flight)
 {
 	DurableClaim claim;
 	OutboxClaimed claimed;
@@ -928,6 +928,7 @@ outbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call)
 	claimed.fcinfo = fcinfo;
 	claimed.retried = 0;
 	n = durable_claim_direct(DQ_OUTBOX, &claim, outbox_claimed_put, &claimed);
+	*in_flight = claim.in_flight;
 	if (claimed.retried > 0)
 		durable_count(DC_OUTBOX_RETRIED, claimed.retried);
 	return n;
@@ -987,7 +988,11 @@ durable_outbox_claim(PG_FUNCTION_ARGS)
 	call.attempt = outbox_claim_once;
 	call.next_due = outbox_next_due;
 	if (wait_us == 0)
-		(void) outbox_claim_once(fcinfo, &call);
+	{
+		bool		in_flight;
+
+		(void) outbox_claim_once(fcinfo, &call, &in_flight);
+	}
 	else
 		durable_claim_waiting(fcinfo, DQ_OUTBOX, wait_us, &call);
 	return (Datum) 0;

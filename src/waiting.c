@@ -59,6 +59,12 @@
 /* Re-check interval of a waiting claim without shared memory. */
 #define WAITING_POLL_MS 100
 
+/*
+ * Re-checks of a claim held back by a change in flight: after 1 ms,
+ * doubling up to WAITING_POLL_MS.
+ */
+#define WAITING_IN_FLIGHT_FIRST_US 1000
+
 static bool waiting_wake_pending[DQ_NUM_QUEUES];
 static bool waiting_callback_registered = false;
 static bool waiting_prepared = false;
@@ -290,6 +296,15 @@ waiting_done(void)
  * landing between the attempt and the sleep is not lost; each attempt runs
  * with a fresh snapshot (which assumes READ COMMITTED) and its memory is
  * freed before the next, since a wait may last an hour.
+ *
+ * An attempt that passed a record over only because of a change in flight
+ * (DurableClaim's in_flight) sleeps at most 1 ms, then 2, 4 ... up to
+ * WAITING_POLL_MS while that lasts.  The change's own wake cannot be relied
+ * on: a completion that looked for a later record of its chat before that
+ * record's admit committed wakes nobody, and the admit's wake came while
+ * the completion was not yet committed; a claim or a confirmation that
+ * rolls back wakes nobody.  Such changes last as long as their
+ * transaction, milliseconds for a bot's confirmations.
  */
 void
 durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
@@ -299,6 +314,8 @@ durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us
 	MemoryContext attempt_cxt;
 	MemoryContext old;
 	bool		claimed;
+	bool		in_flight;
+	int64		recheck_us = WAITING_IN_FLIGHT_FIRST_US;
 	TimestampTz next_due;
 
 	SPI_connect();
@@ -309,8 +326,18 @@ durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us
 	{
 		waiting_prepare(queue);
 		old = MemoryContextSwitchTo(attempt_cxt);
-		claimed = call->attempt(fcinfo, call) > 0;
+		claimed = call->attempt(fcinfo, call, &in_flight) > 0;
 		next_due = claimed ? 0 : call->next_due(GetCurrentTimestamp());
+		if (!claimed && in_flight)
+		{
+			TimestampTz recheck = GetCurrentTimestamp() + recheck_us;
+
+			if (next_due == 0 || recheck < next_due)
+				next_due = recheck;
+			recheck_us = Min(recheck_us * 2, (int64) WAITING_POLL_MS * 1000);
+		}
+		else
+			recheck_us = WAITING_IN_FLIGHT_FIRST_US;
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(attempt_cxt);
 		if (claimed || !waiting_sleep(queue, deadline, next_due))

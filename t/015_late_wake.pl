@@ -1,0 +1,139 @@
+# t/015_late_wake.pl
+# A claim waiting in the server for a chat's next record gets it as soon as
+# the chat's older record is confirmed, in the two orders where neither the
+# newer record's admit nor the confirmation used to wake it:
+#
+#  - in flight: the confirmation (inbox_complete, outbox_sent) looks for a
+#    later record of its chat before that record's admit commits, so it
+#    wakes nobody at commit; the admit's wake comes while the confirmation
+#    is not yet committed, and the woken claim finds the new record still
+#    behind the old one.  The claim now sees that the older record is being
+#    replaced by a transaction in flight and checks again within
+#    milliseconds (waiting.c);
+#  - stale snapshot: the confirmation's snapshot was taken before the admit
+#    committed (here a REPEATABLE READ transaction's).  It now looks for
+#    later records with a snapshot taken after its update (direct.c).
+#
+# Each waiting claim would otherwise sleep to the end of its 30 s wait.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $node = PostgreSQL::Test::Cluster->new('late_wake');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'durable'\ndurable.naptime = '1h'\nautovacuum = off\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION durable');
+
+sub asleep
+{
+	my ($pid) = @_;
+	$node->poll_query_until('postgres',
+		"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $pid")
+	  or die "the claim of backend $pid never went to sleep";
+}
+
+# A waiting claim in a background session; returns the session and its pid.
+sub start_waiter
+{
+	my ($claim) = @_;
+	my $bg = $node->background_psql('postgres');
+	my $pid = $bg->query_safe('SELECT pg_backend_pid()');
+	$pid =~ s/\s+//g;
+	$bg->query_until(qr/started/, "\\echo started\n$claim\n");
+	asleep($pid);
+	return ($bg, $pid);
+}
+
+# The queues' statements; %s: a record's name.  hold returns the arguments
+# of the confirmation that finishes it (confirm, with %s).
+my %queue = (
+	inbox => {
+		hold    => "SELECT id || ', ' || token FROM durable.inbox_admit('t', '%s', '%s', instance => 'bot-1')",
+		confirm => 'SELECT durable.inbox_complete(%s)',
+		later   => "SELECT 1 FROM durable.inbox_admit('t', '%s', '%s')",
+		claim   => "SELECT 'claimed:' || message_id FROM durable.inbox_claim('w', 1, wait => '30 s');",
+	},
+	'inbox batch' => {
+		hold    => "SELECT 'ARRAY[' || id || '], ARRAY[' || token || ']' FROM durable.inbox_admit('t', '%s', '%s', instance => 'bot-1')",
+		confirm => 'SELECT durable.inbox_complete(%s)',
+		later   => "SELECT 1 FROM durable.inbox_admit('t', '%s', '%s')",
+		claim   => "SELECT 'claimed:' || message_id FROM durable.inbox_claim('w', 1, wait => '30 s');",
+	},
+	outbox => {
+		hold    => "SELECT quote_literal(key) || ', ' || token FROM durable.outbox_begin('%s', '%s', '{}', 'bot-1')",
+		confirm => "SELECT durable.outbox_sent(%s, 'provider-id')",
+		later   => "SELECT 1 FROM durable.outbox_enqueue('%s', '%s', '{}')",
+		claim   => "SELECT 'claimed:' || key FROM durable.outbox_claim('w', 1, wait => '30 s');",
+	});
+
+my $n = 0;
+for my $name ('inbox', 'inbox batch', 'outbox')
+{
+	my $q = $queue{$name};
+	for my $order ('in flight', 'stale snapshot')
+	{
+		$n++;
+		my ($old, $new, $chat) = ("old-$n", "new-$n", "chat-$n");
+		my $held = $node->safe_psql('postgres', sprintf($q->{hold}, $old, $chat));
+		my ($waiter, $pid) = start_waiter($q->{claim});
+		my $confirmer = $node->background_psql('postgres');
+
+		if ($order eq 'in flight')
+		{
+			# The confirmation looks for a later record: none yet.
+			$confirmer->query_safe('BEGIN');
+			$confirmer->query_safe(sprintf($q->{confirm}, $held));
+			# The admit commits and wakes the claim, which finds the new
+			# record behind the old one, whose confirmation is in flight.
+			$node->safe_psql('postgres', sprintf($q->{later}, $new, $chat));
+			usleep(300_000);
+		}
+		else
+		{
+			$confirmer->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+			$confirmer->query_safe('SELECT 1');
+			# Committed after the confirmer's snapshot; the woken claim finds
+			# the new record behind the old one and sleeps again.
+			$node->safe_psql('postgres', sprintf($q->{later}, $new, $chat));
+			usleep(300_000);
+			asleep($pid);
+			$confirmer->query_safe(sprintf($q->{confirm}, $held));
+		}
+		my $committed = time;
+		$confirmer->query_safe('COMMIT');
+		like($waiter->query_safe("SELECT 'after'"), qr/claimed:$new\b/,
+			"$name, $order: the waiting claim gets the chat's next record");
+		my $late = time - $committed;
+		cmp_ok($late, '<', 10,
+			sprintf("$name, $order: %.2f s after the confirmation committed, not at the end of its wait", $late));
+		$confirmer->quit;
+		$waiter->quit;
+	}
+}
+
+# A claim held back by a record locked in an open transaction, which then
+# rolls back (a claim, here: its lease is undone and nothing is woken): the
+# claim checks again and gets the record.
+$node->safe_psql('postgres', "SELECT 1 FROM durable.inbox_admit('t', 'locked', 'chat-locked')");
+my $locker = $node->background_psql('postgres');
+$locker->query_safe('BEGIN');
+like($locker->query_safe("SELECT message_id FROM durable.inbox_claim('bot-2', 1)"), qr/locked/,
+	'an open transaction claims the record');
+my ($waiter, $pid) = start_waiter(
+	"SELECT 'claimed:' || message_id FROM durable.inbox_claim('w', 1, wait => '30 s');");
+my $rolled_back = time;
+$locker->query_safe('ROLLBACK');
+like($waiter->query_safe("SELECT 'after'"), qr/claimed:locked\b/,
+	'the waiting claim gets the record the rolled-back claim gave back');
+cmp_ok(time - $rolled_back, '<', 10, 'soon after the rollback, not at the end of its wait');
+$locker->quit;
+$waiter->quit;
+
+$node->stop;
+done_testing();
