@@ -1309,12 +1309,14 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 			/* Under READ COMMITTED the lock followed an update: deleted. */
 			direct_check_concurrent_change(result);
 			return false;
-		default:
+		case TM_WouldBlock:
 			/*
-			 * TM_WouldBlock: another transaction holds it, and may give it
-			 * back (a claim or a confirmation that rolls back wakes nobody).
+			 * Another transaction holds it, and may give it back (a claim
+			 * or a confirmation that rolls back wakes nobody).
 			 */
 			claim->in_flight = true;
+			return false;
+		default:
 			return false;
 	}
 	/*

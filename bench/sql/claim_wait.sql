@@ -2,8 +2,9 @@
 -- in the server until an admit's commit wakes it; the record's age when the
 -- claim returns (now minus created_at, which inbox_admit set before its
 -- commit) is written to bench.wake, then the record is completed.
-SELECT coalesce(max(id), 0) AS cid, coalesce(max(token), 0) AS ctok
-  FROM durable.inbox_claim(instance => 'waiter', wait => '2 s') \gset
+\set cid 0
+SELECT id AS cid, token AS ctok
+  FROM durable.inbox_claim(instance => 'waiter', wait => '2 s') \aset
 \if :cid > 0
 INSERT INTO bench.wake SELECT 'wait', clock_timestamp() - created_at FROM durable.inbox WHERE id = :cid::bigint;
 SELECT durable.inbox_complete(:cid::bigint, :ctok::bigint);

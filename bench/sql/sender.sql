@@ -5,8 +5,9 @@
 \set n :n + 1
 SELECT 1 FROM durable.outbox_enqueue(idempotency_key => :run::text || '-' || :client_id::text || '-' || :n::text,
         chat_id => :chat::text, payload => '{"text":"a reply of the bot, about the size of a chat message"}');
-SELECT coalesce(max(key), '') AS skey, coalesce(max(token), 0) AS stok
-  FROM durable.outbox_claim(instance => 'bench-' || :client_id::text, max => 1) \gset
+\set stok 0
+SELECT key AS skey, token AS stok
+  FROM durable.outbox_claim(instance => 'bench-' || :client_id::text, max => 1) \aset
 \if :stok > 0
 SELECT durable.outbox_sent(:skey::text, :stok::bigint, 'p-' || :n::text);
 \endif
