@@ -541,14 +541,24 @@ direct_version_in_flight(TupleTableSlot *slot)
 {
 	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
 	HeapTupleHeader tuple;
+	uint16		infomask;
 	TransactionId updater = InvalidTransactionId;
 
-	Assert(TTS_IS_BUFFERTUPLE(slot));
+	/* (A journal moved to another table access method: no answer.) */
+	if (!TTS_IS_BUFFERTUPLE(slot) || !BufferIsValid(bslot->buffer))
+		return false;
 	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
 	tuple = bslot->base.tuple->t_data;
-	if (!(tuple->t_infomask & HEAP_XMAX_INVALID) &&
-		!HEAP_XMAX_IS_LOCKED_ONLY(tuple->t_infomask))
-		updater = HeapTupleHeaderGetUpdateXid(tuple);
+
+	/*
+	 * One read of the flags: hint bits (HEAP_XMAX_INVALID among them) can
+	 * be set under a share lock meanwhile, and a MultiXactId read as a
+	 * transaction id would be looked up in the wrong place.
+	 */
+	infomask = tuple->t_infomask;
+	if (!(infomask & HEAP_XMAX_INVALID) && !HEAP_XMAX_IS_LOCKED_ONLY(infomask))
+		updater = (infomask & HEAP_XMAX_IS_MULTI) ?
+			HeapTupleGetUpdateXid(tuple) : HeapTupleHeaderGetRawXmax(tuple);
 	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
 
 	/* In progress is asked first: a transaction ends in between, not the other way round. */
@@ -1260,7 +1270,8 @@ direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const
 	id = DatumGetInt64(slot_getattr(version, q->cols->id, &isnull));
 	if (!direct_chat_scan(q->heap, q->chat_idx,
 						  slot_getattr(version, q->cols->chat_id, &isnull),
-						  BTLessStrategyNumber, id, NULL, rels, snapshot, &in_flight))
+						  BTLessStrategyNumber, id, NULL, rels, snapshot,
+						  claim->report_in_flight && !claim->in_flight ? &in_flight : NULL))
 		return true;
 	claim->in_flight |= in_flight;
 	return false;
@@ -1314,7 +1325,7 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 			 * Another transaction holds it, and may give it back (a claim
 			 * or a confirmation that rolls back wakes nobody).
 			 */
-			claim->in_flight = true;
+			claim->in_flight = claim->report_in_flight;
 			return false;
 		default:
 			return false;

@@ -214,7 +214,7 @@ struct DurableClaimCall
 	int64		lease_us;
 	/*
 	 * Claim what is due into the function's result now; how many.
-	 * *in_flight: DurableClaim's in_flight.
+	 * *in_flight (in_flight NULL: not asked): DurableClaim's in_flight.
 	 */
 	uint64		(*attempt) (FunctionCallInfo fcinfo, const DurableClaimCall *call,
 							bool *in_flight);
@@ -270,11 +270,13 @@ typedef struct DurableClaim
 	int32		max;
 	int64		floor;
 	/*
-	 * Out: a record was passed over only because of a change not yet
-	 * committed when the claim looked (an older record of its chat being
-	 * finished, the record itself locked), whose commit or rollback may
-	 * make it claimable without waking anyone.
+	 * Out, when report_in_flight is set (a waiting claim): a record was
+	 * passed over only because of a change not yet committed when the claim
+	 * looked (an older record of its chat being finished, the record itself
+	 * locked), whose commit or rollback may make it claimable without waking
+	 * anyone.
 	 */
+	bool		report_in_flight;
 	bool		in_flight;
 } DurableClaim;
 

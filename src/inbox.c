@@ -542,8 +542,10 @@ inbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call, bool *in
 	claim.max_attempts = durable_inbox_max_attempts;
 	claim.max = call->max;
 	claim.floor = durable_claim_floor(DQ_INBOX, claim.now);
+	claim.report_in_flight = in_flight != NULL;
 	n = durable_claim_direct(DQ_INBOX, &claim, inbox_claimed_put, fcinfo);
-	*in_flight = claim.in_flight;
+	if (in_flight != NULL)
+		*in_flight = claim.in_flight;
 	return n;
 }
 
@@ -613,11 +615,7 @@ durable_inbox_claim(PG_FUNCTION_ARGS)
 	call.attempt = inbox_claim_once;
 	call.next_due = inbox_next_due;
 	if (wait_us == 0)
-	{
-		bool		in_flight;
-
-		(void) inbox_claim_once(fcinfo, &call, &in_flight);
-	}
+		(void) inbox_claim_once(fcinfo, &call, NULL);
 	else
 		durable_claim_waiting(fcinfo, DQ_INBOX, wait_us, &call);
 	return (Datum) 0;

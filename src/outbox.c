@@ -927,8 +927,10 @@ outbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call, bool *i
 	claim.floor = durable_claim_floor(DQ_OUTBOX, claim.now);
 	claimed.fcinfo = fcinfo;
 	claimed.retried = 0;
+	claim.report_in_flight = in_flight != NULL;
 	n = durable_claim_direct(DQ_OUTBOX, &claim, outbox_claimed_put, &claimed);
-	*in_flight = claim.in_flight;
+	if (in_flight != NULL)
+		*in_flight = claim.in_flight;
 	if (claimed.retried > 0)
 		durable_count(DC_OUTBOX_RETRIED, claimed.retried);
 	return n;
@@ -988,11 +990,7 @@ durable_outbox_claim(PG_FUNCTION_ARGS)
 	call.attempt = outbox_claim_once;
 	call.next_due = outbox_next_due;
 	if (wait_us == 0)
-	{
-		bool		in_flight;
-
-		(void) outbox_claim_once(fcinfo, &call, &in_flight);
-	}
+		(void) outbox_claim_once(fcinfo, &call, NULL);
 	else
 		durable_claim_waiting(fcinfo, DQ_OUTBOX, wait_us, &call);
 	return (Datum) 0;

@@ -61,9 +61,10 @@
 
 /*
  * Re-checks of a claim held back by a change in flight: after 1 ms,
- * doubling up to WAITING_POLL_MS.
+ * doubling up to 1 s.
  */
 #define WAITING_IN_FLIGHT_FIRST_US 1000
+#define WAITING_IN_FLIGHT_MAX_US 1000000
 
 static bool waiting_wake_pending[DQ_NUM_QUEUES];
 static bool waiting_callback_registered = false;
@@ -298,13 +299,17 @@ waiting_done(void)
  * freed before the next, since a wait may last an hour.
  *
  * An attempt that passed a record over only because of a change in flight
- * (DurableClaim's in_flight) sleeps at most 1 ms, then 2, 4 ... up to
- * WAITING_POLL_MS while that lasts.  The change's own wake cannot be relied
- * on: a completion that looked for a later record of its chat before that
+ * (DurableClaim's in_flight) sleeps at most 1 ms, then 2, 4 ... up to 1 s
+ * while that lasts.  The change's own wake cannot be relied on: a
+ * completion that looked for a later record of its chat before that
  * record's admit committed wakes nobody, and the admit's wake came while
  * the completion was not yet committed; a claim or a confirmation that
  * rolls back wakes nobody.  Such changes last as long as their
- * transaction, milliseconds for a bot's confirmations.
+ * transaction, milliseconds for a bot's confirmations; behind one held
+ * open (a prepared transaction, a forgotten FOR UPDATE) the re-checks
+ * slow down to one a second.  Under REPEATABLE READ and SERIALIZABLE every
+ * attempt reads with the transaction's snapshot, in which such a change
+ * never lands: nothing is re-checked.
  */
 void
 durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
@@ -326,7 +331,9 @@ durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us
 	{
 		waiting_prepare(queue);
 		old = MemoryContextSwitchTo(attempt_cxt);
-		claimed = call->attempt(fcinfo, call, &in_flight) > 0;
+		in_flight = false;
+		claimed = call->attempt(fcinfo, call,
+								IsolationUsesXactSnapshot() ? NULL : &in_flight) > 0;
 		next_due = claimed ? 0 : call->next_due(GetCurrentTimestamp());
 		if (!claimed && in_flight)
 		{
@@ -334,7 +341,7 @@ durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us
 
 			if (next_due == 0 || recheck < next_due)
 				next_due = recheck;
-			recheck_us = Min(recheck_us * 2, (int64) WAITING_POLL_MS * 1000);
+			recheck_us = Min(recheck_us * 2, WAITING_IN_FLIGHT_MAX_US);
 		}
 		else
 			recheck_us = WAITING_IN_FLIGHT_FIRST_US;

@@ -120,20 +120,28 @@ for my $name ('inbox', 'inbox batch', 'outbox')
 # A claim held back by a record locked in an open transaction, which then
 # rolls back (a claim, here: its lease is undone and nothing is woken): the
 # claim checks again and gets the record.
-$node->safe_psql('postgres', "SELECT 1 FROM durable.inbox_admit('t', 'locked', 'chat-locked')");
-my $locker = $node->background_psql('postgres');
-$locker->query_safe('BEGIN');
-like($locker->query_safe("SELECT message_id FROM durable.inbox_claim('bot-2', 1)"), qr/locked/,
-	'an open transaction claims the record');
-my ($waiter, $pid) = start_waiter(
-	"SELECT 'claimed:' || message_id FROM durable.inbox_claim('w', 1, wait => '30 s');");
-my $rolled_back = time;
-$locker->query_safe('ROLLBACK');
-like($waiter->query_safe("SELECT 'after'"), qr/claimed:locked\b/,
-	'the waiting claim gets the record the rolled-back claim gave back');
-cmp_ok(time - $rolled_back, '<', 10, 'soon after the rollback, not at the end of its wait');
-$locker->quit;
-$waiter->quit;
+for my $case (
+	[ 'inbox', "SELECT 1 FROM durable.inbox_admit('t', 'locked', 'chat-locked')",
+	  "SELECT message_id FROM durable.inbox_claim('bot-2', 1)",
+	  "SELECT 'claimed:' || message_id FROM durable.inbox_claim('w', 1, wait => '30 s');" ],
+	[ 'outbox', "SELECT 1 FROM durable.outbox_enqueue('locked', 'chat-locked', '{}')",
+	  "SELECT key FROM durable.outbox_claim('bot-2', 1)",
+	  "SELECT 'claimed:' || key FROM durable.outbox_claim('w', 1, wait => '30 s');" ])
+{
+	my ($name, $queue_one, $claim, $wait) = @$case;
+	$node->safe_psql('postgres', $queue_one);
+	my $locker = $node->background_psql('postgres');
+	$locker->query_safe('BEGIN');
+	like($locker->query_safe($claim), qr/locked/, "$name: an open transaction claims the record");
+	my ($waiter, $pid) = start_waiter($wait);
+	my $rolled_back = time;
+	$locker->query_safe('ROLLBACK');
+	like($waiter->query_safe("SELECT 'after'"), qr/claimed:locked\b/,
+		"$name: the waiting claim gets the record the rolled-back claim gave back");
+	cmp_ok(time - $rolled_back, '<', 10, "$name: soon after the rollback, not at the end of its wait");
+	$locker->quit;
+	$waiter->quit;
+}
 
 $node->stop;
 done_testing();
