@@ -1325,7 +1325,8 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 			 * Another transaction holds it, and may give it back (a claim
 			 * or a confirmation that rolls back wakes nobody).
 			 */
-			claim->in_flight = claim->report_in_flight;
+			if (claim->report_in_flight)
+				claim->in_flight = true;
 			return false;
 		default:
 			return false;
@@ -1447,11 +1448,16 @@ direct_claim(const DirectClaimQueue *q, const DirectRels *rels, DurableClaim *cl
 /* The lease of `queue`'s claim (inbox_claim, outbox_claim). */
 uint64
 durable_claim_direct(DurableQueue queue, DurableClaim *claim, DurableClaimSink sink,
-					 void *arg)
+					 void *arg, bool *in_flight)
 {
 	const DirectRels *rels = direct_rels();
+	uint64		n;
 
-	return direct_claim(&rels->claims[queue], rels, claim, sink, arg);
+	claim->report_in_flight = in_flight != NULL;
+	n = direct_claim(&rels->claims[queue], rels, claim, sink, arg);
+	if (in_flight != NULL)
+		*in_flight = claim->in_flight;
+	return n;
 }
 
 /* What the claim floor of `queue` scans: the claim's journal and index. */

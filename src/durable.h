@@ -214,7 +214,7 @@ struct DurableClaimCall
 	int64		lease_us;
 	/*
 	 * Claim what is due into the function's result now; how many.
-	 * *in_flight (in_flight NULL: not asked): DurableClaim's in_flight.
+	 * *in_flight: as for durable_claim_direct.
 	 */
 	uint64		(*attempt) (FunctionCallInfo fcinfo, const DurableClaimCall *call,
 							bool *in_flight);
@@ -269,13 +269,7 @@ typedef struct DurableClaim
 	int32		max_attempts;	/* inbox only */
 	int32		max;
 	int64		floor;
-	/*
-	 * Out, when report_in_flight is set (a waiting claim): a record was
-	 * passed over only because of a change not yet committed when the claim
-	 * looked (an older record of its chat being finished, the record itself
-	 * locked), whose commit or rollback may make it claimable without waking
-	 * anyone.
-	 */
+	/* Set by durable_claim_direct: its in_flight argument, asked or not. */
 	bool		report_in_flight;
 	bool		in_flight;
 } DurableClaim;
@@ -288,7 +282,6 @@ typedef struct DurableClaim
 typedef void (*DurableClaimSink) (void *arg, const Datum *values, const bool *nulls,
 								  Datum state_before);
 
-/* Lease them in `queue`, passing each one to sink, oldest first; how many. */
 /*
  * A queue's journal, the index its claims walk in id order, and the columns
  * that tell when a record comes due (the claim floor's scan).
@@ -302,8 +295,16 @@ typedef struct DurableQueueRels
 	AttrNumber	not_before;
 } DurableQueueRels;
 extern void durable_queue_rels(DurableQueue queue, DurableQueueRels *rels);
+
+/*
+ * Lease them in `queue`, passing each one to sink, oldest first; how many.
+ * *in_flight (in_flight NULL: not asked): a record was passed over only
+ * because of a change not yet committed when the claim looked (an older
+ * record of its chat being finished, the record itself locked), whose
+ * commit or rollback may make it claimable without waking anyone.
+ */
 extern uint64 durable_claim_direct(DurableQueue queue, DurableClaim *claim,
-								   DurableClaimSink sink, void *arg);
+								   DurableClaimSink sink, void *arg, bool *in_flight);
 
 /* A new fencing token (durable.token_seq). */
 extern int64 durable_next_token(void);

@@ -534,7 +534,6 @@ static uint64
 inbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call, bool *in_flight)
 {
 	DurableClaim claim;
-	uint64		n;
 
 	claim.owner = call->instance;
 	claim.now = GetCurrentTimestamp();
@@ -542,11 +541,7 @@ inbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call, bool *in
 	claim.max_attempts = durable_inbox_max_attempts;
 	claim.max = call->max;
 	claim.floor = durable_claim_floor(DQ_INBOX, claim.now);
-	claim.report_in_flight = in_flight != NULL;
-	n = durable_claim_direct(DQ_INBOX, &claim, inbox_claimed_put, fcinfo);
-	if (in_flight != NULL)
-		*in_flight = claim.in_flight;
-	return n;
+	return durable_claim_direct(DQ_INBOX, &claim, inbox_claimed_put, fcinfo, in_flight);
 }
 
 /*

@@ -927,10 +927,7 @@ outbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call, bool *i
 	claim.floor = durable_claim_floor(DQ_OUTBOX, claim.now);
 	claimed.fcinfo = fcinfo;
 	claimed.retried = 0;
-	claim.report_in_flight = in_flight != NULL;
-	n = durable_claim_direct(DQ_OUTBOX, &claim, outbox_claimed_put, &claimed);
-	if (in_flight != NULL)
-		*in_flight = claim.in_flight;
+	n = durable_claim_direct(DQ_OUTBOX, &claim, outbox_claimed_put, &claimed, in_flight);
 	if (claimed.retried > 0)
 		durable_count(DC_OUTBOX_RETRIED, claimed.retried);
 	return n;

@@ -299,7 +299,7 @@ waiting_done(void)
  * freed before the next, since a wait may last an hour.
  *
  * An attempt that passed a record over only because of a change in flight
- * (DurableClaim's in_flight) sleeps at most 1 ms, then 2, 4 ... up to 1 s
+ * (durable_claim_direct's in_flight) sleeps at most 1 ms, then 2, 4 ... up to 1 s
  * while that lasts.  The change's own wake cannot be relied on: a
  * completion that looked for a later record of its chat before that
  * record's admit committed wakes nobody, and the admit's wake came while
