@@ -341,6 +341,10 @@ durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us
 
 			if (next_due == 0 || recheck < next_due)
 				next_due = recheck;
+			/* (t/015_late_wake.pl counts these.) */
+			ereport(DEBUG2,
+					(errmsg_internal("durable: waiting claim checks again in %d ms: a change in flight held a record back",
+									 (int) (recheck_us / 1000))));
 			recheck_us = Min(recheck_us * 2, WAITING_IN_FLIGHT_MAX_US);
 		}
 		else

@@ -15,6 +15,7 @@
 #    later records with a snapshot taken after its update (direct.c).
 #
 # Each waiting claim would otherwise sleep to the end of its 30 s wait.
+# Then: how often a claim held back by a change in flight checks again.
 use strict;
 use warnings;
 
@@ -140,6 +141,49 @@ for my $case (
 		"$name: the waiting claim gets the record the rolled-back claim gave back");
 	cmp_ok(time - $rolled_back, '<', 10, "$name: soon after the rollback, not at the end of its wait");
 	$locker->quit;
+	$waiter->quit;
+}
+
+# How often a claim held back by a change in flight checks again, behind a
+# confirmation held open for the whole of its 3 s wait: after 1 ms, doubling
+# up to once a second (about 11 times in 3 s; a cap of 100 ms would make it
+# about 35, no doubling thousands).  Under REPEATABLE READ the claim reads
+# with its transaction's snapshot, in which the change never lands: it does
+# not check again at all.  The claim logs each re-check at DEBUG2.
+for my $isolation ('READ COMMITTED', 'REPEATABLE READ')
+{
+	$n++;
+	my ($old, $new, $chat) = ("old-$n", "new-$n", "chat-$n");
+	my $held = $node->safe_psql('postgres', sprintf($queue{inbox}{hold}, $old, $chat));
+	$node->safe_psql('postgres', sprintf($queue{inbox}{later}, $new, $chat));
+	my $confirmer = $node->background_psql('postgres');
+	$confirmer->query_safe('BEGIN');
+	$confirmer->query_safe(sprintf($queue{inbox}{confirm}, $held));
+
+	my $waiter = $node->background_psql('postgres');
+	$waiter->query_safe("BEGIN ISOLATION LEVEL $isolation");
+	my $started = time;
+	my $claimed = $waiter->query("SET client_min_messages = debug2; "
+		  . "SELECT 'claimed:' || message_id FROM durable.inbox_claim('w', 1, wait => '3 s')");
+	my $waited = time - $started;
+	my $rechecks = () = $waiter->{stderr} =~ /waiting claim checks again/g;
+	$waiter->{stderr} = '';
+	unlike($claimed, qr/claimed:/, "$isolation: nothing is claimed behind the open confirmation");
+	cmp_ok($waited, '>=', 2.9, sprintf("$isolation: the claim waited its 3 s (%.2f s)", $waited));
+	if ($isolation eq 'READ COMMITTED')
+	{
+		cmp_ok($rechecks, '>=', 5, "$isolation: the claim checked again while the change was in flight ($rechecks times)");
+		cmp_ok($rechecks, '<=', 16, "$isolation: ... slowing down to once a second ($rechecks times in 3 s)");
+	}
+	else
+	{
+		is($rechecks, 0, "$isolation: the claim never checks again: its snapshot will not see the change land");
+	}
+	$waiter->query('ROLLBACK');
+	$confirmer->query_safe('COMMIT');
+	like($node->safe_psql('postgres', $queue{inbox}{claim} =~ s/30 s/1 s/r), qr/claimed:$new\b/,
+		"$isolation: the record is claimable once the confirmation committed");
+	$confirmer->quit;
 	$waiter->quit;
 }
 
