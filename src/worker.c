@@ -999,6 +999,23 @@ durable_worker_main(Datum main_arg)
 	/* Generic plans over a large backlog must not be JIT-compiled at every pass. */
 	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_SESSION);
 
+	/*
+	 * Defaults meant for the database's client sessions must not stop the
+	 * sweep, which is maintenance, as autovacuum's is: under REPEATABLE READ
+	 * or SERIALIZABLE a pass would fail on every expired lease a claimer took
+	 * over while it ran, read-only it could change nothing, a statement or
+	 * lock timeout would cut a large purge short, and as a replica its
+	 * deletes would skip the foreign keys that reference the journals.
+	 * (Overridden as autovacuum does, so ALTER DATABASE/ROLE ... SET cannot
+	 * put them back.)
+	 */
+	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("session_replication_role", "origin", PGC_SUSET, PGC_S_OVERRIDE);
+
 	if (!wkr_check_extension())
 	{
 		ereport(DEBUG1,

@@ -45,7 +45,7 @@ sub expire_and_wait
 	my ($node, $db, $message_id) = @_;
 	my $start = time;
 	$node->safe_psql($db,
-		"SELECT durable.inbox_admit('tap', '$message_id', 'chat-$message_id', instance => 'bot', lease => '50ms')"
+		"BEGIN READ WRITE; SELECT durable.inbox_admit('tap', '$message_id', 'chat-$message_id', instance => 'bot', lease => '50ms'); COMMIT"
 	);
 	$node->poll_query_until($db,
 		"SELECT state = 'pending' FROM durable.inbox WHERE message_id = '$message_id'")
@@ -138,6 +138,32 @@ ok( $node->poll_query_until(
 		  . " WHERE backend_type = 'durable worker' AND datname = 'late' AND pid <> $pid"
 	),
 	'a worker ended by SIGTERM is replaced');
+
+# ---- A database whose sessions default to read-only SERIALIZABLE ----
+# Defaults meant for client sessions do not reach the worker: read-only, it
+# would fail every pass; serializable, on every lease taken over meanwhile.
+
+$node->safe_psql('postgres',
+	    "ALTER DATABASE late SET default_transaction_read_only = on;"
+	  . "ALTER DATABASE late SET default_transaction_isolation = 'serializable';"
+	  . "ALTER DATABASE late SET lock_timeout = '1ms';");
+$pid = worker_pid($node, 'late');
+$offset = -s $node->logfile;
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity"
+		  . " WHERE backend_type = 'durable worker' AND datname = 'late' AND pid <> $pid"
+	),
+	'the worker comes back under the new database defaults');
+is($node->safe_psql('late', 'SHOW default_transaction_read_only'),
+	'on', 'sessions of the database are read-only by default');
+$took = expire_and_wait($node, 'late', 'w-read-only');
+ok(defined $took && $took < 5,
+	'the worker still returns an expired lease to pending, read-write at READ COMMITTED');
+ok(!$node->log_contains(qr/read-only transaction|could not serialize/, $offset),
+	'and no pass failed');
+$node->safe_psql('postgres', 'ALTER DATABASE late RESET ALL');
 
 # ---- Commands that need a database to themselves ----
 
