@@ -1281,16 +1281,21 @@ direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const
  * Lease record `version`, a candidate the claim's scan found, to the owner
  * in `c` under a new token, putting the leased version in `leased`: what
  * the claim's UPDATE ... WHERE id = ANY (ARRAY (SELECT ... FOR UPDATE SKIP
- * LOCKED)) does for one row.  The row is locked as ExecLockRows locks it,
- * and skipped if another transaction holds it; under READ COMMITTED a
- * version changed by a transaction that committed after the snapshot is
- * locked in its newest version and checked again (as EvalPlanQual does,
- * but its chat with a fresh snapshot), under REPEATABLE READ and
- * SERIALIZABLE it is a serialization failure.  Then the locked version is
- * updated, which cannot wait.  The lock is FOR NO KEY UPDATE, the one the
- * update takes anyway: a record held FOR KEY SHARE (a foreign key checking
- * it) is leased, not skipped.  False when skipped; when leased, `version`
- * holds the version the lease replaced.
+ * LOCKED)) does for one row, but for a version changed since the snapshot.
+ * The row is locked as ExecLockRows locks it, and skipped if another
+ * transaction holds it.  A version that a transaction committed after the
+ * snapshot has replaced is skipped without a lock (under REPEATABLE READ and
+ * SERIALIZABLE it is a serialization failure): the statement would lock the
+ * newest version and then check it, and when that check failed -- the usual
+ * case, another claim took the record -- it would keep the lock to the end
+ * of its transaction, which for a waiting claim is the end of its wait, and
+ * the record's holder could not confirm it until then.  Such a skip counts
+ * as a change in flight (claim->in_flight): a waiting claim looks again
+ * within a millisecond, with a snapshot that sees the change.  The lock is
+ * FOR NO KEY UPDATE, the one the update takes anyway: a record held FOR KEY
+ * SHARE (a foreign key checking it) is leased, not skipped.  Then the locked
+ * version is updated, which cannot wait.  False when skipped; when leased,
+ * `version` holds the version the lease replaced.
  */
 static bool
 direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
@@ -1307,18 +1312,19 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 	if (!direct_claim_candidate(version, q, rels, snapshot, claim))
 		return false;
 
+	DURABLE_FAIL_POINT("claim_lock");
 	result = table_tuple_lock(rel, &tid, snapshot, version, cid, LockTupleNoKeyExclusive,
-							  LockWaitSkip,
-							  IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
-							  &tmfd);
+							  LockWaitSkip, 0, &tmfd);
 	switch (result)
 	{
 		case TM_Ok:
 			break;
 		case TM_Updated:
 		case TM_Deleted:
-			/* Under READ COMMITTED the lock followed an update: deleted. */
+			/* Replaced since the snapshot (see above). */
 			direct_check_concurrent_change(result);
+			if (claim->report_in_flight)
+				claim->in_flight = true;
 			return false;
 		case TM_WouldBlock:
 			/*
@@ -1331,14 +1337,6 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 		default:
 			return false;
 	}
-	/*
-	 * Changed since the snapshot: check the newest version, and its chat as
-	 * it is now, for a replay that committed meanwhile has made an older
-	 * record of the chat open again (it updates the newer ones to say so).
-	 */
-	if (tmfd.traversed &&
-		!direct_claim_candidate(version, q, rels, GetLatestSnapshot(), claim))
-		return false;
 
 	attempts = DatumGetInt32(slot_getattr(version, q->cols->attempts, &isnull));
 	c->set_value[DIRECT_CLAIM_SET_TOKEN] = Int64GetDatum(nextval_internal(rels->token_seq, true));

@@ -19,6 +19,7 @@
 #include <signal.h>
 
 #include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
@@ -137,7 +138,7 @@ _PG_init(void)
 }
 
 /*
- * Die at a fail point (see DURABLE_FAIL_POINT in durable.h).
+ * Die, or wait, at a fail point (see DURABLE_FAIL_POINT in durable.h).
  */
 void
 durable_fail_point_hit(const char *name)
@@ -150,6 +151,17 @@ durable_fail_point_hit(const char *name)
 		ereport(FATAL,
 				(errcode(ERRCODE_ADMIN_SHUTDOWN),
 				 errmsg("durable fail point \"%s\" reached: terminating the backend", name)));
+	if (strcmp(durable_fail_point + len, ":wait") == 0)
+	{
+		LOCKTAG		tag;
+
+		/* As pg_advisory_lock_shared(DURABLE_FAIL_POINT_LOCK) and its unlock. */
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (DURABLE_FAIL_POINT_LOCK >> 32),
+							 (uint32) DURABLE_FAIL_POINT_LOCK, 1);
+		(void) LockAcquire(&tag, ShareLock, true, false);
+		LockRelease(&tag, ShareLock, true);
+		return;
+	}
 	if (strcmp(durable_fail_point + len, ":crash") == 0)
 	{
 		ereport(LOG,

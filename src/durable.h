@@ -364,8 +364,11 @@ extern int64 durable_outbox_purge_direct(TimestampTz cutoff, int64 limit);
  * Dies here if durable.fail_point names this point: "<point>" ends the
  * backend with FATAL (its transaction rolls back, as after a process crash);
  * "<point>:crash" kills it with SIGKILL, so the postmaster restarts the whole
- * server and WAL recovery runs.
+ * server and WAL recovery runs.  "<point>:wait" does not die: it waits while
+ * another session holds pg_advisory_lock(DURABLE_FAIL_POINT_LOCK), so that a
+ * test can run other sessions' steps at that point.
  */
+#define DURABLE_FAIL_POINT_LOCK INT64CONST(4242)
 #define DURABLE_FAIL_POINT(name) \
 	do { \
 		if (durable_fail_point != NULL && durable_fail_point[0] != '\0') \

@@ -48,7 +48,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 
 my @points = qw(inbox_admit inbox_complete inbox_fail outbox_begin
-  outbox_sent outbox_failed sweep instance_start);
+  outbox_sent outbox_failed sweep instance_start claim_lock);
 
 # ---- every point in src/ has a scenario, every scenario a point ----
 my $root = $ENV{DURABLE_ROOT} // abs_path(dirname(__FILE__) . '/..');
@@ -397,6 +397,29 @@ sub scenario_instance_start
 	return;
 }
 
+# A claim that dies after choosing its record and before locking it (the
+# point is also where spec claim_replaced holds a claim with ":wait"):
+# nothing was leased, and the next claim gets the record.
+sub scenario_claim_lock
+{
+	my ($v) = @_;
+	my $name = "claim_lock$v";
+
+	reset_journals();
+	sql("SELECT 1 FROM durable.inbox_admit('fp', 'm-claim', 'chat-1')");
+	sql("SELECT 1 FROM durable.outbox_enqueue('k-claim', 'chat-2', '{}')");
+	die_at($name, "SELECT * FROM durable.inbox_claim('bot-a');");
+	die_at($name, "SELECT * FROM durable.outbox_claim('bot-a');");
+	is(sql("SELECT state || '/' || attempts FROM durable.inbox WHERE message_id = 'm-claim'")
+		  . ' ' . sql("SELECT state || '/' || attempts FROM durable.outbox WHERE key = 'k-claim'"),
+		'pending/0 pending/0', "$name: nothing was leased");
+	is(sql("SELECT message_id, attempts FROM durable.inbox_claim('bot-b')"),
+		'm-claim|1', "$name: the next inbox claim gets the message");
+	is(sql("SELECT key, attempts FROM durable.outbox_claim('bot-b')"),
+		'k-claim|1', "$name: the next outbox claim gets the send");
+	return;
+}
+
 my %scenario = (
 	inbox_admit => \&scenario_inbox_admit,
 	inbox_complete => sub {
@@ -408,7 +431,8 @@ my %scenario = (
 	outbox_sent => \&scenario_outbox_sent,
 	outbox_failed => \&scenario_outbox_failed,
 	sweep => \&scenario_sweep,
-	instance_start => \&scenario_instance_start,);
+	instance_start => \&scenario_instance_start,
+	claim_lock => \&scenario_claim_lock,);
 
 for my $point (@points)
 {
