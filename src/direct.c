@@ -636,6 +636,13 @@ durable_inbox_chat_has_open(Datum chat_id)
 	Snapshot	snapshot = direct_push_snapshot();
 	bool		found;
 
+	/*
+	 * Under REPEATABLE READ and SERIALIZABLE the transaction's snapshot can
+	 * predate an older record of the chat that committed before the chat
+	 * lock was taken: look with one that sees it.
+	 */
+	if (IsolationUsesXactSnapshot())
+		snapshot = GetLatestSnapshot();
 	found = direct_chat_scan(rels->inbox, rels->inbox_chat_idx, chat_id, InvalidStrategy, 0,
 							 NULL, rels, snapshot, NULL);
 	PopActiveSnapshot();
