@@ -270,6 +270,22 @@ SELECT key = :'in_id' || ':3' AS derived_key, created, state
   FROM durable.outbox_enqueue(NULL, 'rob-chat-4', '{"text":"four"}', inbound_id => :in_id);
 SELECT inbound_id = :in_id AS linked FROM durable.outbox WHERE key = :'in_id' || ':3';
 
+-- outbox_enqueue has no inbound_token, so it cannot tell bot-1, which lost the record
+-- (:in_token), from bot-2, which holds it: bot-1's enqueue takes bot-2's next key.  Made
+-- in the transaction that completes the record, it goes back with the stale completion
+-- (DR001), and '<id>:4' is still bot-2's.
+BEGIN;
+SELECT key = :'in_id' || ':4' AS takes_the_holders_key, created
+  FROM durable.outbox_enqueue(NULL, 'rob-chat-4', '{"text":"stale"}', inbound_id => :in_id);
+\set VERBOSITY sqlstate
+SELECT durable.inbox_complete(:in_id, :in_token);
+\set VERBOSITY default
+ROLLBACK;
+SELECT key = :'in_id' || ':4' AS derived_key, created
+  FROM durable.outbox_enqueue(NULL, 'rob-chat-4', '{"text":"four-b"}', inbound_id => :in_id);
+SELECT payload ->> 'text' AS text FROM durable.outbox WHERE key = :'in_id' || ':4';
+SELECT durable.outbox_discard(:'in_id' || ':4') AS discarded;
+
 -- Without key and inbound_id: a random UUID key.
 SELECT key ~ '^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$' AS uuid_key, created
   FROM durable.outbox_enqueue(NULL, 'rob-chat-uuid', '{"text":"hi"}');
