@@ -19,7 +19,8 @@
  *    time) by a scan with a dirty snapshot, which stops at the first record
  *    that is due now or is being written by a transaction in progress (an
  *    admit or a completion not yet committed; the refresher's own
- *    transaction included, whose changes a dirty snapshot shows as done);
+ *    transaction included, whose changes a dirty snapshot shows as done,
+ *    even a record it took out of the index);
  *  - records the scan passed over (held under a lease, or pending with a
  *    future not_before) come due by the clock: from the earliest of those
  *    times, claims scan from the first record passed over instead;
@@ -49,6 +50,7 @@
 #include "shmem.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/itup.h"
 #include "access/relscan.h"
@@ -99,20 +101,50 @@ static const char *const floor_queue_names[DQ_NUM_QUEUES] = {
  * leased looks held, and is pending again if the transaction rolls back.
  */
 static bool
+floor_tuple_written_here(HeapTupleHeader tuple)
+{
+	return TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple)) ||
+		(!(tuple->t_infomask & HEAP_XMAX_INVALID) &&
+		 ((tuple->t_infomask & HEAP_XMAX_IS_MULTI) ||
+		  TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmax(tuple))));
+}
+
+static bool
 floor_written_here(TupleTableSlot *slot)
 {
 	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
-	HeapTupleHeader tuple;
 	bool		mine;
 
 	Assert(TTS_IS_BUFFERTUPLE(slot));
 	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
-	tuple = bslot->base.tuple->t_data;
-	mine = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple)) ||
-		(!(tuple->t_infomask & HEAP_XMAX_INVALID) &&
-		 ((tuple->t_infomask & HEAP_XMAX_IS_MULTI) ||
-		  TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmax(tuple))));
+	mine = floor_tuple_written_here(bslot->base.tuple->t_data);
 	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+	return mine;
+}
+
+/*
+ * Whether any version in the HOT chain at `root` was written or locked by
+ * this transaction.  For an index entry no version of which a dirty
+ * snapshot shows: this transaction may have moved the record out of the
+ * index (a completion, or a send's lease, is not a HOT update), and a
+ * rollback puts it back.
+ */
+static bool
+floor_chain_written_here(Relation heap, ItemPointer root)
+{
+	ItemPointerData tid = *root;
+	Buffer		buffer = ReadBuffer(heap, ItemPointerGetBlockNumber(&tid));
+	HeapTupleData version;
+	bool		first = true;
+	bool		mine = false;
+
+	LockBuffer(buffer, BUFFER_LOCK_SHARE);
+	while (!mine && heap_hot_search_buffer(&tid, heap, buffer, SnapshotAny, &version, NULL, first))
+	{
+		mine = floor_tuple_written_here(version.t_data);
+		first = false;
+	}
+	UnlockReleaseBuffer(buffer);
 	return mine;
 }
 
@@ -170,9 +202,20 @@ floor_scan(const DurableQueueRels *rels, int64 from, int64 below, TimestampTz no
 		examined++;
 		last = id;
 
-		/* Finished (or never committed) for good: an entry vacuum has yet to remove. */
+		/*
+		 * Finished (or never committed) for good: an entry vacuum has yet
+		 * to remove.  Unless finished by this transaction, which may roll
+		 * back.
+		 */
 		if (!index_fetch_heap(scan, slot))
+		{
+			if (wrote_here && floor_chain_written_here(heap, &scan->xs_heaptid))
+			{
+				stopped = true;
+				break;
+			}
 			continue;
+		}
 
 		/*
 		 * Being written by a transaction in progress, this one included

@@ -46,9 +46,10 @@
  *
  * Claims scan inbox_unfinished_idx oldest first and skip the records
  * another transaction holds, as SKIP LOCKED would, so concurrent claimers
- * neither wait on each other nor get the same record; a record changed
- * after the claim's snapshot was taken is checked again in its newest
- * version (direct.c writes the claim without the executor).  A
+ * neither wait on each other nor get the same record; a record another
+ * transaction changed after the claim's snapshot was taken is skipped
+ * too, and a waiting claim looks again at once (direct.c writes the claim
+ * without the executor).  A
  * claim with `wait` sleeps on the inbox condition variable of the database
  * (waiting.c), which every transition that makes work claimable wakes at
  * commit, bounded by the next time a pending record or a lease comes due.
@@ -519,9 +520,9 @@ inbox_claimed_put(void *arg, const Datum *values, const bool *nulls, Datum state
  * used the last attempt is the sweep's to move to dead).  Only the oldest
  * unfinished record of a chat is a candidate, so one claim never returns
  * two records of a chat.  Records that a concurrent claim or confirmation
- * holds are skipped, as SKIP LOCKED would; a record changed after the
- * claim's snapshot was taken is checked again in its newest version
- * (direct.c, direct_claim).
+ * holds are skipped, as SKIP LOCKED would, and so are records another
+ * transaction changed after the claim's snapshot was taken (direct.c,
+ * direct_claim_one).
  *
  * The scan starts at the claim floor (claim_floor.c): no record below it is
  * claimable, and behind a long transaction the index holds the entries of

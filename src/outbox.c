@@ -908,8 +908,8 @@ outbox_claimed_put(void *arg, const Datum *values, const bool *nulls, Datum stat
  * send of its chat, and put them in the result.  Returns how many.
  *
  * Sends that a concurrent claim or confirmation holds are skipped, as SKIP
- * LOCKED would; a send changed after the claim's snapshot was taken is
- * checked again in its newest version (direct.c, direct_claim).  The scan
+ * LOCKED would, and so are sends another transaction changed after the
+ * claim's snapshot was taken (direct.c, direct_claim_one).  The scan
  * starts at the outbox's claim floor (claim_floor.c).
  */
 static uint64

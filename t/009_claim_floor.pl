@@ -183,6 +183,19 @@ $node->safe_psql('postgres',
 is(claim_one(), 'rolled', 'a record leased by a claim that rolled back is claimed first, at once');
 is(claim_one(), 'rolled-next', 'then the next one');
 
+# The same, when the earlier change took the record out of the claim's
+# index (completed, in a handler that works through two messages in one
+# transaction): the refresh finds its entries dead, and must not take the
+# record for finished while this transaction may roll back.
+$node->safe_psql('postgres',
+	"SELECT FROM durable.inbox_admit('t', 'undone', 'chat-undone');"
+	  . " SELECT FROM durable.inbox_admit('t', 'undone-next', 'chat-undone-next');");
+$node->safe_psql('postgres',
+	"BEGIN; SELECT durable.inbox_complete(c.id, c.token) FROM durable.inbox_claim('rb', 1) c;"
+	  . " SELECT pg_sleep(0.03); SELECT FROM durable.inbox_claim('rb', 1); ROLLBACK;");
+is(claim_one(), 'undone', 'a record completed by a transaction that rolled back is claimed first, at once');
+is(claim_one(), 'undone-next', 'then the next one');
+
 # ==== The outbox's floor: a sender loop's claims (outbox_claim) start
 # where the claimable sends begin.
 $node->safe_psql('postgres', "SELECT setval('durable.outbox_id_seq', 1000)");
@@ -250,6 +263,18 @@ send_cycles(5, 'sevenmore');
 floor_now('outbox') for 1 .. 3;
 $node->safe_psql('postgres', "SELECT durable.outbox_retry('$killed')");
 is(claim_one('outbox'), 'killed', 'a dead send retried below the floor is claimed at once');
+
+# A sender's own transaction: a send that an earlier claim of the same
+# transaction leased (an update that takes it out of the claim's index) is
+# pending again if it rolls back, and is claimed first, at once.
+$node->safe_psql('postgres',
+	"SELECT FROM durable.outbox_enqueue('srolled', 'chat-srolled', '{}');"
+	  . " SELECT FROM durable.outbox_enqueue('srolled-next', 'chat-srolled-next', '{}');");
+$node->safe_psql('postgres',
+	"BEGIN; SELECT FROM durable.outbox_claim('rb', 1); SELECT pg_sleep(0.03);"
+	  . " SELECT FROM durable.outbox_claim('rb', 1); ROLLBACK;");
+is(claim_one('outbox'), 'srolled', 'a send leased by a claim that rolled back is claimed first, at once');
+is(claim_one('outbox'), 'srolled-next', 'then the next one');
 
 cmp_ok(floor_now('outbox'), '>', 600, 'the outbox floor is above id 600');
 $node->safe_psql('postgres', "SELECT setval('durable.outbox_id_seq', 600)");
