@@ -99,6 +99,23 @@ my ($rc, $out, $err) = $node->psql('fresh', 'CREATE EXTENSION durable');
 is($rc, 0, 'CREATE EXTENSION under default privileges succeeds');
 check_locked_down('fresh', 'fresh install');
 
+# ---- a fresh install inside a subtransaction: durable's objects carry the
+# subtransaction's xid, not the top transaction's (0.5's own check missed
+# this case and left every default grant in place; 0.7 catches it).
+create_database_with_defaults('insavepoint');
+($rc, $out, $err) = $node->psql('insavepoint',
+	'BEGIN; SAVEPOINT s; CREATE EXTENSION durable; RELEASE SAVEPOINT s; COMMIT');
+is($rc, 0, 'CREATE EXTENSION in a savepoint succeeds');
+like($err, qr/WARNING:  durable: revoked what default privileges granted on its objects: .*app on \d+ functions/,
+	'and says what it revoked');
+check_locked_down('insavepoint', 'install in a savepoint');
+
+create_database_with_defaults('inblock');
+($rc, $out, $err) = $node->psql('inblock', q{
+	DO $$ BEGIN CREATE EXTENSION durable; EXCEPTION WHEN duplicate_object THEN NULL; END $$});
+is($rc, 0, 'CREATE EXTENSION in a DO block with an exception handler succeeds');
+check_locked_down('inblock', 'install in a block with an exception handler');
+
 # ---- an update from 0.4 installed under the same defaults.  The grants
 # made since, by hand as the README shows, cannot be told from the defaults'
 # when they name the same role, and bots depend on them: the update revokes
