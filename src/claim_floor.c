@@ -51,6 +51,7 @@
 
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/multixact.h"
 #include "access/htup_details.h"
 #include "access/itup.h"
 #include "access/relscan.h"
@@ -103,10 +104,33 @@ static const char *const floor_queue_names[DQ_NUM_QUEUES] = {
 static bool
 floor_tuple_written_here(HeapTupleHeader tuple)
 {
-	return TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple)) ||
-		(!(tuple->t_infomask & HEAP_XMAX_INVALID) &&
-		 ((tuple->t_infomask & HEAP_XMAX_IS_MULTI) ||
-		  TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmax(tuple))));
+	uint16		infomask = tuple->t_infomask;
+	TransactionId xmax = HeapTupleHeaderGetRawXmax(tuple);
+	MultiXactMember *members;
+	int			nmembers;
+	bool		mine = false;
+
+	if (TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tuple)))
+		return true;
+	if (infomask & HEAP_XMAX_INVALID)
+		return false;
+	if (!(infomask & HEAP_XMAX_IS_MULTI))
+		return TransactionIdIsCurrentTransactionId(xmax);
+
+	/*
+	 * A multixact (a foreign key's FOR KEY SHARE alongside a lease, say): ours
+	 * only if one of its members is.  Treating every multixact as ours would
+	 * stop the floor at a version another transaction left, for as long as it
+	 * is not pruned.
+	 */
+	if (HEAP_LOCKED_UPGRADED(infomask))
+		return false;
+	nmembers = GetMultiXactIdMembers(xmax, &members, false, HEAP_XMAX_IS_LOCKED_ONLY(infomask));
+	for (int i = 0; i < nmembers && !mine; i++)
+		mine = TransactionIdIsCurrentTransactionId(members[i].xid);
+	if (nmembers > 0)
+		pfree(members);
+	return mine;
 }
 
 static bool

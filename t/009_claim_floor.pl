@@ -44,16 +44,19 @@ sub entries_read
 
 # The floor of $queue ('inbox' unless given) after a claim that refreshes
 # it (one that finds nothing to claim); in list context also whether that
-# refresh scanned from the head.
+# refresh scanned from the head.  With $in_writer, the claim runs in a
+# transaction that has written (has an xid), whose own changes the refresh
+# must tell apart.
 sub floor_now
 {
-	my ($queue) = @_;
+	my ($queue, $in_writer) = @_;
 	$queue //= 'inbox';
+	my $xid = $in_writer ? 'SELECT pg_catalog.txid_current();' : '';
 	my ($out, $err);
 	$node->psql(
 		'postgres',
-		"SET client_min_messages = debug2; SELECT pg_sleep(0.02);"
-		  . " SELECT count(*) FROM durable.${queue}_claim('probe', 1);",
+		"SET client_min_messages = debug2; BEGIN; $xid SELECT pg_sleep(0.02);"
+		  . " SELECT count(*) FROM durable.${queue}_claim('probe', 1); COMMIT;",
 		stdout => \$out,
 		stderr => \$err);
 	my @floors = $err =~ /durable: $queue claim floor (\d+)( \(from the head\))?/g;
@@ -195,6 +198,26 @@ $node->safe_psql('postgres',
 	  . " SELECT pg_sleep(0.03); SELECT FROM durable.inbox_claim('rb', 1); ROLLBACK;");
 is(claim_one(), 'undone', 'a record completed by a transaction that rolled back is claimed first, at once');
 is(claim_one(), 'undone-next', 'then the next one');
+
+# A record that two transactions' foreign keys locked together while it was
+# held (FOR KEY SHARE twice: a multixact): once they ended, a refresh in a
+# transaction that has written passes it as any other refresh does (it took
+# any multixact for one of its own, and stopped there).
+$node->safe_psql('postgres', 'CREATE TABLE notes (inbox_id bigint REFERENCES durable.inbox (id))');
+$node->safe_psql('postgres', "SELECT FROM durable.inbox_admit('t', 'shared', 'chat-shared')");
+my $shared = $node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE message_id = 'shared'");
+is(floor_now(), $shared, 'the floor stops at a pending record (and the probe leases it)');
+is($node->safe_psql('postgres', "SELECT state || ' ' || owner FROM durable.inbox WHERE id = $shared"),
+	'leased probe', 'the record is held');
+my @lockers = map { $node->background_psql('postgres') } 1 .. 2;
+$_->query_safe("BEGIN; INSERT INTO notes VALUES ($shared)") for @lockers;
+$_->query_safe('COMMIT') for @lockers;
+$_->quit for @lockers;
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_get_multixact_members((SELECT xmax FROM durable.inbox WHERE id = $shared))"),
+	2, 'the record carries a multixact of the two lockers');
+cmp_ok(floor_now('inbox', 1), '>', $shared,
+	'a refresh in a transaction that has written passes a record a multixact locked');
 
 # ==== The outbox's floor: a sender loop's claims (outbox_claim) start
 # where the claimable sends begin.
