@@ -22,7 +22,8 @@ OBJS = \
 	src/worker.o \
 	src/sessions.o \
 	src/permit.o \
-	src/waiting.o
+	src/waiting.o \
+	src/install.o
 
 EXTENSION = durable
 DATA = durable--0.1.sql durable--0.1--0.2.sql durable--0.2--0.3.sql durable--0.3--0.4.sql \

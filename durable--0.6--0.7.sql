@@ -18,15 +18,18 @@
  * Fresh is now: the extension membership of durable.token_seq (a pg_depend
  * row, written once when the sequence is created and never updated, unlike
  * pg_class rows that a GRANT rewrites) was written by this transaction or
- * one of its subtransactions, age(xmin) <= 0.  The one way an installed
- * durable can look fresh is an ALTER EXTENSION UPDATE in a transaction
- * whose xid predates that of the install's, which committed meanwhile; it
- * errs on the safe side (revokes).
+ * one of its subtransactions.  SQL cannot ask that of an xid -- age() is
+ * negative both for a subtransaction's xid and, modulo 2^32, for one more
+ * than 2^31 transactions old -- so a C function of durable's library
+ * (install.c) answers it, created for this step and dropped at its end.
  *
  * In a fresh install nobody can have granted anything by hand yet (every
  * step runs inside CREATE EXTENSION), so every privilege on the
- * extension's objects and schema held by a role other than the owner is
- * revoked, except the grants the scripts make to pg_monitor (0.2).  In an
+ * extension's objects held by a role other than the owner is revoked,
+ * except the grants the scripts make to pg_monitor (0.2).  The schema may
+ * be older than the install (CREATE EXTENSION uses a schema durable that
+ * exists), with grants made by hand: on it only the privileges of roles
+ * that a default privilege of its owner names are revoked.  In an
  * update this step changes nothing: 0.5's update branch already revoked
  * the grants on durable.sessions and CREATE on the schema and named in a
  * WARNING the roles to review.
@@ -35,6 +38,11 @@
  * REVOKEs are built with format() from catalog names (quote_ident,
  * pg_get_function_identity_arguments).
  */
+
+CREATE FUNCTION durable.xid_is_current(pg_catalog.xid) RETURNS pg_catalog.bool
+    LANGUAGE c STRICT STABLE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'durable_xid_is_current';
 
 DO $revoke_defaults_in_subtransaction$
 DECLARE
@@ -45,7 +53,7 @@ DECLARE
     names pg_catalog.text[] := '{}';
     summary pg_catalog.text;
 BEGIN
-    SELECT pg_catalog.age(dep.xmin) OPERATOR(pg_catalog.<=) 0 INTO fresh
+    SELECT durable.xid_is_current(dep.xmin) INTO fresh
       FROM pg_catalog.pg_depend dep
      WHERE dep.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
        AND dep.objid OPERATOR(pg_catalog.=) 'durable.token_seq'::pg_catalog.regclass
@@ -64,11 +72,11 @@ BEGIN
              WHERE dep.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
                AND e.extname OPERATOR(pg_catalog.=) 'durable'
                AND dep.deptype OPERATOR(pg_catalog.=) 'e'),
-        durable_objects(classid, objid, kind, name, acl, owner) AS (
+        durable_objects(classid, objid, kind, name, acl, owner, defaults_only) AS (
             SELECT m.classid, m.objid,
                    CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
                    'durable.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname),
-                   c.relacl, c.relowner
+                   c.relacl, c.relowner, false
               FROM pg_catalog.pg_class c
               JOIN members m
                 ON m.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
@@ -79,13 +87,13 @@ BEGIN
                        OPERATOR(pg_catalog.||) '('
                        OPERATOR(pg_catalog.||) pg_catalog.pg_get_function_identity_arguments(p.oid)
                        OPERATOR(pg_catalog.||) ')',
-                   p.proacl, p.proowner
+                   p.proacl, p.proowner, false
               FROM pg_catalog.pg_proc p
               JOIN members m
                 ON m.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
                AND m.objid OPERATOR(pg_catalog.=) p.oid
             UNION ALL
-            SELECT 'pg_catalog.pg_namespace'::pg_catalog.regclass, n.oid, 'SCHEMA', 'durable', n.nspacl, n.nspowner
+            SELECT 'pg_catalog.pg_namespace'::pg_catalog.regclass, n.oid, 'SCHEMA', 'durable', n.nspacl, n.nspowner, true
               FROM pg_catalog.pg_namespace n
              WHERE n.nspname OPERATOR(pg_catalog.=) 'durable'),
         own_grants(objid, privilege) AS (
@@ -104,6 +112,13 @@ BEGIN
                     AND EXISTS (SELECT FROM own_grants w
                                  WHERE w.objid OPERATOR(pg_catalog.=) o.objid
                                    AND w.privilege OPERATOR(pg_catalog.=) granted.privilege_type))
+           AND (NOT o.defaults_only
+                OR EXISTS (SELECT
+                             FROM pg_catalog.pg_default_acl d
+                            CROSS JOIN LATERAL pg_catalog.aclexplode(d.defaclacl) by_default
+                            WHERE d.defaclrole OPERATOR(pg_catalog.=) o.owner
+                              AND d.defaclobjtype OPERATOR(pg_catalog.=) 'n'
+                              AND by_default.grantee OPERATOR(pg_catalog.=) granted.grantee))
          ORDER BY 4, 1, 2, 3
     LOOP
         EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %s', g.privilege, g.kind, g.name, g.grantee);
@@ -130,3 +145,5 @@ BEGIN
     END IF;
 END
 $revoke_defaults_in_subtransaction$;
+
+DROP FUNCTION durable.xid_is_current(pg_catalog.xid);
