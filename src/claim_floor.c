@@ -197,7 +197,7 @@ floor_scan(const DurableQueueRels *rels, int64 from, int64 below, TimestampTz no
 	out->due = 0;
 
 	heap = table_open(rels->heap, AccessShareLock);
-	index = index_open(rels->index, AccessShareLock);
+	index = durable_index_open(rels->index, AccessShareLock);
 	InitDirtySnapshot(dirty);
 	ScanKeyInit(&key, 1, BTGreaterEqualStrategyNumber, F_INT8GE, Int64GetDatum(from));
 	scan = index_beginscan(heap, index, &dirty, 1, 0);

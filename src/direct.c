@@ -60,6 +60,7 @@
 #include "durable.h"
 
 #include "access/genam.h"
+#include "access/relation.h"
 #include "access/htup_details.h"
 #include "access/sysattr.h"
 #include "access/transam.h"
@@ -395,6 +396,70 @@ direct_rels(void)
 	return &direct_rels_cache;
 }
 
+/* durable's indexes that the direct writes open by the OID of their name. */
+static const struct
+{
+	const char *name;
+	size_t		field;			/* in DirectRels */
+}			direct_named_indexes[] = {
+	{"inbox_pkey", offsetof(DirectRels, inbox_pkey)},
+	{"inbox_chat_unfinished_idx", offsetof(DirectRels, inbox_chat_idx)},
+	{"inbox_unfinished_idx", offsetof(DirectRels, inbox_open_idx)},
+	{"inbox_source_message_id_key", offsetof(DirectRels, inbox_message_id_key)},
+	{"inbox_source_content_hash_key", offsetof(DirectRels, inbox_content_hash_key)},
+	{"inbox_done_at_idx", offsetof(DirectRels, inbox_done_at_idx)},
+	{"outbox_pkey", offsetof(DirectRels, outbox_pkey)},
+	{"outbox_chat_unfinished_idx", offsetof(DirectRels, outbox_chat_idx)},
+	{"outbox_waiting_idx", offsetof(DirectRels, outbox_open_idx)},
+	{"outbox_sent_at_idx", offsetof(DirectRels, outbox_sent_at_idx)},
+};
+
+/*
+ * The index that carries now the name under which `index_oid` was looked up
+ * (InvalidOid: none), or index_oid itself when that is not one of the
+ * names.  REINDEX INDEX CONCURRENTLY builds a copy of the index and swaps
+ * their names; the index looked up before is then marked invalid, dead,
+ * and dropped, while its copy holds every entry.  A call that looked the
+ * name up before the swap learns of it when it locks the index, or finds
+ * the index gone.
+ */
+static Oid
+direct_index_renamed(Oid index_oid)
+{
+	const char *rels = (const char *) &direct_rels_cache;
+	int			i;
+
+	for (i = 0; i < lengthof(direct_named_indexes); i++)
+		if (*(const Oid *) (rels + direct_named_indexes[i].field) == index_oid)
+			return get_relname_relid(direct_named_indexes[i].name,
+									 get_namespace_oid("durable", false));
+	return index_oid;
+}
+
+/*
+ * Open and lock one of durable's indexes by the OID its name had, or, if a
+ * REINDEX CONCURRENTLY swapped another index in under that name since
+ * (direct_index_renamed), that one.
+ */
+static Relation
+direct_index_open_current(Oid index_oid, LOCKMODE lockmode)
+{
+	Relation	index;
+	Oid			renamed;
+
+	DURABLE_FAIL_POINT("index_open");
+	index = try_relation_open(index_oid, lockmode);
+
+	if (index != NULL && index->rd_index->indisvalid)
+		return index;
+	renamed = direct_index_renamed(index_oid);
+	if (!OidIsValid(renamed) || renamed == index_oid)
+		return index != NULL ? index : index_open(index_oid, lockmode);
+	if (index != NULL)
+		relation_close(index, lockmode);
+	return index_open(renamed, lockmode);
+}
+
 /*
  * Does the index hold every entry?  One being built or dropped concurrently
  * (or left invalid by a failed CREATE INDEX CONCURRENTLY) does not: a scan
@@ -417,11 +482,14 @@ direct_require_complete_index(Relation index)
 				 errhint("Rebuild it with REINDEX INDEX durable.%s.", RelationGetRelationName(index))));
 }
 
-/* Open an index of durable's for a scan that relies on it holding every entry. */
-static Relation
-direct_index_open(Oid index_oid, LOCKMODE lockmode)
+/*
+ * Open an index of durable's for a scan that relies on it holding every
+ * entry (direct_index_open_current).
+ */
+Relation
+durable_index_open(Oid index_oid, LOCKMODE lockmode)
 {
-	Relation	index = index_open(index_oid, lockmode);
+	Relation	index = direct_index_open_current(index_oid, lockmode);
 
 	direct_require_complete_index(index);
 	return index;
@@ -588,7 +656,7 @@ direct_chat_scan(Oid heap_oid, Oid index_oid, Datum chat_id, StrategyNumber cmp,
 	bool		found = false;
 
 	heap = table_open(heap_oid, AccessShareLock);
-	index = direct_index_open(index_oid, AccessShareLock);
+	index = durable_index_open(index_oid, AccessShareLock);
 
 	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   index->rd_indcollation[0], F_TEXTEQ, chat_id);
@@ -1078,7 +1146,7 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 	for (i = 0; i < c->nset; i++)
 		if (c->set_null[i] && TupleDescAttr(RelationGetDescr(rel), c->set_att[i] - 1)->attnotnull)
 			direct_not_null_violation(rel, c->set_att[i]);
-	pkey = direct_index_open(c->pkey, RowExclusiveLock);
+	pkey = durable_index_open(c->pkey, RowExclusiveLock);
 	c->key.sk_collation = pkey->rd_indcollation[0];
 
 	/* The snapshot and command id SPI would use for an UPDATE here. */
@@ -1390,7 +1458,7 @@ direct_claim(const DirectClaimQueue *q, const DirectRels *rels, DurableClaim *cl
 	PreventCommandIfParallelMode("UPDATE");
 	rel = table_open(q->heap, RowExclusiveLock);
 	direct_check_writable(rel, TRIGGER_TYPE_UPDATE);
-	index = direct_index_open(q->open_idx, AccessShareLock);
+	index = durable_index_open(q->open_idx, AccessShareLock);
 	claim->in_flight = false;
 
 	memset(&c, 0, sizeof(c));
@@ -1564,19 +1632,35 @@ direct_check_conflict_visible(Relation rel, ItemPointer tid)
  * left invalid by a failed CREATE UNIQUE INDEX CONCURRENTLY lacks entries,
  * and a conflict with a row it lacks would go unnoticed.
  */
-static void
+static Oid
 direct_check_arbiter(ResultRelInfo *rri, Oid arbiter)
 {
+	Oid			renamed = InvalidOid;
 	int			i;
 
-	for (i = 0; i < rri->ri_NumIndices; i++)
-		if (RelationGetRelid(rri->ri_IndexRelationDescs[i]) == arbiter)
+	for (;;)
+	{
+		for (i = 0; i < rri->ri_NumIndices; i++)
+			if (RelationGetRelid(rri->ri_IndexRelationDescs[i]) == arbiter)
+				break;
+		/* Swapped out by a REINDEX CONCURRENTLY since it was looked up? */
+		if (!OidIsValid(renamed) &&
+			(i == rri->ri_NumIndices || !rri->ri_IndexRelationDescs[i]->rd_index->indisvalid))
 		{
-			direct_require_complete_index(rri->ri_IndexRelationDescs[i]);
-			return;
+			renamed = direct_index_renamed(arbiter);
+			if (OidIsValid(renamed) && renamed != arbiter)
+			{
+				arbiter = renamed;
+				continue;
+			}
 		}
-	elog(ERROR, "durable: index %u is not an index of \"%s\"", arbiter,
-		 RelationGetRelationName(rri->ri_RelationDesc));
+		break;
+	}
+	if (i == rri->ri_NumIndices)
+		elog(ERROR, "durable: index %u is not an index of \"%s\"", arbiter,
+			 RelationGetRelationName(rri->ri_RelationDesc));
+	direct_require_complete_index(rri->ri_IndexRelationDescs[i]);
+	return arbiter;
 }
 
 /*
@@ -1676,14 +1760,15 @@ direct_insert(Relation rel, Oid arbiter, Oid fresh_key, TupleTableSlot *slot)
 	EState	   *estate = CreateExecutorState();
 	MemoryContext oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
 	ResultRelInfo *rri = makeNode(ResultRelInfo);
-	List	   *arbiters = list_make1_oid(arbiter);
+	List	   *arbiters;
 	CommandId	cid = GetCurrentCommandId(true);
 	bool		look_first;
 	bool		inserted;
 
 	InitResultRelInfo(rri, rel, 0, NULL, 0);
 	(void) direct_open_indexes(rri, true, slot, estate);
-	direct_check_arbiter(rri, arbiter);
+	arbiter = direct_check_arbiter(rri, arbiter);
+	arbiters = list_make1_oid(arbiter);
 	estate->es_output_cid = cid;
 	look_first = direct_look_first(rri, arbiter, fresh_key);
 	for (;;)
@@ -1836,7 +1921,7 @@ direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
 	PreventCommandIfReadOnly("DELETE");
 	PreventCommandIfParallelMode("DELETE");
 	rel = table_open(heap, RowExclusiveLock);
-	index = index_open(index_oid, AccessShareLock);
+	index = direct_index_open_current(index_oid, AccessShareLock);
 	if ((rel->trigdesc != NULL &&
 		 (rel->trigdesc->trig_delete_before_row || rel->trigdesc->trig_delete_after_row ||
 		  rel->trigdesc->trig_delete_before_statement ||

@@ -295,6 +295,8 @@ typedef struct DurableQueueRels
 	AttrNumber	not_before;
 } DurableQueueRels;
 extern void durable_queue_rels(DurableQueue queue, DurableQueueRels *rels);
+/* Open an index of durable's that must hold every entry, by its looked-up OID. */
+extern Relation durable_index_open(Oid index_oid, LOCKMODE lockmode);
 
 /*
  * Lease them in `queue`, passing each one to sink, oldest first; how many.

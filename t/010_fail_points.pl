@@ -28,6 +28,10 @@
 #                   worker's) does the work.
 #   instance_start  the recovery of a dead incarnation is all or nothing and
 #                   can simply be run again.
+#   claim_lock      a claim that chose its record and had not locked it:
+#                   nothing was leased, the next claim gets the record.
+#   index_open      a completion opening one of durable's indexes rolls
+#                   back with the handler's effect; it can be run again.
 #
 # The list of points is kept here on purpose: the test greps src/ for
 # DURABLE_FAIL_POINT("...") and fails when a point exists there but has no
@@ -48,7 +52,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 
 my @points = qw(inbox_admit inbox_complete inbox_fail outbox_begin
-  outbox_sent outbox_failed sweep instance_start claim_lock);
+  outbox_sent outbox_failed sweep instance_start claim_lock index_open);
 
 # ---- every point in src/ has a scenario, every scenario a point ----
 my $root = $ENV{DURABLE_ROOT} // abs_path(dirname(__FILE__) . '/..');
@@ -420,6 +424,28 @@ sub scenario_claim_lock
 	return;
 }
 
+# A call that dies as it opens one of durable's indexes (the point is also
+# where t/016_reindex_concurrently holds a completion while an index is
+# swapped under it, with ":wait"): the completion and the handler's effect
+# roll back together, and the holder completes under its token afterwards.
+sub scenario_index_open
+{
+	my ($v) = @_;
+	my $name = "index_open$v";
+
+	reset_journals();
+	my ($id, $token) = row(
+		"SELECT id, token FROM durable.inbox_admit('fp', 'm-index', 'chat-1', '{}', 'message', 'bot-a', '60s')"
+	);
+	die_at($name, handler_sql($id, $token, 'single'));
+	is(sql("SELECT count(*) FROM fp_effects") . ' ' . sql("SELECT state FROM durable.inbox WHERE id = $id"),
+		'0 leased', "$name: the completion and the handler's effect rolled back together");
+	sql(handler_sql($id, $token, 'single'));
+	is(sql("SELECT count(*) FROM fp_effects") . ' ' . sql("SELECT state FROM durable.inbox WHERE id = $id"),
+		'1 done', "$name: the holder completes under its token afterwards");
+	return;
+}
+
 my %scenario = (
 	inbox_admit => \&scenario_inbox_admit,
 	inbox_complete => sub {
@@ -432,7 +458,8 @@ my %scenario = (
 	outbox_failed => \&scenario_outbox_failed,
 	sweep => \&scenario_sweep,
 	instance_start => \&scenario_instance_start,
-	claim_lock => \&scenario_claim_lock,);
+	claim_lock => \&scenario_claim_lock,
+	index_open => \&scenario_index_open,);
 
 for my $point (@points)
 {
