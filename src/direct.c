@@ -420,8 +420,9 @@ static const struct
  * names.  REINDEX INDEX CONCURRENTLY builds a copy of the index and swaps
  * their names; the index looked up before is then marked invalid, dead,
  * and dropped, while its copy holds every entry.  A call that looked the
- * name up before the swap learns of it when it locks the index, or finds
- * the index gone.
+ * name up before the swap learns of it when it locks the journal or the
+ * index, or finds the index gone.  Callers hold a lock on the journal: a
+ * second rebuild cannot get past its first phase while they do.
  */
 static Oid
 direct_index_renamed(Oid index_oid)
@@ -439,7 +440,9 @@ direct_index_renamed(Oid index_oid)
 /*
  * Open and lock one of durable's indexes by the OID its name had, or, if a
  * REINDEX CONCURRENTLY swapped another index in under that name since
- * (direct_index_renamed), that one.
+ * (direct_index_renamed), that one.  An index found invalid under its own
+ * name is returned as it is: the caller decides what an invalid index
+ * means to it.
  */
 static Relation
 direct_index_open_current(Oid index_oid, LOCKMODE lockmode)
@@ -449,12 +452,21 @@ direct_index_open_current(Oid index_oid, LOCKMODE lockmode)
 
 	DURABLE_FAIL_POINT("index_open");
 	index = try_relation_open(index_oid, lockmode);
-
+	if (index != NULL && index->rd_rel->relkind != RELKIND_INDEX)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"durable.%s\" is not an index", RelationGetRelationName(index)),
+				 errhint("The durable extension is damaged: drop it and create it again.")));
 	if (index != NULL && index->rd_index->indisvalid)
 		return index;
 	renamed = direct_index_renamed(index_oid);
-	if (!OidIsValid(renamed) || renamed == index_oid)
-		return index != NULL ? index : index_open(index_oid, lockmode);
+	if (renamed == index_oid && index != NULL)
+		return index;
+	if (!OidIsValid(renamed))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("an index of durable's journals was dropped"),
+				 errhint("The durable extension is damaged: drop it and create it again.")));
 	if (index != NULL)
 		relation_close(index, lockmode);
 	return index_open(renamed, lockmode);

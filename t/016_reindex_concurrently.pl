@@ -92,34 +92,48 @@ is($node->safe_psql('postgres',
 # ---- The race, staged: a completion looks durable's indexes up, then
 # waits (fail point index_open:wait) before it opens the first of them,
 # while what REINDEX CONCURRENTLY's swap leaves is put in place: a copy of
-# inbox_pkey under its name, the index looked up renamed and invalid.
+# inbox_pkey under its name, the index looked up renamed and invalid (the
+# swap), or also no longer ready for inserts (set dead, the next phase).
 $node->safe_psql('postgres', 'CREATE DATABASE swap');
 $node->safe_psql('swap', 'CREATE EXTENSION durable');
-my ($id, $token) = split /\|/, $node->safe_psql('swap',
-	"SELECT id || '|' || token FROM durable.inbox_admit('t', 'swapped', 'chat', '{}', 'message', 'bot', '60 s')");
-$node->safe_psql('swap', 'CREATE UNIQUE INDEX CONCURRENTLY inbox_pkey_copy ON durable.inbox (id)');
 
-my $gate = $node->background_psql('swap');
-$gate->query_safe('SELECT pg_advisory_lock(4242)');
-my $holder = $node->background_psql('swap', on_error_stop => 0);
-$holder->query_safe("SET durable.fail_point = 'index_open:wait'");
-$holder->query_until(qr/started/, "\\echo started\nSELECT durable.inbox_complete($id, $token);\n");
-ok($node->poll_query_until('swap',
-		"SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"),
-	'the completion waits between its look-up and its first index');
-$node->safe_psql('swap', q{
-	BEGIN;
-	ALTER INDEX durable.inbox_pkey RENAME TO inbox_pkey_ccold;
-	ALTER INDEX durable.inbox_pkey_copy RENAME TO inbox_pkey;
-	UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'durable.inbox_pkey_ccold'::regclass;
-	COMMIT;
-});
-$gate->query_safe('SELECT pg_advisory_unlock(4242)');
-my $result = $holder->query("SELECT state FROM durable.inbox WHERE id = $id");
-like($result, qr/done/, 'the completion went on through the index now named inbox_pkey')
-  or diag("the completion's session:\n$result\n" . ($holder->{stderr} // ''));
-$holder->quit;
-$gate->quit;
+sub staged_swap
+{
+	my ($round, $flags) = @_;
+	my ($id, $token) = split /\|/, $node->safe_psql('swap',
+		"SELECT id || '|' || token FROM durable.inbox_admit('t', 'swapped-$round', 'chat-$round', '{}', 'message', 'bot', '60 s')"
+	);
+	$node->safe_psql('swap', "CREATE UNIQUE INDEX CONCURRENTLY inbox_pkey_copy ON durable.inbox (id)");
+
+	my $gate = $node->background_psql('swap');
+	$gate->query_safe('SELECT pg_advisory_lock(4242)');
+	my $holder = $node->background_psql('swap', on_error_stop => 0);
+	my $holder_pid = $holder->query_safe('SELECT pg_backend_pid()');
+	$holder->query_safe("SET durable.fail_point = 'index_open:wait'");
+	$holder->query_until(qr/started/, "\\echo started\nSELECT durable.inbox_complete($id, $token);\n");
+	ok($node->poll_query_until('swap',
+			"SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted AND pid = $holder_pid"),
+		"$round: the completion waits between its look-up and its first index");
+	$node->safe_psql('swap', qq{
+		BEGIN;
+		ALTER INDEX durable.inbox_pkey RENAME TO inbox_pkey_old_$round;
+		ALTER INDEX durable.inbox_pkey_copy RENAME TO inbox_pkey;
+		UPDATE pg_index SET $flags WHERE indexrelid = 'durable.inbox_pkey_old_$round'::regclass;
+		COMMIT;
+	});
+	$gate->query_safe('SELECT pg_advisory_unlock(4242)');
+	my $result = $holder->query("SELECT state FROM durable.inbox WHERE id = $id");
+	like($result, qr/done/, "$round: the completion went on through the index now named inbox_pkey")
+	  or diag("the completion's session:\n$result\n" . ($holder->{stderr} // ''));
+	$holder->quit;
+	$gate->quit;
+	return;
+}
+staged_swap('swap', 'indisvalid = false');
+staged_swap('dead', 'indisvalid = false, indisready = false, indislive = false');
+is($node->safe_psql('swap',
+		"SELECT count(*) FROM durable.inbox_claim('after', 1) c, durable.inbox_complete(c.id, c.token) x"),
+	'0', 'nothing was left claimable');
 
 $node->stop;
 done_testing();
