@@ -59,8 +59,12 @@
  * long, call it again (each call its own transaction) until it returns 0.
  *
  * "Due since the previous pass" uses a per-process watermark: the window is
- * (previous check, now]; the first pass of a process looks back one
- * durable.naptime.  Several sweepers each announce with their own window;
+ * (previous check, now], where the previous check is moved back to the
+ * start of the oldest transaction that was open then and may have
+ * journaled work (deferred work committed after its due time is announced
+ * when it is seen); the first pass of a process has no lower bound (work
+ * that came due while the worker was down).  Work still unclaimed in an
+ * overlap is announced again.  Several sweepers each announce with their own window;
  * a duplicate durable_ready is harmless, and a listener must re-check
  * anyway (a NOTIFY is a hint, not a queue).  For the same reason a pass
  * whose transaction rolls back does not announce its window again: a hint
@@ -161,6 +165,21 @@ static TimestampTz sweep_outbox_checked_at = 0;
 	" WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])" \
 	"   AND o.not_before > $1 AND o.not_before <= $2" \
 	"   AND o.not_before > o.created_at"
+
+/*
+ * The start of the oldest transaction in this database, other than this
+ * one, that has an xid (and so may have journaled work not yet committed),
+ * or the preparation of the oldest prepared one (its start is not kept).
+ */
+#define SWEEP_OLDEST_WRITER_SQL \
+	"SELECT pg_catalog.min(t) FROM" \
+	" (SELECT a.xact_start AS t FROM pg_catalog.pg_stat_activity a" \
+	"   WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()" \
+	"     AND a.backend_xid IS NOT NULL" \
+	"     AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()" \
+	"  UNION ALL" \
+	"  SELECT p.prepared FROM pg_catalog.pg_prepared_xacts p" \
+	"   WHERE p.database OPERATOR(pg_catalog.=) pg_catalog.current_database()) w"
 
 /* $1 limit as a datum: NULL (no LIMIT) for 0. */
 static void
@@ -265,21 +284,46 @@ durable_recover_outbox(TimestampTz now, Datum owner, bool by_owner, int limit)
 }
 
 /*
- * Announce the work of one journal that came due since the end of its
- * previous window (*checked_at; 0: none yet in this process, then one
- * naptime back) up to now: `count_sql` ($1 since, $2 now) counts it, and
- * when there is some, NOTIFY durable_ready {"kind": kind} and wake the
- * claimers waiting on `queue`.  A clock that went backwards gives an empty
- * window, not a second announcement of old work.  Returns the count.
- * Caller must be connected to SPI.
+ * When the oldest transaction of this database that may still journal
+ * work began (one with an xid, or a prepared one), or `now` if none: work
+ * it deferred may be due already, and nobody saw it.  This pass's own
+ * transaction is not counted.  Caller must be connected to SPI.
+ */
+static TimestampTz
+sweep_oldest_writer(TimestampTz now)
+{
+	static SPIPlanPtr plan = NULL;
+	bool		isnull;
+	Datum		oldest;
+
+	durable_exec(durable_plan(&plan, SWEEP_OLDEST_WRITER_SQL, 0, NULL), NULL, NULL,
+				 SPI_OK_SELECT, 1);
+	oldest = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+		return now;
+	return Min(now, DatumGetTimestampTz(oldest));
+}
+
+/*
+ * Announce the work of one journal that came due since its previous window
+ * ended (*checked_at; 0: none yet in this process, then without a lower
+ * bound, so that a worker restarted announces what came due while it was
+ * down) up to now: `count_sql` ($1 since, $2 now) counts it, and when there
+ * is some, NOTIFY durable_ready {"kind": kind} and wake the claimers
+ * waiting on `queue`.  The next window starts at `oldest_writer`
+ * (sweep_oldest_writer) when that is earlier than now: a transaction still
+ * open may commit work whose due time has passed, and it is announced when
+ * it is seen.  A clock that went backwards gives an empty window, not a
+ * second announcement of old work.  Returns the count.  Caller must be
+ * connected to SPI.
  */
 static int64
-sweep_announce_due(TimestampTz *checked_at, TimestampTz now, SPIPlanPtr *plan,
-				   const char *count_sql, const char *kind, DurableQueue queue)
+sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_writer,
+				   SPIPlanPtr *plan, const char *count_sql, const char *kind,
+				   DurableQueue queue)
 {
 	static const Oid types[2] = {TIMESTAMPTZOID, TIMESTAMPTZOID};
-	TimestampTz since = *checked_at != 0 ? *checked_at :
-		now - (int64) durable_naptime_ms * 1000;
+	TimestampTz since = *checked_at != 0 ? *checked_at : DT_NOBEGIN;
 	Datum		values[2];
 	int64		due = 0;
 
@@ -291,7 +335,7 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, SPIPlanPtr *plan,
 					 values, NULL, SPI_OK_SELECT, 1);
 		due = durable_col_int64(0, 1);
 	}
-	*checked_at = Max(since, now);
+	*checked_at = Min(Max(since, now), oldest_writer);
 
 	if (due > 0)
 	{
@@ -714,8 +758,10 @@ durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 	static SPIPlanPtr outbox_due_plan = NULL;
 	int64		outbox_due;
 	int64		permits;
+	TimestampTz oldest_writer;
 
 	memset(result, 0, sizeof(*result));
+	oldest_writer = sweep_oldest_writer(now);
 
 	/*
 	 * Announcements come after recovery, so that records it just made
@@ -730,13 +776,13 @@ durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 
 		result->inbox_expired = durable_recover_inbox(now, (Datum) 0, false, DURABLE_SWEEP_BATCH);
 		result->outbox_ambiguous = durable_recover_outbox(now, (Datum) 0, false, DURABLE_SWEEP_BATCH);
-		(void) sweep_announce_due(&sweep_inbox_checked_at, now, &inbox_due_plan,
+		(void) sweep_announce_due(&sweep_inbox_checked_at, now, oldest_writer, &inbox_due_plan,
 								  SWEEP_INBOX_DUE_SQL, "inbox", DQ_INBOX);
 		result->scanned_open = true;
 		result->scan_us = durable_clock_us() - started;
 	}
 
-	outbox_due = sweep_announce_due(&sweep_outbox_checked_at, now, &outbox_due_plan,
+	outbox_due = sweep_announce_due(&sweep_outbox_checked_at, now, oldest_writer, &outbox_due_plan,
 									SWEEP_OUTBOX_DUE_SQL, "outbox", DQ_OUTBOX);
 	result->outbox_due = (int) Min(outbox_due, (int64) PG_INT32_MAX);
 
