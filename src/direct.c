@@ -1688,6 +1688,7 @@ direct_open_for_insert(Oid heap)
 
 	PreventCommandIfReadOnly("INSERT");
 	PreventCommandIfParallelMode("INSERT");
+	DURABLE_FAIL_POINT("insert_open");
 	rel = table_open(heap, RowExclusiveLock);
 	direct_check_writable(rel, TRIGGER_TYPE_INSERT);
 	return rel;

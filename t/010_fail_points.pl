@@ -32,6 +32,8 @@
 #                   nothing was leased, the next claim gets the record.
 #   index_open      a completion opening one of durable's indexes rolls
 #                   back with the handler's effect; it can be run again.
+#   insert_open     an admit opening the journal for its insert journals
+#                   nothing; the redelivery is journaled once.
 #
 # The list of points is kept here on purpose: the test greps src/ for
 # DURABLE_FAIL_POINT("...") and fails when a point exists there but has no
@@ -52,7 +54,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 
 my @points = qw(inbox_admit inbox_complete inbox_fail outbox_begin
-  outbox_sent outbox_failed sweep instance_start claim_lock index_open);
+  outbox_sent outbox_failed sweep instance_start claim_lock index_open insert_open);
 
 # ---- every point in src/ has a scenario, every scenario a point ----
 my $root = $ENV{DURABLE_ROOT} // abs_path(dirname(__FILE__) . '/..');
@@ -446,6 +448,23 @@ sub scenario_index_open
 	return;
 }
 
+# A journal insert that dies as it opens the journal (the point is also
+# where t/016_reindex_concurrently holds an admit while its dedupe key is
+# swapped, with ":wait"): nothing is journaled, the redelivery is, once.
+sub scenario_insert_open
+{
+	my ($v) = @_;
+	my $name = "insert_open$v";
+	my $admit = "SELECT duplicate, state FROM durable.inbox_admit('fp', 'm-insert', 'chat-1')";
+
+	reset_journals();
+	die_at($name, "$admit;");
+	is(sql('SELECT count(*) FROM durable.inbox'), '0', "$name: nothing journaled");
+	is(sql($admit), 'f|pending', "$name: the redelivery is journaled as new");
+	is(sql($admit), 't|pending', "$name: a further redelivery is a duplicate");
+	return;
+}
+
 my %scenario = (
 	inbox_admit => \&scenario_inbox_admit,
 	inbox_complete => sub {
@@ -459,7 +478,8 @@ my %scenario = (
 	sweep => \&scenario_sweep,
 	instance_start => \&scenario_instance_start,
 	claim_lock => \&scenario_claim_lock,
-	index_open => \&scenario_index_open,);
+	index_open => \&scenario_index_open,
+	insert_open => \&scenario_insert_open,);
 
 for my $point (@points)
 {

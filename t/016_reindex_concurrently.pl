@@ -89,48 +89,71 @@ is($node->safe_psql('postgres',
 		"SELECT duplicate FROM durable.inbox_admit('bench', '$known', 'any-chat')"),
 	't', 'an admitted message is still found as a duplicate');
 
-# ---- The race, staged: a completion looks durable's indexes up, then
-# waits (fail point index_open:wait) before it opens the first of them,
-# while what REINDEX CONCURRENTLY's swap leaves is put in place: a copy of
-# inbox_pkey under its name, the index looked up renamed and invalid (the
-# swap), or also no longer ready for inserts (set dead, the next phase).
+# ---- The race, staged: a call looks durable's indexes up, then waits
+# (fail point index_open:wait, or insert_open:wait before an insert opens
+# the journal) before it opens the first of them, while
+# what REINDEX CONCURRENTLY's swap leaves is put in place: a copy of the
+# index under its name, the index looked up renamed and invalid (the swap),
+# or also no longer ready for inserts (set dead, the next phase).
 $node->safe_psql('postgres', 'CREATE DATABASE swap');
 $node->safe_psql('swap', 'CREATE EXTENSION durable');
 
+# Stage it for `$index`: while `$call` waits, swap a copy of the index in
+# under its name and set `$flags` on the index looked up; then `$check`
+# must match `$expected`.
 sub staged_swap
 {
-	my ($round, $flags) = @_;
-	my ($id, $token) = split /\|/, $node->safe_psql('swap',
-		"SELECT id || '|' || token FROM durable.inbox_admit('t', 'swapped-$round', 'chat-$round', '{}', 'message', 'bot', '60 s')"
-	);
-	$node->safe_psql('swap', "CREATE UNIQUE INDEX CONCURRENTLY inbox_pkey_copy ON durable.inbox (id)");
+	my ($round, $index, $flags, $point, $call, $check, $expected) = @_;
+	my $copy = $node->safe_psql('swap', "SELECT pg_get_indexdef('durable.$index'::regclass)");
+	$copy =~ s/^CREATE (UNIQUE )?INDEX \S+ ON/CREATE $1INDEX CONCURRENTLY ${index}_copy ON/
+	  or die "unexpected definition: $copy";
+	$node->safe_psql('swap', $copy);
 
 	my $gate = $node->background_psql('swap');
 	$gate->query_safe('SELECT pg_advisory_lock(4242)');
 	my $holder = $node->background_psql('swap', on_error_stop => 0);
 	my $holder_pid = $holder->query_safe('SELECT pg_backend_pid()');
-	$holder->query_safe("SET durable.fail_point = 'index_open:wait'");
-	$holder->query_until(qr/started/, "\\echo started\nSELECT durable.inbox_complete($id, $token);\n");
+	$holder->query_safe("SET durable.fail_point = '$point:wait'");
+	$holder->query_until(qr/started/, "\\echo started\n$call;\n");
 	ok($node->poll_query_until('swap',
 			"SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted AND pid = $holder_pid"),
-		"$round: the completion waits between its look-up and its first index");
+		"$round: the call waits between its look-up and its first index");
 	$node->safe_psql('swap', qq{
 		BEGIN;
-		ALTER INDEX durable.inbox_pkey RENAME TO inbox_pkey_old_$round;
-		ALTER INDEX durable.inbox_pkey_copy RENAME TO inbox_pkey;
-		UPDATE pg_index SET $flags WHERE indexrelid = 'durable.inbox_pkey_old_$round'::regclass;
+		ALTER INDEX durable.$index RENAME TO ${index}_old_$round;
+		ALTER INDEX durable.${index}_copy RENAME TO $index;
+		UPDATE pg_index SET $flags WHERE indexrelid = 'durable.${index}_old_$round'::regclass;
 		COMMIT;
 	});
 	$gate->query_safe('SELECT pg_advisory_unlock(4242)');
-	my $result = $holder->query("SELECT state FROM durable.inbox WHERE id = $id");
-	like($result, qr/done/, "$round: the completion went on through the index now named inbox_pkey")
-	  or diag("the completion's session:\n$result\n" . ($holder->{stderr} // ''));
+	my $result = $holder->query($check);
+	like($result, $expected, "$round: the call went on through the index now named $index")
+	  or diag("the call's session:\n$result\n" . ($holder->{stderr} // ''));
 	$holder->quit;
 	$gate->quit;
 	return;
 }
-staged_swap('swap', 'indisvalid = false');
-staged_swap('dead', 'indisvalid = false, indisready = false, indislive = false');
+
+# A completion (the primary key), swapped, then set dead.
+for my $round (['swap', 'indisvalid = false'],
+	['dead', 'indisvalid = false, indisready = false, indislive = false'])
+{
+	my ($name, $flags) = @$round;
+	my ($id, $token) = split /\|/, $node->safe_psql('swap',
+		"SELECT id || '|' || token FROM durable.inbox_admit('t', 'swapped-$name', 'chat-$name', '{}', 'message', 'bot', '60 s')"
+	);
+	staged_swap($name, 'inbox_pkey', $flags, 'index_open', "SELECT durable.inbox_complete($id, $token)",
+		"SELECT state FROM durable.inbox WHERE id = $id", qr/^done$/m);
+}
+
+# An admit that looked its dedupe key (the insert's arbiter) up, held as
+# it opens the journal for its insert (fail point insert_open:wait).
+staged_swap('arbiter', 'inbox_source_message_id_key', 'indisvalid = false', 'insert_open',
+	"SELECT state FROM durable.inbox_admit('t', 'arbiter', 'chat-arbiter', '{}', 'message', 'bot')",
+	"SELECT count(*) FROM durable.inbox WHERE message_id = 'arbiter'", qr/^1$/m);
+is($node->safe_psql('swap',
+		"SELECT duplicate FROM durable.inbox_admit('t', 'arbiter', 'another-chat')"),
+	't', 'and the message is found again through the copy');
 is($node->safe_psql('swap',
 		"SELECT count(*) FROM durable.inbox_claim('after', 1) c, durable.inbox_complete(c.id, c.token) x"),
 	'0', 'nothing was left claimable');
