@@ -60,11 +60,10 @@
  *
  * "Due since the previous pass" uses a per-process watermark: the window is
  * (previous check, now], where the previous check is moved back to the
- * start of the oldest transaction that was open then and may have
- * journaled work (deferred work committed after its due time is announced
- * when it is seen); the first pass of a process has no lower bound (work
- * that came due while the worker was down).  Work still unclaimed in an
- * overlap is announced again.  Several sweepers each announce with their own window;
+ * start of the oldest transaction that was open then and may journal work
+ * (deferred work committed after its due time is announced when it is
+ * seen), but never more than 30 s (sweep_announce_due).  Work still unclaimed in an overlap is announced
+ * again.  Several sweepers each announce with their own window;
  * a duplicate durable_ready is harmless, and a listener must re-check
  * anyway (a NOTIFY is a hint, not a queue).  For the same reason a pass
  * whose transaction rolls back does not announce its window again: a hint
@@ -161,21 +160,24 @@ static TimestampTz sweep_outbox_checked_at = 0;
 	"     AND i.not_before > $1 AND i.not_before <= $2" \
 	"     AND i.not_before > i.created_at LIMIT 1) d"
 #define SWEEP_OUTBOX_DUE_SQL \
-	"SELECT pg_catalog.count(*) FROM durable.outbox o" \
-	" WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])" \
-	"   AND o.not_before > $1 AND o.not_before <= $2" \
-	"   AND o.not_before > o.created_at"
+	"SELECT pg_catalog.count(*) FROM" \
+	" (SELECT 1 FROM durable.outbox o" \
+	"   WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])" \
+	"     AND o.not_before > $1 AND o.not_before <= $2" \
+	"     AND o.not_before > o.created_at" \
+	"   LIMIT " CppAsString2(DURABLE_SWEEP_BATCH) ") d"
 
 /*
  * The start of the oldest transaction in this database, other than this
- * one, that has an xid (and so may have journaled work not yet committed),
- * or the preparation of the oldest prepared one (its start is not kept).
+ * one, that has an xid (it may have journaled work not yet committed) or
+ * is running a statement (it may be about to), or the preparation of the
+ * oldest prepared one (its start is not kept).
  */
 #define SWEEP_OLDEST_WRITER_SQL \
 	"SELECT pg_catalog.min(t) FROM" \
 	" (SELECT a.xact_start AS t FROM pg_catalog.pg_stat_activity a" \
 	"   WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()" \
-	"     AND a.backend_xid IS NOT NULL" \
+	"     AND (a.backend_xid IS NOT NULL OR a.state OPERATOR(pg_catalog.=) 'active')" \
 	"     AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()" \
 	"  UNION ALL" \
 	"  SELECT p.prepared FROM pg_catalog.pg_prepared_xacts p" \
@@ -283,14 +285,19 @@ durable_recover_outbox(TimestampTz now, Datum owner, bool by_owner, int limit)
 	return (int) n;
 }
 
+/* How far back an announcement window reaches at most. */
+#define SWEEP_READY_LOOKBACK_US (30 * USECS_PER_SEC)
+
 /*
  * When the oldest transaction of this database that may still journal
- * work began (one with an xid, or a prepared one), or `now` if none: work
- * it deferred may be due already, and nobody saw it.  This pass's own
- * transaction is not counted.  Caller must be connected to SPI.
+ * work began, or DT_NOEND if none: work it deferred may be due already, and
+ * nobody saw it.  That is one with an xid, or a prepared one, or one
+ * running a statement (a writer reads the clock for a due time before its
+ * first write gives it an xid).  This pass's own transaction is not
+ * counted.  Caller must be connected to SPI.
  */
 static TimestampTz
-sweep_oldest_writer(TimestampTz now)
+sweep_oldest_writer(void)
 {
 	static SPIPlanPtr plan = NULL;
 	bool		isnull;
@@ -299,23 +306,23 @@ sweep_oldest_writer(TimestampTz now)
 	durable_exec(durable_plan(&plan, SWEEP_OLDEST_WRITER_SQL, 0, NULL), NULL, NULL,
 				 SPI_OK_SELECT, 1);
 	oldest = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (isnull)
-		return now;
-	return Min(now, DatumGetTimestampTz(oldest));
+	return isnull ? DT_NOEND : DatumGetTimestampTz(oldest);
 }
 
 /*
- * Announce the work of one journal that came due since its previous window
- * ended (*checked_at; 0: none yet in this process, then without a lower
- * bound, so that a worker restarted announces what came due while it was
- * down) up to now: `count_sql` ($1 since, $2 now) counts it, and when there
- * is some, NOTIFY durable_ready {"kind": kind} and wake the claimers
- * waiting on `queue`.  The next window starts at `oldest_writer`
- * (sweep_oldest_writer) when that is earlier than now: a transaction still
- * open may commit work whose due time has passed, and it is announced when
- * it is seen.  A clock that went backwards gives an empty window, not a
- * second announcement of old work.  Returns the count.  Caller must be
- * connected to SPI.
+ * Announce the work of one journal that came due in this pass's window, up
+ * to now: `count_sql` ($1 since, $2 now) counts it (up to
+ * DURABLE_SWEEP_BATCH), and when there is some, NOTIFY durable_ready
+ * {"kind": kind} and wake the claimers waiting on `queue`.  Returns the
+ * count.  Caller must be connected to SPI.
+ *
+ * The window starts where the previous one ended (*checked_at), at most
+ * SWEEP_READY_LOOKBACK_US back (also for a process's first pass: work that
+ * came due while a worker restarted).  The next one starts now or, earlier,
+ * where `oldest_writer` began: a transaction still open may commit work
+ * whose due time has passed.  Work still unclaimed in an overlap is
+ * announced again.  A clock that went backwards gives an empty window, not
+ * a second announcement of old work.
  */
 static int64
 sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_writer,
@@ -323,7 +330,8 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_
 				   DurableQueue queue)
 {
 	static const Oid types[2] = {TIMESTAMPTZOID, TIMESTAMPTZOID};
-	TimestampTz since = *checked_at != 0 ? *checked_at : DT_NOBEGIN;
+	TimestampTz since = Max(*checked_at, now - SWEEP_READY_LOOKBACK_US);
+	TimestampTz next = since;
 	Datum		values[2];
 	int64		due = 0;
 
@@ -334,8 +342,9 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_
 		durable_exec(durable_plan(plan, count_sql, 2, types),
 					 values, NULL, SPI_OK_SELECT, 1);
 		due = durable_col_int64(0, 1);
+		next = now;
 	}
-	*checked_at = Min(Max(since, now), oldest_writer);
+	*checked_at = Min(next, oldest_writer);
 
 	if (due > 0)
 	{
@@ -761,7 +770,7 @@ durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 	TimestampTz oldest_writer;
 
 	memset(result, 0, sizeof(*result));
-	oldest_writer = sweep_oldest_writer(now);
+	oldest_writer = sweep_oldest_writer();
 
 	/*
 	 * Announcements come after recovery, so that records it just made
