@@ -95,12 +95,7 @@ static const char *const floor_queue_names[DQ_NUM_QUEUES] = {
 	[DQ_OUTBOX] = "outbox",
 };
 
-/*
- * Whether the heap tuple in `slot` (just fetched) was written or locked by
- * this transaction.  A dirty snapshot shows this transaction's own changes
- * as if committed: a record that an earlier claim of the same transaction
- * leased looks held, and is pending again if the transaction rolls back.
- */
+/* Whether this transaction wrote or locked the heap tuple `tuple`. */
 static bool
 floor_tuple_written_here(HeapTupleHeader tuple)
 {
@@ -133,6 +128,12 @@ floor_tuple_written_here(HeapTupleHeader tuple)
 	return mine;
 }
 
+/*
+ * Whether the heap tuple in `slot` (just fetched) was written or locked by
+ * this transaction.  A dirty snapshot shows this transaction's own changes
+ * as if committed: a record that an earlier claim of the same transaction
+ * leased looks held, and is pending again if the transaction rolls back.
+ */
 static bool
 floor_written_here(TupleTableSlot *slot)
 {

@@ -1644,31 +1644,34 @@ direct_check_conflict_visible(Relation rel, ItemPointer tid)
  * left invalid by a failed CREATE UNIQUE INDEX CONCURRENTLY lacks entries,
  * and a conflict with a row it lacks would go unnoticed.
  */
+static int
+direct_index_position(const ResultRelInfo *rri, Oid index_oid)
+{
+	int			i;
+
+	for (i = 0; i < rri->ri_NumIndices; i++)
+		if (RelationGetRelid(rri->ri_IndexRelationDescs[i]) == index_oid)
+			return i;
+	return -1;
+}
+
 static Oid
 direct_check_arbiter(ResultRelInfo *rri, Oid arbiter)
 {
-	Oid			renamed = InvalidOid;
-	int			i;
+	int			i = direct_index_position(rri, arbiter);
 
-	for (;;)
+	/* Swapped out by a REINDEX CONCURRENTLY since it was looked up? */
+	if (i < 0 || !rri->ri_IndexRelationDescs[i]->rd_index->indisvalid)
 	{
-		for (i = 0; i < rri->ri_NumIndices; i++)
-			if (RelationGetRelid(rri->ri_IndexRelationDescs[i]) == arbiter)
-				break;
-		/* Swapped out by a REINDEX CONCURRENTLY since it was looked up? */
-		if (!OidIsValid(renamed) &&
-			(i == rri->ri_NumIndices || !rri->ri_IndexRelationDescs[i]->rd_index->indisvalid))
+		Oid			renamed = direct_index_renamed(arbiter);
+
+		if (OidIsValid(renamed) && renamed != arbiter)
 		{
-			renamed = direct_index_renamed(arbiter);
-			if (OidIsValid(renamed) && renamed != arbiter)
-			{
-				arbiter = renamed;
-				continue;
-			}
+			arbiter = renamed;
+			i = direct_index_position(rri, arbiter);
 		}
-		break;
 	}
-	if (i == rri->ri_NumIndices)
+	if (i < 0)
 		elog(ERROR, "durable: index %u is not an index of \"%s\"", arbiter,
 			 RelationGetRelationName(rri->ri_RelationDesc));
 	direct_require_complete_index(rri->ri_IndexRelationDescs[i]);

@@ -62,8 +62,9 @@
  * (previous check, now], where the previous check is moved back to the
  * start of the oldest transaction that was open then and may journal work
  * (deferred work committed after its due time is announced when it is
- * seen), but never more than 30 s (sweep_announce_due).  Work still unclaimed in an overlap is announced
- * again.  Several sweepers each announce with their own window;
+ * seen), but never more than 30 s (sweep_announce_due).  Work still
+ * unclaimed in an overlap is announced again.  Several sweepers each
+ * announce with their own window;
  * a duplicate durable_ready is harmless, and a listener must re-check
  * anyway (a NOTIFY is a hint, not a queue).  For the same reason a pass
  * whose transaction rolls back does not announce its window again: a hint
