@@ -98,6 +98,26 @@ sub claim_one
 		"SELECT coalesce(max($name), 'nothing') FROM durable.${queue}_claim('taker', 1)");
 }
 
+# The claim floor after a rollback: two records of `$queue` ('$tag' and
+# '$tag-next', chats of their own); a transaction runs `$first` (a change
+# to '$tag'), waits past the floor's refresh interval, claims again (a
+# refresh that sees its own change) and rolls back.  '$tag' must be
+# claimed first, at once: hidden below the floor it would wait for the next
+# scan from the head, and its chat's newer record be claimed before it.
+sub claimed_first_after_rollback
+{
+	my ($queue, $tag, $first, $what) = @_;
+	my $insert = $queue eq 'inbox'
+	  ? sub { "SELECT FROM durable.inbox_admit('t', '$_[0]', 'chat-$_[0]');" }
+	  : sub { "SELECT FROM durable.outbox_enqueue('$_[0]', 'chat-$_[0]', '{}');" };
+	$node->safe_psql('postgres', $insert->($tag) . ' ' . $insert->("$tag-next"));
+	$node->safe_psql('postgres',
+		"BEGIN; $first; SELECT pg_sleep(0.03); SELECT FROM durable.${queue}_claim('rb', 1); ROLLBACK;");
+	is(claim_one($queue), $tag, "$what is claimed first, at once");
+	is(claim_one($queue), "$tag-next", 'then the next one');
+	return;
+}
+
 # Index entries of $index read per claim of 200 cycles ($cycles->($n, $tag))
 # run after 3,000 others, all behind a transaction held open on $table.
 sub entries_per_claim_behind_held
@@ -177,27 +197,16 @@ is(claim_one(), 'expiring', 'a lease that expired below the floor is taken over'
 # that transaction's changes as committed, and used to pass over the record
 # (hidden until the next scan from the head, and its chat's newer record
 # claimed before it).
-$node->safe_psql('postgres',
-	"SELECT FROM durable.inbox_admit('t', 'rolled', 'chat-rolled');"
-	  . " SELECT FROM durable.inbox_admit('t', 'rolled-next', 'chat-rolled-next');");
-$node->safe_psql('postgres',
-	"BEGIN; SELECT FROM durable.inbox_claim('rb', 1); SELECT pg_sleep(0.03);"
-	  . " SELECT FROM durable.inbox_claim('rb', 1); ROLLBACK;");
-is(claim_one(), 'rolled', 'a record leased by a claim that rolled back is claimed first, at once');
-is(claim_one(), 'rolled-next', 'then the next one');
+claimed_first_after_rollback('inbox', 'rolled', "SELECT FROM durable.inbox_claim('rb', 1)",
+	'a record leased by a claim that rolled back');
 
 # The same, when the earlier change took the record out of the claim's
 # index (completed, in a handler that works through two messages in one
 # transaction): the refresh finds its entries dead, and must not take the
 # record for finished while this transaction may roll back.
-$node->safe_psql('postgres',
-	"SELECT FROM durable.inbox_admit('t', 'undone', 'chat-undone');"
-	  . " SELECT FROM durable.inbox_admit('t', 'undone-next', 'chat-undone-next');");
-$node->safe_psql('postgres',
-	"BEGIN; SELECT durable.inbox_complete(c.id, c.token) FROM durable.inbox_claim('rb', 1) c;"
-	  . " SELECT pg_sleep(0.03); SELECT FROM durable.inbox_claim('rb', 1); ROLLBACK;");
-is(claim_one(), 'undone', 'a record completed by a transaction that rolled back is claimed first, at once');
-is(claim_one(), 'undone-next', 'then the next one');
+claimed_first_after_rollback('inbox', 'undone',
+	"SELECT durable.inbox_complete(c.id, c.token) FROM durable.inbox_claim('rb', 1) c",
+	'a record completed by a transaction that rolled back');
 
 # A record that two transactions' foreign keys locked together while it was
 # held (FOR KEY SHARE twice: a multixact): once they ended, a refresh in a
@@ -290,14 +299,8 @@ is(claim_one('outbox'), 'killed', 'a dead send retried below the floor is claime
 # A sender's own transaction: a send that an earlier claim of the same
 # transaction leased (an update that takes it out of the claim's index) is
 # pending again if it rolls back, and is claimed first, at once.
-$node->safe_psql('postgres',
-	"SELECT FROM durable.outbox_enqueue('srolled', 'chat-srolled', '{}');"
-	  . " SELECT FROM durable.outbox_enqueue('srolled-next', 'chat-srolled-next', '{}');");
-$node->safe_psql('postgres',
-	"BEGIN; SELECT FROM durable.outbox_claim('rb', 1); SELECT pg_sleep(0.03);"
-	  . " SELECT FROM durable.outbox_claim('rb', 1); ROLLBACK;");
-is(claim_one('outbox'), 'srolled', 'a send leased by a claim that rolled back is claimed first, at once');
-is(claim_one('outbox'), 'srolled-next', 'then the next one');
+claimed_first_after_rollback('outbox', 'srolled', "SELECT FROM durable.outbox_claim('rb', 1)",
+	'a send leased by a claim that rolled back');
 
 cmp_ok(floor_now('outbox'), '>', 600, 'the outbox floor is above id 600');
 $node->safe_psql('postgres', "SELECT setval('durable.outbox_id_seq', 600)");
