@@ -204,7 +204,7 @@ INSERT INTO cases (call, expect) VALUES
 ($$outbox_failed(key => 'bad-sending', token => {sending.token}, error => 'e', retry_in => '178000000 years')$$, '22023'),
 ($$outbox_failed(key => 'bad-nonexistent', token => 1, error => 'e')$$, 'DR002'),
 ($$outbox_failed(key => 'bad-sending', token => {sending.stale}, error => 'e')$$, 'DR001'),
--- outbox_enqueue(idempotency_key, chat_id, payload, not_before, inbound_id)
+-- outbox_enqueue(idempotency_key, chat_id, payload, not_before, inbound_id, inbound_token)
 ($$outbox_enqueue(idempotency_key => '', chat_id => 'bad-x', payload => '{}')$$, '22023'),
 ($$outbox_enqueue(idempotency_key => repeat('k', 513), chat_id => 'bad-x', payload => '{}')$$, '22023'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => NULL, payload => '{}')$$, '22023'),
@@ -214,6 +214,11 @@ INSERT INTO cases (call, expect) VALUES
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => jsonb_build_object('t', repeat('p', 1100000)))$$, '54000'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', not_before => 'infinity')$$, '22023'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', not_before => now() + interval '1000 years')$$, '22023'),
+($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', inbound_token => {live.token})$$, '22023'),
+($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', inbound_id => 9223372036854775807, inbound_token => 1)$$, 'DR002'),
+($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', inbound_id => {live}, inbound_token => {live.stale})$$, 'DR001'),
+($$outbox_enqueue(idempotency_key => NULL, chat_id => 'bad-x', payload => '{}', inbound_id => {live}, inbound_token => {live.stale})$$, 'DR001'),
+($$outbox_enqueue(idempotency_key => NULL, chat_id => 'bad-x', payload => '{}', inbound_id => {pending}, inbound_token => 1)$$, 'DR001'),
 -- outbox_claim(instance, max, lease, wait)
 ($$outbox_claim(instance => NULL)$$, '22023'),
 ($$outbox_claim(instance => '')$$, '22023'),

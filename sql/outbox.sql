@@ -270,21 +270,44 @@ SELECT key = :'in_id' || ':3' AS derived_key, created, state
   FROM durable.outbox_enqueue(NULL, 'rob-chat-4', '{"text":"four"}', inbound_id => :in_id);
 SELECT inbound_id = :in_id AS linked FROM durable.outbox WHERE key = :'in_id' || ':3';
 
--- outbox_enqueue has no inbound_token, so it cannot tell bot-1, which lost the record
--- (:in_token), from bot-2, which holds it: bot-1's enqueue takes bot-2's next key.  Made
--- in the transaction that completes the record, it goes back with the stale completion
--- (DR001), and '<id>:4' is still bot-2's.
+-- With inbound_token an enqueue is fenced as outbox_begin is: bot-1, which lost the
+-- record (:in_token), is refused (DR001), whether it derives its key or names one, and
+-- journals nothing.
+\set VERBOSITY sqlstate
+SELECT key FROM durable.outbox_enqueue(NULL, 'rob-chat-4', '{"text":"stale"}',
+                                       inbound_id => :in_id, inbound_token => :in_token);
+SELECT key FROM durable.outbox_enqueue('rob-e-stale', 'rob-chat-4', '{"text":"stale"}',
+                                       inbound_id => :in_id, inbound_token => :in_token);
+\set VERBOSITY default
+SELECT count(*) AS stale_journaled FROM durable.outbox WHERE payload ->> 'text' = 'stale';
+
+-- bot-2, which holds the record, derives the next key of its run, '<id>:4', and a key it
+-- names is stored with the link.
+SELECT key = :'in_id' || ':4' AS derived_key, created
+  FROM durable.outbox_enqueue(NULL, 'rob-chat-4', '{"text":"four-b"}',
+                              inbound_id => :in_id, inbound_token => :in_token2);
+SELECT key, created
+  FROM durable.outbox_enqueue('rob-e3', 'rob-chat-4', '{"text":"five"}',
+                              inbound_id => :in_id, inbound_token => :in_token2);
+SELECT inbound_id = :in_id AS linked FROM durable.outbox WHERE key = 'rob-e3';
+
+-- Without inbound_token (outbox_enqueue's form before 0.8) the enqueue cannot tell bot-1
+-- from bot-2: bot-1's enqueue takes bot-2's next key.  Made in the transaction that
+-- completes the record, it goes back with the stale completion (DR001), and '<id>:5' is
+-- still bot-2's.
 BEGIN;
-SELECT key = :'in_id' || ':4' AS takes_the_holders_key, created
+SELECT key = :'in_id' || ':5' AS takes_the_holders_key, created
   FROM durable.outbox_enqueue(NULL, 'rob-chat-4', '{"text":"stale"}', inbound_id => :in_id);
 \set VERBOSITY sqlstate
 SELECT durable.inbox_complete(:in_id, :in_token);
 \set VERBOSITY default
 ROLLBACK;
-SELECT key = :'in_id' || ':4' AS derived_key, created
-  FROM durable.outbox_enqueue(NULL, 'rob-chat-4', '{"text":"four-b"}', inbound_id => :in_id);
-SELECT payload ->> 'text' AS text FROM durable.outbox WHERE key = :'in_id' || ':4';
-SELECT durable.outbox_discard(:'in_id' || ':4') AS discarded;
+SELECT key = :'in_id' || ':5' AS derived_key, created
+  FROM durable.outbox_enqueue(NULL, 'rob-chat-4', '{"text":"five-b"}',
+                              inbound_id => :in_id, inbound_token => :in_token2);
+SELECT payload ->> 'text' AS text FROM durable.outbox WHERE key = :'in_id' || ':5';
+SELECT durable.outbox_discard(k) AS discarded
+  FROM unnest(ARRAY[:'in_id' || ':4', 'rob-e3', :'in_id' || ':5']) AS k;
 
 -- Without key and inbound_id: a random UUID key.
 SELECT key ~ '^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$' AS uuid_key, created
@@ -457,10 +480,10 @@ DROP EXTENSION amcheck;
 -- Counters
 ------------------------------------------------------------------------
 
--- Everything above, counted in shared memory: 30 sends journaled (16 by outbox_begin, 14
--- enqueued, so 14 deferred), 21 repeated keys, 8 retries (3 failed sends leased again by
--- outbox_begin, 1 by outbox_claim, 4 outbox_retry calls), 3 dead, 2 unknown, 1 bypass,
--- 3 divergences, and no stale token.
+-- Everything above, counted in shared memory: 34 sends journaled (17 by outbox_begin, 17
+-- enqueued, so 17 deferred), 21 repeated keys, 8 retries (3 failed sends leased again by
+-- outbox_begin, 1 by outbox_claim, 4 outbox_retry calls), 4 dead, 2 unknown, 1 bypass,
+-- 3 divergences, and 3 stale tokens (the stale completion and the two fenced enqueues).
 SELECT outbox_journaled, outbox_deduped, outbox_retried, outbox_deferred, outbox_dead,
        outbox_ambiguous, outbox_bypassed, stale_leases, outbox_diverged
   FROM durable.metrics();

@@ -35,7 +35,7 @@ GRANT EXECUTE ON FUNCTION
     durable.outbox_begin(text, text, jsonb, text, interval, bigint, bigint),
     durable.outbox_sent(text, bigint, text),
     durable.outbox_failed(text, bigint, text, boolean, interval),
-    durable.outbox_enqueue(text, text, jsonb, timestamptz, bigint),
+    durable.outbox_enqueue(text, text, jsonb, timestamptz, bigint, bigint),
     durable.outbox_claim(text, integer, interval, interval),
     durable.outbox_heartbeat(text, bigint, interval),
     durable.instance_start(text),

@@ -38,12 +38,13 @@
  *	  still open is invisible, so a younger send of its chat that committed
  *	  first can be claimed before it (journal one chat's sends from one
  *	  transaction, or one after the other, to keep their order).
- *	- The inbound fence of outbox_begin (inbound_id with inbound_token) locks
- *	  the inbox record (the UPDATE of its sends counter for a derived key,
- *	  FOR SHARE otherwise) until the caller's transaction ends, so a takeover
- *	  or sweep of that record either happened before and is seen (DR001), or
- *	  comes after the send is journaled (claims and sweeps skip a locked
- *	  record; anything else waits for it).
+ *	- The inbound fence (inbound_id with inbound_token, of outbox_begin and
+ *	  outbox_enqueue) locks the inbox record (the UPDATE of its sends
+ *	  counter for a derived key, FOR SHARE otherwise) until the caller's
+ *	  transaction ends, so a takeover or sweep of that record either
+ *	  happened before and is seen (DR001), or comes after the send is
+ *	  journaled (claims and sweeps skip a locked record; anything else waits
+ *	  for it).
  *
  * Time: every call takes the wall clock once (GetCurrentTimestamp) and
  * passes it to its statements, so a caller holding a transaction open still
@@ -268,8 +269,8 @@ outbox_random_key(void)
  * '<inbound_id>:<n>', n counting the sends of the record's current lease
  * (the inbox resets it at every new lease, so a reprocessed message
  * re-derives the same keys).  With with_token the record must be leased
- * with inbound_token (outbox_begin's fence); else it must just be leased
- * (outbox_enqueue has no token).  The UPDATE keeps the inbox record locked
+ * with inbound_token (the fence); else it must just be leased (an
+ * outbox_enqueue without inbound_token).  The UPDATE keeps the inbox record locked
  * until the caller's transaction ends.  Raises DR002 or DR001.  Caller must
  * be connected to SPI.
  */
@@ -304,7 +305,7 @@ outbox_derive_key(int64 inbound_id, bool with_token, int64 inbound_token)
 }
 
 /*
- * outbox_begin's fence when the caller names its key: inbox record
+ * The inbound fence when the caller names its key: inbox record
  * inbound_id must be leased with inbound_token.  FOR SHARE makes a
  * concurrent takeover or sweep of the record wait for the caller's
  * transaction.  Raises DR002 or DR001.  Caller must be connected to SPI.
@@ -767,11 +768,17 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 /* ---- outbox_enqueue ---- */
 
 /*
- * outbox_enqueue(idempotency_key, chat_id, payload, not_before, inbound_id)
- * → (key, created, state).  A send for a sender loop (outbox_claim), due at
- * not_before.  A repeated key changes nothing.  Unlike outbox_begin, an
- * oversized payload is refused (54000): there is no caller standing by to
- * send it without the journal.
+ * outbox_enqueue(idempotency_key, chat_id, payload, not_before, inbound_id,
+ * inbound_token) → (key, created, state).  A send for a sender loop
+ * (outbox_claim), due at not_before.  A repeated key changes nothing.
+ * Unlike outbox_begin, an oversized payload is refused (54000): there is no
+ * caller standing by to send it without the journal.
+ *
+ * inbound_token (0.8) fences the enqueue as outbox_begin is fenced: the
+ * inbound record must be leased with it.  Without it, a derived key only
+ * needs the record to be leased, to whomever (0.7's signature, kept for
+ * callers that enqueue in the transaction that completes the record).  The
+ * library also serves 0.7's five-argument function until the update.
  */
 Datum
 durable_outbox_enqueue(PG_FUNCTION_ARGS)
@@ -789,6 +796,8 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	TimestampTz not_before;
 	bool		has_inbound = !PG_ARGISNULL(4);
 	int64		inbound_id = has_inbound ? PG_GETARG_INT64(4) : 0;
+	bool		has_token = PG_NARGS() > 5 && !PG_ARGISNULL(5);
+	int64		inbound_token = has_token ? PG_GETARG_INT64(5) : 0;
 	Datum		values[6];
 	char		nulls[6];
 	bool		created = false;
@@ -815,12 +824,18 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("not_before must be at most 366 days ahead")));
+	if (has_token && !has_inbound)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("inbound_token requires inbound_id")));
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
 
-	if (!has_key && has_inbound)
-		key = outbox_derive_key(inbound_id, false, 0);
+	if (has_token && has_key)
+		outbox_fence_inbound(inbound_id, inbound_token);
+	else if (has_inbound && !has_key)
+		key = outbox_derive_key(inbound_id, has_token, inbound_token);
 	else if (!has_key)
 		key = outbox_random_key();
 

@@ -19,9 +19,10 @@
  *		inbox_fail so that the message comes back later);
  *	 3. one transaction that inserts the handler's effect row into
  *		crash.effects, journals two follow-up sends '<inbound id>:f' and
- *		'<inbound id>:g' of its chat with outbox_enqueue and calls
- *		inbox_complete (the transactional inbox and outbox): the effect and
- *		the follow-ups commit exactly when the message is marked done.
+ *		'<inbound id>:g' of its chat with outbox_enqueue (fenced by the
+ *		message's token) and calls inbox_complete (the transactional inbox
+ *		and outbox): the effect and the follow-ups commit exactly when the
+ *		message is marked done.
  *
  * Between its admits the replica is also a sender loop: outbox_claim, one
  * send at a time, of the sends that are due (follow-ups, new or refused before; and replies the
@@ -639,7 +640,7 @@ sim_handle(Sim *sim, const char *id, const char *token, const char *message_id,
 		PQclear(res);
 	}
 	{
-		const char *params[3] = {followup_key, chat_id, payload};
+		const char *params[5] = {followup_key, chat_id, payload, id, token};
 
 		/* Two, so that a chat has two sends queued at once (per-chat order). */
 		for (const char *part = "fg"; *part != '\0'; part++)
@@ -649,8 +650,8 @@ sim_handle(Sim *sim, const char *id, const char *token, const char *message_id,
 					 message_id, *part);
 			st = sim_call(sim, "outbox_enqueue", &res,
 						  "SELECT created FROM durable.outbox_enqueue(idempotency_key => $1, chat_id => $2, "
-						  "payload => $3::jsonb)",
-						  3, params);
+						  "payload => $3::jsonb, inbound_id => $4::bigint, inbound_token => $5::bigint)",
+						  5, params);
 			if (st != SIM_OK)
 			{
 				sim_rollback(sim);

@@ -1,0 +1,128 @@
+/* durable--0.7--0.8.sql: outbox_enqueue takes inbound_token, so a handler that lost its lease cannot enqueue */
+
+\echo Use "ALTER EXTENSION durable UPDATE TO '0.8'" to load this file. \quit
+
+/*
+ * Why: outbox_begin is fenced (with inbound_id, inbound_token must be the
+ * inbound record's live lease, else DR001), but outbox_enqueue took no
+ * token.  A handler that lost its lease and enqueued with inbound_id took
+ * the next derived key of the handler that holds the lease now: its reply
+ * made the holder's matching reply look new, and both went out.  The
+ * contract lets a function gain an optional argument at the end, so
+ * outbox_enqueue gains inbound_token DEFAULT NULL; without it, it behaves
+ * as in 0.7.
+ *
+ * An argument changes the function's identity: the five-argument function
+ * is dropped and the six-argument one created (keeping both would make
+ * every call that omits inbound_token ambiguous).  A user object that
+ * depends on the old function (a view calling it, say) makes the update
+ * fail with the dependency named; nothing is dropped with CASCADE.
+ *
+ * The new function carries over the old one's privileges, so bots keep
+ * calling it through the update, and nothing else: a new function gets
+ * its creator's default privileges (ALTER DEFAULT PRIVILEGES ... ON
+ * FUNCTIONS), and those are revoked, as 0.5 and 0.7 revoke them on a fresh
+ * install.  Its owner is the old one's, since a SECURITY DEFINER function
+ * runs as its owner.
+ *
+ * pg_dump writes an extension member's privileges as the difference from
+ * its initial privileges (pg_init_privs).  Every GRANT or REVOKE run by an
+ * extension script is recorded as initial, so after the carry-over a bot's
+ * EXECUTE would look initial and be missing from dumps: a restore, which
+ * installs a fresh durable, would lose it.  The old function's initial
+ * privileges are therefore written back over what the GRANTs recorded, and
+ * the shared dependencies PostgreSQL 17 keeps for initial privileges
+ * (pg_shdepend, deptype 'i'; none before 17) are moved with them.
+ *
+ * Security notes (as for durable--0.1.sql): every name schema-qualified,
+ * operators qualified; the GRANTs and REVOKEs are built with format() from
+ * catalog names (quote_ident).
+ */
+
+DO $add_inbound_token_to_outbox_enqueue$
+DECLARE
+    old_fn pg_catalog.oid := 'durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8)'::pg_catalog.regprocedure;
+    new_fn pg_catalog.oid;
+    new_name pg_catalog.text := 'durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8, pg_catalog.int8)';
+    old_owner pg_catalog.oid;
+    old_acl pg_catalog.aclitem[];
+    old_init pg_catalog.pg_init_privs;
+    old_init_deps pg_catalog.pg_shdepend[];
+    g record;
+BEGIN
+    SELECT p.proowner, p.proacl INTO old_owner, old_acl
+      FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) old_fn;
+    SELECT * INTO old_init
+      FROM pg_catalog.pg_init_privs i
+     WHERE i.objoid OPERATOR(pg_catalog.=) old_fn
+       AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND i.objsubid OPERATOR(pg_catalog.=) 0;
+    SELECT pg_catalog.array_agg(d) INTO old_init_deps
+      FROM pg_catalog.pg_shdepend d
+     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND d.objid OPERATOR(pg_catalog.=) old_fn
+       AND d.deptype OPERATOR(pg_catalog.=) 'i';
+
+    DROP FUNCTION durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8);
+    CREATE FUNCTION durable.outbox_enqueue(
+        idempotency_key pg_catalog.text,
+        chat_id pg_catalog.text,
+        payload pg_catalog.jsonb,
+        not_before pg_catalog.timestamptz DEFAULT pg_catalog.now(),
+        inbound_id pg_catalog.int8 DEFAULT NULL,
+        inbound_token pg_catalog.int8 DEFAULT NULL)
+    RETURNS TABLE(key pg_catalog.text, created pg_catalog.bool, state pg_catalog.text)
+    LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'durable_outbox_enqueue';
+    COMMENT ON FUNCTION durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8, pg_catalog.int8)
+        IS 'Journal a send for later or for a sender loop; a repeated key does nothing';
+    new_fn := new_name::pg_catalog.regprocedure;
+    EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO %I', new_name, pg_catalog.pg_get_userbyid(old_owner));
+
+    /* Nothing but the owner's own privilege: not PUBLIC's, not defaults'. */
+    REVOKE ALL ON FUNCTION durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8, pg_catalog.int8)
+        FROM PUBLIC;
+    FOR g IN
+        SELECT DISTINCT granted.grantee
+          FROM pg_catalog.pg_proc p
+         CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) granted
+         WHERE p.oid OPERATOR(pg_catalog.=) new_fn
+           AND granted.grantee OPERATOR(pg_catalog.<>) p.proowner
+           AND granted.grantee OPERATOR(pg_catalog.<>) 0
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %I', new_name,
+                                  pg_catalog.pg_get_userbyid(g.grantee));
+    END LOOP;
+
+    /* Then what the old function had. */
+    FOR g IN
+        SELECT granted.grantee, granted.is_grantable
+          FROM pg_catalog.aclexplode(old_acl) granted
+         WHERE granted.grantee OPERATOR(pg_catalog.<>) old_owner
+           AND granted.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+         ORDER BY granted.grantee
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', new_name,
+                                  CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                                       ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END,
+                                  CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+
+    /* Initial privileges: the old function's, not what the GRANTs recorded. */
+    DELETE FROM pg_catalog.pg_init_privs i
+     WHERE i.objoid OPERATOR(pg_catalog.=) new_fn
+       AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND i.objsubid OPERATOR(pg_catalog.=) 0;
+    IF old_init.objoid IS NOT NULL THEN
+        INSERT INTO pg_catalog.pg_init_privs (objoid, classoid, objsubid, privtype, initprivs)
+        VALUES (new_fn, old_init.classoid, 0, old_init.privtype, old_init.initprivs);
+    END IF;
+    DELETE FROM pg_catalog.pg_shdepend d
+     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND d.objid OPERATOR(pg_catalog.=) new_fn
+       AND d.deptype OPERATOR(pg_catalog.=) 'i';
+    INSERT INTO pg_catalog.pg_shdepend (dbid, classid, objid, objsubid, refclassid, refobjid, deptype)
+    SELECT d.dbid, d.classid, new_fn, d.objsubid, d.refclassid, d.refobjid, d.deptype
+      FROM pg_catalog.unnest(old_init_deps) d;
+END
+$add_inbound_token_to_outbox_enqueue$;
