@@ -1,4 +1,4 @@
-/* durable--0.7--0.8.sql: outbox_enqueue takes inbound_token, so a handler that lost its lease cannot enqueue */
+/* durable--0.7--0.8.sql: outbox_enqueue takes inbound_token, so a handler that lost its lease cannot enqueue; permits gets a replica identity */
 
 \echo Use "ALTER EXTENSION durable UPDATE TO '0.8'" to load this file. \quit
 
@@ -126,3 +126,15 @@ BEGIN
       FROM pg_catalog.unnest(old_init_deps) d;
 END
 $add_inbound_token_to_outbox_enqueue$;
+
+/*
+ * A publication FOR ALL TABLES (logical replication, change data capture)
+ * publishes durable's tables too, and PostgreSQL refuses a DELETE on a
+ * published table that has no replica identity, even one that deletes no
+ * row.  durable.permits had none (no primary key: (bucket, granted_at) may
+ * repeat), so every permit() call failed, and so did every sweep pass that
+ * dropped an idle bucket, which stopped lease recovery with it.  The other
+ * tables have primary keys.  The identity is the whole row: the table is
+ * small (each bucket keeps one window of permits).
+ */
+ALTER TABLE durable.permits REPLICA IDENTITY FULL;

@@ -120,6 +120,22 @@ SELECT durable.permit('regress-permit:bad', 1, '1 mon');
 \set VERBOSITY default
 SELECT count(*) AS rows FROM durable.permit_buckets WHERE bucket = 'regress-permit:bad';
 
+-- A publication of every table (logical replication, change data capture) publishes
+-- durable.permits too.  A published table needs a replica identity for its DELETEs, and
+-- permits has no key, so its identity is the whole row: permit() and the sweep's drop of
+-- idle buckets work under such a publication.
+SELECT relreplident FROM pg_class WHERE oid = 'durable.permits'::regclass;
+SET client_min_messages = error;
+CREATE PUBLICATION regress_durable_everything FOR ALL TABLES;
+RESET client_min_messages;
+SELECT durable.permit('regress-permit:published', 1, '1ms') = '0' AS granted;
+SELECT pg_sleep(0.01);
+SELECT durable.permit('regress-permit:published', 1, '1ms') = '0' AS granted_again;
+SELECT pg_sleep(0.01);
+SELECT purged >= 0 AS swept FROM durable.sweep();
+SELECT count(*) = 0 AS idle_bucket_dropped FROM durable.permit_buckets WHERE bucket = 'regress-permit:published';
+DROP PUBLICATION regress_durable_everything;
+
 -- CLEANUP
 DELETE FROM durable.permits WHERE bucket LIKE 'regress-permit%';
 DELETE FROM durable.permit_buckets WHERE bucket LIKE 'regress-permit%';
