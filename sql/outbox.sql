@@ -213,10 +213,11 @@ SELECT state, not_before
 RESET durable.outbox_retries;
 SELECT state, attempts, error, lease_until FROM durable.outbox WHERE key = 'rob-9';
 
--- The NOTIFY payload clips each value where its JSON-escaped form fits 1,000
--- bytes (escaping turns a control character into six): a send whose key (512
--- bytes, the longest) and error are control characters still goes dead, and
--- keeps both whole in the journal.
+-- The NOTIFY payload carries the key whole and clips the error where its
+-- JSON-escaped form fits 1,000 bytes (escaping turns a control character into
+-- six; test/specs/notify.spec shows a payload): a send whose key (512 bytes,
+-- the longest) and error are control characters still goes dead, its payload
+-- within NOTIFY's 8,000 bytes, and keeps both whole in the journal.
 SELECT action FROM durable.outbox_begin(repeat(chr(1), 512), 'rob-chat-10', '{}', 'bot-1');
 SELECT state FROM durable.outbox_failed(repeat(chr(1), 512),
     (SELECT token FROM durable.outbox WHERE key = repeat(chr(1), 512)), repeat(chr(1), 5000), retryable => false);

@@ -149,9 +149,11 @@ extern bool durable_text_equal(Datum a, Datum b);
 extern bool durable_text_equal_cstring(Datum value, const char *literal);
 
 /*
- * NOTIFY payloads: start with an empty StringInfo, add members (text values
- * are escaped and clipped to 1000 bytes), then send it on a channel.
+ * NOTIFY payloads: start with an empty StringInfo, add members (escaped;
+ * identifiers whole, free text clipped to 1000 bytes), then send it on a
+ * channel.
  */
+extern void durable_json_id(StringInfo buf, const char *key, const char *value);
 extern void durable_json_str(StringInfo buf, const char *key, const char *value);
 extern void durable_json_int(StringInfo buf, const char *key, int64 value);
 extern void durable_notify_json(const char *channel, StringInfo buf);

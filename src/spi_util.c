@@ -237,11 +237,18 @@ durable_text_equal_cstring(Datum value, const char *literal)
 }
 
 /*
- * Longest text value, escaped and quoted, copied into a NOTIFY payload (the
- * journal keeps it whole): three of them stay well under NOTIFY's 8000-byte
- * limit however many characters JSON escaping expands to six bytes.
+ * Longest free text (an error), escaped and quoted, copied into a NOTIFY
+ * payload (the journal keeps it whole).  Identifiers (key, chat_id) go in
+ * whole, since a listener passes them back (outbox_retry(key)): escaping
+ * makes at most six bytes of one, so one of DURABLE_MAX_ID_BYTES fits
+ * DURABLE_NOTIFY_ID_BYTES (only one written into the table by hand can be
+ * longer, and is clipped).  Two identifiers and an error stay under
+ * NOTIFY's 8000-byte limit.
  */
 #define DURABLE_NOTIFY_VALUE_BYTES 1000
+#define DURABLE_NOTIFY_ID_BYTES (6 * DURABLE_MAX_ID_BYTES + 2)
+StaticAssertDecl(2 * DURABLE_NOTIFY_ID_BYTES + DURABLE_NOTIFY_VALUE_BYTES + 100 < 8000,
+				 "a NOTIFY payload of two identifiers and an error fits NOTIFY's limit");
 
 static void
 json_key(StringInfo buf, const char *key)
@@ -256,21 +263,22 @@ json_key(StringInfo buf, const char *key)
 
 /*
  * Escape the first `keep` bytes of value (cut back to a whole character) into
- * escaped, replacing what it held; whether that fits a NOTIFY value.
+ * escaped, replacing what it held; whether that fits `limit` bytes.
  */
 static bool
-json_str_prefix_fits(StringInfo escaped, const char *value, int len, int keep)
+json_str_prefix_fits(StringInfo escaped, const char *value, int len, int keep, int limit)
 {
 	char	   *prefix = pnstrdup(value, pg_mbcliplen(value, len, keep));
 
 	resetStringInfo(escaped);
 	escape_json(escaped, prefix);
 	pfree(prefix);
-	return escaped->len <= DURABLE_NOTIFY_VALUE_BYTES;
+	return escaped->len <= limit;
 }
 
-void
-durable_json_str(StringInfo buf, const char *key, const char *value)
+/* key: value, the value's longest prefix whose escaped form fits limit bytes. */
+static void
+json_str_within(StringInfo buf, const char *key, const char *value, int limit)
 {
 	StringInfoData escaped;
 	int			len;
@@ -285,13 +293,13 @@ durable_json_str(StringInfo buf, const char *key, const char *value)
 	}
 
 	/*
-	 * The longest prefix whose escaped form fits: escaping expands a byte to
-	 * one to six, so when the first guess is too long, bisect.
+	 * Escaping expands a byte to one to six, so when the first guess is too
+	 * long, bisect.
 	 */
 	len = strlen(value);
 	initStringInfo(&escaped);
-	fits = Min(len, DURABLE_NOTIFY_VALUE_BYTES);
-	if (!json_str_prefix_fits(&escaped, value, len, fits))
+	fits = Min(len, limit);
+	if (!json_str_prefix_fits(&escaped, value, len, fits, limit))
 	{
 		too_long = fits;
 		fits = 0;
@@ -299,15 +307,27 @@ durable_json_str(StringInfo buf, const char *key, const char *value)
 		{
 			int			mid = fits + (too_long - fits) / 2;
 
-			if (json_str_prefix_fits(&escaped, value, len, mid))
+			if (json_str_prefix_fits(&escaped, value, len, mid, limit))
 				fits = mid;
 			else
 				too_long = mid;
 		}
-		json_str_prefix_fits(&escaped, value, len, fits);
+		json_str_prefix_fits(&escaped, value, len, fits, limit);
 	}
 	appendBinaryStringInfo(buf, escaped.data, escaped.len);
 	pfree(escaped.data);
+}
+
+void
+durable_json_id(StringInfo buf, const char *key, const char *value)
+{
+	json_str_within(buf, key, value, DURABLE_NOTIFY_ID_BYTES);
+}
+
+void
+durable_json_str(StringInfo buf, const char *key, const char *value)
+{
+	json_str_within(buf, key, value, DURABLE_NOTIFY_VALUE_BYTES);
 }
 
 void
@@ -346,7 +366,7 @@ durable_notify_dead_outbox(const char *key, const char *error)
 
 	initStringInfo(&buf);
 	durable_json_str(&buf, "kind", "outbox");
-	durable_json_str(&buf, "key", key);
+	durable_json_id(&buf, "key", key);
 	durable_json_str(&buf, "error", error);
 	durable_notify_json("durable_dead", &buf);
 	pfree(buf.data);
@@ -359,8 +379,8 @@ durable_notify_ambiguous(const char *key, const char *chat_id)
 	StringInfoData buf;
 
 	initStringInfo(&buf);
-	durable_json_str(&buf, "key", key);
-	durable_json_str(&buf, "chat_id", chat_id);
+	durable_json_id(&buf, "key", key);
+	durable_json_id(&buf, "chat_id", chat_id);
 	durable_notify_json("durable_ambiguous", &buf);
 	pfree(buf.data);
 }
