@@ -119,6 +119,7 @@ INSERT INTO cases (call, expect) VALUES
 ($$inbox_heartbeat(id => {live}, token => {live.token}, lease => '19 ms')$$, '22023'),
 ($$inbox_heartbeat(id => {live}, token => {live.token}, lease => '-1 s')$$, '22023'),
 ($$inbox_heartbeat(id => {live}, token => {live.token}, lease => '178000000 years')$$, '22023'),
+($$inbox_heartbeat(id => {live}, token => {live.token}, lease => '178000000 years -1 day')$$, '22023'),
 ($$inbox_heartbeat(id => 9223372036854775807, token => 1)$$, 'DR002'),
 ($$inbox_heartbeat(id => -9223372036854775808, token => 1)$$, 'DR002'),
 ($$inbox_heartbeat(id => {live}, token => {live.stale})$$, 'DR001'),

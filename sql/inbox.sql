@@ -151,6 +151,12 @@ SELECT lease_until > now() + '59 min' AS journaled, state, attempts FROM durable
 SET durable.lease = '2 min';
 SELECT durable.inbox_heartbeat(:h1, :h1_token) BETWEEN now() + '110s' AND now() + '130s' AS by_default;
 RESET durable.lease;
+-- durable.lease takes what a lease argument takes: 20 ms to 7 days
+SET durable.lease = '7d';
+SET durable.lease = '8d';
+SHOW durable.lease;
+SET durable.lease = '19ms';
+RESET durable.lease;
 -- An expired lease that nobody took over is still held by its token: the heartbeat revives it
 UPDATE durable.inbox SET lease_until = now() - interval '1s' WHERE id = :h1;
 SELECT durable.inbox_heartbeat(:h1, :h1_token, '1 min') > now() AS revived;

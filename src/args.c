@@ -145,13 +145,15 @@ durable_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name,
 
 	/*
 	 * Sum the parts with overflow checks; a month counts 30 days.  Anything
-	 * that overflows is far beyond every limit we accept.
+	 * that overflows is far beyond every limit we accept, on the side the
+	 * sum (approximated in floating point) is on.
 	 */
 	if (pg_mul_s64_overflow((int64) iv->month, 30 * USECS_PER_DAY, &months_us) ||
 		pg_mul_s64_overflow((int64) iv->day, USECS_PER_DAY, &days_us) ||
 		pg_add_s64_overflow(iv->time, days_us, &us) ||
 		pg_add_s64_overflow(us, months_us, &us))
-		us = (iv->month < 0 || iv->day < 0 || iv->time < 0) ? PG_INT64_MIN : PG_INT64_MAX;
+		us = ((double) iv->month * 30 * USECS_PER_DAY + (double) iv->day * USECS_PER_DAY +
+			  (double) iv->time < 0) ? PG_INT64_MIN : PG_INT64_MAX;
 
 	if (us < 0)
 		ereport(ERROR,
