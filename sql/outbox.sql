@@ -199,6 +199,21 @@ SELECT state, not_before > clock_timestamp() + interval '1 s'
                              'timeout');
 RESET durable.outbox_backoff_cap;
 
+-- At the cap the jitter goes below it, so that sends failing together there do not all
+-- come due at once: with base and cap 1 hour, five sends come due between 45 and 60
+-- minutes, not all at the cap.
+SET durable.outbox_backoff_base = '1h';
+SET durable.outbox_backoff_cap = '1h';
+SELECT count(*) AS failed, bool_and(d > interval '45 min' AND d <= interval '60 min') AS within,
+       min(d) < interval '59 min 59 s' AS jittered
+  FROM (SELECT f.not_before - clock_timestamp() AS d
+          FROM generate_series(1, 5) g,
+               LATERAL durable.outbox_begin('rob-j' || g, 'rob-chat-j' || g, '{}', 'bot-1') b,
+               LATERAL durable.outbox_failed(b.key, b.token, 'timeout') f) s;
+RESET durable.outbox_backoff_base;
+RESET durable.outbox_backoff_cap;
+SELECT count(*) AS discarded FROM durable.outbox WHERE key LIKE 'rob-j%' AND durable.outbox_discard(key);
+
 -- With durable.outbox_retries = 1 a send has two tries: the second failure is dead, with no
 -- retry time (counted in outbox_dead, NOTIFY durable_dead).
 SET durable.outbox_retries = 1;
@@ -481,7 +496,7 @@ DROP EXTENSION amcheck;
 -- Counters
 ------------------------------------------------------------------------
 
--- Everything above, counted in shared memory: 34 sends journaled (17 by outbox_begin, 17
+-- Everything above, counted in shared memory: 39 sends journaled (22 by outbox_begin, 17
 -- enqueued, so 17 deferred), 21 repeated keys, 8 retries (3 failed sends leased again by
 -- outbox_begin, 1 by outbox_claim, 4 outbox_retry calls), 4 dead, 2 unknown, 1 bypass,
 -- 3 divergences, and 3 stale tokens (the stale completion and the two fenced enqueues).

@@ -390,21 +390,24 @@ durable_backoff_us(int attempt, int64 base_us, int64 cap_us)
 {
 	double		delay;
 
+	double		jitter = 0.25 * pg_prng_double(&pg_global_prng_state);
+
 	if (attempt < 1)
 		attempt = 1;
 	if (base_us <= 0 || cap_us <= 0)
 		return 0;
-	if (base_us > cap_us)
-		return cap_us;
 
 	/*
 	 * base * 2^(attempt-1), plus up to a quarter of it as jitter so that
-	 * replicas failing together do not retry together.  The ranges of
-	 * consecutive attempts do not overlap, so the delay never decreases;
-	 * the exponent is clamped so nothing overflows.
+	 * replicas failing together do not retry together; at the cap, up to a
+	 * quarter below it, or every retry there would come due at the cap
+	 * exactly.  Below the cap the ranges of consecutive attempts do not
+	 * overlap.  The exponent is clamped so nothing overflows.
 	 */
 	delay = ldexp((double) base_us, Min(attempt - 1, 62));
-	delay += delay * 0.25 * pg_prng_double(&pg_global_prng_state);
+	if (delay >= (double) cap_us)
+		return cap_us - (int64) (cap_us * jitter);
+	delay += delay * jitter;
 	if (delay >= (double) cap_us)
 		return cap_us;
 	return (int64) delay;
