@@ -10,7 +10,7 @@
 --   operator  people fixing things: replay, retry, discard, purge, sweep,
 --             metrics_reset (grant it the reader role too, to see what to fix);
 --   sessions  the gateway process: session_save and session_load, which hand
---             out secrets and are granted apart.
+--             out secrets and are granted apart, and permit (Identify pacing).
 -- Nobody but the extension owner can read durable.sessions.
 --
 
@@ -62,7 +62,8 @@ GRANT EXECUTE ON FUNCTION
 GRANT USAGE ON SCHEMA durable TO regress_durable_sessions;
 GRANT EXECUTE ON FUNCTION
     durable.session_save(text, integer, text, bigint, text, integer),
-    durable.session_load(text, integer, text, integer, interval)
+    durable.session_load(text, integer, text, integer, interval),
+    durable.permit(text, integer, interval)
   TO regress_durable_sessions;
 
 -- try(sql): runs a statement as the current role, returns 'ok' or 'SQLSTATE message'
