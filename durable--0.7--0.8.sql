@@ -1,10 +1,10 @@
-/* durable--0.7--0.8.sql: outbox_enqueue takes inbound_token, so a handler that lost its lease cannot enqueue; permits gets a replica identity */
+/* durable--0.7--0.8.sql: outbox_enqueue takes inbound_token; outbox_begin returns a diverged key's journaled chat and payload; permits gets a replica identity */
 
 \echo Use "ALTER EXTENSION durable UPDATE TO '0.8'" to load this file. \quit
 
 /*
- * Why: outbox_begin is fenced (with inbound_id, inbound_token must be the
- * inbound record's live lease, else DR001), but outbox_enqueue took no
+ * Why, 1: outbox_begin is fenced (with inbound_id, inbound_token must be
+ * the inbound record's live lease, else DR001), but outbox_enqueue took no
  * token.  A handler that lost its lease and enqueued with inbound_id took
  * the next derived key of the handler that holds the lease now: its reply
  * made the holder's matching reply look new, and both went out.  The
@@ -12,11 +12,22 @@
  * outbox_enqueue gains inbound_token DEFAULT NULL; without it, it behaves
  * as in 0.7.
  *
- * An argument changes the function's identity: the five-argument function
- * is dropped and the six-argument one created (keeping both would make
- * every call that omits inbound_token ambiguous).  A user object that
- * depends on the old function (a view calling it, say) makes the update
- * fail with the dependency named; nothing is dropped with CASCADE.
+ * Why, 2: a repeat of a key with another chat or payload is answered from
+ * the journal, whose send stands; but when that send was due (pending, or
+ * failed and due again), outbox_begin leased it to the caller with action
+ * send and the caller, told nothing else, sent its own payload while the
+ * journal recorded the other.  A handler that words its reply anew each
+ * time (a language model) re-derives its keys with new payloads, so this
+ * is not rare.  outbox_begin gains two result columns at the end (the
+ * contract allows it), journaled_chat_id and journaled_payload: set when
+ * the journal holds another chat or payload for the key, so that the
+ * caller sends what the journal says.
+ *
+ * A changed argument list or result type changes the function's identity:
+ * each function is dropped and created again (keeping both would make every
+ * call that omits inbound_token ambiguous).  A user object that depends on
+ * the old function (a view calling it, say) makes the update fail with the
+ * dependency named; nothing is dropped with CASCADE.
  *
  * The new function carries over the old one's privileges, so bots keep
  * calling it through the update, and nothing else: a new function gets
@@ -36,14 +47,19 @@
  *
  * Security notes (as for durable--0.1.sql): every name schema-qualified,
  * operators qualified; the GRANTs and REVOKEs are built with format() from
- * catalog names (quote_ident).
+ * catalog names (quote_ident).  The helper below exists only while this
+ * script runs.
  */
 
-DO $add_inbound_token_to_outbox_enqueue$
+CREATE FUNCTION durable.replace_keeping_privileges(old_fn pg_catalog.regprocedure,
+                                                   create_new pg_catalog.text,
+                                                   new_name pg_catalog.text)
+RETURNS pg_catalog.void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $replace_keeping_privileges$
 DECLARE
-    old_fn pg_catalog.oid := 'durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8)'::pg_catalog.regprocedure;
     new_fn pg_catalog.oid;
-    new_name pg_catalog.text := 'durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8, pg_catalog.int8)';
     old_owner pg_catalog.oid;
     old_acl pg_catalog.aclitem[];
     old_init pg_catalog.pg_init_privs;
@@ -63,25 +79,13 @@ BEGIN
        AND d.objid OPERATOR(pg_catalog.=) old_fn
        AND d.deptype OPERATOR(pg_catalog.=) 'i';
 
-    DROP FUNCTION durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8);
-    CREATE FUNCTION durable.outbox_enqueue(
-        idempotency_key pg_catalog.text,
-        chat_id pg_catalog.text,
-        payload pg_catalog.jsonb,
-        not_before pg_catalog.timestamptz DEFAULT pg_catalog.now(),
-        inbound_id pg_catalog.int8 DEFAULT NULL,
-        inbound_token pg_catalog.int8 DEFAULT NULL)
-    RETURNS TABLE(key pg_catalog.text, created pg_catalog.bool, state pg_catalog.text)
-    LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-    AS 'MODULE_PATHNAME', 'durable_outbox_enqueue';
-    COMMENT ON FUNCTION durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8, pg_catalog.int8)
-        IS 'Journal a send for later or for a sender loop; a repeated key does nothing';
+    EXECUTE pg_catalog.format('DROP FUNCTION %s', old_fn);
+    EXECUTE create_new;
     new_fn := new_name::pg_catalog.regprocedure;
     EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO %I', new_name, pg_catalog.pg_get_userbyid(old_owner));
 
     /* Nothing but the owner's own privilege: not PUBLIC's, not defaults'. */
-    REVOKE ALL ON FUNCTION durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8, pg_catalog.int8)
-        FROM PUBLIC;
+    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', new_name);
     FOR g IN
         SELECT DISTINCT granted.grantee
           FROM pg_catalog.pg_proc p
@@ -125,7 +129,48 @@ BEGIN
     SELECT d.dbid, d.classid, new_fn, d.objsubid, d.refclassid, d.refobjid, d.deptype
       FROM pg_catalog.unnest(old_init_deps) d;
 END
-$add_inbound_token_to_outbox_enqueue$;
+$replace_keeping_privileges$;
+
+SELECT durable.replace_keeping_privileges(
+    'durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8)',
+    $create$
+    CREATE FUNCTION durable.outbox_enqueue(
+        idempotency_key pg_catalog.text,
+        chat_id pg_catalog.text,
+        payload pg_catalog.jsonb,
+        not_before pg_catalog.timestamptz DEFAULT pg_catalog.now(),
+        inbound_id pg_catalog.int8 DEFAULT NULL,
+        inbound_token pg_catalog.int8 DEFAULT NULL)
+    RETURNS TABLE(key pg_catalog.text, created pg_catalog.bool, state pg_catalog.text)
+    LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'durable_outbox_enqueue'
+    $create$,
+    'durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8, pg_catalog.int8)');
+COMMENT ON FUNCTION durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8, pg_catalog.int8)
+    IS 'Journal a send for later or for a sender loop; a repeated key does nothing';
+
+SELECT durable.replace_keeping_privileges(
+    'durable.outbox_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.interval, pg_catalog.int8, pg_catalog.int8)',
+    $create$
+    CREATE FUNCTION durable.outbox_begin(
+        idempotency_key pg_catalog.text,
+        chat_id pg_catalog.text,
+        payload pg_catalog.jsonb,
+        instance pg_catalog.text,
+        lease pg_catalog.interval DEFAULT NULL,
+        inbound_id pg_catalog.int8 DEFAULT NULL,
+        inbound_token pg_catalog.int8 DEFAULT NULL)
+    RETURNS TABLE(action pg_catalog.text, key pg_catalog.text, token pg_catalog.int8,
+                  provider_message_id pg_catalog.text, state pg_catalog.text,
+                  journaled_chat_id pg_catalog.text, journaled_payload pg_catalog.jsonb)
+    LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'durable_outbox_begin'
+    $create$,
+    'durable.outbox_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.interval, pg_catalog.int8, pg_catalog.int8)');
+COMMENT ON FUNCTION durable.outbox_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.interval, pg_catalog.int8, pg_catalog.int8)
+    IS 'Journal a send before calling the provider; a repeated key is answered from the journal';
+
+DROP FUNCTION durable.replace_keeping_privileges(pg_catalog.regprocedure, pg_catalog.text, pg_catalog.text);
 
 /*
  * A publication FOR ALL TABLES (logical replication, change data capture)

@@ -45,12 +45,24 @@ SELECT action, key, token, provider_message_id, state
   FROM durable.outbox_begin('rob-1', 'rob-chat-1', '{"text":"hello"}', 'bot-2');
 
 -- The same key with another payload: a WARNING (counted in outbox_diverged), and the answer
--- still comes from the journal.
-SELECT action, provider_message_id
+-- still comes from the journal, with the journaled chat and payload.
+SELECT action, provider_message_id, journaled_chat_id, journaled_payload
   FROM durable.outbox_begin('rob-1', 'rob-chat-1', '{"text":"HELLO"}', 'bot-1');
 
 -- The journaled payload stands: never overwritten.
 SELECT payload FROM durable.outbox WHERE key = 'rob-1';
+
+-- A handler that words its reply anew (a language model) re-derives a key whose journaled
+-- send is still due, for example enqueued by the run that died: it is leased to the caller
+-- (send), who must send what the journal holds, returned in journaled_chat_id and
+-- journaled_payload.  They are NULL when the call matches the journal.
+SELECT created FROM durable.outbox_enqueue('rob-1b', 'rob-chat-1b', '{"text":"first wording"}');
+SELECT action, state, journaled_chat_id, journaled_payload
+  FROM durable.outbox_begin('rob-1b', 'rob-chat-1b', '{"text":"second wording"}', 'bot-1');
+SELECT durable.outbox_sent('rob-1b', (SELECT token FROM durable.outbox WHERE key = 'rob-1b'), 'tg-1001b');
+SELECT state, payload FROM durable.outbox WHERE key = 'rob-1b';
+SELECT action, journaled_chat_id IS NULL AND journaled_payload IS NULL AS nothing_journaled_apart
+  FROM durable.outbox_begin('rob-1b', 'rob-chat-1b', '{"text":"first wording"}', 'bot-1');
 
 -- Neither idempotency_key nor inbound_id: the key is a random UUID.
 SELECT action, state,
@@ -496,10 +508,10 @@ DROP EXTENSION amcheck;
 -- Counters
 ------------------------------------------------------------------------
 
--- Everything above, counted in shared memory: 39 sends journaled (22 by outbox_begin, 17
--- enqueued, so 17 deferred), 21 repeated keys, 8 retries (3 failed sends leased again by
+-- Everything above, counted in shared memory: 40 sends journaled (22 by outbox_begin, 18
+-- enqueued, so 18 deferred), 23 repeated keys, 8 retries (3 failed sends leased again by
 -- outbox_begin, 1 by outbox_claim, 4 outbox_retry calls), 4 dead, 2 unknown, 1 bypass,
--- 3 divergences, and 3 stale tokens (the stale completion and the two fenced enqueues).
+-- 4 divergences, and 3 stale tokens (the stale completion and the two fenced enqueues).
 SELECT outbox_journaled, outbox_deduped, outbox_retried, outbox_deferred, outbox_dead,
        outbox_ambiguous, outbox_bypassed, stale_leases, outbox_diverged
   FROM durable.metrics();

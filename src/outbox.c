@@ -107,6 +107,9 @@ typedef struct OutboxBeginResult
 	Datum		provider_message_id;
 	bool		has_provider_message_id;
 	const char *state;
+	bool		diverged;		/* the journal holds another chat or payload: */
+	Datum		journaled_chat_id;	/* what it holds */
+	Datum		journaled_payload;
 } OutboxBeginResult;
 
 /* ---- Errors ---- */
@@ -337,10 +340,11 @@ outbox_fence_inbound(int64 inbound_id, int64 inbound_token)
 
 /*
  * Count a repeated key, and warn when it came with another chat or payload
- * than the journaled send (which stands).
+ * than the journaled send (which stands).  outbox_begin returns the journaled
+ * ones, for a caller that is handed the send to make (detail_for_begin).
  */
 static void
-outbox_count_repeat(Datum key, bool diverged)
+outbox_count_repeat(Datum key, bool diverged, bool detail_for_begin)
 {
 	durable_count(DC_OUTBOX_DEDUPED, 1);
 	if (diverged)
@@ -350,7 +354,11 @@ outbox_count_repeat(Datum key, bool diverged)
 				(errcode(ERRCODE_UNIQUE_VIOLATION),
 				 errmsg("send \"%s\" was journaled with another chat or payload",
 						TextDatumGetCString(key)),
-				 errdetail("The journaled chat and payload are kept; this call's are ignored.")));
+				 detail_for_begin ?
+				 errdetail("The journaled chat and payload stand; they are returned in journaled_chat_id and journaled_payload.") :
+				 errdetail("The journaled chat and payload are kept; this call's are ignored."),
+				 detail_for_begin ?
+				 errhint("On action send, send the journaled payload to the journaled chat, not this call's.") : 0));
 	}
 }
 
@@ -383,14 +391,20 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 	values[2] = payload;
 	durable_exec(durable_plan(&plan_lock,
 							  "SELECT state, lease_until, not_before, provider_message_id, chat_id,"
-							  " (chat_id <> $2 OR payload <> $3)"
+							  " (chat_id <> $2 OR payload <> $3), payload"
 							  " FROM durable.outbox WHERE key = $1 FOR UPDATE",
 							  3, lock_types),
 				 values, NULL, SPI_OK_SELECT, 1);
 	if (SPI_processed == 0)
 		return false;
 
-	outbox_count_repeat(key, DatumGetBool(durable_col(0, 6)));
+	res->diverged = DatumGetBool(durable_col(0, 6));
+	outbox_count_repeat(key, res->diverged, true);
+	if (res->diverged)
+	{
+		res->journaled_chat_id = durable_col(0, 5);
+		res->journaled_payload = durable_col(0, 7);
+	}
 	state = TextDatumGetCString(durable_col(0, 1));
 	live = !durable_col_isnull(0, 2) &&
 		DatumGetTimestampTz(durable_col(0, 2)) > now;
@@ -501,8 +515,8 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 	TimestampTz lease_until;
 	bool		oversized;
 	OutboxBeginResult res;
-	Datum		out[5];
-	bool		outnulls[5];
+	Datum		out[7];
+	bool		outnulls[7];
 	int			race;
 
 	has_key = durable_arg_id_or_null(fcinfo, 0, "idempotency_key", &key);
@@ -599,6 +613,10 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 	outnulls[3] = !res.has_provider_message_id;
 	outnulls[4] = (res.state == NULL);
 	out[4] = outnulls[4] ? (Datum) 0 : CStringGetTextDatum(res.state);
+	out[5] = res.journaled_chat_id;
+	outnulls[5] = !res.diverged;
+	out[6] = res.journaled_payload;
+	outnulls[6] = !res.diverged;
 	durable_srf_put(fcinfo, out, outnulls);
 
 	SPI_finish();
@@ -878,7 +896,7 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 		if (SPI_processed == 1)
 		{
 			state = durable_col(0, 1);
-			outbox_count_repeat(key, DatumGetBool(durable_col(0, 2)));
+			outbox_count_repeat(key, DatumGetBool(durable_col(0, 2)), false);
 			break;
 		}
 		if (race >= OUTBOX_MAX_RACES)

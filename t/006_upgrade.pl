@@ -270,58 +270,68 @@ for my $from (@versions)
 	$node->safe_psql($db, 'DROP ROLE upgrade_monitor');
 }
 
-# ---- 0.8 replaced outbox_enqueue (a sixth argument): its privileges carry over
-# The old function's grants pass to the new one, grant option included; the
-# updating role's default privileges do not; the initial privileges stay a
-# fresh install's, so pg_dump still writes the grants and a restore keeps
-# them; the grants are real ones (DROP ROLE sees them).
+# ---- 0.8 replaced outbox_enqueue (a sixth argument) and outbox_begin (two
+# result columns): their privileges carry over.  The old functions' grants
+# pass to the new ones, grant option included; the updating role's default
+# privileges do not; the initial privileges stay a fresh install's, so
+# pg_dump still writes the grants and a restore keeps them; the grants are
+# real ones (DROP ROLE sees them).
 if (grep { $_ eq '0.7' } @versions)
 {
-	my $old_fn = 'durable.outbox_enqueue(text, text, jsonb, timestamptz, bigint)';
-	my $new_fn = 'durable.outbox_enqueue(text, text, jsonb, timestamptz, bigint, bigint)';
+	my %replaced = (
+		'durable.outbox_enqueue(text, text, jsonb, timestamptz, bigint)' =>
+		  'durable.outbox_enqueue(text, text, jsonb, timestamptz, bigint, bigint)',
+		'durable.outbox_begin(text, text, jsonb, text, interval, bigint, bigint)' =>
+		  'durable.outbox_begin(text, text, jsonb, text, interval, bigint, bigint)');
 	$node->safe_psql('postgres', q{
 		CREATE ROLE upgrade_bot LOGIN;
 		CREATE ROLE upgrade_delegate;
 		CREATE ROLE upgrade_nosy;
 		CREATE DATABASE grants_0_7;
 	});
-	$node->safe_psql('grants_0_7', qq{
-		CREATE EXTENSION durable VERSION '0.7';
-		GRANT USAGE ON SCHEMA durable TO upgrade_bot;
-		GRANT EXECUTE ON FUNCTION $old_fn TO upgrade_bot;
-		GRANT EXECUTE ON FUNCTION $old_fn TO upgrade_delegate WITH GRANT OPTION;
-		ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO upgrade_nosy;
-	});
+	$node->safe_psql('grants_0_7', join("\n",
+		"CREATE EXTENSION durable VERSION '0.7';",
+		'GRANT USAGE ON SCHEMA durable TO upgrade_bot;',
+		(map { ("GRANT EXECUTE ON FUNCTION $_ TO upgrade_bot;",
+				"GRANT EXECUTE ON FUNCTION $_ TO upgrade_delegate WITH GRANT OPTION;") } sort keys %replaced),
+		'ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO upgrade_nosy;'));
 	$node->safe_psql('grants_0_7', "ALTER EXTENSION durable UPDATE TO '0.8'");
-	my $privileges_sql = qq{
-		SELECT concat_ws(' ',
-			has_function_privilege('upgrade_bot', '$new_fn', 'EXECUTE'),
-			has_function_privilege('upgrade_delegate', '$new_fn', 'EXECUTE WITH GRANT OPTION'),
-			has_function_privilege('upgrade_nosy', '$new_fn', 'EXECUTE'),
+	my $privileges_sql = join(' UNION ALL ', map { qq{
+		SELECT concat_ws(' ', '$_',
+			has_function_privilege('upgrade_bot', '$_', 'EXECUTE'),
+			has_function_privilege('upgrade_delegate', '$_', 'EXECUTE WITH GRANT OPTION'),
+			has_function_privilege('upgrade_nosy', '$_', 'EXECUTE'),
 			(SELECT count(*) FROM pg_proc p, aclexplode(p.proacl) a
-			  WHERE p.oid = '$new_fn'::regprocedure AND a.grantee = 0))};
-	is($node->safe_psql('grants_0_7', $privileges_sql), 't t f 0',
-		'0.7 -> 0.8: outbox_enqueue keeps its grants (and grant option), gains no default privilege and nothing for PUBLIC');
-	is($node->safe_psql('grants_0_7', "SELECT key FROM durable.outbox_enqueue('k-granted', 'chat-1', '{}')",
+			  WHERE p.oid = '$_'::regprocedure AND a.grantee = 0))} } sort values %replaced);
+	my $want = join("\n", map { "$_ t t f 0" } sort values %replaced);
+	is($node->safe_psql('grants_0_7', $privileges_sql), $want,
+		'0.7 -> 0.8: outbox_enqueue and outbox_begin keep their grants (and grant option), gain no default privilege and nothing for PUBLIC');
+	is($node->safe_psql('grants_0_7', q{
+			SELECT e.key || ' ' || b.action
+			  FROM durable.outbox_enqueue('k-granted', 'chat-1', '{}') e,
+			       durable.outbox_begin('k-granted', 'chat-1', '{}', 'bot-1') b},
 			extra_params => [ '-U', 'upgrade_bot' ]),
-		'k-granted', '0.7 -> 0.8: the granted bot calls the new outbox_enqueue');
-	my $init_sql = qq{SELECT initprivs FROM pg_init_privs WHERE objoid = '$new_fn'::regprocedure};
+		'k-granted send', '0.7 -> 0.8: the granted bot calls the new outbox_enqueue and outbox_begin');
+	my $init_sql = join(' UNION ALL ', map { qq{
+		SELECT '$_ ' || initprivs::text FROM pg_init_privs WHERE objoid = '$_'::regprocedure} } sort values %replaced);
 	is($node->safe_psql('grants_0_7', $init_sql), $node->safe_psql('fresh', $init_sql),
-		'0.7 -> 0.8: the initial privileges of the new outbox_enqueue are a fresh install\'s');
+		'0.7 -> 0.8: the initial privileges of the new functions are a fresh install\'s');
 
 	my $dump = schema_dump('grants_0_7');
 	like($dump, qr/^GRANT ALL ON FUNCTION durable\.outbox_enqueue\([^)]*inbound_token bigint\) TO upgrade_bot;$/m,
-		'0.7 -> 0.8: pg_dump writes the carried-over grant');
+		'0.7 -> 0.8: pg_dump writes the carried-over grant of outbox_enqueue');
+	like($dump, qr/^GRANT ALL ON FUNCTION durable\.outbox_begin\([^)]*\) TO upgrade_delegate WITH GRANT OPTION;$/m,
+		'0.7 -> 0.8: pg_dump writes the carried-over grant of outbox_begin');
 	$node->safe_psql('postgres', 'CREATE DATABASE grants_restored');
 	my ($restore_out, $restore_err);
 	IPC::Run::run([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('grants_restored') ],
 		'<', \$dump, '>', \$restore_out, '2>', \$restore_err)
 	  or die "restore failed: $restore_err";
-	is($node->safe_psql('grants_restored', $privileges_sql), 't t f 0',
+	is($node->safe_psql('grants_restored', $privileges_sql), $want,
 		'0.7 -> 0.8: a restore of the dump keeps the grants');
 
 	my ($ret, $out, $err) = $node->psql('grants_0_7', 'DROP ROLE upgrade_delegate');
-	like($err, qr/privileges for function durable\.outbox_enqueue/,
+	like($err, qr/privileges for function durable\.outbox_enqueue.*privileges for function durable\.outbox_begin|privileges for function durable\.outbox_begin.*privileges for function durable\.outbox_enqueue/s,
 		'0.7 -> 0.8: the carried-over grants are dependencies of their roles');
 	for my $db ('grants_0_7', 'grants_restored')
 	{

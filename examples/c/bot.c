@@ -191,7 +191,7 @@ static bool
 provider_send(const char *key, const char *chat_id, const char *text, bool refuse_first,
 			  char *pmid, size_t pmid_size)
 {
-	char		line[1024];
+	char		line[2048];
 	int			fd;
 	int			i;
 
@@ -321,7 +321,8 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 				reply[320],
 				key[600],
 				send_token[32],
-				action[16];
+				action[16],
+				send_to[600];
 	PGresult   *res;
 
 	if (n % args.slow_every == 0)
@@ -333,7 +334,8 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 	{
 		const char *params[5] = {chat_id, reply, args.instance, id, token};
 
-		res = exec_fenced("SELECT action, key, token FROM durable.outbox_begin(idempotency_key => NULL,"
+		res = exec_fenced("SELECT action, key, token, journaled_chat_id, journaled_payload ->> 'text'"
+						  " FROM durable.outbox_begin(idempotency_key => NULL,"
 						  " chat_id => $1, payload => $2::jsonb, instance => $3,"
 						  " inbound_id => $4::bigint, inbound_token => $5::bigint)", 5, params);
 		if (res == NULL)
@@ -344,13 +346,18 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 		snprintf(action, sizeof(action), "%s", PQgetvalue(res, 0, 0));
 		snprintf(key, sizeof(key), "%s", PQgetvalue(res, 0, 1));
 		snprintf(send_token, sizeof(send_token), "%s", PQgetvalue(res, 0, 2));
+		/* an earlier run journaled this reply in other words: that one stands */
+		snprintf(send_to, sizeof(send_to), "%s",
+				 PQgetisnull(res, 0, 3) ? chat_id : PQgetvalue(res, 0, 3));
+		if (!PQgetisnull(res, 0, 4))
+			snprintf(reply_text, sizeof(reply_text), "%s", PQgetvalue(res, 0, 4));
 		PQclear(res);
 	}
 	if (strcmp(action, "send") == 0 || strcmp(action, "bypass") == 0)
 	{
 		char		pmid[64];
 
-		if (!provider_send(key, chat_id, reply_text, n % args.fail_every == 0, pmid, sizeof(pmid)))
+		if (!provider_send(key, send_to, reply_text, n % args.fail_every == 0, pmid, sizeof(pmid)))
 		{
 			const char *params[3] = {key, send_token, "503 service unavailable"};
 

@@ -152,13 +152,16 @@ class Bot {
     // 1. the reply: journal, provider, confirm
     const reply = { text: `echo: ${payload.text}` };
     const b = (await this.db.query(
-      'SELECT action, key, token FROM durable.outbox_begin(idempotency_key => NULL,'
+      'SELECT action, key, token, journaled_chat_id, journaled_payload FROM durable.outbox_begin(idempotency_key => NULL,'
       + ' chat_id => $1, payload => $2::jsonb, instance => $3, inbound_id => $4, inbound_token => $5)',
       [chatId, JSON.stringify(reply), this.instance, id, token])).rows[0];
+    // an earlier run journaled this reply in other words: that one stands
+    const sendTo = b.journaled_payload !== null ? b.journaled_chat_id : chatId;
+    const text = b.journaled_payload !== null ? b.journaled_payload.text : reply.text;
     if (b.action === 'send' || b.action === 'bypass') {
       let pmid;
       try {
-        pmid = this.provider.send(b.key, chatId, reply.text, n % this.args.failEvery === 0);
+        pmid = this.provider.send(b.key, sendTo, text, n % this.args.failEvery === 0);
       } catch (e) {
         if (!(e instanceof ProviderError)) throw e;
         this.stats.providerErrors++;

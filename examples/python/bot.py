@@ -139,11 +139,15 @@ class Bot:
         # 1. the reply: journal, provider, confirm
         reply = {"text": f"echo: {payload['text']}"}
         b = self.conn.execute(
-            "SELECT action, key, token, provider_message_id FROM durable.outbox_begin("
+            "SELECT action, key, token, journaled_chat_id, journaled_payload"
+            " FROM durable.outbox_begin("
             " idempotency_key => NULL, chat_id => %s, payload => %s, instance => %s,"
             " inbound_id => %s, inbound_token => %s)",
             (chat_id, Jsonb(reply), self.instance, rid, token)).fetchone()
-        action, key, send_token, _ = b
+        action, key, send_token, journaled_chat_id, journaled_payload = b
+        if journaled_payload is not None:
+            # an earlier run journaled this reply in other words: that one stands
+            chat_id, reply = journaled_chat_id, journaled_payload
         if action in ("send", "bypass"):
             try:
                 pmid = self.provider.send(key, chat_id, reply["text"],

@@ -171,7 +171,7 @@ INSERT INTO tap_fns (fn, args, arguments, result, returns) VALUES
      'id bigint', 'void', 'void'),
     ('outbox_begin', ARRAY['text', 'text', 'jsonb', 'text', 'interval', 'bigint', 'bigint'],
      'idempotency_key text, chat_id text, payload jsonb, instance text, lease interval DEFAULT NULL::interval, inbound_id bigint DEFAULT NULL::bigint, inbound_token bigint DEFAULT NULL::bigint',
-     'TABLE(action text, key text, token bigint, provider_message_id text, state text)', 'setof record'),
+     'TABLE(action text, key text, token bigint, provider_message_id text, state text, journaled_chat_id text, journaled_payload jsonb)', 'setof record'),
     ('outbox_sent', ARRAY['text', 'bigint', 'text'],
      'key text, token bigint, provider_message_id text', 'void', 'void'),
     ('outbox_failed', ARRAY['text', 'bigint', 'text', 'boolean', 'interval'],
