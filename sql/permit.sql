@@ -134,7 +134,22 @@ SELECT durable.permit('regress-permit:published', 1, '1ms') = '0' AS granted_aga
 SELECT pg_sleep(0.01);
 SELECT purged >= 0 AS swept FROM durable.sweep();
 SELECT count(*) = 0 AS idle_bucket_dropped FROM durable.permit_buckets WHERE bucket = 'regress-permit:published';
+
+-- The sweep drops idle buckets in a subtransaction: when that fails (here the replica
+-- identity is taken away by hand under the publication) it warns, and its lease recovery
+-- goes on (the record leased for 20 ms is pending again).
+ALTER TABLE durable.permits REPLICA IDENTITY DEFAULT;
+INSERT INTO durable.permit_buckets (bucket, per, last_granted_at)
+VALUES ('regress-permit:idle-published', '1 ms', now() - interval '1 s');
+INSERT INTO durable.permits (bucket, granted_at) VALUES ('regress-permit:idle-published', now() - interval '1 s');
+SELECT id AS expiring FROM durable.inbox_admit('regress-permit', 'expiring', 'chat-permit',
+                                               instance => 'bot-x', lease => '20ms') \gset
+SELECT pg_sleep(0.05);
+SELECT purged >= 0 AS swept FROM durable.sweep();
+SELECT state FROM durable.inbox WHERE id = :expiring;
+ALTER TABLE durable.permits REPLICA IDENTITY FULL;
 DROP PUBLICATION regress_durable_everything;
+DELETE FROM durable.inbox WHERE source = 'regress-permit';
 
 -- CLEANUP
 DELETE FROM durable.permits WHERE bucket LIKE 'regress-permit%';

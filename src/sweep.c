@@ -762,6 +762,43 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 	return purged;
 }
 
+/* durable_permit_expire for sweep_try: its arguments and what it dropped. */
+typedef struct SweepPermitCall
+{
+	TimestampTz now;
+	int64		dropped;
+} SweepPermitCall;
+
+static void
+sweep_permit_call(void *arg)
+{
+	SweepPermitCall *call = (SweepPermitCall *) arg;
+
+	call->dropped = durable_permit_expire(call->now, DURABLE_SWEEP_BATCH);
+}
+
+/*
+ * Drop idle rate-limit buckets, in a subtransaction: a failure there (a
+ * trigger or a publication added to durable.permits by hand) is a WARNING,
+ * not the end of the pass's lease recovery.
+ */
+static int64
+sweep_permits_isolated(TimestampTz now)
+{
+	SweepPermitCall call = {.now = now};
+	ErrorData  *edata = sweep_try(sweep_permit_call, &call);
+
+	if (edata == NULL)
+		return call.dropped;
+	ereport(WARNING,
+			(errcode(edata->sqlerrcode),
+			 errmsg("durable: could not drop idle rate-limit buckets: %s", edata->message),
+			 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+			 errhint("They are tried again at the next pass; lease recovery went on.")));
+	FreeErrorData(edata);
+	return 0;
+}
+
 void
 durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 {
@@ -798,7 +835,7 @@ durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 
 	result->purged = sweep_purge_isolated(now - (int64) durable_retention_s * USECS_PER_SEC,
 										  DURABLE_PURGE_BATCH);
-	permits = durable_permit_expire(now, DURABLE_SWEEP_BATCH);
+	permits = sweep_permits_isolated(now);
 
 	result->recovery_full = result->inbox_expired >= DURABLE_SWEEP_BATCH ||
 		result->outbox_ambiguous >= DURABLE_SWEEP_BATCH;
