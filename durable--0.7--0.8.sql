@@ -25,29 +25,34 @@
  *
  * A changed argument list or result type changes the function's identity:
  * each function is dropped and created again (keeping both would make every
- * call that omits inbound_token ambiguous).  A user object that depends on
- * the old function (a view calling it, say) makes the update fail with the
- * dependency named; nothing is dropped with CASCADE.
+ * call that omits inbound_token ambiguous).  A user object that records a
+ * dependency on the old function (a view calling it, a function with a
+ * BEGIN ATOMIC body) makes the update fail with the dependency named;
+ * nothing is dropped with CASCADE.  A function whose body is a string
+ * records none, and meets the new function at its next call.
  *
- * The new function carries over the old one's privileges, so bots keep
- * calling it through the update, and nothing else: a new function gets
- * its creator's default privileges (ALTER DEFAULT PRIVILEGES ... ON
- * FUNCTIONS), and those are revoked, as 0.5 and 0.7 revoke them on a fresh
- * install.  Its owner is the old one's, since a SECURITY DEFINER function
- * runs as its owner.
+ * The new function carries over the old one's privileges exactly, so bots
+ * keep calling it through the update: the same ACL, grantors and grant
+ * options included (a grant that a holder of the grant option passed on
+ * stays that holder's, so REVOKE ... CASCADE and DROP OWNED still reach
+ * it), and nothing else: a new function gets its creator's default
+ * privileges (ALTER DEFAULT PRIVILEGES ... ON FUNCTIONS), and those are
+ * dropped, as 0.5 and 0.7 revoke them on a fresh install.  Its owner is the
+ * old one's, since a SECURITY DEFINER function runs as its owner.
  *
- * pg_dump writes an extension member's privileges as the difference from
- * its initial privileges (pg_init_privs).  Every GRANT or REVOKE run by an
- * extension script is recorded as initial, so after the carry-over a bot's
- * EXECUTE would look initial and be missing from dumps: a restore, which
- * installs a fresh durable, would lose it.  The old function's initial
- * privileges are therefore written back over what the GRANTs recorded, and
- * the shared dependencies PostgreSQL 17 keeps for initial privileges
- * (pg_shdepend, deptype 'i'; none before 17) are moved with them.
+ * GRANT cannot do that: it records the granting role as grantor, and every
+ * GRANT or REVOKE run by an extension script is recorded as the object's
+ * initial privileges (pg_init_privs), from which pg_dump writes the
+ * difference -- a carried-over grant would look initial and be missing
+ * from dumps, and a restore, which installs a fresh durable, would lose
+ * it.  So the catalog rows are copied: the ACL (pg_proc.proacl), its
+ * shared dependencies (pg_shdepend, deptype 'a', which DROP ROLE and DROP
+ * OWNED follow; and 'i', initial privileges, which PostgreSQL 17 records),
+ * and the initial privileges themselves.
  *
  * Security notes (as for durable--0.1.sql): every name schema-qualified,
- * operators qualified; the GRANTs and REVOKEs are built with format() from
- * catalog names (quote_ident).  The helper below exists only while this
+ * operators qualified; the DDL is built with format() from catalog names
+ * (%I, regprocedure output).  The helper below exists only while this
  * script runs.
  */
 
@@ -63,8 +68,7 @@ DECLARE
     old_owner pg_catalog.oid;
     old_acl pg_catalog.aclitem[];
     old_init pg_catalog.pg_init_privs;
-    old_init_deps pg_catalog.pg_shdepend[];
-    g record;
+    old_acl_deps pg_catalog.pg_shdepend[];
 BEGIN
     SELECT p.proowner, p.proacl INTO old_owner, old_acl
       FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) old_fn;
@@ -73,46 +77,25 @@ BEGIN
      WHERE i.objoid OPERATOR(pg_catalog.=) old_fn
        AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
        AND i.objsubid OPERATOR(pg_catalog.=) 0;
-    SELECT pg_catalog.array_agg(d) INTO old_init_deps
+    SELECT pg_catalog.array_agg(d) INTO old_acl_deps
       FROM pg_catalog.pg_shdepend d
      WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
        AND d.objid OPERATOR(pg_catalog.=) old_fn
-       AND d.deptype OPERATOR(pg_catalog.=) 'i';
+       AND d.deptype OPERATOR(pg_catalog.=) ANY ('{a,i}'::pg_catalog.char[]);
 
     EXECUTE pg_catalog.format('DROP FUNCTION %s', old_fn);
     EXECUTE create_new;
     new_fn := new_name::pg_catalog.regprocedure;
     EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO %I', new_name, pg_catalog.pg_get_userbyid(old_owner));
 
-    /* Nothing but the owner's own privilege: not PUBLIC's, not defaults'. */
-    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', new_name);
-    FOR g IN
-        SELECT DISTINCT granted.grantee
-          FROM pg_catalog.pg_proc p
-         CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) granted
-         WHERE p.oid OPERATOR(pg_catalog.=) new_fn
-           AND granted.grantee OPERATOR(pg_catalog.<>) p.proowner
-           AND granted.grantee OPERATOR(pg_catalog.<>) 0
-    LOOP
-        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %I', new_name,
-                                  pg_catalog.pg_get_userbyid(g.grantee));
-    END LOOP;
-
-    /* Then what the old function had. */
-    FOR g IN
-        SELECT granted.grantee, granted.is_grantable
-          FROM pg_catalog.aclexplode(old_acl) granted
-         WHERE granted.grantee OPERATOR(pg_catalog.<>) old_owner
-           AND granted.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
-         ORDER BY granted.grantee
-    LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', new_name,
-                                  CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                                       ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END,
-                                  CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
-    END LOOP;
-
-    /* Initial privileges: the old function's, not what the GRANTs recorded. */
+    UPDATE pg_catalog.pg_proc p SET proacl = old_acl WHERE p.oid OPERATOR(pg_catalog.=) new_fn;
+    DELETE FROM pg_catalog.pg_shdepend d
+     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND d.objid OPERATOR(pg_catalog.=) new_fn
+       AND d.deptype OPERATOR(pg_catalog.=) ANY ('{a,i}'::pg_catalog.char[]);
+    INSERT INTO pg_catalog.pg_shdepend (dbid, classid, objid, objsubid, refclassid, refobjid, deptype)
+    SELECT d.dbid, d.classid, new_fn, d.objsubid, d.refclassid, d.refobjid, d.deptype
+      FROM pg_catalog.unnest(old_acl_deps) d;
     DELETE FROM pg_catalog.pg_init_privs i
      WHERE i.objoid OPERATOR(pg_catalog.=) new_fn
        AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
@@ -121,13 +104,6 @@ BEGIN
         INSERT INTO pg_catalog.pg_init_privs (objoid, classoid, objsubid, privtype, initprivs)
         VALUES (new_fn, old_init.classoid, 0, old_init.privtype, old_init.initprivs);
     END IF;
-    DELETE FROM pg_catalog.pg_shdepend d
-     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
-       AND d.objid OPERATOR(pg_catalog.=) new_fn
-       AND d.deptype OPERATOR(pg_catalog.=) 'i';
-    INSERT INTO pg_catalog.pg_shdepend (dbid, classid, objid, objsubid, refclassid, refobjid, deptype)
-    SELECT d.dbid, d.classid, new_fn, d.objsubid, d.refclassid, d.refobjid, d.deptype
-      FROM pg_catalog.unnest(old_init_deps) d;
 END
 $replace_keeping_privileges$;
 

@@ -211,15 +211,16 @@ SELECT state, not_before > clock_timestamp() + interval '1 s'
                              'timeout');
 RESET durable.outbox_backoff_cap;
 
--- At the cap the jitter goes below it, so that sends failing together there do not all
--- come due at once: with base and cap 1 hour, five sends come due between 45 and 60
--- minutes, not all at the cap.
+-- A delay that would pass the cap is drawn again, up to a quarter below it, so that sends
+-- failing together there do not all come due at once.  With base 1 hour and cap 70
+-- minutes, a first failure would wait 60 to 75 minutes: twelve sends come due between 52.5
+-- and 70 minutes, none at the cap itself (a third of them would be there otherwise).
 SET durable.outbox_backoff_base = '1h';
-SET durable.outbox_backoff_cap = '1h';
-SELECT count(*) AS failed, bool_and(d > interval '45 min' AND d <= interval '60 min') AS within,
-       min(d) < interval '59 min 59 s' AS jittered
+SET durable.outbox_backoff_cap = '70min';
+SELECT count(*) AS failed, bool_and(d > interval '52.5 min' AND d <= interval '70 min') AS within,
+       count(*) FILTER (WHERE d > interval '70 min' - interval '10 ms') AS at_the_cap
   FROM (SELECT f.not_before - clock_timestamp() AS d
-          FROM generate_series(1, 5) g,
+          FROM generate_series(1, 12) g,
                LATERAL durable.outbox_begin('rob-j' || g, 'rob-chat-j' || g, '{}', 'bot-1') b,
                LATERAL durable.outbox_failed(b.key, b.token, 'timeout') f) s;
 RESET durable.outbox_backoff_base;
@@ -508,7 +509,7 @@ DROP EXTENSION amcheck;
 -- Counters
 ------------------------------------------------------------------------
 
--- Everything above, counted in shared memory: 40 sends journaled (22 by outbox_begin, 18
+-- Everything above, counted in shared memory: 47 sends journaled (29 by outbox_begin, 18
 -- enqueued, so 18 deferred), 23 repeated keys, 8 retries (3 failed sends leased again by
 -- outbox_begin, 1 by outbox_claim, 4 outbox_retry calls), 4 dead, 2 unknown, 1 bypass,
 -- 4 divergences, and 3 stale tokens (the stale completion and the two fenced enqueues).

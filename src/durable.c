@@ -51,7 +51,7 @@ durable_define_settings(void)
 	DefineCustomIntVariable("durable.lease",
 							"Default lease of a claimed or admitted record.",
 							NULL, &durable_lease_ms, 60 * 1000,
-							(int) (DURABLE_MIN_LEASE_US / 1000), (int) (DURABLE_MAX_LEASE_US / 1000),
+							(int) (DURABLE_MIN_LEASE_US / 1000), INT_MAX / 2,
 							PGC_USERSET, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("durable.inbox_max_attempts",

@@ -399,16 +399,15 @@ durable_backoff_us(int attempt, int64 base_us, int64 cap_us)
 
 	/*
 	 * base * 2^(attempt-1), plus up to a quarter of it as jitter so that
-	 * replicas failing together do not retry together; at the cap, up to a
-	 * quarter below it, or every retry there would come due at the cap
-	 * exactly.  Below the cap the ranges of consecutive attempts do not
-	 * overlap.  The exponent is clamped so nothing overflows.
+	 * replicas failing together do not retry together.  A delay that would
+	 * pass the cap is drawn again below it (up to a quarter below), or every
+	 * retry there would come due at the cap exactly.  Below the cap the
+	 * ranges of consecutive attempts do not overlap.  The exponent is
+	 * clamped so nothing overflows.
 	 */
 	delay = ldexp((double) base_us, Min(attempt - 1, 62));
-	if (delay >= (double) cap_us)
-		return cap_us - (int64) (cap_us * jitter);
 	delay += delay * jitter;
 	if (delay >= (double) cap_us)
-		return cap_us;
+		return cap_us - (int64) (cap_us * 0.25 * pg_prng_double(&pg_global_prng_state));
 	return (int64) delay;
 }

@@ -271,11 +271,13 @@ for my $from (@versions)
 }
 
 # ---- 0.8 replaced outbox_enqueue (a sixth argument) and outbox_begin (two
-# result columns): their privileges carry over.  The old functions' grants
-# pass to the new ones, grant option included; the updating role's default
-# privileges do not; the initial privileges stay a fresh install's, so
-# pg_dump still writes the grants and a restore keeps them; the grants are
-# real ones (DROP ROLE sees them).
+# result columns): their privileges carry over.  The new functions' ACLs
+# equal the old ones, grantors and grant options included (a grant passed
+# on by a holder of the grant option goes with that holder's REVOKE
+# CASCADE); the updating role's default privileges do not reach them; the
+# initial privileges stay a fresh install's, so pg_dump still writes the
+# grants and a restore keeps them; the grants are real ones (DROP ROLE sees
+# them).
 if (grep { $_ eq '0.7' } @versions)
 {
 	my %replaced = (
@@ -286,16 +288,30 @@ if (grep { $_ eq '0.7' } @versions)
 	$node->safe_psql('postgres', q{
 		CREATE ROLE upgrade_bot LOGIN;
 		CREATE ROLE upgrade_delegate;
+		CREATE ROLE upgrade_passed_on;
 		CREATE ROLE upgrade_nosy;
 		CREATE DATABASE grants_0_7;
 	});
 	$node->safe_psql('grants_0_7', join("\n",
 		"CREATE EXTENSION durable VERSION '0.7';",
-		'GRANT USAGE ON SCHEMA durable TO upgrade_bot;',
+		'GRANT USAGE ON SCHEMA durable TO upgrade_bot, upgrade_delegate;',
 		(map { ("GRANT EXECUTE ON FUNCTION $_ TO upgrade_bot;",
-				"GRANT EXECUTE ON FUNCTION $_ TO upgrade_delegate WITH GRANT OPTION;") } sort keys %replaced),
-		'ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO upgrade_nosy;'));
+				"GRANT EXECUTE ON FUNCTION $_ TO upgrade_delegate WITH GRANT OPTION;",
+				"SET ROLE upgrade_delegate;",
+				"GRANT EXECUTE ON FUNCTION $_ TO upgrade_passed_on;",
+				"RESET ROLE;") } sort keys %replaced),
+		'ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO upgrade_nosy;',
+		# a role's defaults may take its own EXECUTE away from its new functions
+		'ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM CURRENT_USER;'));
+	my $acl_sql = join(' UNION ALL ', map { qq{
+		SELECT proacl::text FROM pg_proc WHERE oid = '$_'::regprocedure} } sort keys %replaced);
+	my $acl_before = $node->safe_psql('grants_0_7', $acl_sql);
+	like($acl_before, qr/upgrade_passed_on=X\/upgrade_delegate/, '0.7: a grant passed on by the delegate');
 	$node->safe_psql('grants_0_7', "ALTER EXTENSION durable UPDATE TO '0.8'");
+	$acl_sql = join(' UNION ALL ', map { qq{
+		SELECT proacl::text FROM pg_proc WHERE oid = '$_'::regprocedure} } sort values %replaced);
+	is($node->safe_psql('grants_0_7', $acl_sql), $acl_before,
+		'0.7 -> 0.8: the new functions\' ACLs equal the old ones, grantors included');
 	my $privileges_sql = join(' UNION ALL ', map { qq{
 		SELECT concat_ws(' ', '$_',
 			has_function_privilege('upgrade_bot', '$_', 'EXECUTE'),
@@ -330,9 +346,13 @@ if (grep { $_ eq '0.7' } @versions)
 	is($node->safe_psql('grants_restored', $privileges_sql), $want,
 		'0.7 -> 0.8: a restore of the dump keeps the grants');
 
-	my ($ret, $out, $err) = $node->psql('grants_0_7', 'DROP ROLE upgrade_delegate');
+	my ($ret, $out, $err) = $node->psql('grants_0_7', 'DROP ROLE upgrade_bot');
 	like($err, qr/privileges for function durable\.outbox_enqueue.*privileges for function durable\.outbox_begin|privileges for function durable\.outbox_begin.*privileges for function durable\.outbox_enqueue/s,
 		'0.7 -> 0.8: the carried-over grants are dependencies of their roles');
+	$node->safe_psql('grants_0_7', join("\n", map { "REVOKE EXECUTE ON FUNCTION $_ FROM upgrade_delegate CASCADE;" } sort values %replaced));
+	is($node->safe_psql('grants_0_7', join(' UNION ALL ', map { qq{
+			SELECT has_function_privilege('upgrade_passed_on', '$_', 'EXECUTE')::text} } sort values %replaced)),
+		"false\nfalse", '0.7 -> 0.8: REVOKE ... CASCADE from the delegate reaches the grants it passed on');
 	for my $db ('grants_0_7', 'grants_restored')
 	{
 		$node->safe_psql($db, qq{
@@ -340,7 +360,7 @@ if (grep { $_ eq '0.7' } @versions)
 			ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM upgrade_nosy;
 		});
 	}
-	$node->safe_psql('postgres', 'DROP DATABASE grants_0_7; DROP DATABASE grants_restored; DROP ROLE upgrade_bot, upgrade_delegate, upgrade_nosy');
+	$node->safe_psql('postgres', 'DROP DATABASE grants_0_7; DROP DATABASE grants_restored; DROP ROLE upgrade_bot, upgrade_delegate, upgrade_passed_on, upgrade_nosy');
 }
 
 # A line diff for the failure message.

@@ -191,7 +191,8 @@ static bool
 provider_send(const char *key, const char *chat_id, const char *text, bool refuse_first,
 			  char *pmid, size_t pmid_size)
 {
-	char		line[2048];
+	char	   *line;
+	size_t		len;
 	int			fd;
 	int			i;
 
@@ -208,14 +209,22 @@ provider_send(const char *key, const char *chat_id, const char *text, bool refus
 			return false;
 		}
 	}
-	snprintf(line, sizeof(line), "%s\t%s\t%s\n", key, chat_id, text);
+	len = strlen(key) + strlen(chat_id) + strlen(text) + 3;
+	line = malloc(len + 1);
+	if (line == NULL)
+	{
+		fprintf(stderr, "%s: out of memory\n", args.instance);
+		exit(1);
+	}
+	snprintf(line, len + 1, "%s\t%s\t%s\n", key, chat_id, text);
 	fd = open(args.deliveries, O_WRONLY | O_APPEND | O_CREAT, 0644);
-	if (fd < 0 || write(fd, line, strlen(line)) != (ssize_t) strlen(line) || fsync(fd) != 0)
+	if (fd < 0 || write(fd, line, len) != (ssize_t) len || fsync(fd) != 0)
 	{
 		fprintf(stderr, "%s: cannot write %s: %s\n", args.instance, args.deliveries, strerror(errno));
 		exit(1);
 	}
 	close(fd);
+	free(line);
 	snprintf(pmid, pmid_size, "c-%ld", provider_calls);
 	return true;
 }
@@ -321,8 +330,10 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 				reply[320],
 				key[600],
 				send_token[32],
-				action[16],
-				send_to[600];
+				action[16];
+	const char *send_to;
+	const char *send_text;
+	PGresult   *begun;
 	PGresult   *res;
 
 	if (n % args.slow_every == 0)
@@ -334,30 +345,31 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 	{
 		const char *params[5] = {chat_id, reply, args.instance, id, token};
 
-		res = exec_fenced("SELECT action, key, token, journaled_chat_id, journaled_payload ->> 'text'"
-						  " FROM durable.outbox_begin(idempotency_key => NULL,"
-						  " chat_id => $1, payload => $2::jsonb, instance => $3,"
-						  " inbound_id => $4::bigint, inbound_token => $5::bigint)", 5, params);
-		if (res == NULL)
+		begun = exec_fenced("SELECT action, key, token, journaled_chat_id,"
+							" coalesce(journaled_payload ->> 'text', journaled_payload::text)"
+							" FROM durable.outbox_begin(idempotency_key => NULL,"
+							" chat_id => $1, payload => $2::jsonb, instance => $3,"
+							" inbound_id => $4::bigint, inbound_token => $5::bigint)", 5, params);
+		if (begun == NULL)
 		{
 			stats.stale++;		/* fenced off: its new holder handles it */
 			return;
 		}
-		snprintf(action, sizeof(action), "%s", PQgetvalue(res, 0, 0));
-		snprintf(key, sizeof(key), "%s", PQgetvalue(res, 0, 1));
-		snprintf(send_token, sizeof(send_token), "%s", PQgetvalue(res, 0, 2));
+		snprintf(action, sizeof(action), "%s", PQgetvalue(begun, 0, 0));
+		snprintf(key, sizeof(key), "%s", PQgetvalue(begun, 0, 1));
+		snprintf(send_token, sizeof(send_token), "%s", PQgetvalue(begun, 0, 2));
 		/* an earlier run journaled this reply in other words: that one stands */
-		snprintf(send_to, sizeof(send_to), "%s",
-				 PQgetisnull(res, 0, 3) ? chat_id : PQgetvalue(res, 0, 3));
-		if (!PQgetisnull(res, 0, 4))
-			snprintf(reply_text, sizeof(reply_text), "%s", PQgetvalue(res, 0, 4));
-		PQclear(res);
+		send_to = PQgetisnull(begun, 0, 3) ? chat_id : PQgetvalue(begun, 0, 3);
+		send_text = PQgetisnull(begun, 0, 4) ? reply_text : PQgetvalue(begun, 0, 4);
 	}
 	if (strcmp(action, "send") == 0 || strcmp(action, "bypass") == 0)
 	{
 		char		pmid[64];
+		bool		delivered = provider_send(key, send_to, send_text, n % args.fail_every == 0,
+											  pmid, sizeof(pmid));
 
-		if (!provider_send(key, send_to, reply_text, n % args.fail_every == 0, pmid, sizeof(pmid)))
+		PQclear(begun);
+		if (!delivered)
 		{
 			const char *params[3] = {key, send_token, "503 service unavailable"};
 
@@ -381,14 +393,17 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 	{
 		char		why[32];
 
+		PQclear(begun);
 		snprintf(why, sizeof(why), "reply %s", action);
 		fail_for_now(id, token, why);
 		return;
 	}
-	else if (strcmp(action, "sent") != 0)
+	else
 	{
+		PQclear(begun);
 		/* dead or unknown: an operator decides (durablectl); never resend by ourselves */
-		printf("%s: reply %s is %s; left to the operator\n", args.instance, key, action);
+		if (strcmp(action, "sent") != 0)
+			printf("%s: reply %s is %s; left to the operator\n", args.instance, key, action);
 	}
 
 	/* 2. the effects and the completion, in one transaction */
