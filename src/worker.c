@@ -99,6 +99,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/wait_event.h"
 
 #include "shmem.h"
@@ -626,6 +627,23 @@ wkr_is_tracked(Oid dboid)
 }
 
 /*
+ * Stop the worker of a database that no longer takes one (made a template,
+ * or closed to connections, after its worker started): it would make
+ * CREATE DATABASE ... TEMPLATE fail for every role that does not own it.
+ */
+static void
+wkr_stop_tracked(Oid dboid)
+{
+	int			i;
+
+	for (i = 0; i < wkr_ntracked; i++)
+	{
+		if (wkr_tracked[i].dboid == dboid)
+			TerminateBackgroundWorker(wkr_tracked[i].handle);
+	}
+}
+
+/*
  * Forget the workers that exited, and hold their database's next worker
  * back for the restart delay.
  */
@@ -692,8 +710,12 @@ wkr_launch_workers(int64 now)
 		 * been reaped must be reaped first, so that the restart delay
 		 * applies.
 		 */
-		if (!db->launchable || wkr_is_tracked(db->oid) ||
-			wkr_ntracked >= DURABLE_MAX_DATABASES)
+		if (!db->launchable)
+		{
+			wkr_stop_tracked(db->oid);
+			continue;
+		}
+		if (wkr_is_tracked(db->oid) || wkr_ntracked >= DURABLE_MAX_DATABASES)
 			continue;
 		slot = wkr_launcher_slot(db, now, &absent_until);
 		if (slot == NULL)
@@ -1112,15 +1134,35 @@ wkr_owns_database(Oid dboid)
 }
 
 /*
+ * Whether the current user may copy the database: CREATE DATABASE takes
+ * any template from a role with CREATEDB, and any database from its owner.
+ */
+static bool
+wkr_may_copy_database(Oid dboid)
+{
+	HeapTuple	tup;
+	bool		template;
+
+	if (wkr_owns_database(dboid))
+		return true;
+	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	template = ((Form_pg_database) GETSTRUCT(tup))->datistemplate;
+	ReleaseSysCache(tup);
+	return template && have_createdb_privilege();
+}
+
+/*
  * Stop the worker of the named database before a command that needs the
  * database to itself, and keep new ones away for WKR_BLOCK_MS (the caller
  * lifts that sooner with wkr_unblock).  Does nothing for a missing
  * database, the current one (the command fails anyway), or one the user
- * does not own (the command fails anyway).  Returns the database blocked,
- * or InvalidOid.
+ * may not act on (owns, or for a copy may copy: the command fails anyway).
+ * Returns the database blocked, or InvalidOid.
  */
 static Oid
-wkr_stop_worker(const char *dbname)
+wkr_stop_worker(const char *dbname, bool copy)
 {
 	Oid			dboid;
 	DurableDbSlot *slot;
@@ -1131,7 +1173,8 @@ wkr_stop_worker(const char *dbname)
 	if (dbname == NULL)
 		return InvalidOid;
 	dboid = get_database_oid(dbname, true);
-	if (!OidIsValid(dboid) || dboid == MyDatabaseId || !wkr_owns_database(dboid))
+	if (!OidIsValid(dboid) || dboid == MyDatabaseId ||
+		!(copy ? wkr_may_copy_database(dboid) : wkr_owns_database(dboid)))
 		return InvalidOid;
 	slot = durable_db_slot(dboid, false);
 	if (slot == NULL)
@@ -1340,7 +1383,7 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				DropdbStmt *stmt = (DropdbStmt *) parsetree;
 
 				dropped_db = get_database_oid(stmt->dbname, true);
-				blocked_db = wkr_stop_worker(stmt->dbname);
+				blocked_db = wkr_stop_worker(stmt->dbname, false);
 				break;
 			}
 		case T_RenameStmt:
@@ -1348,7 +1391,7 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				RenameStmt *stmt = (RenameStmt *) parsetree;
 
 				if (stmt->renameType == OBJECT_DATABASE)
-					blocked_db = wkr_stop_worker(stmt->subname);
+					blocked_db = wkr_stop_worker(stmt->subname, false);
 				break;
 			}
 		case T_CreatedbStmt:
@@ -1356,7 +1399,7 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				const char *template = wkr_option(((CreatedbStmt *) parsetree)->options,
 												  "template");
 
-				blocked_db = wkr_stop_worker(template ? template : "template1");
+				blocked_db = wkr_stop_worker(template ? template : "template1", true);
 				break;
 			}
 		case T_AlterDatabaseStmt:
@@ -1364,7 +1407,7 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				AlterDatabaseStmt *stmt = (AlterDatabaseStmt *) parsetree;
 
 				if (wkr_option(stmt->options, "tablespace") != NULL)
-					blocked_db = wkr_stop_worker(stmt->dbname);
+					blocked_db = wkr_stop_worker(stmt->dbname, false);
 				break;
 			}
 		case T_TransactionStmt:

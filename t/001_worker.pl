@@ -204,6 +204,41 @@ ok($node->poll_query_until('postgres', has_workers('copied', 1)),
 ok($node->poll_query_until('postgres', has_workers('source', 1)),
 	'the template gets its worker back');
 
+# A database made a template after its worker started: any role with CREATEDB
+# may copy it, so its worker must go.  The copy stops it at once (the role
+# does not own the template) and the launcher keeps it away.
+$node->safe_psql('postgres', q{
+	CREATE ROLE copier LOGIN CREATEDB;
+	CREATE DATABASE tmpl;
+});
+$node->safe_psql('tmpl', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('postgres', has_workers('tmpl', 1)), 'database tmpl has a worker');
+$node->safe_psql('postgres', 'ALTER DATABASE tmpl IS_TEMPLATE true');
+($ret, $stdout, $stderr) = $node->psql('postgres', 'CREATE DATABASE copy_of_tmpl TEMPLATE tmpl',
+	extra_params => [ '-U', 'copier' ]);
+is($ret, 0, 'a role with CREATEDB copies a template whose worker ran a moment ago')
+  or diag $stderr;
+ok($node->poll_query_until('postgres', has_workers('copy_of_tmpl', 1)),
+	'the copy gets a worker of its own');
+sleep 2;
+is($node->safe_psql('postgres', workers_of('tmpl')), '0', 'the template gets none');
+
+# A database closed to connections after its worker started: the launcher
+# stops the worker at its next look.
+$node->safe_psql('postgres', 'ALTER DATABASE copy_of_tmpl ALLOW_CONNECTIONS false');
+ok($node->poll_query_until('postgres', has_workers('copy_of_tmpl', 0)),
+	'a database closed to connections loses its worker');
+($ret, $stdout, $stderr) = $node->psql('postgres', 'CREATE DATABASE copy_of_closed TEMPLATE copy_of_tmpl',
+	extra_params => [ '-U', 'copier' ]);
+is($ret, 0, 'its owner copies it') or diag $stderr;
+$node->safe_psql('postgres', q{
+	DROP DATABASE copy_of_closed;
+	DROP DATABASE copy_of_tmpl;
+	ALTER DATABASE tmpl IS_TEMPLATE false;
+	DROP DATABASE tmpl;
+	DROP ROLE copier;
+});
+
 # ---- A worker crash: the whole server restarts, and so do the workers ----
 
 $pid = worker_pid($node, 'late');
