@@ -40,6 +40,12 @@ dshm_request(void)
 	RequestNamedLWLockTranche("durable", 1);
 }
 
+uint64
+durable_lock_key_seed(void)
+{
+	return durable_shared != NULL ? durable_shared->lock_key_seed : 0;
+}
+
 static void
 dshm_startup(void)
 {
@@ -58,6 +64,8 @@ dshm_startup(void)
 		durable_shared->lock = &(GetNamedLWLockTranche("durable"))->lock;
 		SpinLockInit(&durable_shared->mutex);
 		durable_shared->launcher_latch = NULL;
+		if (!pg_strong_random(&durable_shared->lock_key_seed, sizeof(durable_shared->lock_key_seed)))
+			durable_shared->lock_key_seed = (uint64) GetCurrentTimestamp() ^ (uint64) MyProcPid;
 		for (i = 0; i < DURABLE_MAX_DATABASES; i++)
 		{
 			DurableDbSlot *slot = &durable_shared->slots[i];
@@ -121,6 +129,8 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	slot->worker_blocked_until = 0;
 	slot->worker_checked_at = 0;
 	slot->extension_absent = false;
+	slot->worker_passed = false;
+	slot->worker_failed_starts = 0;
 	SpinLockRelease(&slot->mutex);
 	for (q = 0; q < DQ_NUM_QUEUES; q++)
 	{

@@ -66,6 +66,8 @@ typedef struct DurableDbSlot
 	int64		worker_blocked_until;	/* no new worker before this (durable_clock_us) */
 	int64		worker_checked_at;	/* last time a worker looked here (durable_clock_us) */
 	bool		extension_absent;	/* the last worker found no extension */
+	bool		worker_passed;	/* the running worker finished a pass */
+	int			worker_failed_starts;	/* workers in a row that ended before one */
 } DurableDbSlot;
 
 typedef struct DurableShared
@@ -74,10 +76,14 @@ typedef struct DurableShared
 	slock_t		mutex;			/* protects launcher_latch, installed_dboid */
 	Latch	   *launcher_latch; /* set to wake the launcher */
 	Oid			installed_dboid;	/* durable was just installed there */
+	uint64		lock_key_seed;	/* random: keys the per-chat lock's hash */
 	DurableDbSlot slots[DURABLE_MAX_DATABASES];
 } DurableShared;
 
 extern DurableShared *durable_shared;
+
+/* The random seed of the per-chat lock's hash (0 without preloading). */
+extern uint64 durable_lock_key_seed(void);
 
 /* Called from _PG_init when preloading. */
 extern void durable_shmem_install_hooks(void);

@@ -112,9 +112,11 @@ PGDLLEXPORT void durable_worker_main(Datum main_arg);
 /* The postmaster restarts a failed launcher after this many seconds. */
 #define WKR_LAUNCHER_RESTART_S	5
 
-/* A worker that stopped is started again after a naptime, within these bounds. */
+/* A worker that stopped is started again after a naptime, within these bounds... */
 #define WKR_RESTART_MIN_MS		1000
 #define WKR_RESTART_MAX_MS		10000
+/* ...doubled for each worker in a row that ended before finishing a pass, up to this. */
+#define WKR_RESTART_BACKOFF_MAX_MS	300000
 
 /* How often a database found without the extension is looked at again. */
 #define WKR_ABSENT_RECHECK_MS	30000
@@ -207,13 +209,21 @@ wkr_ms_until(int64 now, int64 until)
 	return (long) Min(ms, (int64) INT_MAX);
 }
 
-/* The delay before a stopped worker is started again. */
+/*
+ * The delay before a stopped worker is started again: a naptime within
+ * bounds, doubled for each earlier worker in a row that ended before it
+ * finished a pass (failed_starts counts this one too), so that a pass that
+ * fails every time (a broken trigger, say) is not retried, and logged,
+ * every second forever.
+ */
 static int64
-wkr_restart_delay_us(void)
+wkr_restart_delay_us(int failed_starts)
 {
-	int			ms = Min(Max(durable_naptime_ms, WKR_RESTART_MIN_MS), WKR_RESTART_MAX_MS);
+	int64		ms = Min(Max(durable_naptime_ms, WKR_RESTART_MIN_MS), WKR_RESTART_MAX_MS);
 
-	return (int64) ms * 1000;
+	if (failed_starts > 1)
+		ms <<= Min(failed_starts - 1, 16);
+	return Min(ms, (int64) WKR_RESTART_BACKOFF_MAX_MS) * 1000;
 }
 
 /*
@@ -672,8 +682,14 @@ wkr_reap_workers(int64 now)
 			SpinLockAcquire(&slot->mutex);
 			slot->worker_starting = false;
 			if (slot->worker_pid == 0)
+			{
+				/* A worker that found no extension did its job. */
+				slot->worker_failed_starts = (slot->worker_passed || slot->extension_absent) ? 0 :
+					Min(slot->worker_failed_starts + 1, 100);
+				slot->worker_passed = false;
 				slot->worker_blocked_until = Max(slot->worker_blocked_until,
-												 now + wkr_restart_delay_us());
+												 now + wkr_restart_delay_us(slot->worker_failed_starts));
+			}
 			SpinLockRelease(&slot->mutex);
 		}
 		pfree(wkr_tracked[i].handle);
@@ -747,9 +763,9 @@ wkr_launch_workers(int64 now)
 		{
 			SpinLockAcquire(&slot->mutex);
 			slot->worker_starting = false;
-			slot->worker_blocked_until = now + wkr_restart_delay_us();
+			slot->worker_blocked_until = now + wkr_restart_delay_us(0);
 			SpinLockRelease(&slot->mutex);
-			next = Min(next, now + wkr_restart_delay_us());
+			next = Min(next, now + wkr_restart_delay_us(0));
 		}
 	}
 	return next;
@@ -844,6 +860,7 @@ wkr_claim_slot(Oid dboid)
 		wkr_slot->worker_blocked_until <= now)
 	{
 		wkr_slot->worker_pid = MyProcPid;
+		wkr_slot->worker_passed = false;
 		claimed = true;
 	}
 	SpinLockRelease(&wkr_slot->mutex);
@@ -1001,6 +1018,7 @@ durable_worker_main(Datum main_arg)
 	int64		last_pass;
 	int64		next_pass;
 	int64		next_open_scan = 0;
+	bool		passed = false;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -1094,6 +1112,13 @@ durable_worker_main(Datum main_arg)
 		MemoryContextReset(pass_cxt);
 		if (!present)
 			wkr_exit_dropped();
+		if (!passed)
+		{
+			SpinLockAcquire(&wkr_slot->mutex);
+			wkr_slot->worker_passed = true;
+			SpinLockRelease(&wkr_slot->mutex);
+			passed = true;
+		}
 
 		/*
 		 * A full batch means more work is waiting.  Lost leases are
@@ -1291,6 +1316,7 @@ wkr_wake_launcher(void)
 		slot->extension_absent = false;
 		/* Nothing else can block a database we are connected to. */
 		slot->worker_blocked_until = 0;
+		slot->worker_failed_starts = 0;
 		SpinLockRelease(&slot->mutex);
 	}
 	/*

@@ -15,6 +15,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 use Time::Local qw(timegm);
 
 my $node = PostgreSQL::Test::Cluster->new('pacing');
@@ -160,6 +161,44 @@ for my $i (0 .. $#purge - 1)
 	}
 }
 ok($paced, 'after a full retention pass the worker rests 5 times its duration, not a naptime');
+
+# --- A pass that fails every time (here the fail point at the end of every
+# pass): each worker that ends before finishing a pass doubles the restart
+# delay (1 s, 2 s, 4 s, 8 s ... up to 5 min) instead of restarting, and
+# logging, every second; one finished pass brings it back to a naptime.
+$node->safe_psql(
+	'postgres', q{
+	ALTER SYSTEM SET durable.naptime = '100ms';
+	SELECT pg_reload_conf();
+	CREATE DATABASE failing;
+});
+$node->safe_psql('failing', 'CREATE EXTENSION durable');
+my $workers_of_failing = "SELECT count(*) FROM pg_stat_activity"
+  . " WHERE backend_type = 'durable worker' AND datname = 'failing'";
+ok($node->poll_query_until('postgres', "SELECT ($workers_of_failing) = 1"),
+	'database failing has a worker');
+$node->safe_psql('postgres', "ALTER DATABASE failing SET durable.fail_point = 'sweep'");
+$offset = -s $node->logfile;
+$node->safe_psql('postgres',
+	"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'durable worker' AND datname = 'failing'");
+sleep 16;
+my $log = slurp_file($node->logfile, $offset);
+my $starts = () = $log =~ /durable worker started for database "failing"/g;
+my $failures = () = $log =~ /FATAL:  durable fail point "sweep" reached/g;
+ok($starts >= 3 && $starts <= 7,
+	"a worker whose every pass fails is restarted with growing delays: $starts starts in 16 s (14 without)");
+ok($failures >= 3, "and each of them failed ($failures)");
+
+$offset = -s $node->logfile;
+$node->safe_psql('postgres', 'ALTER DATABASE failing RESET durable.fail_point');
+$node->wait_for_log(qr/durable worker: swept database "failing"/, $offset);
+ok(1, 'once the cause is gone, the next worker finishes its passes');
+$node->safe_psql('postgres',
+	"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'durable worker' AND datname = 'failing'");
+my $stopped_at = time;
+ok($node->poll_query_until('postgres', "SELECT ($workers_of_failing) = 1"),
+	'a worker stopped after a finished pass comes back');
+ok(time - $stopped_at < 5, 'after a naptime again, not the grown delay');
 
 $node->stop;
 done_testing();
