@@ -37,9 +37,10 @@
  * draws an id, and holds it until commit.  Without it, two concurrent
  * admits of one chat could commit in the opposite order of their ids and a
  * claimer could lease the newer record before the older one is visible
- * (and then lease the older one too).  The lock has the two-int4 form, whose
- * first key is a durable-specific constant, so it cannot collide with an
- * application's single-bigint advisory locks.  Admits of one chat therefore
+ * (and then lease the older one too).  The lock's tag is one that SQL's
+ * advisory lock functions cannot make (INBOX_CHAT_LOCK_FIELD4), so no
+ * application lock collides with it and no role can hold a chat's admits
+ * up by taking it.  Admits of one chat therefore
  * serialize through their commits; a transaction admitting for several
  * chats can deadlock with another admitting for the same chats in another
  * order (PostgreSQL detects it and one of them fails).
@@ -70,10 +71,14 @@
 #include "common/cryptohash.h"
 #include "common/hashfn.h"
 #include "common/sha2.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/jsonb.h"
+
+#include "shmem.h"
 
 PG_FUNCTION_INFO_V1(durable_inbox_admit);
 PG_FUNCTION_INFO_V1(durable_inbox_claim);
@@ -84,8 +89,16 @@ PG_FUNCTION_INFO_V1(durable_inbox_fail);
 PG_FUNCTION_INFO_V1(durable_inbox_release);
 PG_FUNCTION_INFO_V1(durable_inbox_replay);
 
-/* First key of the per-chat advisory lock ("DRCH"); the second is a hash of the chat id. */
+/*
+ * The per-chat lock: an advisory lock tag whose first key is "DRCH", whose
+ * second is a keyed hash of the chat id, and whose fourth field is neither
+ * of the two that SQL's pg_advisory_lock functions use (1 and 2), so that
+ * no role can take it and hold a chat's admits up.  pg_locks shows it to
+ * everyone: the hash is keyed with a random seed drawn at server start
+ * (with preloading), so that it does not tell which chats are active.
+ */
 #define INBOX_CHAT_LOCK_KEY		0x44524348
+#define INBOX_CHAT_LOCK_FIELD4	0x4452
 
 /*
  * Most records one claim leases; a larger max is clamped to it.  It bounds
@@ -227,12 +240,13 @@ static void
 inbox_lock_chat(Datum chat_id)
 {
 	text	   *t = DatumGetTextPP(chat_id);
-	uint32		h = hash_bytes((const unsigned char *) VARDATA_ANY(t),
-							   (int) VARSIZE_ANY_EXHDR(t));
+	uint64		seed = durable_lock_key_seed();
+	uint32		h = (uint32) hash_bytes_extended((const unsigned char *) VARDATA_ANY(t),
+												 (int) VARSIZE_ANY_EXHDR(t), seed);
+	LOCKTAG		tag;
 
-	DirectFunctionCall2(pg_advisory_xact_lock_int4,
-						Int32GetDatum(INBOX_CHAT_LOCK_KEY),
-						Int32GetDatum((int32) h));
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, INBOX_CHAT_LOCK_KEY, h, INBOX_CHAT_LOCK_FIELD4);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
 /*
