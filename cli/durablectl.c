@@ -394,7 +394,57 @@ valid_record_id(const char *s)
 	return true;
 }
 
-/* Print text that may hold newlines with every line after the first indented. */
+/* Print one character of journal text, a control character as \xNN. */
+static void
+put_shown(char c)
+{
+	if ((unsigned char) c < 0x20 || c == 0x7f)
+		printf("\\x%02x", (unsigned char) c);
+	else
+		putchar(c);
+}
+
+/*
+ * Journal text (a key, a chat id, an owner: written by bots) with its
+ * control characters shown as \xNN, so that it cannot move the cursor,
+ * hide what follows or fake lines of output on the operator's terminal.
+ * NULL stays NULL.  The result lives until the SHOWN_SLOTS-th call after.
+ */
+#define SHOWN_SLOTS 8
+static const char *
+shown(const char *text)
+{
+	static char *slots[SHOWN_SLOTS];
+	static int	next;
+	char	   *out;
+	char	   *o;
+	const char *p;
+
+	if (text == NULL)
+		return NULL;
+	free(slots[next]);
+	out = slots[next] = malloc(strlen(text) * 4 + 1);
+	next = (next + 1) % SHOWN_SLOTS;
+	if (out == NULL)
+	{
+		fprintf(stderr, "%s: out of memory\n", PROGNAME);
+		exit(EXIT_ERROR);
+	}
+	for (o = out, p = text; *p; p++)
+	{
+		if ((unsigned char) *p < 0x20 || *p == 0x7f)
+			o += sprintf(o, "\\x%02x", (unsigned char) *p);
+		else
+			*o++ = *p;
+	}
+	*o = '\0';
+	return out;
+}
+
+/*
+ * Print text that may hold newlines with every line after the first
+ * indented, and other control characters shown as \xNN.
+ */
 static void
 print_indented(const char *label, const char *text, size_t clip)
 {
@@ -407,11 +457,50 @@ print_indented(const char *label, const char *text, size_t clip)
 		if (text[i] == '\n')
 			fputs("\n    ", stdout);
 		else
-			putchar(text[i]);
+			put_shown(text[i]);
 	}
 	if (clip > 0 && len > clip)
 		printf("... (%zu bytes)", len);
 	putchar('\n');
+}
+
+/*
+ * Whether a NOTIFY payload is one JSON object on one line, as durable
+ * sends them: anyone may NOTIFY on durable's channels, and watch --json
+ * passes objects through, so a payload that closes its object early or
+ * holds a line break could forge events.  Checks the shape (braces outside
+ * strings balance only at the end, no control characters), not the whole
+ * JSON grammar.
+ */
+static bool
+json_object_payload(const char *payload)
+{
+	int			depth = 0;
+	bool		in_string = false;
+	const char *p;
+
+	if (payload[0] != '{')
+		return false;
+	for (p = payload; *p; p++)
+	{
+		if ((unsigned char) *p < 0x20)
+			return false;
+		if (in_string)
+		{
+			if (*p == '\\' && p[1] != '\0')
+				p++;
+			else if (*p == '"')
+				in_string = false;
+			continue;
+		}
+		if (*p == '"')
+			in_string = true;
+		else if (*p == '{' || *p == '[')
+			depth++;
+		else if ((*p == '}' || *p == ']') && --depth == 0 && p[1] != '\0')
+			return false;
+	}
+	return depth == 0 && !in_string;
 }
 
 /* Value of a column by name in row 0 (asserts the column exists). */
@@ -654,11 +743,11 @@ cmd_dlq_inbox(const Options *opt)
 		for (i = 0; i < PQntuples(res); i++)
 		{
 			printf("\nid %s  source %s  message %s  chat %s  kind %s\n",
-				   col(res, i, "id"), col(res, i, "source"),
-				   col(res, i, "message_id") ? col(res, i, "message_id") : "(none)",
-				   col(res, i, "chat_id"), col(res, i, "kind"));
+				   col(res, i, "id"), shown(col(res, i, "source")),
+				   col(res, i, "message_id") ? shown(col(res, i, "message_id")) : "(none)",
+				   shown(col(res, i, "chat_id")), shown(col(res, i, "kind")));
 			printf("  attempts %s, last owner %s, journaled %s\n", col(res, i, "attempts"),
-				   col(res, i, "owner") ? col(res, i, "owner") : "(none)", col(res, i, "created"));
+				   col(res, i, "owner") ? shown(col(res, i, "owner")) : "(none)", col(res, i, "created"));
 			print_indented("error", col(res, i, "error") ? col(res, i, "error") : "(none)", 0);
 			print_indented("payload", col(res, i, "payload"), PAYLOAD_CLIP);
 		}
@@ -714,9 +803,9 @@ cmd_outbox_list(const Options *opt, const char *state)
 			   total);
 		for (i = 0; i < PQntuples(res); i++)
 		{
-			printf("\nkey %s  chat %s\n", col(res, i, "key"), col(res, i, "chat_id"));
+			printf("\nkey %s  chat %s\n", shown(col(res, i, "key")), shown(col(res, i, "chat_id")));
 			printf("  attempts %s, last owner %s, journaled %s", col(res, i, "attempts"),
-				   col(res, i, "owner") ? col(res, i, "owner") : "(none)", col(res, i, "created"));
+				   col(res, i, "owner") ? shown(col(res, i, "owner")) : "(none)", col(res, i, "created"));
 			if (!dead && col(res, i, "lease_end"))
 				printf(", lease ended %s", col(res, i, "lease_end"));
 			if (col(res, i, "inbound_id"))
@@ -793,10 +882,10 @@ cmd_discard(const Options *opt, const char *key)
 					  " FROM durable.outbox o WHERE o.key = $1",
 					  1, params, "42501");
 		if (res != NULL && PQntuples(res) == 1)
-			printf("Send \"%s\": %s, chat %s, %s attempts, journaled %s%s%s\n", key,
-				   col(res, 0, "state"), col(res, 0, "chat_id"), col(res, 0, "attempts"),
+			printf("Send \"%s\": %s, chat %s, %s attempts, journaled %s%s%s\n", shown(key),
+				   col(res, 0, "state"), shown(col(res, 0, "chat_id")), col(res, 0, "attempts"),
 				   col(res, 0, "created"), col(res, 0, "error") ? ", error: " : "",
-				   col(res, 0, "error") ? col(res, 0, "error") : "");
+				   col(res, 0, "error") ? shown(col(res, 0, "error")) : "");
 		PQclear(res);
 		printf("Discard send \"%s\"? Its key will be forgotten: a later send with it starts afresh. [y/N] ",
 			   key);
@@ -933,11 +1022,29 @@ cmd_watch(const Options *opt)
 				for (p = note->relname; *p; p++)
 					if (*p != '"' && *p != '\\' && (unsigned char) *p >= 0x20)
 						putchar(*p);
-				/* the extension's payloads are JSON objects; pass them through */
-				printf("\", \"payload\": %s}\n", note->extra[0] == '{' ? note->extra : "null");
+				/*
+				 * The extension's payloads are JSON objects: passed through.
+				 * Anything else (anyone may NOTIFY here) goes as a string.
+				 */
+				if (json_object_payload(note->extra))
+					printf("\", \"payload\": %s}\n", note->extra);
+				else
+				{
+					fputs("\", \"payload\": \"", stdout);
+					for (p = note->extra; *p; p++)
+					{
+						if (*p == '"' || *p == '\\')
+							printf("\\%c", *p);
+						else if ((unsigned char) *p < 0x20)
+							printf("\\u%04x", (unsigned char) *p);
+						else
+							putchar(*p);
+					}
+					fputs("\"}\n", stdout);
+				}
 			}
 			else
-				printf("%s  %s  %s\n", when, note->relname, note->extra);
+				printf("%s  %s  %s\n", when, shown(note->relname), shown(note->extra));
 			fflush(stdout);
 			PQfreemem(note);
 		}
