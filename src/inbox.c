@@ -67,6 +67,8 @@
  */
 #include "durable.h"
 
+#include "access/xlog.h"
+#include "catalog/pg_control.h"
 #include "catalog/pg_type.h"
 #include "common/cryptohash.h"
 #include "common/hashfn.h"
@@ -77,8 +79,6 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/jsonb.h"
-
-#include "shmem.h"
 
 PG_FUNCTION_INFO_V1(durable_inbox_admit);
 PG_FUNCTION_INFO_V1(durable_inbox_claim);
@@ -94,8 +94,8 @@ PG_FUNCTION_INFO_V1(durable_inbox_replay);
  * second is a keyed hash of the chat id, and whose fourth field is neither
  * of the two that SQL's pg_advisory_lock functions use (1 and 2), so that
  * no role can take it and hold a chat's admits up.  pg_locks shows it to
- * everyone: the hash is keyed with a random seed drawn at server start
- * (with preloading), so that it does not tell which chats are active.
+ * everyone, so the hash is keyed (inbox_chat_lock_seed) and does not tell
+ * which chats are active.
  */
 #define INBOX_CHAT_LOCK_KEY		0x44524348
 #define INBOX_CHAT_LOCK_FIELD4	0x4452
@@ -236,13 +236,35 @@ inbox_content_hash(Datum source, Datum chat_id, Datum kind, Datum payload)
  * it makes id order agree with commit order within a chat).  Held until the
  * caller's transaction ends.
  */
+/*
+ * The key of the per-chat lock's hash, from the cluster's mock
+ * authentication nonce: random, drawn at initdb, never shown to SQL (SCRAM
+ * answers with it for roles that do not exist).  So it is the same in
+ * every backend, with or without preloading, and after a restart, when a
+ * prepared transaction may still hold a chat's lock.
+ */
+static uint64
+inbox_chat_lock_seed(void)
+{
+	static bool known = false;
+	static uint64 seed;
+
+	if (!known)
+	{
+		seed = hash_bytes_extended((const unsigned char *) GetMockAuthenticationNonce(),
+								   MOCK_AUTH_NONCE_LEN, 0);
+		known = true;
+	}
+	return seed;
+}
+
 static void
 inbox_lock_chat(Datum chat_id)
 {
 	text	   *t = DatumGetTextPP(chat_id);
-	uint64		seed = durable_lock_key_seed();
 	uint32		h = (uint32) hash_bytes_extended((const unsigned char *) VARDATA_ANY(t),
-												 (int) VARSIZE_ANY_EXHDR(t), seed);
+												 (int) VARSIZE_ANY_EXHDR(t),
+												 inbox_chat_lock_seed());
 	LOCKTAG		tag;
 
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, INBOX_CHAT_LOCK_KEY, h, INBOX_CHAT_LOCK_FIELD4);

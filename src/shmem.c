@@ -40,12 +40,6 @@ dshm_request(void)
 	RequestNamedLWLockTranche("durable", 1);
 }
 
-uint64
-durable_lock_key_seed(void)
-{
-	return durable_shared != NULL ? durable_shared->lock_key_seed : 0;
-}
-
 static void
 dshm_startup(void)
 {
@@ -64,8 +58,6 @@ dshm_startup(void)
 		durable_shared->lock = &(GetNamedLWLockTranche("durable"))->lock;
 		SpinLockInit(&durable_shared->mutex);
 		durable_shared->launcher_latch = NULL;
-		if (!pg_strong_random(&durable_shared->lock_key_seed, sizeof(durable_shared->lock_key_seed)))
-			durable_shared->lock_key_seed = (uint64) GetCurrentTimestamp() ^ (uint64) MyProcPid;
 		for (i = 0; i < DURABLE_MAX_DATABASES; i++)
 		{
 			DurableDbSlot *slot = &durable_shared->slots[i];

@@ -76,14 +76,10 @@ typedef struct DurableShared
 	slock_t		mutex;			/* protects launcher_latch, installed_dboid */
 	Latch	   *launcher_latch; /* set to wake the launcher */
 	Oid			installed_dboid;	/* durable was just installed there */
-	uint64		lock_key_seed;	/* random: keys the per-chat lock's hash */
 	DurableDbSlot slots[DURABLE_MAX_DATABASES];
 } DurableShared;
 
 extern DurableShared *durable_shared;
-
-/* The random seed of the per-chat lock's hash (0 without preloading). */
-extern uint64 durable_lock_key_seed(void);
 
 /* Called from _PG_init when preloading. */
 extern void durable_shmem_install_hooks(void);
