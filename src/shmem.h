@@ -67,6 +67,7 @@ typedef struct DurableDbSlot
 	int64		worker_checked_at;	/* last time a worker looked here (durable_clock_us) */
 	bool		extension_absent;	/* the last worker found no extension */
 	bool		worker_passed;	/* the running worker finished a pass */
+	bool		worker_stop_asked;	/* durable stopped it on purpose (a hook, the launcher) */
 	int			worker_failed_starts;	/* workers in a row that ended before one */
 } DurableDbSlot;
 

@@ -646,10 +646,19 @@ wkr_stop_tracked(Oid dboid)
 {
 	int			i;
 
+	DurableDbSlot *slot = durable_db_slot(dboid, false);
+
 	for (i = 0; i < wkr_ntracked; i++)
 	{
-		if (wkr_tracked[i].dboid == dboid)
-			TerminateBackgroundWorker(wkr_tracked[i].handle);
+		if (wkr_tracked[i].dboid != dboid)
+			continue;
+		if (slot != NULL)
+		{
+			SpinLockAcquire(&slot->mutex);
+			slot->worker_stop_asked = true;
+			SpinLockRelease(&slot->mutex);
+		}
+		TerminateBackgroundWorker(wkr_tracked[i].handle);
 	}
 }
 
@@ -683,10 +692,16 @@ wkr_reap_workers(int64 now)
 			slot->worker_starting = false;
 			if (slot->worker_pid == 0)
 			{
-				/* A worker that found no extension did its job. */
-				slot->worker_failed_starts = (slot->worker_passed || slot->extension_absent) ? 0 :
-					Min(slot->worker_failed_starts + 1, 100);
+				/*
+				 * A worker that found no extension did its job; one that
+				 * durable stopped on purpose did not fail.
+				 */
+				if (slot->worker_passed || slot->extension_absent)
+					slot->worker_failed_starts = 0;
+				else if (!slot->worker_stop_asked)
+					slot->worker_failed_starts = Min(slot->worker_failed_starts + 1, 100);
 				slot->worker_passed = false;
+				slot->worker_stop_asked = false;
 				slot->worker_blocked_until = Max(slot->worker_blocked_until,
 												 now + wkr_restart_delay_us(slot->worker_failed_starts));
 			}
@@ -1160,7 +1175,8 @@ wkr_owns_database(Oid dboid)
 
 /*
  * Whether the current user may copy the database: CREATE DATABASE takes
- * any template from a role with CREATEDB, and any database from its owner.
+ * any template from a role with CREATEDB, and any database from its owner
+ * if the owner has CREATEDB.
  */
 static bool
 wkr_may_copy_database(Oid dboid)
@@ -1168,6 +1184,8 @@ wkr_may_copy_database(Oid dboid)
 	HeapTuple	tup;
 	bool		template;
 
+	if (!have_createdb_privilege())
+		return false;
 	if (wkr_owns_database(dboid))
 		return true;
 	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
@@ -1175,7 +1193,7 @@ wkr_may_copy_database(Oid dboid)
 		return false;
 	template = ((Form_pg_database) GETSTRUCT(tup))->datistemplate;
 	ReleaseSysCache(tup);
-	return template && have_createdb_privilege();
+	return template;
 }
 
 /*
@@ -1226,6 +1244,10 @@ wkr_stop_worker(const char *dbname, bool copy)
 			return dboid;
 		if (pid != 0 && pid != signalled)
 		{
+			SpinLockAcquire(&slot->mutex);
+			if (slot->dboid == dboid && slot->worker_pid == pid)
+				slot->worker_stop_asked = true;
+			SpinLockRelease(&slot->mutex);
 			if (kill(pid, SIGTERM) == 0)
 				ereport(DEBUG1,
 						(errmsg_internal("durable: stopping the worker of database \"%s\"",

@@ -200,5 +200,22 @@ ok($node->poll_query_until('postgres', "SELECT ($workers_of_failing) = 1"),
 	'a worker stopped after a finished pass comes back');
 ok(time - $stopped_at < 5, 'after a naptime again, not the grown delay');
 
+# Stops durable makes on purpose (a copy of the database stops its worker
+# before its first pass) are not failures: after four copies in a row, a
+# stopped worker still comes back after a naptime.
+$node->safe_psql('postgres', q{ALTER SYSTEM SET durable.naptime = '3s'; SELECT pg_reload_conf();});
+for my $i (1 .. 4)
+{
+	ok($node->poll_query_until('postgres', "SELECT ($workers_of_failing) = 1"), "worker back before copy $i");
+	$node->safe_psql('postgres', "CREATE DATABASE copy_$i TEMPLATE failing");
+}
+ok($node->poll_query_until('postgres', "SELECT ($workers_of_failing) = 1"), 'worker back after the copies');
+$node->safe_psql('postgres',
+	"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'durable worker' AND datname = 'failing'");
+$stopped_at = time;
+ok($node->poll_query_until('postgres', "SELECT ($workers_of_failing) = 1"),
+	'a worker stopped after four copies comes back');
+ok(time - $stopped_at < 8, 'after a naptime, not a delay grown by the copies');
+
 $node->stop;
 done_testing();
