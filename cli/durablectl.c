@@ -464,6 +464,25 @@ print_indented(const char *label, const char *text, size_t clip)
 	putchar('\n');
 }
 
+/* Print text as a JSON string, quotes included. */
+static void
+put_json_string(const char *text)
+{
+	const char *p;
+
+	putchar('"');
+	for (p = text; *p; p++)
+	{
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if ((unsigned char) *p < 0x20)
+			printf("\\u%04x", (unsigned char) *p);
+		else
+			putchar(*p);
+	}
+	putchar('"');
+}
+
 /*
  * Whether a NOTIFY payload is one JSON object on one line, as durable
  * sends them: anyone may NOTIFY on durable's channels, and watch --json
@@ -608,20 +627,10 @@ cmd_status(const Options *opt, const char *extversion)
 			   mt ? col(mt, 0, "json") : "null");
 		for (i = 0; i < nattention; i++)
 		{
-			const char *p;
-
 			/* the lines are ours, but the bound text comes from the server: escape */
-			fputs(i > 0 ? ", \"" : "\"", stdout);
-			for (p = attention[i]; *p; p++)
-			{
-				if (*p == '"' || *p == '\\')
-					printf("\\%c", *p);
-				else if ((unsigned char) *p < 0x20)
-					printf("\\u%04x", (unsigned char) *p);
-				else
-					putchar(*p);
-			}
-			putchar('"');
+			if (i > 0)
+				fputs(", ", stdout);
+			put_json_string(attention[i]);
 		}
 		printf("]}\n");
 	}
@@ -1030,17 +1039,9 @@ cmd_watch(const Options *opt)
 					printf("\", \"payload\": %s}\n", note->extra);
 				else
 				{
-					fputs("\", \"payload\": \"", stdout);
-					for (p = note->extra; *p; p++)
-					{
-						if (*p == '"' || *p == '\\')
-							printf("\\%c", *p);
-						else if ((unsigned char) *p < 0x20)
-							printf("\\u%04x", (unsigned char) *p);
-						else
-							putchar(*p);
-					}
-					fputs("\"}\n", stdout);
+					fputs("\", \"payload\": ", stdout);
+					put_json_string(note->extra);
+					fputs("}\n", stdout);
 				}
 			}
 			else
