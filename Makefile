@@ -76,9 +76,9 @@ test/crash/botsim: test/crash/botsim.c
 # installed by `make install` beside psql in $(bindir).  examples/c/bot is
 # the example bot in C (built by `make tools`, not installed).
 all: cli/durablectl
-cli/durablectl: cli/durablectl.c durable.control
+cli/durablectl: cli/durablectl.c cli/text.c cli/text.h durable.control
 	$(CC) -O2 -Wall -Wextra $(if $(WERROR),-Werror) -DDURABLECTL_VERSION='"$(DURABLE_VERSION)"' \
-		-o $@ $< -I$(shell $(PG_CONFIG) --includedir) -L$(shell $(PG_CONFIG) --libdir) -lpq
+		-o $@ $(filter %.c,$^) -I$(shell $(PG_CONFIG) --includedir) -L$(shell $(PG_CONFIG) --libdir) -lpq
 examples/c/bot: examples/c/bot.c
 	$(CC) -O2 -Wall -Wextra $(if $(WERROR),-Werror) -o $@ $< \
 		-I$(shell $(PG_CONFIG) --includedir) -L$(shell $(PG_CONFIG) --libdir) -lpq

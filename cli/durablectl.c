@@ -48,6 +48,8 @@
 
 #include "libpq-fe.h"
 
+#include "text.h"
+
 #ifndef DURABLECTL_VERSION
 #define DURABLECTL_VERSION "unknown"
 #endif
@@ -394,21 +396,10 @@ valid_record_id(const char *s)
 	return true;
 }
 
-/* Print one character of journal text, a control character as \xNN. */
-static void
-put_shown(char c)
-{
-	if ((unsigned char) c < 0x20 || c == 0x7f)
-		printf("\\x%02x", (unsigned char) c);
-	else
-		putchar(c);
-}
-
 /*
- * Journal text (a key, a chat id, an owner: written by bots) with its
- * control characters shown as \xNN, so that it cannot move the cursor,
- * hide what follows or fake lines of output on the operator's terminal.
- * NULL stays NULL.  The result lives until the SHOWN_SLOTS-th call after.
+ * Journal text (a key, a chat id, an owner: written by bots) as shown on a
+ * terminal (see text.c).  NULL stays NULL.  The result lives until the
+ * SHOWN_SLOTS-th call after.
  */
 #define SHOWN_SLOTS 8
 static const char *
@@ -417,109 +408,49 @@ shown(const char *text)
 	static char *slots[SHOWN_SLOTS];
 	static int	next;
 	char	   *out;
-	char	   *o;
-	const char *p;
 
 	if (text == NULL)
 		return NULL;
 	free(slots[next]);
-	out = slots[next] = malloc(strlen(text) * 4 + 1);
+	out = slots[next] = shown_alloc(text);
 	next = (next + 1) % SHOWN_SLOTS;
 	if (out == NULL)
 	{
 		fprintf(stderr, "%s: out of memory\n", PROGNAME);
 		exit(EXIT_ERROR);
 	}
-	for (o = out, p = text; *p; p++)
-	{
-		if ((unsigned char) *p < 0x20 || *p == 0x7f)
-			o += sprintf(o, "\\x%02x", (unsigned char) *p);
-		else
-			*o++ = *p;
-	}
-	*o = '\0';
 	return out;
 }
 
 /*
  * Print text that may hold newlines with every line after the first
- * indented, and other control characters shown as \xNN.
+ * indented, and the rest as shown() shows it.  Clipped after clip bytes
+ * (0: never), at a character's end.
  */
 static void
 print_indented(const char *label, const char *text, size_t clip)
 {
 	size_t		len = strlen(text);
-	size_t		i;
+	size_t		i = 0;
 
 	printf("  %s: ", label);
-	for (i = 0; i < len && (clip == 0 || i < clip); i++)
+	while (i < len && (clip == 0 || i < clip))
 	{
+		char		out[SHOWN_CHAR_MAX];
+		size_t		n;
+
 		if (text[i] == '\n')
-			fputs("\n    ", stdout);
-		else
-			put_shown(text[i]);
-	}
-	if (clip > 0 && len > clip)
-		printf("... (%zu bytes)", len);
-	putchar('\n');
-}
-
-/* Print text as a JSON string, quotes included. */
-static void
-put_json_string(const char *text)
-{
-	const char *p;
-
-	putchar('"');
-	for (p = text; *p; p++)
-	{
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if ((unsigned char) *p < 0x20)
-			printf("\\u%04x", (unsigned char) *p);
-		else
-			putchar(*p);
-	}
-	putchar('"');
-}
-
-/*
- * Whether a NOTIFY payload is one JSON object on one line, as durable
- * sends them: anyone may NOTIFY on durable's channels, and watch --json
- * passes objects through, so a payload that closes its object early or
- * holds a line break could forge events.  Checks the shape (braces outside
- * strings balance only at the end, no control characters), not the whole
- * JSON grammar.
- */
-static bool
-json_object_payload(const char *payload)
-{
-	int			depth = 0;
-	bool		in_string = false;
-	const char *p;
-
-	if (payload[0] != '{')
-		return false;
-	for (p = payload; *p; p++)
-	{
-		if ((unsigned char) *p < 0x20)
-			return false;
-		if (in_string)
 		{
-			if (*p == '\\' && p[1] != '\0')
-				p++;
-			else if (*p == '"')
-				in_string = false;
+			fputs("\n    ", stdout);
+			i++;
 			continue;
 		}
-		if (*p == '"')
-			in_string = true;
-		else if (*p == '{' || *p == '[')
-			depth++;
-		else if ((*p == '}' || *p == ']') && --depth == 0 && p[1] != '\0')
-			return false;
+		i += shown_char(text + i, out, &n);
+		fwrite(out, 1, n, stdout);
 	}
-	return depth == 0 && !in_string;
+	if (i < len)
+		printf("... (%zu bytes)", len);
+	putchar('\n');
 }
 
 /* Value of a column by name in row 0 (asserts the column exists). */

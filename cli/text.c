@@ -1,0 +1,331 @@
+/*-------------------------------------------------------------------------
+ *
+ * text.c
+ *		How durablectl prints text that bots wrote: escaped for a terminal,
+ *		or as JSON.
+ *
+ * Keys, chat ids, owners, errors and payloads are written by bots, and
+ * NOTIFY payloads on durable's channels by anyone who can connect.  Printed
+ * raw, such text could move the operator's cursor, hide what follows, or
+ * fake whole lines of output (a forged "dlq" entry, a forged event in
+ * watch --json).  So, for a terminal, every character that can steer one is
+ * shown as an escape: C0 controls and DEL as \xNN, the C1 controls and the
+ * bidirectional embeddings, overrides and isolates (which reorder what the
+ * eye reads) as \uXXXX, a byte that is not part of valid UTF-8 as \xNN, and
+ * a backslash as \\ so that an escape cannot be faked by typing one.  For
+ * JSON, a payload is passed through only when it is one complete JSON
+ * object on one line (checked against the whole grammar); anything else is
+ * printed as a JSON string.
+ *
+ * IDENTIFICATION
+ *	  cli/text.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text.h"
+
+/* Deeper JSON than this is not durable's, and would only spend stack. */
+#define JSON_MAX_DEPTH	64
+
+/*
+ * Length of the UTF-8 sequence that starts at p (1 to 4 bytes) with its code
+ * point in *cp, or 0 if p does not start a valid, shortest-form sequence.
+ */
+static size_t
+utf8_sequence(const unsigned char *p, unsigned int *cp)
+{
+	size_t		len;
+	unsigned char lo = 0x80;
+	unsigned char hi = 0xbf;
+	size_t		i;
+
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+	{
+		len = 2;
+		*cp = p[0] & 0x1f;
+	}
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+	{
+		len = 3;
+		*cp = p[0] & 0x0f;
+		if (p[0] == 0xe0)
+			lo = 0xa0;			/* shortest form */
+		else if (p[0] == 0xed)
+			hi = 0x9f;			/* no surrogates */
+	}
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+	{
+		len = 4;
+		*cp = p[0] & 0x07;
+		if (p[0] == 0xf0)
+			lo = 0x90;			/* shortest form */
+		else if (p[0] == 0xf4)
+			hi = 0x8f;			/* at most U+10FFFF */
+	}
+	else
+		return 0;
+	for (i = 1; i < len; i++)
+	{
+		if (p[i] < lo || p[i] > hi)
+			return 0;			/* also stops at the terminating zero */
+		*cp = (*cp << 6) | (p[i] & 0x3f);
+		lo = 0x80;
+		hi = 0xbf;
+	}
+	return len;
+}
+
+/* Whether a code point steers a terminal or reorders the text shown. */
+static bool
+steering_code_point(unsigned int cp)
+{
+	return (cp >= 0x80 && cp <= 0x9f) ||	/* C1 controls, e.g. CSI */
+		(cp >= 0x202a && cp <= 0x202e) ||	/* bidi embeddings, overrides */
+		(cp >= 0x2066 && cp <= 0x2069);	/* bidi isolates */
+}
+
+/*
+ * The character of journal text that starts at p (not at its end), as it is
+ * shown on a terminal: written to out (at most SHOWN_CHAR_MAX bytes, no
+ * terminating zero), its length in *out_len.  Returns how many bytes of p
+ * the character took.
+ */
+size_t
+shown_char(const char *p, char *out, size_t *out_len)
+{
+	const unsigned char *u = (const unsigned char *) p;
+	unsigned int cp;
+	size_t		len;
+
+	if (u[0] < 0x20 || u[0] == 0x7f)
+	{
+		*out_len = (size_t) sprintf(out, "\\x%02x", u[0]);
+		return 1;
+	}
+	if (u[0] == '\\')
+	{
+		memcpy(out, "\\\\", 2);
+		*out_len = 2;
+		return 1;
+	}
+	if (u[0] < 0x80)
+	{
+		out[0] = p[0];
+		*out_len = 1;
+		return 1;
+	}
+	len = utf8_sequence(u, &cp);
+	if (len == 0)
+	{
+		*out_len = (size_t) sprintf(out, "\\x%02x", u[0]);
+		return 1;
+	}
+	if (steering_code_point(cp))
+		*out_len = (size_t) sprintf(out, "\\u%04x", cp);
+	else
+	{
+		memcpy(out, p, len);
+		*out_len = len;
+	}
+	return len;
+}
+
+/*
+ * Journal text as shown on a terminal (see shown_char), in memory the caller
+ * frees; NULL if out of memory.
+ */
+char *
+shown_alloc(const char *text)
+{
+	/* Each byte grows to at most 4 ("\xNN"); a multibyte escape is shorter. */
+	char	   *out = malloc(strlen(text) * 4 + 1);
+	char	   *o = out;
+	const char *p = text;
+
+	if (out == NULL)
+		return NULL;
+	while (*p)
+	{
+		size_t		n;
+
+		p += shown_char(p, o, &n);
+		o += n;
+	}
+	*o = '\0';
+	return out;
+}
+
+/* Print text as a JSON string, quotes included. */
+void
+put_json_string(const char *text)
+{
+	const char *p;
+
+	putchar('"');
+	for (p = text; *p; p++)
+	{
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if ((unsigned char) *p < 0x20)
+			printf("\\u%04x", (unsigned char) *p);
+		else
+			putchar(*p);
+	}
+	putchar('"');
+}
+
+/*
+ * A recursive-descent check of RFC 8259's grammar.  Each json_* function
+ * takes the position of what it checks and returns the position after it,
+ * or NULL if the text there is not what it checks.  Line breaks are not
+ * accepted even as whitespace: a payload must stay on its line.
+ */
+static const char *json_value(const char *p, int depth);
+
+static const char *
+json_space(const char *p)
+{
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return p;
+}
+
+static const char *
+json_string(const char *p)
+{
+	if (*p++ != '"')
+		return NULL;
+	for (;;)
+	{
+		unsigned char c = (unsigned char) *p;
+
+		if (c == '"')
+			return p + 1;
+		if (c < 0x20)			/* a control character, or the end */
+			return NULL;
+		if (c != '\\')
+		{
+			p++;
+			continue;
+		}
+		p++;
+		if (*p == 'u')
+		{
+			int			i;
+
+			for (i = 1; i <= 4; i++)
+				if (!strchr("0123456789abcdefABCDEF", p[i]) || p[i] == '\0')
+					return NULL;
+			p += 5;
+		}
+		else if (*p != '\0' && strchr("\"\\/bfnrt", *p))
+			p++;
+		else
+			return NULL;
+	}
+}
+
+static const char *
+json_digits(const char *p)
+{
+	if (*p < '0' || *p > '9')
+		return NULL;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	return p;
+}
+
+static const char *
+json_number(const char *p)
+{
+	if (*p == '-')
+		p++;
+	if (*p == '0')
+		p++;
+	else if ((p = json_digits(p)) == NULL)
+		return NULL;
+	if (*p == '.' && (p = json_digits(p + 1)) == NULL)
+		return NULL;
+	if (*p == 'e' || *p == 'E')
+	{
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		p = json_digits(p);
+	}
+	return p;
+}
+
+/* An object's or an array's members, after the opening brace or bracket. */
+static const char *
+json_members(const char *p, int depth, bool object)
+{
+	char		close = object ? '}' : ']';
+
+	p = json_space(p);
+	if (*p == close)
+		return p + 1;
+	for (;;)
+	{
+		if (object)
+		{
+			if ((p = json_string(p)) == NULL)
+				return NULL;
+			p = json_space(p);
+			if (*p++ != ':')
+				return NULL;
+		}
+		if ((p = json_value(p, depth)) == NULL)
+			return NULL;
+		p = json_space(p);
+		if (*p == close)
+			return p + 1;
+		if (*p++ != ',')
+			return NULL;
+		p = json_space(p);
+	}
+}
+
+static const char *
+json_value(const char *p, int depth)
+{
+	p = json_space(p);
+	switch (*p)
+	{
+		case '{':
+		case '[':
+			if (depth >= JSON_MAX_DEPTH)
+				return NULL;
+			return json_members(p + 1, depth + 1, *p == '{');
+		case '"':
+			return json_string(p);
+		case 't':
+			return strncmp(p, "true", 4) == 0 ? p + 4 : NULL;
+		case 'f':
+			return strncmp(p, "false", 5) == 0 ? p + 5 : NULL;
+		case 'n':
+			return strncmp(p, "null", 4) == 0 ? p + 4 : NULL;
+		default:
+			return json_number(p);
+	}
+}
+
+/*
+ * Whether a NOTIFY payload is one JSON object on one line, as durable sends
+ * them: anyone may NOTIFY on durable's channels, and watch --json passes
+ * objects through, so anything else must not reach its output unquoted.
+ */
+bool
+json_object_payload(const char *payload)
+{
+	const char *end;
+
+	if (payload[0] != '{')
+		return false;
+	end = json_value(payload, 0);
+	return end != NULL && *json_space(end) == '\0';
+}
