@@ -108,7 +108,7 @@ shown_char(const char *p, char *out, size_t *out_len)
 	}
 	if (u[0] == '\\')
 	{
-		memcpy(out, "\\\\", 2);
+		out[0] = out[1] = '\\';
 		*out_len = 2;
 		return 1;
 	}

@@ -204,8 +204,15 @@ provider_send(const char *key, const char *chat_id, const char *text, bool refus
 				break;
 		if (i == nrefused)
 		{
-			refused = realloc(refused, sizeof(char *) * (nrefused + 1));
-			refused[nrefused++] = strdup(key);
+			char	  **grown = realloc(refused, sizeof(char *) * (nrefused + 1));
+
+			if (grown == NULL || (grown[nrefused] = strdup(key)) == NULL)
+			{
+				fprintf(stderr, "%s: out of memory\n", args.instance);
+				exit(1);
+			}
+			refused = grown;
+			nrefused++;
 			return false;
 		}
 	}
