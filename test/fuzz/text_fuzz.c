@@ -1,0 +1,175 @@
+/*-------------------------------------------------------------------------
+ *
+ * text_fuzz.c
+ *		libFuzzer harness for durablectl's text handling (cli/text.c): the
+ *		terminal escaping and the JSON object check of NOTIFY payloads.
+ *
+ * Both read text that anyone who can connect may write, so besides memory
+ * errors and undefined behaviour (AddressSanitizer, UBSan) it checks what
+ * they promise:
+ *
+ * - shown_alloc(): the output holds no control byte, no invalid UTF-8 and no
+ *   C1 or bidi control, and unescaping it gives back the input exactly (so
+ *   no two texts look the same and nothing is lost);
+ * - json_object_payload(): an accepted payload starts with '{' and holds no
+ *   control byte but tabs (whitespace); with trailing blanks it is still
+ *   accepted, with anything else appended, or a comma before its closing
+ *   brace, it is not.
+ *
+ * It includes text.c itself to reach its static UTF-8 decoder.
+ *
+ *	 test/fuzz/run               # builds, replays the corpus, fuzzes 20 s
+ *
+ * IDENTIFICATION
+ *	  test/fuzz/text_fuzz.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../cli/text.c"
+
+#define CHECK(cond) do { if (!(cond)) __builtin_trap(); } while (0)
+
+static int
+hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	CHECK(false);				/* shown_alloc() writes lower-case hex only */
+	return 0;
+}
+
+/* Undo shown_alloc()'s escapes; the result is allocated. */
+static char *
+unescape(const char *s)
+{
+	char	   *out = malloc(strlen(s) + 1);
+	char	   *o = out;
+
+	CHECK(out != NULL);
+	while (*s)
+	{
+		if (*s != '\\')
+		{
+			*o++ = *s++;
+			continue;
+		}
+		if (s[1] == '\\')
+		{
+			*o++ = '\\';
+			s += 2;
+		}
+		else if (s[1] == 'x')
+		{
+			CHECK(s[2] && s[3]);
+			*o++ = (char) (hex_value(s[2]) * 16 + hex_value(s[3]));
+			s += 4;
+		}
+		else
+		{
+			unsigned int cp = 0;
+			int			i;
+
+			CHECK(s[1] == 'u');
+			for (i = 2; i < 6; i++)
+			{
+				CHECK(s[i]);
+				cp = cp * 16 + hex_value(s[i]);
+			}
+			CHECK(steering_code_point(cp));
+			if (cp < 0x800)
+			{
+				*o++ = (char) (0xc0 | (cp >> 6));
+				*o++ = (char) (0x80 | (cp & 0x3f));
+			}
+			else
+			{
+				*o++ = (char) (0xe0 | (cp >> 12));
+				*o++ = (char) (0x80 | ((cp >> 6) & 0x3f));
+				*o++ = (char) (0x80 | (cp & 0x3f));
+			}
+			s += 6;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+static void
+check_shown(const char *text)
+{
+	char	   *out = shown_alloc(text);
+	const unsigned char *p;
+	char	   *back;
+
+	CHECK(out != NULL);
+	for (p = (const unsigned char *) out; *p;)
+	{
+		unsigned int cp;
+		size_t		len;
+
+		CHECK(*p >= 0x20 && *p != 0x7f);
+		if (*p < 0x80)
+		{
+			p++;
+			continue;
+		}
+		len = utf8_sequence(p, &cp);
+		CHECK(len > 0 && !steering_code_point(cp));
+		p += len;
+	}
+	back = unescape(out);
+	CHECK(strcmp(back, text) == 0);
+	free(back);
+	free(out);
+}
+
+static void
+check_json(const char *text, size_t len)
+{
+	char	   *longer;
+	const unsigned char *p;
+
+	if (!json_object_payload(text))
+		return;
+	CHECK(text[0] == '{');
+	for (p = (const unsigned char *) text; *p; p++)
+		CHECK(*p >= 0x20 || *p == '\t');
+	longer = malloc(len + 3);
+	CHECK(longer != NULL);
+	memcpy(longer, text, len);
+	memcpy(longer + len, " \t", 3);
+	CHECK(json_object_payload(longer));
+	memcpy(longer + len, "}", 2);
+	CHECK(!json_object_payload(longer));
+	memcpy(longer + len, ",", 2);
+	CHECK(!json_object_payload(longer));
+	memcpy(longer + len, "\n", 2);
+	CHECK(!json_object_payload(longer));
+	/* A comma before the closing brace (the object ends the text). */
+	memcpy(longer, text, len);
+	memcpy(longer + len - 1, ",}", 3);
+	CHECK(!json_object_payload(longer));
+	free(longer);
+}
+
+int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char	   *text = malloc(size + 1);
+
+	CHECK(text != NULL);
+	memcpy(text, data, size);
+	text[size] = '\0';
+	check_shown(text);
+	check_json(text, strlen(text));
+	free(text);
+	return 0;
+}
