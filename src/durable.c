@@ -44,6 +44,13 @@ bool		durable_claim_floor_enabled = true;
 int			durable_bound_count = 10000;
 int			durable_bound_age_s = 30 * 60;
 char	   *durable_fail_point = NULL;
+int			durable_notify_payload = DURABLE_NOTIFY_FULL;
+
+static const struct config_enum_entry notify_payload_options[] = {
+	{"full", DURABLE_NOTIFY_FULL, false},
+	{"ids", DURABLE_NOTIFY_IDS, false},
+	{NULL, 0, false}
+};
 
 static void
 durable_define_settings(void)
@@ -115,6 +122,13 @@ durable_define_settings(void)
 							NULL, &durable_bound_age_s, 30 * 60,
 							0, INT_MAX, PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
+	DefineCustomEnumVariable("durable.notify_payload",
+							 "What the NOTIFY payloads on durable_dead and durable_ambiguous carry.",
+							 "full: keys, chat ids and errors; ids: record ids only "
+							 "(any role that can connect may LISTEN).",
+							 &durable_notify_payload, DURABLE_NOTIFY_FULL,
+							 notify_payload_options, PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 	DefineCustomStringVariable("durable.fail_point",
 							   "Test only: the named point where a backend dies as if it crashed.",
 							   "\"<point>\" ends the backend with FATAL; \"<point>:crash\" kills it so that the server restarts.",

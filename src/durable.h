@@ -70,6 +70,14 @@ extern int	durable_bound_count;
 extern int	durable_bound_age_s;
 extern char *durable_fail_point;
 
+/* durable.notify_payload: what durable_dead and durable_ambiguous carry. */
+typedef enum DurableNotifyPayload
+{
+	DURABLE_NOTIFY_FULL,		/* keys, chat ids, errors (the contract's) */
+	DURABLE_NOTIFY_IDS			/* record ids only */
+} DurableNotifyPayload;
+extern int	durable_notify_payload;
+
 /* ---- Argument checks (args.c); each raises 22023 with the argument's name ---- */
 
 /* Non-NULL, non-empty text of at most DURABLE_MAX_ID_BYTES; returns the detoasted datum. */
@@ -160,8 +168,8 @@ extern void durable_notify_json(const char *channel, StringInfo buf);
 
 /* The documented notifications of api.md, each built in one place. */
 extern void durable_notify_dead_inbox(int64 id, const char *error);
-extern void durable_notify_dead_outbox(const char *key, const char *error);
-extern void durable_notify_ambiguous(const char *key, const char *chat_id);
+extern void durable_notify_dead_outbox(int64 id, const char *key, const char *error);
+extern void durable_notify_ambiguous(int64 id, const char *key, const char *chat_id);
 
 /* Backoff for the n-th attempt (n >= 1): base doubling to cap, with upward jitter. */
 extern int64 durable_backoff_us(int attempt, int64 base_us, int64 cap_us);

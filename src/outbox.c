@@ -391,7 +391,7 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 	values[2] = payload;
 	durable_exec(durable_plan(&plan_lock,
 							  "SELECT state, lease_until, not_before, provider_message_id, chat_id,"
-							  " (chat_id <> $2 OR payload <> $3), payload"
+							  " (chat_id <> $2 OR payload <> $3), payload, id"
 							  " FROM durable.outbox WHERE key = $1 FOR UPDATE",
 							  3, lock_types),
 				 values, NULL, SPI_OK_SELECT, 1);
@@ -435,6 +435,7 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 		 * still resolves it.
 		 */
 		char	   *chat_id = TextDatumGetCString(durable_col(0, 5));
+		int64		id = durable_col_int64(0, 8);
 
 		durable_exec(durable_plan(&plan_unknown,
 								  "UPDATE durable.outbox SET state = 'unknown', lease_until = NULL"
@@ -442,7 +443,7 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 								  1, unknown_types),
 					 values, NULL, SPI_OK_UPDATE, 0);
 		durable_count(DC_OUTBOX_AMBIGUOUS, 1);
-		durable_notify_ambiguous(TextDatumGetCString(key), chat_id);
+		durable_notify_ambiguous(id, TextDatumGetCString(key), chat_id);
 		/* unknown does not block its chat: a waiting claim may go on. */
 		durable_wake_at_commit(DQ_OUTBOX);
 		res->action = "unknown";
@@ -763,7 +764,8 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 
 	if (dead)
 	{
-		durable_notify_dead_outbox(TextDatumGetCString(key), TextDatumGetCString(error));
+		durable_notify_dead_outbox(durable_col_int64(0, 1), TextDatumGetCString(key),
+								   TextDatumGetCString(error));
 		durable_count(DC_OUTBOX_DEAD, 1);
 	}
 

@@ -344,6 +344,14 @@ durable_notify_json(const char *channel, StringInfo buf)
 	Async_Notify(channel, buf->data);
 }
 
+/*
+ * The payloads on durable_dead and durable_ambiguous.  With
+ * durable.notify_payload = ids they carry record ids instead of text that
+ * bots wrote (keys, chat ids, errors): LISTEN needs no privilege, so every
+ * role that can connect reads these.  An outbox id is the journal's
+ * durable.outbox.id.
+ */
+
 /* NOTIFY durable_dead {"kind":"inbox","id":…,"error":…} */
 void
 durable_notify_dead_inbox(int64 id, const char *error)
@@ -353,34 +361,45 @@ durable_notify_dead_inbox(int64 id, const char *error)
 	initStringInfo(&buf);
 	durable_json_str(&buf, "kind", "inbox");
 	durable_json_int(&buf, "id", id);
-	durable_json_str(&buf, "error", error);
+	if (durable_notify_payload == DURABLE_NOTIFY_FULL)
+		durable_json_str(&buf, "error", error);
 	durable_notify_json("durable_dead", &buf);
 	pfree(buf.data);
 }
 
-/* NOTIFY durable_dead {"kind":"outbox","key":…,"error":…} */
+/* NOTIFY durable_dead {"kind":"outbox","key":…,"error":…}, or {…,"id":…} */
 void
-durable_notify_dead_outbox(const char *key, const char *error)
+durable_notify_dead_outbox(int64 id, const char *key, const char *error)
 {
 	StringInfoData buf;
 
 	initStringInfo(&buf);
 	durable_json_str(&buf, "kind", "outbox");
-	durable_json_id(&buf, "key", key);
-	durable_json_str(&buf, "error", error);
+	if (durable_notify_payload == DURABLE_NOTIFY_FULL)
+	{
+		durable_json_id(&buf, "key", key);
+		durable_json_str(&buf, "error", error);
+	}
+	else
+		durable_json_int(&buf, "id", id);
 	durable_notify_json("durable_dead", &buf);
 	pfree(buf.data);
 }
 
-/* NOTIFY durable_ambiguous {"key":…,"chat_id":…} */
+/* NOTIFY durable_ambiguous {"key":…,"chat_id":…}, or {"id":…} */
 void
-durable_notify_ambiguous(const char *key, const char *chat_id)
+durable_notify_ambiguous(int64 id, const char *key, const char *chat_id)
 {
 	StringInfoData buf;
 
 	initStringInfo(&buf);
-	durable_json_id(&buf, "key", key);
-	durable_json_id(&buf, "chat_id", chat_id);
+	if (durable_notify_payload == DURABLE_NOTIFY_FULL)
+	{
+		durable_json_id(&buf, "key", key);
+		durable_json_id(&buf, "chat_id", chat_id);
+	}
+	else
+		durable_json_int(&buf, "id", id);
 	durable_notify_json("durable_ambiguous", &buf);
 	pfree(buf.data);
 }

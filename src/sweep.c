@@ -146,7 +146,7 @@ static TimestampTz sweep_outbox_checked_at = 0;
 	"                           FOR UPDATE SKIP LOCKED))" \
 	"    AND o.state = 'sending' AND " lost_o \
 	"  RETURNING o.id, o.key, o.chat_id)" \
-	" SELECT f.key, f.chat_id FROM flagged f ORDER BY f.id"
+	" SELECT f.key, f.chat_id, f.id FROM flagged f ORDER BY f.id"
 
 /*
  * Work that came due in ($1, $2], counted for sweep_announce_due: inbox
@@ -274,7 +274,8 @@ durable_recover_outbox(TimestampTz now, Datum owner, bool by_owner, int limit)
 	n = SPI_processed;
 	for (row = 0; row < n; row++)
 	{
-		durable_notify_ambiguous(durable_text_to_cstring_datum(durable_col(row, 1)),
+		durable_notify_ambiguous(durable_col_int64(row, 3),
+								 durable_text_to_cstring_datum(durable_col(row, 1)),
 								 durable_text_to_cstring_datum(durable_col(row, 2)));
 	}
 	if (n > 0)
