@@ -450,6 +450,26 @@ INSERT INTO public.handled VALUES (:h1);
 SELECT durable.inbox_complete(:h1, :h1_token);
 SELECT state FROM durable.inbox WHERE id = :h1;
 ROLLBACK;
+-- A foreign key that references a column the claims and confirmations change
+-- (here the token, to fence effects by hand) would go unchecked: refused, and
+-- the record is not leased.  (outbox_begin's fence does this job.)
+BEGIN;
+SELECT id AS t1 FROM durable.inbox_admit('errs', 't1', 'chat-t1') \gset
+ALTER TABLE durable.inbox ADD CONSTRAINT inbox_id_token_key UNIQUE (id, token);
+CREATE TABLE public.fenced (inbox_id bigint, inbox_token bigint,
+                            FOREIGN KEY (inbox_id, inbox_token) REFERENCES durable.inbox (id, token));
+SELECT pg_temp.error_of($$SELECT * FROM durable.inbox_claim('bot-1')$$);
+SELECT state, token FROM durable.inbox WHERE id = :t1;
+ROLLBACK;
+-- The column types of durable's tables cannot be changed: its C code reads
+-- and writes them as the types it created (outside ALTER EXTENSION's scripts).
+SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ALTER COLUMN token TYPE numeric$$);
+SELECT pg_temp.error_of($$ALTER TABLE durable.outbox ADD COLUMN note text, ALTER COLUMN chat_id TYPE varchar(8)$$);
+SELECT pg_temp.error_of($$ALTER TABLE durable.sessions ALTER COLUMN sequence TYPE numeric$$);
+-- Other changes of a journal are the table owner's to make: a column of one's own
+BEGIN;
+ALTER TABLE durable.outbox ADD COLUMN note text;
+ROLLBACK;
 -- Row-level security binds only a journal owner that is not a superuser and
 -- has it forced on
 BEGIN;

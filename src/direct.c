@@ -71,7 +71,9 @@
 #include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am_d.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_trigger.h"
+#include "commands/extension.h"
 #include "commands/trigger.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
@@ -91,6 +93,7 @@
 #include "storage/procarray.h"
 #include "tcop/utility.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 /* A journal's columns that the claim and the confirmations read or write. */
 typedef struct DirectCols
@@ -192,6 +195,17 @@ typedef struct DirectRels
 static DirectRels direct_rels_cache;
 static bool direct_callback_registered = false;
 
+static bool direct_fk_key_fixed(Relation rel, Oid conoid);
+
+/*
+ * Foreign keys that reference a journal by columns the direct updates never
+ * change (direct_fk_key_fixed), so that skipping their checks is right;
+ * forgotten with the relation cache.
+ */
+#define DIRECT_MAX_FIXED_FKS 16
+static Oid	direct_fixed_fks[DIRECT_MAX_FIXED_FKS];
+static int	direct_nfixed_fks = 0;
+
 /*
  * Counts relcache invalidations.  Building a cache reads the catalogs and
  * opens relations, which processes invalidations: a cache is marked valid
@@ -265,7 +279,10 @@ direct_invalidate(Datum arg, Oid relid)
 		relid == direct_rels_cache.outbox_open_idx ||
 		relid == direct_rels_cache.outbox_id_seq ||
 		relid == direct_rels_cache.token_seq)
+	{
 		direct_rels_cache.valid = false;
+		direct_nfixed_fks = 0;
+	}
 }
 
 static Oid
@@ -281,10 +298,34 @@ direct_relid(const char *name, Oid nsp)
 	return relid;
 }
 
+/*
+ * The type of every journal column the direct code reads or writes.  It
+ * forms and reads tuples with raw values of these types, so a column of
+ * another type (changed by hand) would be misread or, worse, hold a value
+ * its type cannot: refused when the columns are looked up.
+ */
+static const struct
+{
+	const char *name;
+	Oid			type;
+}			direct_col_types[] = {
+	{"id", INT8OID}, {"key", TEXTOID}, {"source", TEXTOID}, {"message_id", TEXTOID},
+	{"content_hash", BYTEAOID}, {"chat_id", TEXTOID}, {"kind", TEXTOID},
+	{"payload", JSONBOID}, {"state", TEXTOID}, {"attempts", INT4OID}, {"token", INT8OID},
+	{"owner", TEXTOID}, {"lease_until", TIMESTAMPTZOID}, {"not_before", TIMESTAMPTZOID},
+	{"created_at", TIMESTAMPTZOID}, {"done_at", TIMESTAMPTZOID}, {"sends", INT4OID},
+	{"finished_at", TIMESTAMPTZOID}, {"sent_at", TIMESTAMPTZOID},
+	{"provider_message_id", TEXTOID}, {"inbound_id", INT8OID},
+};
+
 static AttrNumber
 direct_attnum(Oid relid, const char *name)
 {
 	AttrNumber	attnum = get_attnum(relid, name);
+	Oid			type;
+	int32		typmod;
+	Oid			collation;
+	int			i;
 
 	if (attnum == InvalidAttrNumber)
 		ereport(ERROR,
@@ -292,7 +333,24 @@ direct_attnum(Oid relid, const char *name)
 				 errmsg("column \"%s\" of relation \"%s\" does not exist",
 						name, get_rel_name(relid)),
 				 errhint("The durable extension is damaged: drop it and create it again.")));
-	return attnum;
+	get_atttypetypmodcoll(relid, attnum, &type, &typmod, &collation);
+	for (i = 0; i < lengthof(direct_col_types); i++)
+	{
+		if (strcmp(direct_col_types[i].name, name) != 0)
+			continue;
+		if (type != direct_col_types[i].type || typmod != -1)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("column \"%s\" of \"durable.%s\" has type %s, not %s",
+							name, get_rel_name(relid), format_type_with_typemod(type, typmod),
+							format_type_be(direct_col_types[i].type)),
+					 errdetail("durable reads and writes its journals' columns as the types it created them with."),
+					 errhint("Change the column back: ALTER TABLE durable.%s ALTER COLUMN %s TYPE %s.",
+							 get_rel_name(relid), name, format_type_be(direct_col_types[i].type))));
+		return attnum;
+	}
+	elog(ERROR, "durable: no type known for journal column \"%s\"", name);
+	return InvalidAttrNumber;	/* keep the compiler quiet */
 }
 
 /* The columns both journals have. */
@@ -394,6 +452,43 @@ direct_rels(void)
 		r->valid = (invalidations == direct_invalidations);
 	}
 	return &direct_rels_cache;
+}
+
+/*
+ * Refuse ALTER TABLE ... ALTER COLUMN ... TYPE on a table in durable's
+ * schema, outside durable's own scripts: the C code reads and writes those
+ * columns as the types the scripts created, and another type would be
+ * misread (direct_attnum refuses the journals' direct writes, but not
+ * every statement's reads).  Called by the utility hook, before the
+ * command runs.
+ */
+void
+durable_refuse_column_retype(AlterTableStmt *stmt)
+{
+	Oid			nsp;
+	Oid			relid;
+	ListCell   *lc;
+
+	if (creating_extension || stmt->relation == NULL)
+		return;
+	nsp = get_namespace_oid("durable", true);
+	if (!OidIsValid(nsp))
+		return;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid) || get_rel_namespace(relid) != nsp)
+		return;
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+		if (cmd->subtype == AT_AlterColumnType)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot change the type of column \"%s\" of \"durable.%s\"",
+							cmd->name, get_rel_name(relid)),
+					 errdetail("durable reads and writes its tables' columns as the types it created them with."),
+					 errhint("Keep data of your own in a table of your own that references the journal.")));
+	}
 }
 
 /* durable's indexes that the direct writes open by the OID of their name. */
@@ -563,7 +658,17 @@ direct_check_writable(Relation rel, int16 event)
 			continue;
 		ri_type = trigger->tgisinternal ? RI_FKey_trigger_type(trigger->tgfoid) : RI_TRIGGER_NONE;
 		if (ri_type == RI_TRIGGER_PK && event == TRIGGER_TYPE_UPDATE)
-			continue;
+		{
+			if (direct_fk_key_fixed(rel, trigger->tgconstraint))
+				continue;
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("foreign key \"%s\" referencing \"durable.%s\" is not supported",
+							get_constraint_name(trigger->tgconstraint), RelationGetRelationName(rel)),
+					 errdetail("It references a column that durable changes without checking foreign keys."),
+					 errhint("Reference the journal by its key: %s.",
+							 RelationGetRelid(rel) == direct_rels_cache.outbox ? "(key)" : "(id)")));
+		}
 		if (ri_type == RI_TRIGGER_FK)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -578,6 +683,65 @@ direct_check_writable(Relation rel, int16 event)
 				 errdetail("durable writes its journals directly, without firing triggers."),
 				 errhint("Drop the trigger; read changes from the journal or its NOTIFY channels instead.")));
 	}
+}
+
+/* Whether a direct update of a journal may change the column. */
+static bool
+direct_col_updated(AttrNumber att, const DirectCols *cols)
+{
+	return att == cols->state || att == cols->token || att == cols->lease_until ||
+		att == cols->attempts || att == cols->owner || att == cols->finished_at ||
+		att == cols->done_at || att == cols->sends || att == cols->sent_at ||
+		att == cols->provider_message_id;
+}
+
+/*
+ * Whether the foreign key `conoid`, which references the journal `rel`,
+ * references only columns that the direct updates never change: then no
+ * update of theirs can break it, and its referenced-side checks are
+ * skipped.  A key on (id, token), say, is not: a claim changes the token.
+ */
+static bool
+direct_fk_key_fixed(Relation rel, Oid conoid)
+{
+	const DirectRels *r = &direct_rels_cache;
+	const DirectCols *cols;
+	HeapTuple	tuple;
+	Datum		confkey;
+	bool		isnull;
+	ArrayType  *keys;
+	int16	   *atts;
+	bool		fixed = true;
+	int			i;
+
+	for (i = 0; i < direct_nfixed_fks; i++)
+		if (direct_fixed_fks[i] == conoid)
+			return true;
+	if (RelationGetRelid(rel) == r->inbox)
+		cols = &r->inbox_cols;
+	else if (RelationGetRelid(rel) == r->outbox)
+		cols = &r->outbox_cols;
+	else
+		return false;
+
+	tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(conoid));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for constraint %u", conoid);
+	confkey = SysCacheGetAttr(CONSTROID, tuple, Anum_pg_constraint_confkey, &isnull);
+	if (isnull)
+		elog(ERROR, "null confkey for constraint %u", conoid);
+	keys = DatumGetArrayTypeP(confkey);
+	if (ARR_NDIM(keys) != 1 || ARR_HASNULL(keys) || ARR_ELEMTYPE(keys) != INT2OID)
+		elog(ERROR, "confkey is not a 1-D smallint array");
+	atts = (int16 *) ARR_DATA_PTR(keys);
+	for (i = 0; i < ARR_DIMS(keys)[0]; i++)
+		if (direct_col_updated(atts[i], cols))
+			fixed = false;
+	ReleaseSysCache(tuple);
+
+	if (fixed && direct_nfixed_fks < DIRECT_MAX_FIXED_FKS)
+		direct_fixed_fks[direct_nfixed_fks++] = conoid;
+	return fixed;
 }
 
 /* As ExecConstraints for a NOT NULL added to a journal by hand. */

@@ -307,6 +307,8 @@ typedef struct DurableQueueRels
 extern void durable_queue_rels(DurableQueue queue, DurableQueueRels *rels);
 /* Open an index of durable's that must hold every entry, by its looked-up OID. */
 extern Relation durable_index_open(Oid index_oid, LOCKMODE lockmode);
+/* The utility hook's refusal of column type changes in durable's schema. */
+extern void durable_refuse_column_retype(AlterTableStmt *stmt);
 
 /*
  * Lease them in `queue`, passing each one to sink, oldest first; how many.

@@ -1458,6 +1458,9 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					blocked_db = wkr_stop_worker(stmt->dbname, false);
 				break;
 			}
+		case T_AlterTableStmt:
+			durable_refuse_column_retype((AlterTableStmt *) parsetree);
+			break;
 		case T_TransactionStmt:
 
 			/*

@@ -178,5 +178,21 @@ is(q1("SELECT count(*) FROM durable.inbox WHERE state = 'done'") . '/'
 	  . q1("SELECT count(*) FROM durable.outbox WHERE state = 'sent'"),
 	'0/0', '... and only those');
 
+# ---------------------------------------------------------------------------
+# A column type changed by hand (no hook refuses it without preloading): the
+# direct writes refuse it instead of storing values the type cannot hold.
+# ---------------------------------------------------------------------------
+q1('ALTER TABLE durable.inbox ALTER COLUMN token TYPE numeric');
+my $retyped = error_of("SELECT * FROM durable.inbox_admit('np', 'm8', 'c8', instance => 'np-bot')");
+like($retyped, qr/^0A000: column "token" of "durable.inbox" has type numeric, not bigint/,
+	"a retyped journal column is refused: $retyped");
+($ret, $out, $err) = $node->psql('postgres',
+	"SELECT * FROM durable.inbox_admit('np', 'm8', 'c8', instance => 'np-bot')");
+like($err, qr/HINT:  Change the column back: ALTER TABLE durable.inbox ALTER COLUMN token TYPE bigint\./,
+	'... with the command that changes it back');
+q1('ALTER TABLE durable.inbox ALTER COLUMN token TYPE bigint');
+like(q1("SELECT token FROM durable.inbox_admit('np', 'm8', 'c8', instance => 'np-bot')"), qr/^\d+$/,
+	'... and, changed back, the admit works again');
+
 $node->stop;
 done_testing();
