@@ -283,8 +283,8 @@ prompt_password(void)
 
 /*
  * Connect with the libpq options and environment, prompting for a password
- * when the server asks for one (unless -w), or up front with -W.  Then pin
- * an empty search_path and check that the extension is installed; returns
+ * when the server asks for one (unless -w), or up front with -W, in UTF-8
+ * whatever the environment says.  Then pin an empty search_path and check that the extension is installed; returns
  * its version (malloc'd).
  */
 static char *
@@ -315,6 +315,9 @@ connect_db(const Options *opt)
 		values[n++] = opt->dbname;
 		keywords[n] = "fallback_application_name";
 		values[n++] = PROGNAME;
+		/* After dbname, so that it wins: text.c reads and writes UTF-8. */
+		keywords[n] = "client_encoding";
+		values[n++] = "UTF8";
 		keywords[n] = NULL;
 		values[n] = NULL;
 
@@ -561,7 +564,7 @@ cmd_status(const Options *opt, const char *extversion)
 			/* the lines are ours, but the bound text comes from the server: escape */
 			if (i > 0)
 				fputs(", ", stdout);
-			put_json_string(attention[i]);
+			put_json_string(stdout, attention[i]);
 		}
 		printf("]}\n");
 	}
@@ -966,14 +969,12 @@ cmd_watch(const Options *opt)
 				 * The extension's payloads are JSON objects: passed through.
 				 * Anything else (anyone may NOTIFY here) goes as a string.
 				 */
+				fputs("\", \"payload\": ", stdout);
 				if (json_object_payload(note->extra))
-					printf("\", \"payload\": %s}\n", note->extra);
+					put_json_object(stdout, note->extra);
 				else
-				{
-					fputs("\", \"payload\": ", stdout);
-					put_json_string(note->extra);
-					fputs("}\n", stdout);
-				}
+					put_json_string(stdout, note->extra);
+				fputs("}\n", stdout);
 			}
 			else
 				printf("%s  %s  %s\n", when, shown(note->relname), shown(note->extra));

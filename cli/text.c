@@ -9,13 +9,16 @@
  * raw, such text could move the operator's cursor, hide what follows, or
  * fake whole lines of output (a forged "dlq" entry, a forged event in
  * watch --json).  So, for a terminal, every character that can steer one is
- * shown as an escape: C0 controls and DEL as \xNN, the C1 controls and the
- * bidirectional embeddings, overrides and isolates (which reorder what the
- * eye reads) as \uXXXX, a byte that is not part of valid UTF-8 as \xNN, and
- * a backslash as \\ so that an escape cannot be faked by typing one.  For
- * JSON, a payload is passed through only when it is one complete JSON
- * object on one line (checked against the whole grammar); anything else is
- * printed as a JSON string.
+ * shown as an escape: C0 controls and DEL as \xNN, the C1 controls, the
+ * line and paragraph separators and the bidirectional marks, embeddings,
+ * overrides and isolates (which reorder what the eye reads) as \uXXXX, a
+ * byte that is not part of valid UTF-8 as \xNN, and a backslash as \\ so
+ * that an escape cannot be faked by typing one: no two texts are shown
+ * alike.  (Look-alike characters remain look-alikes.)  For JSON, a payload
+ * is passed through only when it is one complete JSON object on one line
+ * (checked against the whole grammar); anything else is printed as a JSON
+ * string; in both, the same characters are written as \uXXXX escapes, and
+ * a byte that is not UTF-8 (a SQL_ASCII database sends any) as U+FFFD.
  *
  * IDENTIFICATION
  *	  cli/text.c
@@ -83,9 +86,22 @@ utf8_sequence(const unsigned char *p, unsigned int *cp)
 static bool
 steering_code_point(unsigned int cp)
 {
-	return (cp >= 0x80 && cp <= 0x9f) ||	/* C1 controls, e.g. CSI */
+	return (cp >= 0x80 && cp <= 0x9f) ||	/* C1 controls: CSI, NEL, ... */
+		cp == 0x061c || cp == 0x200e || cp == 0x200f ||	/* bidi marks */
+		cp == 0x2028 || cp == 0x2029 || /* line, paragraph separators */
 		(cp >= 0x202a && cp <= 0x202e) ||	/* bidi embeddings, overrides */
 		(cp >= 0x2066 && cp <= 0x2069);	/* bidi isolates */
+}
+
+/* Write an escape (fmt takes one number) to out, without a terminating zero. */
+static size_t
+put_escape(char *out, const char *fmt, unsigned int value)
+{
+	char		escape[SHOWN_CHAR_MAX + 1];
+	int			len = snprintf(escape, sizeof(escape), fmt, value);
+
+	memcpy(out, escape, len);
+	return (size_t) len;
 }
 
 /*
@@ -103,7 +119,7 @@ shown_char(const char *p, char *out, size_t *out_len)
 
 	if (u[0] < 0x20 || u[0] == 0x7f)
 	{
-		*out_len = (size_t) sprintf(out, "\\x%02x", u[0]);
+		*out_len = put_escape(out, "\\x%02x", u[0]);
 		return 1;
 	}
 	if (u[0] == '\\')
@@ -121,11 +137,11 @@ shown_char(const char *p, char *out, size_t *out_len)
 	len = utf8_sequence(u, &cp);
 	if (len == 0)
 	{
-		*out_len = (size_t) sprintf(out, "\\x%02x", u[0]);
+		*out_len = put_escape(out, "\\x%02x", u[0]);
 		return 1;
 	}
 	if (steering_code_point(cp))
-		*out_len = (size_t) sprintf(out, "\\u%04x", cp);
+		*out_len = put_escape(out, "\\u%04x", cp);
 	else
 	{
 		memcpy(out, p, len);
@@ -159,23 +175,88 @@ shown_alloc(const char *text)
 	return out;
 }
 
-/* Print text as a JSON string, quotes included. */
-void
-put_json_string(const char *text)
+/*
+ * Write the character at p (not at its end, not a quote or a backslash) as
+ * it goes inside a JSON string: as is, as \uXXXX when it is a control, DEL
+ * or a character that steers a terminal, or as U+FFFD when the byte is not
+ * UTF-8.  Returns how many bytes of p the character took.
+ */
+static size_t
+put_json_char(FILE *out, const char *p)
 {
-	const char *p;
+	const unsigned char *u = (const unsigned char *) p;
+	unsigned int cp;
+	size_t		len;
 
-	putchar('"');
-	for (p = text; *p; p++)
+	if (u[0] < 0x20 || u[0] == 0x7f)
+	{
+		fprintf(out, "\\u%04x", u[0]);
+		return 1;
+	}
+	if (u[0] < 0x80)
+	{
+		putc(u[0], out);
+		return 1;
+	}
+	len = utf8_sequence(u, &cp);
+	if (len == 0)
+	{
+		fputs("\\ufffd", out);
+		return 1;
+	}
+	if (steering_code_point(cp))
+		fprintf(out, "\\u%04x", cp);
+	else
+		fwrite(p, 1, len, out);
+	return len;
+}
+
+/* Write text as a JSON string, quotes included. */
+void
+put_json_string(FILE *out, const char *text)
+{
+	const char *p = text;
+
+	putc('"', out);
+	while (*p)
 	{
 		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if ((unsigned char) *p < 0x20)
-			printf("\\u%04x", (unsigned char) *p);
+		{
+			putc('\\', out);
+			putc(*p++, out);
+		}
 		else
-			putchar(*p);
+			p += put_json_char(out, p);
 	}
-	putchar('"');
+	putc('"', out);
+}
+
+/*
+ * Write a payload that json_object_payload accepted, the characters of its
+ * strings as put_json_string writes them (escapes already in it are kept).
+ */
+void
+put_json_object(FILE *out, const char *payload)
+{
+	const char *p = payload;
+	bool		in_string = false;
+
+	while (*p)
+	{
+		if (!in_string || *p == '"')
+		{
+			in_string = in_string != (*p == '"');
+			putc(*p++, out);
+		}
+		else if (*p == '\\')
+		{
+			/* an escape: the backslash and the character after it */
+			putc(*p++, out);
+			putc(*p++, out);
+		}
+		else
+			p += put_json_char(out, p);
+	}
 }
 
 /*

@@ -14,13 +14,15 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* The longest form shown_char() writes, without a terminating zero. */
 #define SHOWN_CHAR_MAX	6
 
 extern size_t shown_char(const char *p, char *out, size_t *out_len);
 extern char *shown_alloc(const char *text);
-extern void put_json_string(const char *text);
+extern void put_json_string(FILE *out, const char *text);
 extern bool json_object_payload(const char *payload);
+extern void put_json_object(FILE *out, const char *payload);
 
 #endif							/* DURABLECTL_TEXT_H */

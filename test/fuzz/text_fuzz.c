@@ -8,13 +8,16 @@
  * errors and undefined behaviour (AddressSanitizer, UBSan) it checks what
  * they promise:
  *
- * - shown_alloc(): the output holds no control byte, no invalid UTF-8 and no
- *   C1 or bidi control, and unescaping it gives back the input exactly (so
- *   no two texts look the same and nothing is lost);
+ * - shown_char(), shown_alloc(): each character's escape fits
+ *   SHOWN_CHAR_MAX bytes; the output holds no control byte, no invalid UTF-8
+ *   and no character that steers a terminal, and unescaping it gives back
+ *   the input exactly (no two texts are shown alike, nothing is lost);
  * - json_object_payload(): an accepted payload starts with '{' and holds no
  *   control byte but tabs (whitespace); with trailing blanks it is still
  *   accepted, with anything else appended, or a comma before its closing
- *   brace, it is not.
+ *   brace, it is not;
+ * - put_json_string(), put_json_object(): what they write is an accepted
+ *   JSON value, valid UTF-8, with no control and no steering character.
  *
  * It includes text.c itself to reach its static UTF-8 decoder.
  *
@@ -25,6 +28,7 @@
  *
  *-------------------------------------------------------------------------
  */
+#define _GNU_SOURCE			/* open_memstream */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,20 +104,18 @@ unescape(const char *s)
 	return out;
 }
 
+/* Text holds no control byte (but tabs, if allowed), no invalid UTF-8, no steering. */
 static void
-check_shown(const char *text)
+check_inert(const char *text, bool tabs)
 {
-	char	   *out = shown_alloc(text);
 	const unsigned char *p;
-	char	   *back;
 
-	CHECK(out != NULL);
-	for (p = (const unsigned char *) out; *p;)
+	for (p = (const unsigned char *) text; *p;)
 	{
 		unsigned int cp;
 		size_t		len;
 
-		CHECK(*p >= 0x20 && *p != 0x7f);
+		CHECK((*p >= 0x20 || (tabs && *p == '\t')) && *p != 0x7f);
 		if (*p < 0x80)
 		{
 			p++;
@@ -123,9 +125,63 @@ check_shown(const char *text)
 		CHECK(len > 0 && !steering_code_point(cp));
 		p += len;
 	}
+}
+
+static void
+check_shown(const char *text)
+{
+	char	   *out = shown_alloc(text);
+	char	   *back;
+	char	   *one = malloc(SHOWN_CHAR_MAX);	/* exactly: ASan sees an overrun */
+	const char *p;
+
+	CHECK(out != NULL && one != NULL);
+	for (p = text; *p;)
+	{
+		size_t		n;
+
+		p += shown_char(p, one, &n);
+		CHECK(n <= SHOWN_CHAR_MAX);
+	}
+	free(one);
+	check_inert(out, false);
 	back = unescape(out);
 	CHECK(strcmp(back, text) == 0);
 	free(back);
+	free(out);
+}
+
+/* What writer writes for text, wrapped in {"v": ...} when it is a string. */
+static char *
+written(void (*writer) (FILE *, const char *), const char *text, bool wrap)
+{
+	char	   *buf = NULL;
+	size_t		size = 0;
+	FILE	   *out = open_memstream(&buf, &size);
+
+	CHECK(out != NULL);
+	if (wrap)
+		fputs("{\"v\": ", out);
+	writer(out, text);
+	if (wrap)
+		fputs("}", out);
+	CHECK(fclose(out) == 0);
+	return buf;
+}
+
+static void
+check_json_output(const char *text, bool accepted)
+{
+	char	   *out = written(put_json_string, text, true);
+
+	CHECK(json_object_payload(out));
+	check_inert(out, false);
+	free(out);
+	if (!accepted)
+		return;
+	out = written(put_json_object, text, false);
+	CHECK(json_object_payload(out));
+	check_inert(out, true);
 	free(out);
 }
 
@@ -134,8 +190,10 @@ check_json(const char *text, size_t len)
 {
 	char	   *longer;
 	const unsigned char *p;
+	bool		accepted = json_object_payload(text);
 
-	if (!json_object_payload(text))
+	check_json_output(text, accepted);
+	if (!accepted)
 		return;
 	CHECK(text[0] == '{');
 	for (p = (const unsigned char *) text; *p; p++)
