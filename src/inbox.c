@@ -56,9 +56,10 @@
  * commit, bounded by the next time a pending record or a lease comes due.
  *
  * Every entry point validates all its arguments before it journals
- * anything, takes "now" once from the wall clock (GetCurrentTimestamp, not
- * the transaction's start), and runs cached SPI plans whose statements
- * schema-qualify every name.
+ * anything, takes "now" from the wall clock (GetCurrentTimestamp, not the
+ * transaction's start; inbox_admit once it holds its chat's lock, so that
+ * waiting for the lock does not shorten the lease it grants), and runs
+ * cached SPI plans whose statements schema-qualify every name.
  *
  * IDENTIFICATION
  *	  src/inbox.c
@@ -160,6 +161,7 @@ static SPIPlanPtr inbox_fail_plan = NULL;
 static SPIPlanPtr inbox_release_plan = NULL;
 static SPIPlanPtr inbox_replay_plan = NULL;
 static SPIPlanPtr inbox_state_plan = NULL;
+static SPIPlanPtr inbox_state_locked_plan = NULL;
 
 /*
  * Raise 54000 when a payload is over durable.max_payload_bytes.
@@ -275,18 +277,29 @@ inbox_lock_chat(Datum chat_id)
  * Read the current state and token of a record into *state (palloc'd in
  * the SPI context) and *token (0 and *has_token false when NULL).  Returns
  * false when there is no such record.  Caller must be connected to SPI.
+ *
+ * Under REPEATABLE READ and SERIALIZABLE the record is read FOR SHARE: a
+ * fence that failed because the transaction's snapshot predates the lease
+ * the caller names (granted since, and live) then raises the serialization
+ * failure (40001) that retrying cures, not a stale lease (DR001).
  */
 static bool
 inbox_read_state(int64 id, char **state, int64 *token, bool *has_token)
 {
 	Oid			types[1] = {INT8OID};
 	Datum		values[1];
+	SPIPlanPtr	plan;
 
 	values[0] = Int64GetDatum(id);
-	durable_exec(durable_plan(&inbox_state_plan,
-							  "SELECT i.state, i.token FROM durable.inbox i WHERE i.id = $1",
-							  1, types),
-				 values, NULL, SPI_OK_SELECT, 1);
+	if (IsolationUsesXactSnapshot())
+		plan = durable_plan(&inbox_state_locked_plan,
+							"SELECT i.state, i.token FROM durable.inbox i WHERE i.id = $1 FOR SHARE",
+							1, types);
+	else
+		plan = durable_plan(&inbox_state_plan,
+							"SELECT i.state, i.token FROM durable.inbox i WHERE i.id = $1",
+							1, types);
+	durable_exec(plan, values, NULL, SPI_OK_SELECT, 1);
 	if (SPI_processed == 0)
 		return false;
 	*state = durable_text_to_cstring_datum(durable_col(0, 1));
@@ -374,8 +387,8 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	Datum		instance;
 	bool		has_instance = durable_arg_id_or_null(fcinfo, 5, "instance", &instance);
 	int64		lease_us = durable_arg_lease_us(fcinfo, 6);
-	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz lease_until = now + lease_us;
+	TimestampTz now;
+	TimestampTz lease_until;
 	Datum		content_hash = (Datum) 0;
 	Datum		out[4];
 	bool		outnull[4] = {false, false, false, false};
@@ -391,6 +404,10 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	SPI_connect();
 
 	inbox_lock_chat(chat_id);
+
+	/* After the lock, which may have waited: the wait is not the lease's. */
+	now = GetCurrentTimestamp();
+	lease_until = now + lease_us;
 
 	/*
 	 * With the chat lock held, every committed record of the chat is older
@@ -507,7 +524,11 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 			 * what makes the order check below safe.
 			 */
 			if (!durable_text_equal(dup_chat, chat_id))
+			{
 				inbox_lock_chat(dup_chat);
+				now = GetCurrentTimestamp();
+				lease_until = now + lease_us;
+			}
 
 			lease_values[0] = Int64GetDatum(dup_id);
 			lease_values[1] = instance;

@@ -199,22 +199,33 @@ outbox_error_inbound(int64 inbound_id, bool found, const char *state,
 /* ---- Reads shared by several functions ---- */
 
 /*
- * Read the state, token and lease of the send `key` (no lock: used to
- * explain why a fenced statement matched nothing).  probe->state is
- * allocated in the SPI context.  Caller must be connected to SPI.
+ * Read the state, token and lease of the send `key` (used to explain why a
+ * fenced statement matched nothing): without a lock, but FOR SHARE under
+ * REPEATABLE READ and SERIALIZABLE, so that a lease granted after the
+ * transaction's snapshot raises the serialization failure (40001) instead
+ * of a stale lease.  probe->state is allocated in the SPI context.  Caller
+ * must be connected to SPI.
  */
 static void
 outbox_probe(Datum key, OutboxProbe *probe)
 {
 	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr locked_plan = NULL;
 	static const Oid types[1] = {TEXTOID};
 	Datum		values[1];
 
 	values[0] = key;
-	durable_exec(durable_plan(&plan,
-							  "SELECT state, token, lease_until FROM durable.outbox WHERE key = $1",
-							  1, types),
-				 values, NULL, SPI_OK_SELECT, 1);
+	if (IsolationUsesXactSnapshot())
+		durable_exec(durable_plan(&locked_plan,
+								  "SELECT state, token, lease_until FROM durable.outbox WHERE key = $1"
+								  " FOR SHARE",
+								  1, types),
+					 values, NULL, SPI_OK_SELECT, 1);
+	else
+		durable_exec(durable_plan(&plan,
+								  "SELECT state, token, lease_until FROM durable.outbox WHERE key = $1",
+								  1, types),
+					 values, NULL, SPI_OK_SELECT, 1);
 	memset(probe, 0, sizeof(*probe));
 	probe->found = (SPI_processed == 1);
 	if (!probe->found)
@@ -237,8 +248,9 @@ outbox_explain_inbound(int64 inbound_id)
 	Datum		values[1];
 
 	values[0] = Int64GetDatum(inbound_id);
+	/* FOR SHARE: a lease granted after the snapshot is 40001 (outbox_probe). */
 	durable_exec(durable_plan(&plan,
-							  "SELECT state, token FROM durable.inbox WHERE id = $1",
+							  "SELECT state, token FROM durable.inbox WHERE id = $1 FOR SHARE",
 							  1, types),
 				 values, NULL, SPI_OK_SELECT, 1);
 	if (SPI_processed == 0)
