@@ -31,6 +31,17 @@
  * with an open cursor) the snapshot is kept, and the wait holds the horizon
  * back.
  *
+ * Locks and the client.  A claim holds its journal's relation locks until
+ * its transaction ends, the wait included; DDL that needs the journal to
+ * itself (CREATE INDEX, ALTER TABLE, VACUUM FULL, ...) would queue behind
+ * it, and every admit and claim behind the DDL, for as long as the wait.
+ * So at least once a second a waiting claim that has leased nothing looks
+ * whether someone waits for a lock on its journal that conflicts with its
+ * own, and if so returns at once, empty.  It also looks whether its client
+ * is still connected: a claim whose client has gone must not lease the
+ * next record (nobody would handle it until its lease expired), so it ends
+ * the backend, as client_connection_check_interval would.
+ *
  * IDENTIFICATION
  *	  src/waiting.c
  *
@@ -45,9 +56,12 @@
 #include "nodes/plannodes.h"
 #include "pgstat.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "storage/proc.h"
 #include "storage/proclist.h"
 #include "storage/spin.h"
+#include "tcop/tcopprot.h"
 #include "tcop/pquery.h"
 #include "executor/spi.h"
 #include "utils/memutils.h"
@@ -56,8 +70,21 @@
 
 #include "shmem.h"
 
+/*
+ * From libpq/libpq.h (PostgreSQL 14 and later), which cannot be included
+ * here: it pulls in libpq-be.h and with it the GSSAPI headers of the
+ * server's build, which the server-dev package does not require.
+ */
+extern bool pq_check_connection(void);
+
 /* Re-check interval of a waiting claim without shared memory. */
 #define WAITING_POLL_MS 100
+
+/*
+ * Longest sleep between two looks at the client's connection and at the
+ * locks others wait for (waiting_should_end).
+ */
+#define WAITING_LOOK_MS 1000
 
 /*
  * Re-checks of a claim held back by a change in flight: after 1 ms,
@@ -248,7 +275,7 @@ waiting_sleep(DurableQueue queue, int64 deadline, TimestampTz next_due)
 	if (next_due != 0)
 		left_us = Min(left_us, next_due - GetCurrentTimestamp());
 	/* Round up, so that we wake after the due time rather than just before it. */
-	timeout_ms = (long) Min((left_us + 999) / 1000, (int64) INT_MAX);
+	timeout_ms = (long) Min((left_us + 999) / 1000, (int64) WAITING_LOOK_MS);
 	if (timeout_ms < 1)
 		timeout_ms = 1;
 
@@ -280,6 +307,68 @@ waiting_sleep(DurableQueue queue, int64 deadline, TimestampTz next_due)
 	return true;
 }
 
+/*
+ * Whether another backend waits for a lock on relation relid.  Only a
+ * request for a strong lock (DDL) waits on a relation that claims and
+ * confirmations use, whoever holds the lock it waits for.  A waiter's
+ * waitLock is stable under the partition lock of the lock it waits on,
+ * which is the one held here for relid's tag; a pointer read for another
+ * partition's lock may be stale, but such a lock never carries this tag.
+ * (LockHasWaiters cannot tell: a weak lock taken by the fast path has no
+ * entry of ours in the shared lock table to look at.)
+ */
+static bool
+waiting_lock_awaited(Oid relid)
+{
+	LOCKTAG		tag;
+	LWLock	   *partition;
+	bool		awaited = false;
+	uint32		i;
+
+	SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
+	partition = LockHashPartitionLock(LockTagHashCode(&tag));
+	LWLockAcquire(partition, LW_SHARED);
+	for (i = 0; i < ProcGlobal->allProcCount && !awaited; i++)
+	{
+		volatile PGPROC *proc = &ProcGlobal->allProcs[i];
+		LOCK	   *lock = proc->waitLock;
+
+		if (lock != NULL && proc != MyProc && memcmp(&lock->tag, &tag, sizeof(LOCKTAG)) == 0)
+			awaited = true;
+	}
+	LWLockRelease(partition);
+	return awaited;
+}
+
+/*
+ * Whether a waiting claim must stop (file header): someone waits for a lock
+ * on the journal.  A client that has gone ends the backend.
+ * pq_check_connection resets the latch: call this before preparing to
+ * sleep, never between an attempt and its sleep.
+ */
+static bool
+waiting_should_end(DurableQueue queue)
+{
+	DurableQueueRels rels;
+
+	if (MyProcPort != NULL && whereToSendOutput == DestRemote && !pq_check_connection())
+		ereport(FATAL,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("connection to client lost"),
+				 errdetail("A waiting claim found its client gone, and claimed nothing.")));
+	/* An interrupt whose latch wake pq_check_connection consumed. */
+	CHECK_FOR_INTERRUPTS();
+
+	durable_queue_rels(queue, &rels);
+	if (waiting_lock_awaited(rels.heap))
+	{
+		ereport(DEBUG1,
+				(errmsg_internal("durable: waiting claim returns early: a lock on its journal is awaited")));
+		return true;
+	}
+	return false;
+}
+
 static void
 waiting_done(void)
 {
@@ -297,6 +386,9 @@ waiting_done(void)
  * landing between the attempt and the sleep is not lost; each attempt runs
  * with a fresh snapshot (which assumes READ COMMITTED) and its memory is
  * freed before the next, since a wait may last an hour.
+ *
+ * It ends early, empty, when DDL waits for its journal, and ends the
+ * backend when its client has gone (waiting_should_end, after each sleep).
  *
  * An attempt that passed a record over only because of a change in flight
  * (durable_claim_direct's in_flight) sleeps at most 1 ms, then 2, 4 ... up to 1 s
@@ -352,6 +444,8 @@ durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(attempt_cxt);
 		if (claimed || !waiting_sleep(queue, deadline, next_due))
+			break;
+		if (waiting_should_end(queue))
 			break;
 	}
 	waiting_done();
