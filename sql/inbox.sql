@@ -44,6 +44,11 @@ SELECT token, duplicate, state FROM r;
 WITH r AS (SELECT * FROM durable.inbox_admit('docs', 'm2', 'chat-b', '{"text": "yo"}', instance => 'bot-2'))
 SELECT token > :m1_token AS new_token, duplicate, state FROM r;
 SELECT owner, attempts FROM durable.inbox WHERE source = 'docs' AND message_id = 'm2';
+-- A message id journaled for another chat is still its duplicate (the key is
+-- (source, message_id)), with a WARNING: a platform that numbers messages per
+-- chat would otherwise lose the second chat's message without a word
+WITH r AS (SELECT * FROM durable.inbox_admit('docs', 'm2', 'chat-other', '{"text": "not yo"}'))
+SELECT duplicate, state FROM r;
 -- Dedupe is per source: the same message id from another source is another message
 WITH r AS (SELECT * FROM durable.inbox_admit('other-source', 'm1', 'chat-z'))
 SELECT id <> :m1 AS new_record, duplicate, state FROM r;

@@ -513,6 +513,21 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 		dup_due = DatumGetBool(durable_col(0, 4));
 		durable_count(DC_INBOUND_DUPLICATES, 1);
 
+		/*
+		 * Platforms that number messages per chat (Telegram's message_id,
+		 * Slack's ts) give two chats the same id: the second message would
+		 * be taken for the first without a word.
+		 */
+		if (has_message_id && !durable_text_equal(dup_chat, chat_id))
+			ereport(WARNING,
+					(errcode(ERRCODE_UNIQUE_VIOLATION),
+					 errmsg("inbound message \"%s\" of source \"%s\" was journaled for another chat",
+							TextDatumGetCString(message_id), TextDatumGetCString(source)),
+					 errdetail("Record %lld holds it for chat \"%s\"; this call, for chat \"%s\", is answered as its duplicate.",
+							   (long long) dup_id, TextDatumGetCString(dup_chat),
+							   TextDatumGetCString(chat_id)),
+					 errhint("A message_id must be unique within its source: where the platform numbers messages per chat, pass \"<chat_id>:<message_id>\" or an update id.")));
+
 		if (has_instance && dup_due)
 		{
 			static const Oid lease_types[4] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
