@@ -189,12 +189,6 @@ durable_db_slot(Oid dboid, bool create)
 	if (free_slot != NULL)
 		dshm_slot_reset(free_slot, dboid);
 	LWLockRelease(durable_shared->lock);
-
-	if (free_slot == NULL)
-		ereport(WARNING,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("durable tracks at most %d databases; database %u has no counters or worker",
-						DURABLE_MAX_DATABASES, dboid)));
 	return free_slot;
 }
 
@@ -206,10 +200,34 @@ durable_my_slot(void)
 	 * database when every slot is taken: a slot looked up before the
 	 * extension was created here may belong to another database since.
 	 */
+	static TimestampTz no_slot_until = 0;
+	static bool warned = false;
+
 	if (dshm_my_slot != NULL && dshm_my_slot->dboid != MyDatabaseId)
 		dshm_my_slot = NULL;
-	if (dshm_my_slot == NULL && durable_shared != NULL && OidIsValid(MyDatabaseId))
-		dshm_my_slot = durable_db_slot(MyDatabaseId, true);
+	if (dshm_my_slot != NULL || durable_shared == NULL || !OidIsValid(MyDatabaseId))
+		return dshm_my_slot;
+
+	/*
+	 * Every slot taken: each call would take the lock exclusively to look
+	 * again, and warn.  Look again once a second, and warn once per backend.
+	 */
+	if (no_slot_until != 0 && GetCurrentTimestamp() < no_slot_until)
+		return NULL;
+	dshm_my_slot = durable_db_slot(MyDatabaseId, true);
+	if (dshm_my_slot == NULL)
+	{
+		no_slot_until = GetCurrentTimestamp() + USECS_PER_SEC;
+		if (!warned)
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("durable tracks at most %d databases; database %u has no counters, waiting claims or worker",
+							DURABLE_MAX_DATABASES, MyDatabaseId),
+					 errhint("Drop the extension where it is not used.")));
+		warned = true;
+	}
+	else
+		no_slot_until = 0;
 	return dshm_my_slot;
 }
 
