@@ -466,6 +466,13 @@ ROLLBACK;
 SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ALTER COLUMN token TYPE numeric$$);
 SELECT pg_temp.error_of($$ALTER TABLE durable.outbox ADD COLUMN note text, ALTER COLUMN chat_id TYPE varchar(8)$$);
 SELECT pg_temp.error_of($$ALTER TABLE durable.sessions ALTER COLUMN sequence TYPE numeric$$);
+-- Nor through a parent: a journal cannot inherit from, or be a partition of,
+-- a table whose column types could then change with it
+CREATE TABLE public.journal_parent (token numeric);
+SELECT pg_temp.error_of($$ALTER TABLE durable.inbox INHERIT public.journal_parent$$);
+CREATE TABLE public.journal_parts (LIKE durable.outbox) PARTITION BY LIST (state);
+SELECT pg_temp.error_of($$ALTER TABLE public.journal_parts ATTACH PARTITION durable.outbox FOR VALUES IN ('sent')$$);
+DROP TABLE public.journal_parent, public.journal_parts;
 -- Other changes of a journal are the table owner's to make: a column of one's own
 BEGIN;
 ALTER TABLE durable.outbox ADD COLUMN note text;

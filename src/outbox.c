@@ -244,15 +244,22 @@ static void
 outbox_explain_inbound(int64 inbound_id)
 {
 	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr locked_plan = NULL;
 	static const Oid types[1] = {INT8OID};
 	Datum		values[1];
 
 	values[0] = Int64GetDatum(inbound_id);
-	/* FOR SHARE: a lease granted after the snapshot is 40001 (outbox_probe). */
-	durable_exec(durable_plan(&plan,
-							  "SELECT state, token FROM durable.inbox WHERE id = $1 FOR SHARE",
-							  1, types),
-				 values, NULL, SPI_OK_SELECT, 1);
+	/* FOR SHARE under snapshot isolation, as outbox_probe reads. */
+	if (IsolationUsesXactSnapshot())
+		durable_exec(durable_plan(&locked_plan,
+								  "SELECT state, token FROM durable.inbox WHERE id = $1 FOR SHARE",
+								  1, types),
+					 values, NULL, SPI_OK_SELECT, 1);
+	else
+		durable_exec(durable_plan(&plan,
+								  "SELECT state, token FROM durable.inbox WHERE id = $1",
+								  1, types),
+					 values, NULL, SPI_OK_SELECT, 1);
 	if (SPI_processed == 0)
 		outbox_error_inbound(inbound_id, false, NULL, false, 0);
 	outbox_error_inbound(inbound_id, true,

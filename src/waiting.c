@@ -36,8 +36,9 @@
  * itself (CREATE INDEX, ALTER TABLE, VACUUM FULL, ...) would queue behind
  * it, and every admit and claim behind the DDL, for as long as the wait.
  * So at least once a second a waiting claim that has leased nothing looks
- * whether someone waits for a lock on its journal that conflicts with its
- * own, and if so returns at once, empty.  It also looks whether its client
+ * whether someone waits for a lock on its journal or one of its indexes
+ * that conflicts with its own, and if so returns at once, empty (a look is
+ * not an attempt: the journal is not read again until a wake or due time).  It also looks whether its client
  * is still connected: a claim whose client has gone must not lease the
  * next record (nobody would handle it until its lease expired), so it ends
  * the backend, as client_connection_check_interval would.
@@ -49,6 +50,7 @@
  */
 #include "durable.h"
 
+#include "access/table.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "miscadmin.h"
@@ -65,6 +67,8 @@
 #include "tcop/pquery.h"
 #include "executor/spi.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
 
@@ -259,63 +263,14 @@ waiting_prepare(DurableQueue queue)
 }
 
 /*
- * Sleep until a wake for `queue`, next_due (wall clock; 0: none known) or
- * the deadline (durable_clock_us), whichever is first; false once the
- * deadline has passed.
- */
-static bool
-waiting_sleep(DurableQueue queue, int64 deadline, TimestampTz next_due)
-{
-	DurableDbSlot *slot = durable_my_slot();
-	int64		left_us = deadline - durable_clock_us();
-	long		timeout_ms;
-
-	if (left_us <= 0)
-		return false;
-	if (next_due != 0)
-		left_us = Min(left_us, next_due - GetCurrentTimestamp());
-	/* Round up, so that we wake after the due time rather than just before it. */
-	timeout_ms = (long) Min((left_us + 999) / 1000, (int64) WAITING_LOOK_MS);
-	if (timeout_ms < 1)
-		timeout_ms = 1;
-
-	/*
-	 * Stop holding back vacuum's horizon while asleep (file header).  The
-	 * catalog snapshot goes first: it would otherwise be reused after the
-	 * wait with an xmin nobody protects any more.  Then the statement's
-	 * snapshot must be the only one registered: another one (an open
-	 * cursor of the same transaction, an exported snapshot) will be read
-	 * again, so the horizon stays.
-	 */
-	if (waiting_release_snapshot)
-	{
-		InvalidateCatalogSnapshot();
-		if (ThereAreNoPriorRegisteredSnapshots())
-			MyProc->xmin = InvalidTransactionId;
-	}
-
-	if (slot != NULL)
-		(void) ConditionVariableTimedSleep(&slot->queue_cv[queue], timeout_ms,
-										   PG_WAIT_EXTENSION);
-	else
-	{
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(timeout_ms, WAITING_POLL_MS), PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-	}
-	CHECK_FOR_INTERRUPTS();
-	return true;
-}
-
-/*
- * Whether another backend waits for a lock on relation relid.  Only a
- * request for a strong lock (DDL) waits on a relation that claims and
- * confirmations use, whoever holds the lock it waits for.  A waiter's
- * waitLock is stable under the partition lock of the lock it waits on,
- * which is the one held here for relid's tag; a pointer read for another
- * partition's lock may be stale, but such a lock never carries this tag.
- * (LockHasWaiters cannot tell: a weak lock taken by the fast path has no
- * entry of ours in the shared lock table to look at.)
+ * Whether another backend waits for a lock on relation relid in a mode that
+ * conflicts with the weak locks a claim holds (ShareLock or stronger, which
+ * only DDL takes; VACUUM's and ANALYZE's ShareUpdateExclusiveLock does not
+ * conflict).  A waiter's waitLock is stable under the partition lock of the
+ * lock it waits on, which is the one held here for relid's tag; a pointer
+ * read for another partition's lock may be stale, but such a lock never
+ * carries this tag.  (LockHasWaiters cannot tell: a weak lock taken by the
+ * fast path has no entry of ours in the shared lock table to look at.)
  */
 static bool
 waiting_lock_awaited(Oid relid)
@@ -333,40 +288,143 @@ waiting_lock_awaited(Oid relid)
 		volatile PGPROC *proc = &ProcGlobal->allProcs[i];
 		LOCK	   *lock = proc->waitLock;
 
-		if (lock != NULL && proc != MyProc && memcmp(&lock->tag, &tag, sizeof(LOCKTAG)) == 0)
+		if (lock != NULL && proc != MyProc && proc->waitLockMode >= ShareLock &&
+			memcmp(&lock->tag, &tag, sizeof(LOCKTAG)) == 0)
 			awaited = true;
 	}
 	LWLockRelease(partition);
 	return awaited;
 }
 
+/* Whether this transaction holds a weak lock on relation relid. */
+static bool
+waiting_holds_lock(Oid relid)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
+#if PG_VERSION_NUM >= 170000
+	return LockHeldByMe(&tag, AccessShareLock, true);
+#else
+	return LockHeldByMe(&tag, AccessShareLock) || LockHeldByMe(&tag, RowExclusiveLock);
+#endif
+}
+
 /*
- * Whether a waiting claim must stop (file header): someone waits for a lock
- * on the journal.  A client that has gone ends the backend.
- * pq_check_connection resets the latch: call this before preparing to
- * sleep, never between an attempt and its sleep.
+ * Whether a waiting claim must stop (file header): DDL waits for a lock on
+ * the journal or one of its indexes.  A client that has gone ends the
+ * backend, as ProcessInterrupts does when client_connection_check_interval
+ * finds it gone.
  */
 static bool
 waiting_should_end(DurableQueue queue)
 {
 	DurableQueueRels rels;
+	Relation	heap;
+	List	   *indexes;
+	ListCell   *lc;
+	bool		awaited;
 
 	if (MyProcPort != NULL && whereToSendOutput == DestRemote && !pq_check_connection())
+	{
+		whereToSendOutput = DestNone;
 		ereport(FATAL,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("connection to client lost"),
 				 errdetail("A waiting claim found its client gone, and claimed nothing.")));
-	/* An interrupt whose latch wake pq_check_connection consumed. */
+	}
 	CHECK_FOR_INTERRUPTS();
 
 	durable_queue_rels(queue, &rels);
-	if (waiting_lock_awaited(rels.heap))
+	awaited = waiting_lock_awaited(rels.heap);
+	/* Opened without a lock (one would queue behind DDL): the attempts took one. */
+	if (!awaited && waiting_holds_lock(rels.heap))
 	{
-		ereport(DEBUG1,
-				(errmsg_internal("durable: waiting claim returns early: a lock on its journal is awaited")));
-		return true;
+		heap = table_open(rels.heap, NoLock);
+		indexes = RelationGetIndexList(heap);
+		table_close(heap, NoLock);
+		foreach(lc, indexes)
+		{
+			if ((awaited = waiting_lock_awaited(lfirst_oid(lc))))
+				break;
+		}
+		list_free(indexes);
 	}
-	return false;
+	if (awaited)
+		ereport(DEBUG1,
+				(errmsg_internal("durable: waiting claim returns early: DDL waits for its journal")));
+	return awaited;
+}
+
+/*
+ * Sleep until a wake for `queue`, next_due (wall clock; 0: none known) or
+ * the deadline (durable_clock_us), whichever is first: true then, for
+ * another attempt.  False once the deadline has passed, or when the claim
+ * must stop (waiting_should_end, looked at after every sleep and at least
+ * once every WAITING_LOOK_MS: the looks alone do not make an attempt).
+ */
+static bool
+waiting_sleep(DurableQueue queue, int64 deadline, TimestampTz next_due)
+{
+	DurableDbSlot *slot = durable_my_slot();
+
+	/*
+	 * Stop holding back vacuum's horizon while asleep (file header).  The
+	 * catalog snapshot goes first: it would otherwise be reused after the
+	 * wait with an xmin nobody protects any more.  Then the statement's
+	 * snapshot must be the only one registered: another one (an open
+	 * cursor of the same transaction, an exported snapshot) will be read
+	 * again, so the horizon stays.
+	 */
+	if (waiting_release_snapshot)
+	{
+		InvalidateCatalogSnapshot();
+		if (ThereAreNoPriorRegisteredSnapshots())
+			MyProc->xmin = InvalidTransactionId;
+	}
+
+	for (;;)
+	{
+		int64		left_us = deadline - durable_clock_us();
+		long		timeout_ms;
+		bool		timed_out;
+		bool		reached;
+
+		if (left_us <= 0)
+			return false;
+		if (next_due != 0)
+			left_us = Min(left_us, next_due - GetCurrentTimestamp());
+		/* Round up, so that we wake after the due time rather than just before it. */
+		timeout_ms = (long) Min((left_us + 999) / 1000, (int64) INT_MAX);
+		if (timeout_ms < 1)
+			timeout_ms = 1;
+		reached = timeout_ms <= WAITING_LOOK_MS;
+		timeout_ms = Min(timeout_ms, WAITING_LOOK_MS);
+
+		if (slot != NULL)
+			timed_out = ConditionVariableTimedSleep(&slot->queue_cv[queue], timeout_ms,
+													PG_WAIT_EXTENSION);
+		else
+		{
+			/* Without shared memory: poll (file header). */
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 Min(timeout_ms, WAITING_POLL_MS), PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			timed_out = false;
+		}
+		CHECK_FOR_INTERRUPTS();
+		if (waiting_should_end(queue))
+			return false;
+		if (!timed_out || reached)
+			return true;
+
+		/*
+		 * Only a look: sleep on.  pq_check_connection reset the latch, which
+		 * a wake since the sleep may have set; set it again, so that the
+		 * next sleep finds out (by its wait list) whether one came.
+		 */
+		SetLatch(MyLatch);
+	}
 }
 
 static void
@@ -388,7 +446,8 @@ waiting_done(void)
  * freed before the next, since a wait may last an hour.
  *
  * It ends early, empty, when DDL waits for its journal, and ends the
- * backend when its client has gone (waiting_should_end, after each sleep).
+ * backend when its client has gone (waiting_should_end, after each sleep
+ * and at least once a second).
  *
  * An attempt that passed a record over only because of a change in flight
  * (durable_claim_direct's in_flight) sleeps at most 1 ms, then 2, 4 ... up to 1 s
@@ -424,6 +483,8 @@ durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us
 		waiting_prepare(queue);
 		old = MemoryContextSwitchTo(attempt_cxt);
 		in_flight = false;
+		/* (t/018_waiting_yields.pl counts these.) */
+		ereport(DEBUG2, (errmsg_internal("durable: waiting claim attempts")));
 		claimed = call->attempt(fcinfo, call,
 								IsolationUsesXactSnapshot() ? NULL : &in_flight) > 0;
 		next_due = claimed ? 0 : call->next_due(GetCurrentTimestamp());
@@ -444,8 +505,6 @@ durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(attempt_cxt);
 		if (claimed || !waiting_sleep(queue, deadline, next_due))
-			break;
-		if (waiting_should_end(queue))
 			break;
 	}
 	waiting_done();

@@ -19,6 +19,7 @@ $node->append_conf(
 	'postgresql.conf', qq{
 shared_preload_libraries = 'durable'
 durable.naptime = '1h'
+log_min_messages = debug2
 });
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION durable');
@@ -54,6 +55,51 @@ ok($ddl_seconds < 5,
 	sprintf('CREATE INDEX on the inbox ran in %.1f s beside a claim waiting 30 s', $ddl_seconds));
 like($$claim_out, qr/^0 claimed$/m, '... which returned early, empty');
 $node->safe_psql('postgres', 'DROP INDEX durable.inbox_created_at_test');
+
+# ---- Not every DDL: ANALYZE waiting behind another ANALYZE does not end a wait ----
+
+my ($in_a, $out_a, $err_a) = ('', '', '');
+my $analyze = IPC::Run::start(
+	[ 'psql', '-X', '-q', '-d', $node->connstr('postgres') ],
+	'<' => \$in_a, '>' => \$out_a, '2>' => \$err_a);
+$in_a .= "BEGIN; ANALYZE durable.inbox; SELECT 'analyzed';\n";
+$analyze->pump until $out_a =~ /analyzed/;
+$start = time;
+($claim, $claim_out) = start_waiting_claim('beside-analyze', '3 s');
+my ($in_b, $out_b, $err_b) = ('', '', '');
+my $second = IPC::Run::start(
+	[ 'psql', '-X', '-q', '-d', $node->connstr('postgres'), '-c', 'ANALYZE durable.inbox' ],
+	'<' => \$in_b, '>' => \$out_b, '2>' => \$err_b);
+$claim->finish;
+my $claim_seconds = time - $start;
+$in_a .= "COMMIT;\n\\q\n";
+$analyze->finish;
+$second->finish;
+ok($claim_seconds > 2.5,
+	sprintf('a claim beside an ANALYZE waiting for another waits its 3 s (%.1f s)', $claim_seconds));
+
+# ---- DDL on one of the journal's indexes only ----
+
+my $tsdir = PostgreSQL::Test::Utils::tempdir;
+$node->safe_psql('postgres', "CREATE TABLESPACE waiting_ts LOCATION '$tsdir'");
+$start = time;
+($claim, $claim_out) = start_waiting_claim('index-ddl', '30 s');
+$node->safe_psql('postgres', 'ALTER INDEX durable.inbox_done_at_idx SET TABLESPACE waiting_ts');
+$ddl_seconds = time - $start;
+$claim->finish;
+ok($ddl_seconds < 5,
+	sprintf('ALTER INDEX ... SET TABLESPACE on an inbox index ran in %.1f s beside a claim waiting 30 s',
+		$ddl_seconds));
+$node->safe_psql('postgres', 'ALTER INDEX durable.inbox_done_at_idx SET TABLESPACE pg_default');
+
+# ---- Looking is not claiming: an idle wait reads the journal at its start and end ----
+
+my $log_offset = -s $node->logfile;
+($claim, $claim_out) = start_waiting_claim('idle', '3.5 s');
+$claim->finish;
+my $attempts = () = substr(slurp_file($node->logfile), $log_offset) =~ /durable: waiting claim attempts/g;
+ok($attempts >= 1 && $attempts <= 2,
+	"an idle claim waiting 3.5 s made $attempts attempts (its looks, once a second, are not attempts)");
 
 # ---- An admit still wakes a waiting claim at once ----
 
