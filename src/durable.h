@@ -136,6 +136,8 @@ extern SPIPlanPtr durable_plan(SPIPlanPtr *cache, const char *sql, int nargs,
 /* Run a cached plan and check that SPI returned exactly `expected`. */
 extern void durable_exec(SPIPlanPtr plan, const Datum *values, const char *nulls,
 						 int expected, long count);
+extern void durable_exec_explaining(SPIPlanPtr *plans, const char *sql, int nargs,
+									const Oid *argtypes, const Datum *values);
 
 /* Column accessors for the current SPI result (1-based columns). */
 extern bool durable_col_isnull(uint64 row, int col);

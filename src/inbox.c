@@ -160,8 +160,7 @@ static SPIPlanPtr inbox_fail_lock_plan = NULL;
 static SPIPlanPtr inbox_fail_plan = NULL;
 static SPIPlanPtr inbox_release_plan = NULL;
 static SPIPlanPtr inbox_replay_plan = NULL;
-static SPIPlanPtr inbox_state_plan = NULL;
-static SPIPlanPtr inbox_state_locked_plan = NULL;
+static SPIPlanPtr inbox_state_plans[2];
 
 /*
  * Raise 54000 when a payload is over durable.max_payload_bytes.
@@ -275,31 +274,20 @@ inbox_lock_chat(Datum chat_id)
 
 /*
  * Read the current state and token of a record into *state (palloc'd in
- * the SPI context) and *token (0 and *has_token false when NULL).  Returns
- * false when there is no such record.  Caller must be connected to SPI.
- *
- * Under REPEATABLE READ and SERIALIZABLE the record is read FOR SHARE: a
- * fence that failed because the transaction's snapshot predates the lease
- * the caller names (granted since, and live) then raises the serialization
- * failure (40001) that retrying cures, not a stale lease (DR001).
+ * the SPI context) and *token (0 and *has_token false when NULL), FOR SHARE
+ * under snapshot isolation (durable_exec_explaining).  Returns false when
+ * there is no such record.  Caller must be connected to SPI.
  */
 static bool
 inbox_read_state(int64 id, char **state, int64 *token, bool *has_token)
 {
 	Oid			types[1] = {INT8OID};
 	Datum		values[1];
-	SPIPlanPtr	plan;
 
 	values[0] = Int64GetDatum(id);
-	if (IsolationUsesXactSnapshot())
-		plan = durable_plan(&inbox_state_locked_plan,
-							"SELECT i.state, i.token FROM durable.inbox i WHERE i.id = $1 FOR SHARE",
-							1, types);
-	else
-		plan = durable_plan(&inbox_state_plan,
+	durable_exec_explaining(inbox_state_plans,
 							"SELECT i.state, i.token FROM durable.inbox i WHERE i.id = $1",
-							1, types);
-	durable_exec(plan, values, NULL, SPI_OK_SELECT, 1);
+							1, types, values);
 	if (SPI_processed == 0)
 		return false;
 	*state = durable_text_to_cstring_datum(durable_col(0, 1));

@@ -200,32 +200,21 @@ outbox_error_inbound(int64 inbound_id, bool found, const char *state,
 
 /*
  * Read the state, token and lease of the send `key` (used to explain why a
- * fenced statement matched nothing): without a lock, but FOR SHARE under
- * REPEATABLE READ and SERIALIZABLE, so that a lease granted after the
- * transaction's snapshot raises the serialization failure (40001) instead
- * of a stale lease.  probe->state is allocated in the SPI context.  Caller
- * must be connected to SPI.
+ * fenced statement matched nothing; FOR SHARE under snapshot isolation:
+ * durable_exec_explaining).  probe->state is allocated in the SPI context.
+ * Caller must be connected to SPI.
  */
 static void
 outbox_probe(Datum key, OutboxProbe *probe)
 {
-	static SPIPlanPtr plan = NULL;
-	static SPIPlanPtr locked_plan = NULL;
+	static SPIPlanPtr plans[2];
 	static const Oid types[1] = {TEXTOID};
 	Datum		values[1];
 
 	values[0] = key;
-	if (IsolationUsesXactSnapshot())
-		durable_exec(durable_plan(&locked_plan,
-								  "SELECT state, token, lease_until FROM durable.outbox WHERE key = $1"
-								  " FOR SHARE",
-								  1, types),
-					 values, NULL, SPI_OK_SELECT, 1);
-	else
-		durable_exec(durable_plan(&plan,
-								  "SELECT state, token, lease_until FROM durable.outbox WHERE key = $1",
-								  1, types),
-					 values, NULL, SPI_OK_SELECT, 1);
+	durable_exec_explaining(plans,
+							"SELECT state, token, lease_until FROM durable.outbox WHERE key = $1",
+							1, types, values);
 	memset(probe, 0, sizeof(*probe));
 	probe->found = (SPI_processed == 1);
 	if (!probe->found)
@@ -243,23 +232,13 @@ outbox_probe(Datum key, OutboxProbe *probe)
 static void
 outbox_explain_inbound(int64 inbound_id)
 {
-	static SPIPlanPtr plan = NULL;
-	static SPIPlanPtr locked_plan = NULL;
+	static SPIPlanPtr plans[2];
 	static const Oid types[1] = {INT8OID};
 	Datum		values[1];
 
 	values[0] = Int64GetDatum(inbound_id);
-	/* FOR SHARE under snapshot isolation, as outbox_probe reads. */
-	if (IsolationUsesXactSnapshot())
-		durable_exec(durable_plan(&locked_plan,
-								  "SELECT state, token FROM durable.inbox WHERE id = $1 FOR SHARE",
-								  1, types),
-					 values, NULL, SPI_OK_SELECT, 1);
-	else
-		durable_exec(durable_plan(&plan,
-								  "SELECT state, token FROM durable.inbox WHERE id = $1",
-								  1, types),
-					 values, NULL, SPI_OK_SELECT, 1);
+	durable_exec_explaining(plans, "SELECT state, token FROM durable.inbox WHERE id = $1",
+							1, types, values);
 	if (SPI_processed == 0)
 		outbox_error_inbound(inbound_id, false, NULL, false, 0);
 	outbox_error_inbound(inbound_id, true,

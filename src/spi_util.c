@@ -135,6 +135,28 @@ durable_plan(SPIPlanPtr *cache, const char *sql, int nargs, const Oid *argtypes)
 	return plan;
 }
 
+/*
+ * Run a read that explains a refused fence, `sql` from one of two plans
+ * cached in plans[2]: as written at READ COMMITTED, and FOR SHARE under
+ * REPEATABLE READ and SERIALIZABLE.  There a fence fails also when the
+ * transaction's snapshot predates the lease the caller names (granted
+ * since, and live); reading the record FOR SHARE then raises the
+ * serialization failure (40001) that retrying cures, not a stale lease
+ * (DR001, which tells the caller to drop its work).  At READ COMMITTED the
+ * read takes no lock: a stale caller is not made to wait for the holder.
+ */
+void
+durable_exec_explaining(SPIPlanPtr *plans, const char *sql, int nargs, const Oid *argtypes,
+						const Datum *values)
+{
+	int			locked = IsolationUsesXactSnapshot() ? 1 : 0;
+
+	if (plans[locked] == NULL)
+		(void) durable_plan(&plans[locked], locked ? psprintf("%s FOR SHARE", sql) : sql,
+							nargs, argtypes);
+	durable_exec(plans[locked], values, NULL, SPI_OK_SELECT, 1);
+}
+
 void
 durable_exec(SPIPlanPtr plan, const Datum *values, const char *nulls, int expected, long count)
 {
