@@ -104,6 +104,39 @@ put_escape(char *out, const char *fmt, unsigned int value)
 	return (size_t) len;
 }
 
+/* What a character of bot-written text is, for both ways of printing it. */
+typedef enum TextCharKind
+{
+	TC_PLAIN,					/* printed as it is */
+	TC_CONTROL,					/* a C0 control or DEL (one byte) */
+	TC_INVALID,					/* a byte that does not start valid UTF-8 */
+	TC_STEERING					/* steering_code_point() */
+} TextCharKind;
+
+/*
+ * The kind of the character that starts at p (not at its end), its length
+ * in bytes in *len and its code point in *cp.
+ */
+static TextCharKind
+text_char(const char *p, size_t *len, unsigned int *cp)
+{
+	const unsigned char *u = (const unsigned char *) p;
+
+	*len = 1;
+	*cp = u[0];
+	if (u[0] < 0x20 || u[0] == 0x7f)
+		return TC_CONTROL;
+	if (u[0] < 0x80)
+		return TC_PLAIN;
+	if ((*len = utf8_sequence(u, cp)) == 0)
+	{
+		*len = 1;
+		*cp = u[0];
+		return TC_INVALID;
+	}
+	return steering_code_point(*cp) ? TC_STEERING : TC_PLAIN;
+}
+
 /*
  * The character of journal text that starts at p (not at its end), as it is
  * shown on a terminal: written to out (at most SHOWN_CHAR_MAX bytes, no
@@ -113,39 +146,30 @@ put_escape(char *out, const char *fmt, unsigned int value)
 size_t
 shown_char(const char *p, char *out, size_t *out_len)
 {
-	const unsigned char *u = (const unsigned char *) p;
-	unsigned int cp;
 	size_t		len;
+	unsigned int cp;
 
-	if (u[0] < 0x20 || u[0] == 0x7f)
+	switch (text_char(p, &len, &cp))
 	{
-		*out_len = put_escape(out, "\\x%02x", u[0]);
-		return 1;
-	}
-	if (u[0] == '\\')
-	{
-		out[0] = out[1] = '\\';
-		*out_len = 2;
-		return 1;
-	}
-	if (u[0] < 0x80)
-	{
-		out[0] = p[0];
-		*out_len = 1;
-		return 1;
-	}
-	len = utf8_sequence(u, &cp);
-	if (len == 0)
-	{
-		*out_len = put_escape(out, "\\x%02x", u[0]);
-		return 1;
-	}
-	if (steering_code_point(cp))
-		*out_len = put_escape(out, "\\u%04x", cp);
-	else
-	{
-		memcpy(out, p, len);
-		*out_len = len;
+		case TC_CONTROL:
+		case TC_INVALID:
+			*out_len = put_escape(out, "\\x%02x", cp);
+			break;
+		case TC_STEERING:
+			*out_len = put_escape(out, "\\u%04x", cp);
+			break;
+		case TC_PLAIN:
+			if (p[0] == '\\')
+			{
+				out[0] = out[1] = '\\';
+				*out_len = 2;
+			}
+			else
+			{
+				memcpy(out, p, len);
+				*out_len = len;
+			}
+			break;
 	}
 	return len;
 }
@@ -184,30 +208,22 @@ shown_alloc(const char *text)
 static size_t
 put_json_char(FILE *out, const char *p)
 {
-	const unsigned char *u = (const unsigned char *) p;
-	unsigned int cp;
 	size_t		len;
+	unsigned int cp;
 
-	if (u[0] < 0x20 || u[0] == 0x7f)
+	switch (text_char(p, &len, &cp))
 	{
-		fprintf(out, "\\u%04x", u[0]);
-		return 1;
+		case TC_CONTROL:
+		case TC_STEERING:
+			fprintf(out, "\\u%04x", cp);
+			break;
+		case TC_INVALID:
+			fputs("\\ufffd", out);
+			break;
+		case TC_PLAIN:
+			fwrite(p, 1, len, out);
+			break;
 	}
-	if (u[0] < 0x80)
-	{
-		putc(u[0], out);
-		return 1;
-	}
-	len = utf8_sequence(u, &cp);
-	if (len == 0)
-	{
-		fputs("\\ufffd", out);
-		return 1;
-	}
-	if (steering_code_point(cp))
-		fprintf(out, "\\u%04x", cp);
-	else
-		fwrite(p, 1, len, out);
 	return len;
 }
 
