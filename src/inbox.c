@@ -421,6 +421,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 		Datum		find_values[3];
 		int64		dup_id;
 		Datum		dup_chat;
+		bool		dup_other_chat;
 		bool		dup_due;
 
 		if (tries >= 3)
@@ -498,6 +499,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 		out[2] = BoolGetDatum(true);
 		out[3] = durable_col_copy(0, 2);
 		dup_chat = durable_col_copy(0, 3);
+		dup_other_chat = !durable_text_equal(dup_chat, chat_id);
 		dup_due = DatumGetBool(durable_col(0, 4));
 		durable_count(DC_INBOUND_DUPLICATES, 1);
 
@@ -506,7 +508,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 		 * Slack's ts) give two chats the same id: the second message would
 		 * be taken for the first without a word.
 		 */
-		if (has_message_id && !durable_text_equal(dup_chat, chat_id))
+		if (has_message_id && dup_other_chat)
 			ereport(WARNING,
 					(errcode(ERRCODE_UNIQUE_VIOLATION),
 					 errmsg("inbound message \"%s\" of source \"%s\" was journaled for another chat",
@@ -526,7 +528,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 			 * given (a client reusing a message id): its own chat's lock is
 			 * what makes the order check below safe.
 			 */
-			if (!durable_text_equal(dup_chat, chat_id))
+			if (dup_other_chat)
 			{
 				inbox_lock_chat(dup_chat);
 				now = GetCurrentTimestamp();

@@ -195,14 +195,14 @@ durable_db_slot(Oid dboid, bool create)
 DurableDbSlot *
 durable_my_slot(void)
 {
+	static TimestampTz no_slot_until = 0;
+	static bool warned = false;
+
 	/*
 	 * The launcher gives the slot of a database without durable to another
 	 * database when every slot is taken: a slot looked up before the
 	 * extension was created here may belong to another database since.
 	 */
-	static TimestampTz no_slot_until = 0;
-	static bool warned = false;
-
 	if (dshm_my_slot != NULL && dshm_my_slot->dboid != MyDatabaseId)
 		dshm_my_slot = NULL;
 	if (dshm_my_slot != NULL || durable_shared == NULL || !OidIsValid(MyDatabaseId))

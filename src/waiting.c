@@ -38,10 +38,11 @@
  * So at least once a second a waiting claim that has leased nothing looks
  * whether someone waits for a lock on its journal or one of its indexes
  * that conflicts with its own, and if so returns at once, empty (a look is
- * not an attempt: the journal is not read again until a wake or due time).  It also looks whether its client
- * is still connected: a claim whose client has gone must not lease the
- * next record (nobody would handle it until its lease expired), so it ends
- * the backend, as client_connection_check_interval would.
+ * not an attempt: the journal is not read again until a wake or due time).
+ * It also looks whether its client is still connected: a claim whose client
+ * has gone must not lease the next record (nobody would handle it until its
+ * lease expired), so it ends the backend, as client_connection_check_interval
+ * would.
  *
  * IDENTIFICATION
  *	  src/waiting.c
