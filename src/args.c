@@ -172,6 +172,16 @@ durable_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name,
 	return us;
 }
 
+/* An interval of exactly us microseconds (no days or months: no calendar). */
+Datum
+durable_interval_datum(int64 us)
+{
+	Interval   *iv = (Interval *) palloc0(sizeof(Interval));
+
+	iv->time = us;
+	return IntervalPGetDatum(iv);
+}
+
 int64
 durable_arg_lease_us(FunctionCallInfo fcinfo, int argno)
 {

@@ -2056,6 +2056,51 @@ durable_outbox_insert_direct(const DurableNewSend *send, int64 *token)
 							 nulls, DIRECT_NEW_SEND_NCOLS);
 }
 
+/*
+ * Wait for the transactions in progress that are inserting send `key`, as
+ * direct_insert's look does, without inserting anything: true when a row
+ * with the key exists afterwards.  For outbox_begin's oversized payload,
+ * which is not journaled, so that it cannot bypass a send of its key that
+ * another transaction is journaling.
+ */
+bool
+durable_outbox_await_key(Datum key)
+{
+	const DirectRels *rels = direct_rels();
+	Relation	rel = table_open(rels->outbox, RowExclusiveLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	EState	   *estate = CreateExecutorState();
+	MemoryContext oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
+	ResultRelInfo *rri = makeNode(ResultRelInfo);
+	ItemPointerData conflict;
+	AttrNumber	key_att = rels->new_send_att[1];
+	bool		exists;
+	int			i;
+
+	for (i = 0; i < desc->natts; i++)
+	{
+		slot->tts_values[i] = (Datum) 0;
+		slot->tts_isnull[i] = true;
+	}
+	slot->tts_values[key_att - 1] = key;
+	slot->tts_isnull[key_att - 1] = false;
+	ExecStoreVirtualTuple(slot);
+
+	InitResultRelInfo(rri, rel, 0, NULL, 0);
+	ExecOpenIndices(rri, true);
+	exists = !ExecCheckIndexConstraints(rri, slot, estate, &conflict,
+										list_make1_oid(direct_check_arbiter(rri, rels->outbox_pkey)));
+	if (exists)
+		direct_check_conflict_visible(rel, &conflict);
+	ExecCloseIndices(rri);
+	MemoryContextSwitchTo(oldcxt);
+	FreeExecutorState(estate);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	return exists;
+}
+
 bool
 durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id)
 {

@@ -113,6 +113,9 @@ extern int64 durable_arg_lease_us(FunctionCallInfo fcinfo, int argno);
 /* The wait argument of claims: NULL or 0 means do not wait; at most 1 hour. */
 extern int64 durable_arg_wait_us(FunctionCallInfo fcinfo, int argno);
 
+/* An interval of exactly us microseconds, as an SPI argument or a result. */
+extern Datum durable_interval_datum(int64 us);
+
 /* ---- Limits shared by the checks ---- */
 #define DURABLE_MIN_LEASE_US	(20 * INT64CONST(1000))
 #define DURABLE_MAX_LEASE_US	(7 * USECS_PER_DAY)
@@ -363,6 +366,9 @@ typedef struct DurableNewMessage
  */
 extern bool durable_outbox_insert_direct(const DurableNewSend *send, int64 *token);
 extern bool durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id);
+
+/* Waits out inserts of send `key` in progress; true when the key is journaled. */
+extern bool durable_outbox_await_key(Datum key);
 
 /*
  * The retention purge's deletes, written directly: up to `limit` done

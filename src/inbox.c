@@ -688,31 +688,36 @@ durable_inbox_heartbeat(PG_FUNCTION_ARGS)
 	int64		id = durable_arg_int64(fcinfo, 0, "id");
 	int64		token = durable_arg_int64(fcinfo, 1, "token");
 	int64		lease_us = durable_arg_lease_us(fcinfo, 2);
-	TimestampTz lease_until = GetCurrentTimestamp() + lease_us;
-	Oid			types[3] = {INT8OID, INT8OID, TIMESTAMPTZOID};
+	TimestampTz lease_until;
+	Oid			types[3] = {INT8OID, INT8OID, INTERVALOID};
 	Datum		values[3];
 
 	values[0] = Int64GetDatum(id);
 	values[1] = Int64GetDatum(token);
-	values[2] = TimestampTzGetDatum(lease_until);
+	values[2] = durable_interval_datum(lease_us);
 
 	/*
-	 * The lease it replaces (as the statement's snapshot saw it): only a
-	 * shorter lease concerns the claim floor, which knows the old one or an
-	 * earlier one.  Telling it of every heartbeat would discard every floor
-	 * refresh under way (claim_floor.c).
+	 * The new lease starts when the row is ours: clock_timestamp() is read
+	 * again when the update waited for another transaction's row lock, so a
+	 * long wait cannot return a lease that is already over.  The lease it
+	 * replaces (as the statement's snapshot saw it): only a shorter lease
+	 * concerns the claim floor, which knows the old one or an earlier one.
+	 * Telling it of every heartbeat would discard every floor refresh under
+	 * way (claim_floor.c).
 	 */
 	SPI_connect();
 	durable_exec(durable_plan(&inbox_heartbeat_plan,
-							  "UPDATE durable.inbox i SET lease_until = $3"
+							  "UPDATE durable.inbox i SET lease_until = pg_catalog.clock_timestamp() + $3"
 							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'"
-							  " RETURNING (SELECT o.lease_until FROM durable.inbox o WHERE o.id = $1)",
+							  " RETURNING i.lease_until,"
+							  " (SELECT o.lease_until FROM durable.inbox o WHERE o.id = $1)",
 							  3, types),
 				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
 	if (SPI_processed == 0)
 		inbox_diagnose(IC_HEARTBEAT, id, token);
-	if (durable_col_isnull(0, 1) ||
-		lease_until < DatumGetTimestampTz(durable_col(0, 1)))
+	lease_until = DatumGetTimestampTz(durable_col(0, 1));
+	if (durable_col_isnull(0, 2) ||
+		lease_until < DatumGetTimestampTz(durable_col(0, 2)))
 		durable_claim_floor_comes_due(DQ_INBOX, id, lease_until);
 	SPI_finish();
 	PG_RETURN_TIMESTAMPTZ(lease_until);

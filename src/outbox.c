@@ -363,15 +363,42 @@ outbox_count_repeat(Datum key, bool diverged, bool detail_for_begin)
 /* ---- outbox_begin ---- */
 
 /*
+ * The insert of a new send waits when another transaction is inserting the
+ * same key, and goes in when that one aborts: the lease, stamped before the
+ * wait, would be shortened by it, or be over already, and the sweep would
+ * flag a send that is being made as ambiguous.  After a wait longer than a
+ * tenth of the lease, the lease starts again from now.  Rare; the common
+ * insert costs one clock read.
+ */
+static void
+outbox_restamp_after_wait(Datum key, TimestampTz stamped, int64 lease_us)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		values[2];
+
+	if (now - stamped <= lease_us / 10)
+		return;
+	values[0] = key;
+	values[1] = TimestampTzGetDatum(now + lease_us);
+	durable_exec(durable_plan(&plan,
+							  "UPDATE durable.outbox SET lease_until = $2 WHERE key = $1",
+							  2, types),
+				 values, NULL, SPI_OK_UPDATE, 1);
+}
+
+/*
  * The journaled send `key` seen again by outbox_begin: lock it and decide by
  * its state.  Returns false when there is no such send (it may have been
  * discarded since the caller's insert conflicted).  Caller must be
- * connected to SPI; the lock lasts until its transaction ends.
+ * connected to SPI; the lock lasts until its transaction ends.  The clock
+ * is read once the lock is held: the wait for it (another transaction
+ * confirming the send) would otherwise shorten the lease it grants.
  */
 static bool
 outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
-					  TimestampTz now, TimestampTz lease_until,
-					  OutboxBeginResult *res)
+					  int64 lease_us, OutboxBeginResult *res)
 {
 	static SPIPlanPtr plan_lock = NULL;
 	static SPIPlanPtr plan_lease = NULL;
@@ -381,6 +408,7 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 	static const Oid unknown_types[1] = {TEXTOID};
 	Datum		values[3];
 	char	   *state;
+	TimestampTz now;
 	bool		live;
 	bool		due;
 
@@ -395,6 +423,7 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 				 values, NULL, SPI_OK_SELECT, 1);
 	if (SPI_processed == 0)
 		return false;
+	now = GetCurrentTimestamp();
 
 	res->diverged = DatumGetBool(durable_col(0, 6));
 	outbox_count_repeat(key, res->diverged, true);
@@ -455,7 +484,7 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 			durable_count(DC_OUTBOX_RETRIED, 1);
 		lvalues[0] = key;
 		lvalues[1] = instance;
-		lvalues[2] = TimestampTzGetDatum(lease_until);
+		lvalues[2] = TimestampTzGetDatum(now + lease_us);
 		durable_exec(durable_plan(&plan_lease,
 								  "UPDATE durable.outbox"
 								  " SET state = 'sending', attempts = attempts + 1,"
@@ -500,7 +529,6 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 Datum
 durable_outbox_begin(PG_FUNCTION_ARGS)
 {
-	TimestampTz now = GetCurrentTimestamp();
 	Datum		key;
 	bool		has_key;
 	Datum		chat_id;
@@ -511,7 +539,6 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 	bool		has_inbound = !PG_ARGISNULL(5);
 	int64		inbound_id = 0;
 	int64		inbound_token = 0;
-	TimestampTz lease_until;
 	bool		oversized;
 	OutboxBeginResult res;
 	Datum		out[7];
@@ -532,7 +559,6 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("inbound_token requires inbound_id")));
-	lease_until = now + lease_us;
 	oversized = payload_bytes > (Size) durable_max_payload_bytes;
 
 	durable_srf_init(fcinfo);
@@ -550,6 +576,8 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 	{
 		if (!oversized)
 		{
+			/* Read after the inbound fence and each race's wait. */
+			TimestampTz now = GetCurrentTimestamp();
 			DurableNewSend send;
 			int64		token;
 
@@ -557,12 +585,13 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 			send.chat_id = chat_id;
 			send.payload = payload;
 			send.owner = instance;
-			send.lease_until = lease_until;
+			send.lease_until = now + lease_us;
 			send.now = now;
 			send.has_inbound = has_inbound;
 			send.inbound_id = inbound_id;
 			if (durable_outbox_insert_direct(&send, &token))
 			{
+				outbox_restamp_after_wait(key, now, lease_us);
 				durable_count(DC_OUTBOX_JOURNALED, 1);
 				res.action = "send";
 				res.state = "sending";
@@ -578,10 +607,17 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 		 * too: a repeat is still answered from the journal rather than sent
 		 * again).
 		 */
-		if (outbox_begin_existing(key, chat_id, payload, instance, now,
-								  lease_until, &res))
+		if (outbox_begin_existing(key, chat_id, payload, instance, lease_us, &res))
 			break;
 
+		/*
+		 * Not found: a transaction in progress may be journaling the key,
+		 * which the look above cannot see.  The insert would wait for it;
+		 * the oversized payload, not inserted, waits for it here and looks
+		 * again.
+		 */
+		if (oversized && race < OUTBOX_MAX_RACES && durable_outbox_await_key(key))
+			continue;
 		if (oversized)
 		{
 			durable_count(DC_OUTBOX_BYPASSED, 1);
@@ -1037,23 +1073,23 @@ Datum
 durable_outbox_heartbeat(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
-	static const Oid types[3] = {TEXTOID, INT8OID, TIMESTAMPTZOID};
-	TimestampTz now = GetCurrentTimestamp();
+	static const Oid types[3] = {TEXTOID, INT8OID, INTERVALOID};
 	TimestampTz lease_until;
 	Datum		values[3];
 	OutboxProbe probe;
 
 	values[0] = durable_arg_id(fcinfo, 0, "key");
 	values[1] = Int64GetDatum(durable_arg_int64(fcinfo, 1, "token"));
-	lease_until = now + durable_arg_lease_us(fcinfo, 2);
-	values[2] = TimestampTzGetDatum(lease_until);
+	values[2] = durable_interval_datum(durable_arg_lease_us(fcinfo, 2));
 
+	/* From when the row is ours, as inbox_heartbeat does. */
 	SPI_connect();
 	durable_exec(durable_plan(&plan,
-							  "UPDATE durable.outbox SET lease_until = $3"
-							  " WHERE key = $1 AND token = $2 AND state = 'sending'",
+							  "UPDATE durable.outbox SET lease_until = pg_catalog.clock_timestamp() + $3"
+							  " WHERE key = $1 AND token = $2 AND state = 'sending'"
+							  " RETURNING lease_until",
 							  3, types),
-				 values, NULL, SPI_OK_UPDATE, 0);
+				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
 	if (SPI_processed != 1)
 	{
 		outbox_probe(values[0], &probe);
@@ -1062,6 +1098,7 @@ durable_outbox_heartbeat(PG_FUNCTION_ARGS)
 		/* Another token, or the holder's lease is gone (swept, confirmed). */
 		outbox_error_stale(values[0], &probe);
 	}
+	lease_until = DatumGetTimestampTz(durable_col(0, 1));
 	SPI_finish();
 	PG_RETURN_TIMESTAMPTZ(lease_until);
 }

@@ -67,16 +67,6 @@ PG_FUNCTION_INFO_V1(durable_permit);
 #define PERMIT_MIN_PER_US		(1000)	/* 1 ms */
 #define PERMIT_MAX_PER_US		(7 * USECS_PER_DAY)
 
-/* An interval of exactly us microseconds (no days or months: no calendar). */
-static Datum
-permit_interval(int64 us)
-{
-	Interval   *iv = (Interval *) palloc0(sizeof(Interval));
-
-	iv->time = us;
-	return IntervalPGetDatum(iv);
-}
-
 /*
  * permit(bucket, max, per) → '0' when a permit was free (it is consumed by
  * the caller's transaction), else the time until one will be (nothing is
@@ -118,7 +108,7 @@ durable_permit(PG_FUNCTION_ARGS)
 
 	/* 1. Create or lock the bucket row; it stays locked to our commit. */
 	args[0] = bucket;
-	args[1] = permit_interval(per_us);
+	args[1] = durable_interval_datum(per_us);
 	durable_exec(durable_plan(&lock_plan,
 							  "INSERT INTO durable.permit_buckets AS b (bucket, per)"
 							  " VALUES ($1, $2)"
@@ -185,7 +175,7 @@ durable_permit(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 
-	PG_RETURN_DATUM(permit_interval(wait_us));
+	PG_RETURN_DATUM(durable_interval_datum(wait_us));
 }
 
 /*

@@ -141,10 +141,10 @@ Datum
 durable_session_save(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
-	static const Oid argtypes[7] = {
-		TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, INT4OID, TIMESTAMPTZOID
+	static const Oid argtypes[6] = {
+		TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, INT4OID
 	};
-	Datum		values[7];
+	Datum		values[6];
 	Datum		bot;
 	Datum		session_id;
 	Datum		resume_url;
@@ -170,20 +170,23 @@ durable_session_save(PG_FUNCTION_ARGS)
 	values[3] = Int64GetDatum(sequence);
 	values[4] = resume_url;
 	values[5] = Int32GetDatum(total_shards);
-	values[6] = TimestampTzGetDatum(GetCurrentTimestamp());
 
+	/*
+	 * saved_at is read from the clock when the row is ours: a save that
+	 * waited for another one's row lock and commits after it is the newer.
+	 */
 	SPI_connect();
 	durable_exec(durable_plan(&plan,
 							  "INSERT INTO durable.sessions AS s"
 							  " (bot, shard, session_id, sequence, resume_url, total_shards, saved_at)"
-							  " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+							  " VALUES ($1, $2, $3, $4, $5, $6, pg_catalog.clock_timestamp())"
 							  " ON CONFLICT (bot, shard) DO UPDATE SET"
 							  " session_id = EXCLUDED.session_id,"
 							  " sequence = EXCLUDED.sequence,"
 							  " resume_url = EXCLUDED.resume_url,"
 							  " total_shards = EXCLUDED.total_shards,"
-							  " saved_at = EXCLUDED.saved_at",
-							  7, argtypes),
+							  " saved_at = pg_catalog.clock_timestamp()",
+							  6, argtypes),
 				 values, NULL, SPI_OK_INSERT, 0);
 	if (SPI_processed != 1)
 		elog(ERROR, "durable: session upsert affected " UINT64_FORMAT " rows", SPI_processed);
