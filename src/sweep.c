@@ -62,7 +62,8 @@
  * (previous check, now], where the previous check is moved back to the
  * start of the oldest transaction that was open then and may journal work
  * (deferred work committed after its due time is announced when it is
- * seen), but never more than 30 s (sweep_announce_due).  Work still
+ * seen), but never more than 30 s before the previous check
+ * (sweep_announce_due).  Work still
  * unclaimed in an overlap is announced again.  Several sweepers each
  * announce with their own window;
  * a duplicate durable_ready is harmless, and a listener must re-check
@@ -318,13 +319,16 @@ sweep_oldest_writer(void)
  * {"kind": kind} and wake the claimers waiting on `queue`.  Returns the
  * count.  Caller must be connected to SPI.
  *
- * The window starts where the previous one ended (*checked_at), at most
- * SWEEP_READY_LOOKBACK_US back (also for a process's first pass: work that
- * came due while a worker restarted).  The next one starts now or, earlier,
- * where `oldest_writer` began: a transaction still open may commit work
+ * The window starts where the previous one ended (*checked_at), however
+ * long ago that was (passes far apart: a long naptime, a pass that waited
+ * for a lock); a process's first pass reaches SWEEP_READY_LOOKBACK_US back
+ * (work that came due while a worker restarted).  The next one starts now
+ * or, earlier, where `oldest_writer` began, but at most
+ * SWEEP_READY_LOOKBACK_US back: a transaction still open may commit work
  * whose due time has passed.  Work still unclaimed in an overlap is
- * announced again.  A clock that went backwards gives an empty window, not
- * a second announcement of old work.
+ * announced again.  A clock that went backwards gives one empty window,
+ * not a second announcement of old work, and the next starts at the new
+ * time.
  */
 static int64
 sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_writer,
@@ -332,7 +336,8 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_
 				   DurableQueue queue)
 {
 	static const Oid types[2] = {TIMESTAMPTZOID, TIMESTAMPTZOID};
-	TimestampTz since = Max(*checked_at, now - SWEEP_READY_LOOKBACK_US);
+	TimestampTz since = (*checked_at == 0) ? now - SWEEP_READY_LOOKBACK_US :
+		Min(*checked_at, now);
 	TimestampTz next = since;
 	Datum		values[2];
 	int64		due = 0;
@@ -346,7 +351,7 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_
 		due = durable_col_int64(0, 1);
 		next = now;
 	}
-	*checked_at = Min(next, oldest_writer);
+	*checked_at = Min(next, Max(oldest_writer, next - SWEEP_READY_LOOKBACK_US));
 
 	if (due > 0)
 	{

@@ -164,5 +164,42 @@ is($out, '0', 'the waiting claim returned empty-handed') or diag($err);
 ok($waited >= 2.5 && $waited < 20,
 	sprintf('a 3 s wait with the clock set back an hour during it took %.1f s', $waited));
 
+# --- durable_ready keeps coming.  The worker's announcement windows start
+# where the previous one ended: after a step back that point lies ahead of
+# the clock (before, every window was empty until the clock caught up), and
+# after a step forward the window spans the step (before, it reached back
+# 30 s at most, and work due early in the step was never announced).  The
+# worker logs each pass's count of sends that came due.
+sub announced_after
+{
+	my ($offset) = @_;
+	for (my $i = 0; $i < 150; $i++)
+	{
+		return 1
+		  if slurp_file($node->logfile, $offset) =~
+		  /swept database "postgres": \d+ expired, \d+ ambiguous, [1-9]\d* due/;
+		usleep(100_000);
+	}
+	return 0;
+}
+
+set_clock_shift(-14400);
+$offset = -s $node->logfile;
+for (my $i = 0; $i < 100; $i++)
+{
+	last if slurp_file($node->logfile, $offset) =~ /swept database "postgres"/;
+	usleep(100_000);
+}
+$offset = -s $node->logfile;
+$node->safe_psql('postgres',
+	q{SELECT created FROM durable.outbox_enqueue('after-back', 'c2', '{}', not_before => now() + interval '1 s')});
+ok(announced_after($offset), 'a send due a second after the clock was set back is announced');
+
+$offset = -s $node->logfile;
+$node->safe_psql('postgres',
+	q{SELECT created FROM durable.outbox_enqueue('in-step', 'c3', '{}', not_before => now() + interval '5 s')});
+set_clock_shift(-14400 + 60);
+ok(announced_after($offset), 'a send that came due inside a 60 s step forward is announced');
+
 $node->stop;
 done_testing();
