@@ -384,10 +384,12 @@ typedef struct SweepJournal
 	const char *delete_one_sql; /* deletes the record of key $2, never waiting */
 	SPIPlanPtr	delete_one_plan;
 	Oid			key_type;
-	const char *key_column;		/* the key's column, for the skip clause */
+	const char *key_column;		/* the key's column, for the skip clauses */
+	const char *finished_column;	/* the purge's order, for the skip mark */
 	/* Records whose delete failed in this process (sweep_remember_failed). */
 	StringInfo	skip_keys;		/* SQL literals, comma-separated; NULL: none */
 	int			nskip;
+	char	   *skip_mark;		/* the key of the newest failure past the list */
 	int64		skip_until;		/* durable_clock_us() when they are tried again */
 } SweepJournal;
 
@@ -398,7 +400,11 @@ typedef struct SweepJournal
  * this, every pass met it again: the batch failed, up to a thousand records
  * were deleted one at a time in a subtransaction each, and the same WARNING
  * was logged, every naptime.  At most SWEEP_SKIP_MAX per journal are
- * remembered; past that, passes take the one-at-a-time path again.
+ * remembered one by one; past that, the newest failure is remembered as a
+ * mark, and the batches go round every record finished no later than it
+ * (older records that could be deleted wait for the retry with the
+ * failures).  Without the mark, every pass met the same oldest failures
+ * again and nothing newer was ever purged.
  */
 #define SWEEP_SKIP_RETRY_MS		(10 * 60 * 1000)
 #define SWEEP_SKIP_MAX			1000
@@ -422,6 +428,7 @@ static SweepJournal sweep_journals[] = {
 		"                FOR UPDATE SKIP LOCKED)",
 		.key_type = INT8OID,
 		.key_column = "id",
+		.finished_column = "done_at",
 	},
 	{
 		.name = "durable.outbox",
@@ -441,6 +448,7 @@ static SweepJournal sweep_journals[] = {
 		"                 FOR UPDATE SKIP LOCKED)",
 		.key_type = TEXTOID,
 		.key_column = "key",
+		.finished_column = "sent_at",
 	},
 };
 
@@ -510,6 +518,11 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, bool guarded, bool sk
 	if (guarded && skip_failed && j->skip_keys != NULL)
 		guards = psprintf("%s AND c.%s <> ALL (ARRAY[%s])", guards, j->key_column,
 						  j->skip_keys->data);
+	if (guarded && skip_failed && j->skip_mark != NULL)
+		guards = psprintf("%s AND c.%s > COALESCE((SELECT m.%s FROM %s m WHERE m.%s = %s),"
+						  " '-infinity'::pg_catalog.timestamptz)",
+						  guards, j->finished_column, j->finished_column, j->name,
+						  j->key_column, j->skip_mark);
 
 	values[0] = TimestampTzGetDatum(cutoff);
 	values[1] = second;
@@ -535,14 +548,22 @@ sweep_remember_failed(SweepJournal *j, Datum key, const ErrorData *edata)
 	char	   *literal;
 	MemoryContext old;
 
-	if (j->nskip >= SWEEP_SKIP_MAX ||
-		ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
+	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
 		edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
 		return;
+	old = MemoryContextSwitchTo(TopMemoryContext);
 	literal = j->key_type == INT8OID
 		? psprintf(INT64_FORMAT, DatumGetInt64(key))
 		: quote_literal_cstr(TextDatumGetCString(key));
-	old = MemoryContextSwitchTo(TopMemoryContext);
+	if (j->nskip >= SWEEP_SKIP_MAX)
+	{
+		/* Candidates come oldest first: this one is the newest failure. */
+		if (j->skip_mark != NULL)
+			pfree(j->skip_mark);
+		j->skip_mark = literal;
+		MemoryContextSwitchTo(old);
+		return;
+	}
 	if (j->skip_keys == NULL)
 	{
 		j->skip_keys = makeStringInfo();
@@ -551,6 +572,7 @@ sweep_remember_failed(SweepJournal *j, Datum key, const ErrorData *edata)
 	else
 		appendStringInfoString(j->skip_keys, ", ");
 	appendStringInfoString(j->skip_keys, literal);
+	pfree(literal);
 	j->nskip++;
 	MemoryContextSwitchTo(old);
 }
@@ -572,6 +594,9 @@ sweep_forget_failed(void)
 			pfree(j->skip_keys);
 			j->skip_keys = NULL;
 			j->nskip = 0;
+			if (j->skip_mark != NULL)
+				pfree(j->skip_mark);
+			j->skip_mark = NULL;
 		}
 	}
 }
@@ -595,22 +620,19 @@ sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool skip_
 }
 
 /*
- * Delete up to `limit` finished records older than cutoff: done inbox
- * records first, then sent outbox records with what is left of the limit;
- * with `skip_failed` (the sweep's passes, not purge() by hand) passing over
- * the records this process failed to delete.  Returns how many were
- * deleted.  Caller must be connected to SPI.
+ * purge() by hand: delete up to `limit` finished records older than cutoff,
+ * done inbox records first, then sent outbox records with what is left of
+ * the limit, all or nothing (the records the passes go round included).
+ * Returns how many were deleted.  Caller must be connected to SPI.
  */
 static int64
-sweep_purge(TimestampTz cutoff, int64 limit, bool skip_failed)
+sweep_purge(TimestampTz cutoff, int64 limit)
 {
 	int64		deleted = 0;
 	int			i;
 
-	sweep_forget_failed();
 	for (i = 0; i < lengthof(sweep_journals) && deleted < limit; i++)
-		deleted += sweep_purge_journal(&sweep_journals[i], cutoff, limit - deleted,
-									   skip_failed);
+		deleted += sweep_purge_journal(&sweep_journals[i], cutoff, limit - deleted, false);
 	return deleted;
 }
 
@@ -665,11 +687,11 @@ typedef struct SweepPurgeCall
 } SweepPurgeCall;
 
 static void
-sweep_purge_call(void *arg)
+sweep_purge_batch_call(void *arg)
 {
 	SweepPurgeCall *call = (SweepPurgeCall *) arg;
 
-	call->deleted = sweep_purge(call->cutoff, call->limit, true);
+	call->deleted = sweep_purge_journal(call->journal, call->cutoff, call->limit, true);
 }
 
 static void
@@ -729,32 +751,39 @@ sweep_purge_one_by_one(SweepJournal *j, TimestampTz cutoff, int64 limit,
 }
 
 /*
- * The retention step of a pass.  The batch runs in a subtransaction; when
- * it fails (a trigger on DELETE that raises, a cascade that another key
- * refuses, a row that your table began to reference mid-purge), the rest of
- * the pass — lease recovery above all — still commits, and the batch's
- * records are deleted one at a time, passing over those that fail, with a
- * WARNING naming the first failure.  A cancel is not caught.  Returns how
- * many records were purged.  Caller must be connected to SPI.
+ * The retention step of a pass: each journal's batch runs in its own
+ * subtransaction, passing over the records this process failed to delete.
+ * When it fails (a trigger on DELETE that raises, a cascade that another
+ * key refuses, a row that your table began to reference mid-purge), the
+ * rest of the pass — lease recovery above all, and the other journal's
+ * purge — still commits, and the batch's records are deleted one at a
+ * time, passing over those that fail, with a WARNING naming the first
+ * failure.  A cancel is not caught.  Returns how many records were purged.
+ * Caller must be connected to SPI.
  */
 static int64
 sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 {
-	SweepPurgeCall call = {.cutoff = cutoff, .limit = limit};
-	ErrorData  *edata;
 	ErrorData  *first = NULL;
 	int64		failed = 0;
 	int64		purged = 0;
 	int			i;
 
-	edata = sweep_try(sweep_purge_call, &call);
-	if (edata == NULL)
-		return call.deleted;
-	FreeErrorData(edata);
+	sweep_forget_failed();
+	for (i = 0; i < lengthof(sweep_journals) && purged < limit; i++)
+	{
+		SweepJournal *j = &sweep_journals[i];
+		SweepPurgeCall call = {.cutoff = cutoff, .limit = limit - purged, .journal = j};
+		ErrorData  *edata = sweep_try(sweep_purge_batch_call, &call);
 
-	for (i = 0; i < lengthof(sweep_journals) && purged + failed < limit; i++)
-		purged += sweep_purge_one_by_one(&sweep_journals[i], cutoff, limit - purged - failed,
-										 &failed, &first);
+		if (edata == NULL)
+		{
+			purged += call.deleted;
+			continue;
+		}
+		FreeErrorData(edata);
+		purged += sweep_purge_one_by_one(j, cutoff, limit - purged, &failed, &first);
+	}
 	if (first != NULL)
 	{
 		ereport(WARNING,
@@ -903,7 +932,7 @@ durable_purge(PG_FUNCTION_ARGS)
 				 errmsg("batch must be at least 1")));
 
 	SPI_connect();
-	deleted = sweep_purge(now - older_than_us, batch, false);
+	deleted = sweep_purge(now - older_than_us, batch);
 	SPI_finish();
 	PG_RETURN_INT64(deleted);
 }
