@@ -130,6 +130,10 @@ PGDLLEXPORT void durable_worker_main(Datum main_arg);
  * After a retention pass that filled its batch, the worker rests this many
  * times as long as the pass took: a backlog is purged with at most a sixth
  * of one core and of the disk's time (1,000,000 records in about a minute).
+ * The rest never exceeds a naptime, which lease recovery must keep: a pass
+ * slower than a sixth of the naptime (a long transaction makes the purge
+ * walk index entries that vacuum may not remove yet) comes once a naptime,
+ * as it would without a backlog.
  */
 #define WKR_PURGE_REST			5
 
