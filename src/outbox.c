@@ -389,41 +389,62 @@ outbox_restamp_after_wait(Datum key, TimestampTz stamped, int64 lease_us)
 }
 
 /*
- * The journaled send `key` seen again by outbox_begin: lock it and decide by
- * its state.  Returns false when there is no such send (it may have been
- * discarded since the caller's insert conflicted).  Caller must be
- * connected to SPI; the lock lasts until its transaction ends.  The clock
- * is read once the lock is held: the wait for it (another transaction
- * confirming the send) would otherwise shorten the lease it grants.
+ * The journaled send `key` seen again by outbox_begin: decide by its state.
+ * Returns false when there is no such send (it may have been discarded
+ * since the caller's insert conflicted).  Caller must be connected to SPI.
+ *
+ * A plain read decides the answers that change nothing (sent, busy, wait,
+ * dead, unknown): they take no row lock, so a caller that keeps its
+ * transaction open after one does not hold up the holder's outbox_sent or
+ * heartbeat, nor the sweep.  A send to lease, or to flag unknown, is read
+ * again FOR UPDATE — which waits for a transaction changing it — and decided
+ * afresh; that lock lasts until the caller's transaction ends.  The clock is
+ * read after each read: a wait for the lock would otherwise shorten the
+ * lease it grants.
  */
 static bool
 outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 					  int64 lease_us, OutboxBeginResult *res)
 {
-	static SPIPlanPtr plan_lock = NULL;
+	static SPIPlanPtr plan_read[2] = {NULL, NULL};
 	static SPIPlanPtr plan_lease = NULL;
 	static SPIPlanPtr plan_unknown = NULL;
 	static const Oid lock_types[3] = {TEXTOID, TEXTOID, JSONBOID};
 	static const Oid lease_types[3] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
 	static const Oid unknown_types[1] = {TEXTOID};
+	static const char *const read_sql =
+		"SELECT state, lease_until, not_before, provider_message_id, chat_id,"
+		" (chat_id <> $2 OR payload <> $3), payload, id"
+		" FROM durable.outbox WHERE key = $1";
 	Datum		values[3];
 	char	   *state;
 	TimestampTz now;
 	bool		live;
 	bool		due;
+	int			locked;
 
 	values[0] = key;
 	values[1] = chat_id;
 	values[2] = payload;
-	durable_exec(durable_plan(&plan_lock,
-							  "SELECT state, lease_until, not_before, provider_message_id, chat_id,"
-							  " (chat_id <> $2 OR payload <> $3), payload, id"
-							  " FROM durable.outbox WHERE key = $1 FOR UPDATE",
-							  3, lock_types),
-				 values, NULL, SPI_OK_SELECT, 1);
-	if (SPI_processed == 0)
-		return false;
-	now = GetCurrentTimestamp();
+	for (locked = 0;; locked++)
+	{
+		if (plan_read[locked] == NULL)
+			(void) durable_plan(&plan_read[locked],
+								locked ? psprintf("%s FOR UPDATE", read_sql) : read_sql,
+								3, lock_types);
+		durable_exec(plan_read[locked], values, NULL, SPI_OK_SELECT, 1);
+		if (SPI_processed == 0)
+			return false;
+		now = GetCurrentTimestamp();
+		state = TextDatumGetCString(durable_col(0, 1));
+		live = !durable_col_isnull(0, 2) &&
+			DatumGetTimestampTz(durable_col(0, 2)) > now;
+		due = DatumGetTimestampTz(durable_col(0, 3)) <= now;
+		if (locked ||
+			!((strcmp(state, "sending") == 0 && !live) ||
+			  ((strcmp(state, "pending") == 0 || strcmp(state, "failed") == 0) && due)))
+			break;
+	}
 
 	res->diverged = DatumGetBool(durable_col(0, 6));
 	outbox_count_repeat(key, res->diverged, true);
@@ -432,10 +453,6 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 		res->journaled_chat_id = durable_col(0, 5);
 		res->journaled_payload = durable_col(0, 7);
 	}
-	state = TextDatumGetCString(durable_col(0, 1));
-	live = !durable_col_isnull(0, 2) &&
-		DatumGetTimestampTz(durable_col(0, 2)) > now;
-	due = DatumGetTimestampTz(durable_col(0, 3)) <= now;
 	res->has_token = false;
 	res->has_provider_message_id = false;
 
