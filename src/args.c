@@ -182,6 +182,12 @@ durable_interval_datum(int64 us)
 	return IntervalPGetDatum(iv);
 }
 
+bool
+durable_lease_stamped_before_wait(TimestampTz lease_until, int64 lease_us)
+{
+	return GetCurrentTimestamp() - (lease_until - lease_us) > lease_us / 10;
+}
+
 int64
 durable_arg_lease_us(FunctionCallInfo fcinfo, int argno)
 {

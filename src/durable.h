@@ -116,6 +116,14 @@ extern int64 durable_arg_wait_us(FunctionCallInfo fcinfo, int argno);
 /* An interval of exactly us microseconds, as an SPI argument or a result. */
 extern Datum durable_interval_datum(int64 us);
 
+/*
+ * Whether a lease of lease_us ending at lease_until was stamped more than a
+ * tenth of its length ago: the statement that stamped it read the clock,
+ * then waited for another transaction's lock on the row.  Callers stamp it
+ * again, now that the row is theirs.
+ */
+extern bool durable_lease_stamped_before_wait(TimestampTz lease_until, int64 lease_us);
+
 /* ---- Limits shared by the checks ---- */
 #define DURABLE_MIN_LEASE_US	(20 * INT64CONST(1000))
 #define DURABLE_MAX_LEASE_US	(7 * USECS_PER_DAY)

@@ -689,35 +689,50 @@ durable_inbox_heartbeat(PG_FUNCTION_ARGS)
 	int64		token = durable_arg_int64(fcinfo, 1, "token");
 	int64		lease_us = durable_arg_lease_us(fcinfo, 2);
 	TimestampTz lease_until;
+	bool		replaced_null;
+	TimestampTz replaced = 0;
 	Oid			types[3] = {INT8OID, INT8OID, INTERVALOID};
 	Datum		values[3];
+	int			stamps;
 
 	values[0] = Int64GetDatum(id);
 	values[1] = Int64GetDatum(token);
 	values[2] = durable_interval_datum(lease_us);
 
 	/*
-	 * The new lease starts when the row is ours: clock_timestamp() is read
-	 * again when the update waited for another transaction's row lock, so a
-	 * long wait cannot return a lease that is already over.  The lease it
-	 * replaces (as the statement's snapshot saw it): only a shorter lease
-	 * concerns the claim floor, which knows the old one or an earlier one.
-	 * Telling it of every heartbeat would discard every floor refresh under
-	 * way (claim_floor.c).
+	 * The new lease starts when the row is ours.  clock_timestamp() is read
+	 * again when the update re-checks a row that another transaction
+	 * updated while it waited; when that one rolled back, or only locked the
+	 * row, the stamp predates the wait, and a second update (which cannot
+	 * wait: the row is ours) stamps it again.  The lease it replaces (as
+	 * the first statement's snapshot saw it): only a shorter lease concerns
+	 * the claim floor, which knows the old one or an earlier one.  Telling
+	 * it of every heartbeat would discard every floor refresh under way
+	 * (claim_floor.c).
 	 */
 	SPI_connect();
-	durable_exec(durable_plan(&inbox_heartbeat_plan,
-							  "UPDATE durable.inbox i SET lease_until = pg_catalog.clock_timestamp() + $3"
-							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'"
-							  " RETURNING i.lease_until,"
-							  " (SELECT o.lease_until FROM durable.inbox o WHERE o.id = $1)",
-							  3, types),
-				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
-	if (SPI_processed == 0)
-		inbox_diagnose(IC_HEARTBEAT, id, token);
-	lease_until = DatumGetTimestampTz(durable_col(0, 1));
-	if (durable_col_isnull(0, 2) ||
-		lease_until < DatumGetTimestampTz(durable_col(0, 2)))
+	for (stamps = 0;; stamps++)
+	{
+		durable_exec(durable_plan(&inbox_heartbeat_plan,
+								  "UPDATE durable.inbox i SET lease_until = pg_catalog.clock_timestamp() + $3"
+								  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'"
+								  " RETURNING i.lease_until,"
+								  " (SELECT o.lease_until FROM durable.inbox o WHERE o.id = $1)",
+								  3, types),
+					 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
+		if (SPI_processed == 0)
+			inbox_diagnose(IC_HEARTBEAT, id, token);
+		lease_until = DatumGetTimestampTz(durable_col(0, 1));
+		if (stamps == 0)
+		{
+			replaced_null = durable_col_isnull(0, 2);
+			if (!replaced_null)
+				replaced = DatumGetTimestampTz(durable_col(0, 2));
+		}
+		if (stamps > 0 || !durable_lease_stamped_before_wait(lease_until, lease_us))
+			break;
+	}
+	if (replaced_null || lease_until < replaced)
 		durable_claim_floor_comes_due(DQ_INBOX, id, lease_until);
 	SPI_finish();
 	PG_RETURN_TIMESTAMPTZ(lease_until);

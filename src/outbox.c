@@ -378,7 +378,7 @@ outbox_restamp_after_wait(Datum key, TimestampTz stamped, int64 lease_us)
 	TimestampTz now = GetCurrentTimestamp();
 	Datum		values[2];
 
-	if (now - stamped <= lease_us / 10)
+	if (!durable_lease_stamped_before_wait(stamped + lease_us, lease_us))
 		return;
 	values[0] = key;
 	values[1] = TimestampTzGetDatum(now + lease_us);
@@ -1092,30 +1092,38 @@ durable_outbox_heartbeat(PG_FUNCTION_ARGS)
 	static SPIPlanPtr plan = NULL;
 	static const Oid types[3] = {TEXTOID, INT8OID, INTERVALOID};
 	TimestampTz lease_until;
+	int64		lease_us;
 	Datum		values[3];
 	OutboxProbe probe;
+	int			stamps;
 
 	values[0] = durable_arg_id(fcinfo, 0, "key");
 	values[1] = Int64GetDatum(durable_arg_int64(fcinfo, 1, "token"));
-	values[2] = durable_interval_datum(durable_arg_lease_us(fcinfo, 2));
+	lease_us = durable_arg_lease_us(fcinfo, 2);
+	values[2] = durable_interval_datum(lease_us);
 
 	/* From when the row is ours, as inbox_heartbeat does. */
 	SPI_connect();
-	durable_exec(durable_plan(&plan,
-							  "UPDATE durable.outbox SET lease_until = pg_catalog.clock_timestamp() + $3"
-							  " WHERE key = $1 AND token = $2 AND state = 'sending'"
-							  " RETURNING lease_until",
-							  3, types),
-				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
-	if (SPI_processed != 1)
+	for (stamps = 0;; stamps++)
 	{
-		outbox_probe(values[0], &probe);
-		if (!probe.found)
-			outbox_error_missing(values[0]);
-		/* Another token, or the holder's lease is gone (swept, confirmed). */
-		outbox_error_stale(values[0], &probe);
+		durable_exec(durable_plan(&plan,
+								  "UPDATE durable.outbox SET lease_until = pg_catalog.clock_timestamp() + $3"
+								  " WHERE key = $1 AND token = $2 AND state = 'sending'"
+								  " RETURNING lease_until",
+								  3, types),
+					 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
+		if (SPI_processed != 1)
+		{
+			outbox_probe(values[0], &probe);
+			if (!probe.found)
+				outbox_error_missing(values[0]);
+			/* Another token, or the holder's lease is gone (swept, confirmed). */
+			outbox_error_stale(values[0], &probe);
+		}
+		lease_until = DatumGetTimestampTz(durable_col(0, 1));
+		if (stamps > 0 || !durable_lease_stamped_before_wait(lease_until, lease_us))
+			break;
 	}
-	lease_until = DatumGetTimestampTz(durable_col(0, 1));
 	SPI_finish();
 	PG_RETURN_TIMESTAMPTZ(lease_until);
 }

@@ -68,6 +68,9 @@ PG_FUNCTION_INFO_V1(durable_session_load);
 #define SESSION_DEFAULT_MAX_AGE_US	(60 * USECS_PER_SEC)
 #define SESSION_MAX_MAX_AGE_US		DURABLE_MAX_DELAY_US
 
+/* A save's own statement takes far less: older, its stamp predates a wait. */
+#define SESSION_RESTAMP_AFTER_US	(10 * 1000)
+
 /*
  * The resume_url argument: non-NULL, non-empty text of at most
  * SESSION_MAX_URL_BYTES.  Returns the detoasted datum.
@@ -141,6 +144,7 @@ Datum
 durable_session_save(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr restamp_plan = NULL;
 	static const Oid argtypes[6] = {
 		TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, INT4OID
 	};
@@ -173,7 +177,10 @@ durable_session_save(PG_FUNCTION_ARGS)
 
 	/*
 	 * saved_at is read from the clock when the row is ours: a save that
-	 * waited for another one's row lock and commits after it is the newer.
+	 * waited for another one and commits after it is the newer.  The DO
+	 * UPDATE reads it after the row lock; a save that waited for another
+	 * transaction's first save of the shard, which rolled back, inserts the
+	 * VALUES read before the wait, and stamps them again.
 	 */
 	SPI_connect();
 	durable_exec(durable_plan(&plan,
@@ -185,11 +192,18 @@ durable_session_save(PG_FUNCTION_ARGS)
 							  " sequence = EXCLUDED.sequence,"
 							  " resume_url = EXCLUDED.resume_url,"
 							  " total_shards = EXCLUDED.total_shards,"
-							  " saved_at = pg_catalog.clock_timestamp()",
+							  " saved_at = pg_catalog.clock_timestamp()"
+							  " RETURNING saved_at",
 							  6, argtypes),
-				 values, NULL, SPI_OK_INSERT, 0);
+				 values, NULL, SPI_OK_INSERT_RETURNING, 0);
 	if (SPI_processed != 1)
 		elog(ERROR, "durable: session upsert affected " UINT64_FORMAT " rows", SPI_processed);
+	if (GetCurrentTimestamp() - DatumGetTimestampTz(durable_col(0, 1)) > SESSION_RESTAMP_AFTER_US)
+		durable_exec(durable_plan(&restamp_plan,
+								  "UPDATE durable.sessions SET saved_at = pg_catalog.clock_timestamp()"
+								  " WHERE bot = $1 AND shard = $2",
+								  2, argtypes),
+					 values, NULL, SPI_OK_UPDATE, 0);
 	SPI_finish();
 
 	PG_RETURN_VOID();

@@ -551,7 +551,6 @@ sweep_remember_failed(SweepJournal *j, Datum key, const ErrorData *edata)
 	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
 		edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
 		return;
-	old = MemoryContextSwitchTo(TopMemoryContext);
 	literal = j->key_type == INT8OID
 		? psprintf(INT64_FORMAT, DatumGetInt64(key))
 		: quote_literal_cstr(TextDatumGetCString(key));
@@ -560,10 +559,10 @@ sweep_remember_failed(SweepJournal *j, Datum key, const ErrorData *edata)
 		/* Candidates come oldest first: this one is the newest failure. */
 		if (j->skip_mark != NULL)
 			pfree(j->skip_mark);
-		j->skip_mark = literal;
-		MemoryContextSwitchTo(old);
+		j->skip_mark = MemoryContextStrdup(TopMemoryContext, literal);
 		return;
 	}
+	old = MemoryContextSwitchTo(TopMemoryContext);
 	if (j->skip_keys == NULL)
 	{
 		j->skip_keys = makeStringInfo();
@@ -572,7 +571,6 @@ sweep_remember_failed(SweepJournal *j, Datum key, const ErrorData *edata)
 	else
 		appendStringInfoString(j->skip_keys, ", ");
 	appendStringInfoString(j->skip_keys, literal);
-	pfree(literal);
 	j->nskip++;
 	MemoryContextSwitchTo(old);
 }
@@ -758,7 +756,8 @@ sweep_purge_one_by_one(SweepJournal *j, TimestampTz cutoff, int64 limit,
  * rest of the pass — lease recovery above all, and the other journal's
  * purge — still commits, and the batch's records are deleted one at a
  * time, passing over those that fail, with a WARNING naming the first
- * failure.  A cancel is not caught.  Returns how many records were purged.
+ * failure.  The one-at-a-time deletes of both journals, failed or not,
+ * stay within `limit`, as the batches do.  A cancel is not caught.  Returns how many records were purged.
  * Caller must be connected to SPI.
  */
 static int64
@@ -782,7 +781,9 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 			continue;
 		}
 		FreeErrorData(edata);
-		purged += sweep_purge_one_by_one(j, cutoff, limit - purged, &failed, &first);
+		if (purged + failed < limit)
+			purged += sweep_purge_one_by_one(j, cutoff, limit - purged - failed, &failed,
+											 &first);
 	}
 	if (first != NULL)
 	{
@@ -791,7 +792,7 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 				 errmsg("durable: the retention purge could not delete %lld finished record%s: %s",
 						(long long) failed, failed == 1 ? "" : "s", first->message),
 				 first->detail ? errdetail_internal("%s", first->detail) : 0,
-				 errhint("They stay until the cause is removed, and are tried again every 10 minutes; the other records were purged, and lease recovery went on.")));
+				 errhint("They stay until the cause is removed, and are tried again every 10 minutes (past 1,000 of them, with the records finished before the newest); the other records were purged, and lease recovery went on.")));
 		FreeErrorData(first);
 	}
 	return purged;
