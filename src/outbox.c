@@ -18,10 +18,12 @@
  *	  of two concurrent callers with one key the second waits on the unique
  *	  index until the first commits (then it reads the winner's row) or
  *	  rolls back (then its own insert goes through).
- *	- A repeated key is read FOR UPDATE before outbox_begin decides what to do
- *	  with it (lease it, flag it unknown, answer from the journal), so the
- *	  decision is taken on the row's latest version and two callers never
- *	  both lease it.  The journaled chat and payload are never overwritten.
+ *	- A repeated key is read before outbox_begin decides what to do with it:
+ *	  an answer from the journal (sent, busy, wait, dead, unknown) by a plain
+ *	  read; a lease or an unknown flag after a second read FOR NO KEY UPDATE,
+ *	  so that this decision is taken on the row's latest version and two
+ *	  callers never both lease it (outbox_begin_existing).  The journaled
+ *	  chat and payload are never overwritten.
  *	- Every confirmation (sent, failed, heartbeat) is fenced by key and token:
  *	  a lease is held until it is taken over or swept, not the instant it
  *	  expires.  When the fenced statement matches nothing, one more read says
@@ -397,8 +399,11 @@ outbox_restamp_after_wait(Datum key, TimestampTz stamped, int64 lease_us)
  * dead, unknown): they take no row lock, so a caller that keeps its
  * transaction open after one does not hold up the holder's outbox_sent or
  * heartbeat, nor the sweep.  A send to lease, or to flag unknown, is read
- * again FOR UPDATE — which waits for a transaction changing it — and decided
- * afresh; that lock lasts until the caller's transaction ends.  The clock is
+ * again FOR NO KEY UPDATE — which waits for a transaction changing it, not
+ * for a foreign key's reference to it — and decided afresh; that lock lasts
+ * until the caller's transaction ends, also when the send changed between
+ * the two reads and the answer is one from the journal after all (two
+ * callers of one due key at once: the one that does not lease it).  The clock is
  * read after each read: a wait for the lock would otherwise shorten the
  * lease it grants.
  */
@@ -430,7 +435,7 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 	{
 		if (plan_read[locked] == NULL)
 			(void) durable_plan(&plan_read[locked],
-								locked ? psprintf("%s FOR UPDATE", read_sql) : read_sql,
+								locked ? psprintf("%s FOR NO KEY UPDATE", read_sql) : read_sql,
 								3, lock_types);
 		durable_exec(plan_read[locked], values, NULL, SPI_OK_SELECT, 1);
 		if (SPI_processed == 0)
