@@ -121,6 +121,18 @@ PGDLLEXPORT void durable_worker_main(Datum main_arg);
 /* How often a database found without the extension is looked at again. */
 #define WKR_ABSENT_RECHECK_MS	30000
 
+/*
+ * Workers in flight at most — started, and not yet known to stay (see
+ * wkr_workers_in_flight) — and how soon the launcher looks again when it
+ * had more to start (it is also woken when one exits).  Most are
+ * short-lived checks of databases without durable; started all at once
+ * after a restart of a cluster with many databases, they took every
+ * background worker slot from parallel query, logical replication and each
+ * other ("could not start a worker" for databases the launcher retried).
+ */
+#define WKR_MAX_IN_FLIGHT		8
+#define WKR_START_PACE_MS		100
+
 /* The utility hook keeps a database's worker away this long... */
 #define WKR_BLOCK_MS			10000
 /* ...and waits at most this long for the running one to exit. */
@@ -163,6 +175,7 @@ typedef struct WkrTracked
 {
 	Oid			dboid;
 	BackgroundWorkerHandle *handle;
+	int64		started_at;		/* durable_clock_us() when registered */
 } WkrTracked;
 
 /* ---- launcher state (launcher process only) ---- */
@@ -606,6 +619,7 @@ wkr_start_worker(const WkrDatabase *db)
 	{
 		wkr_tracked[wkr_ntracked].dboid = db->oid;
 		wkr_tracked[wkr_ntracked].handle = handle;
+		wkr_tracked[wkr_ntracked].started_at = durable_clock_us();
 		wkr_ntracked++;
 		wkr_warned_no_worker = list_delete_oid(wkr_warned_no_worker, db->oid);
 	}
@@ -717,6 +731,35 @@ wkr_reap_workers(int64 now)
 }
 
 /*
+ * Workers started and not yet known to stay: those that have not checked
+ * their database for the extension yet, and those that found none and are
+ * on their way out.  Each holds a background worker slot meanwhile.
+ */
+static int
+wkr_workers_in_flight(void)
+{
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < wkr_ntracked; i++)
+	{
+		DurableDbSlot *slot = durable_db_slot(wkr_tracked[i].dboid, false);
+		bool		in_flight = true;
+
+		if (slot != NULL)
+		{
+			SpinLockAcquire(&slot->mutex);
+			in_flight = slot->worker_checked_at < wkr_tracked[i].started_at ||
+				slot->extension_absent;
+			SpinLockRelease(&slot->mutex);
+		}
+		if (in_flight)
+			n++;
+	}
+	return n;
+}
+
+/*
  * One look at every database: free orphaned slots, start the workers that
  * are missing.  Returns when the launcher should look again at the latest.
  * Runs in the launcher's loop memory context.
@@ -728,6 +771,7 @@ wkr_launch_workers(int64 now)
 	List	   *idle = wkr_idle_slot_databases();
 	List	   *dbs = wkr_list_databases();
 	ListCell   *lc;
+	int			in_flight = wkr_workers_in_flight();
 
 	wkr_free_orphan_slots(idle, dbs);
 	wkr_forget_dropped_absent(dbs);
@@ -752,6 +796,11 @@ wkr_launch_workers(int64 now)
 		}
 		if (wkr_is_tracked(db->oid) || wkr_ntracked >= DURABLE_MAX_DATABASES)
 			continue;
+		if (in_flight >= WKR_MAX_IN_FLIGHT)
+		{
+			next = Min(next, now + (int64) WKR_START_PACE_MS * 1000);
+			break;
+		}
 		slot = wkr_launcher_slot(db, now, &absent_until);
 		if (slot == NULL)
 		{
@@ -778,6 +827,8 @@ wkr_launch_workers(int64 now)
 		}
 		SpinLockRelease(&slot->mutex);
 
+		if (start)
+			in_flight++;
 		if (start && !wkr_start_worker(db))
 		{
 			SpinLockAcquire(&slot->mutex);
