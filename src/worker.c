@@ -133,6 +133,14 @@ PGDLLEXPORT void durable_worker_main(Datum main_arg);
 #define WKR_MAX_IN_FLIGHT		8
 #define WKR_START_PACE_MS		100
 
+/*
+ * A worker older than this is not counted in flight: one that waits before
+ * its check (an uncommitted DROP EXTENSION, a database locked by CREATE
+ * DATABASE ... TEMPLATE) is not part of a burst, and must not keep the
+ * launcher from starting workers anywhere else.
+ */
+#define WKR_IN_FLIGHT_MAX_MS	5000
+
 /* The utility hook keeps a database's worker away this long... */
 #define WKR_BLOCK_MS			10000
 /* ...and waits at most this long for the running one to exit. */
@@ -599,6 +607,7 @@ wkr_start_worker(const WkrDatabase *db)
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
 	MemoryContext old;
+	int64		started_at;
 	bool		ok;
 
 	MemSet(&worker, 0, sizeof(worker));
@@ -614,12 +623,14 @@ wkr_start_worker(const WkrDatabase *db)
 
 	/* The handle must outlive this loop iteration. */
 	old = MemoryContextSwitchTo(TopMemoryContext);
+	/* Before the worker can run and check: see wkr_workers_in_flight. */
+	started_at = durable_clock_us();
 	ok = RegisterDynamicBackgroundWorker(&worker, &handle);
 	if (ok)
 	{
 		wkr_tracked[wkr_ntracked].dboid = db->oid;
 		wkr_tracked[wkr_ntracked].handle = handle;
-		wkr_tracked[wkr_ntracked].started_at = durable_clock_us();
+		wkr_tracked[wkr_ntracked].started_at = started_at;
 		wkr_ntracked++;
 		wkr_warned_no_worker = list_delete_oid(wkr_warned_no_worker, db->oid);
 	}
@@ -731,20 +742,25 @@ wkr_reap_workers(int64 now)
 }
 
 /*
- * Workers started and not yet known to stay: those that have not checked
- * their database for the extension yet, and those that found none and are
- * on their way out.  Each holds a background worker slot meanwhile.
+ * Workers started less than WKR_IN_FLIGHT_MAX_MS ago and not yet known to
+ * stay: those that have not checked their database for the extension yet,
+ * and those that found none and are on their way out.  Each holds a
+ * background worker slot meanwhile.
  */
 static int
-wkr_workers_in_flight(void)
+wkr_workers_in_flight(int64 now)
 {
 	int			n = 0;
 	int			i;
 
 	for (i = 0; i < wkr_ntracked; i++)
 	{
-		DurableDbSlot *slot = durable_db_slot(wkr_tracked[i].dboid, false);
+		DurableDbSlot *slot;
 		bool		in_flight = true;
+
+		if (now - wkr_tracked[i].started_at >= (int64) WKR_IN_FLIGHT_MAX_MS * 1000)
+			continue;
+		slot = durable_db_slot(wkr_tracked[i].dboid, false);
 
 		if (slot != NULL)
 		{
@@ -771,7 +787,7 @@ wkr_launch_workers(int64 now)
 	List	   *idle = wkr_idle_slot_databases();
 	List	   *dbs = wkr_list_databases();
 	ListCell   *lc;
-	int			in_flight = wkr_workers_in_flight();
+	int			in_flight = wkr_workers_in_flight(now);
 
 	wkr_free_orphan_slots(idle, dbs);
 	wkr_forget_dropped_absent(dbs);
@@ -799,7 +815,7 @@ wkr_launch_workers(int64 now)
 		if (in_flight >= WKR_MAX_IN_FLIGHT)
 		{
 			next = Min(next, now + (int64) WKR_START_PACE_MS * 1000);
-			break;
+			continue;
 		}
 		slot = wkr_launcher_slot(db, now, &absent_until);
 		if (slot == NULL)

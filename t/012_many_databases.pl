@@ -43,9 +43,14 @@ sub has_worker
 my $ndb = 130;
 $node->safe_psql('postgres', join('', map { "CREATE DATABASE plain$_;\n" } 1 .. $ndb));
 # From a start with every database there, as after a restart or a crash:
-# the launcher has all of them to look at in its first look.
-$node->restart;
+# the launcher has all of them to look at in its first look.  The log goes
+# on across the restart; what follows starts where the new launcher does
+# (as the server is ready, before pg_ctl sees it).
 my $offset = -s $node->logfile;
+$node->restart;
+my $restarted = slurp_file($node->logfile, $offset);
+die 'no launcher after the restart' unless $restarted =~ /durable launcher started/;
+$offset += $-[0];
 
 # Wait until the launcher has sent a worker to look at (nearly) every one:
 # the 128 slots are then taken by databases without durable.
