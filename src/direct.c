@@ -1745,6 +1745,22 @@ durable_queue_rels(DurableQueue queue, DurableQueueRels *out)
 
 /* ---- New records ---- */
 
+/* A virtual slot of `rel` with every column NULL, not yet stored. */
+static TupleTableSlot *
+direct_null_row(Relation rel)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	int			i;
+
+	for (i = 0; i < desc->natts; i++)
+	{
+		slot->tts_values[i] = (Datum) 0;
+		slot->tts_isnull[i] = true;
+	}
+	return slot;
+}
+
 /*
  * A virtual slot of `rel` with `values` for the columns `atts` and NULL for
  * every other one, which is what INSERT would write only for a column
@@ -1756,14 +1772,9 @@ direct_new_row(Relation rel, const AttrNumber *atts, const Datum *values,
 			   const bool *nulls, int n)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
-	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	TupleTableSlot *slot = direct_null_row(rel);
 	int			i;
 
-	for (i = 0; i < desc->natts; i++)
-	{
-		slot->tts_values[i] = (Datum) 0;
-		slot->tts_isnull[i] = true;
-	}
 	for (i = 0; i < n; i++)
 	{
 		slot->tts_values[atts[i] - 1] = values[i];
@@ -2068,21 +2079,14 @@ durable_outbox_await_key(Datum key)
 {
 	const DirectRels *rels = direct_rels();
 	Relation	rel = table_open(rels->outbox, RowExclusiveLock);
-	TupleDesc	desc = RelationGetDescr(rel);
-	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	TupleTableSlot *slot = direct_null_row(rel);
 	EState	   *estate = CreateExecutorState();
 	MemoryContext oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
 	ResultRelInfo *rri = makeNode(ResultRelInfo);
 	ItemPointerData conflict;
 	AttrNumber	key_att = rels->new_send_att[1];
 	bool		exists;
-	int			i;
 
-	for (i = 0; i < desc->natts; i++)
-	{
-		slot->tts_values[i] = (Datum) 0;
-		slot->tts_isnull[i] = true;
-	}
 	slot->tts_values[key_att - 1] = key;
 	slot->tts_isnull[key_att - 1] = false;
 	ExecStoreVirtualTuple(slot);

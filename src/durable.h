@@ -150,6 +150,16 @@ extern void durable_exec(SPIPlanPtr plan, const Datum *values, const char *nulls
 extern void durable_exec_explaining(SPIPlanPtr *plans, const char *sql, int nargs,
 									const Oid *argtypes, const Datum *values);
 
+/*
+ * After a heartbeat's `plan` (UPDATE ... SET lease_until =
+ * clock_timestamp() + lease ... RETURNING lease_until first) stamped
+ * lease_until: when the stamp predates a wait for the row
+ * (durable_lease_stamped_before_wait), run it again and return the new
+ * lease_until; else return lease_until.
+ */
+extern TimestampTz durable_restamp_lease(SPIPlanPtr plan, const Datum *values,
+										 TimestampTz lease_until, int64 lease_us);
+
 /* Column accessors for the current SPI result (1-based columns). */
 extern bool durable_col_isnull(uint64 row, int col);
 extern Datum durable_col(uint64 row, int col);

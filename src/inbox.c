@@ -693,45 +693,33 @@ durable_inbox_heartbeat(PG_FUNCTION_ARGS)
 	TimestampTz replaced = 0;
 	Oid			types[3] = {INT8OID, INT8OID, INTERVALOID};
 	Datum		values[3];
-	int			stamps;
 
 	values[0] = Int64GetDatum(id);
 	values[1] = Int64GetDatum(token);
 	values[2] = durable_interval_datum(lease_us);
 
 	/*
-	 * The new lease starts when the row is ours.  clock_timestamp() is read
-	 * again when the update re-checks a row that another transaction
-	 * updated while it waited; when that one rolled back, or only locked the
-	 * row, the stamp predates the wait, and a second update (which cannot
-	 * wait: the row is ours) stamps it again.  The lease it replaces (as
-	 * the first statement's snapshot saw it): only a shorter lease concerns
-	 * the claim floor, which knows the old one or an earlier one.  Telling
-	 * it of every heartbeat would discard every floor refresh under way
-	 * (claim_floor.c).
+	 * The new lease starts when the row is ours (durable_restamp_lease).
+	 * The lease it replaces (as the statement's snapshot saw it): only a
+	 * shorter lease concerns the claim floor, which knows the old one or an
+	 * earlier one.  Telling it of every heartbeat would discard every floor
+	 * refresh under way (claim_floor.c).
 	 */
 	SPI_connect();
-	for (stamps = 0;; stamps++)
-	{
-		durable_exec(durable_plan(&inbox_heartbeat_plan,
-								  "UPDATE durable.inbox i SET lease_until = pg_catalog.clock_timestamp() + $3"
-								  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'"
-								  " RETURNING i.lease_until,"
-								  " (SELECT o.lease_until FROM durable.inbox o WHERE o.id = $1)",
-								  3, types),
-					 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
-		if (SPI_processed == 0)
-			inbox_diagnose(IC_HEARTBEAT, id, token);
-		lease_until = DatumGetTimestampTz(durable_col(0, 1));
-		if (stamps == 0)
-		{
-			replaced_null = durable_col_isnull(0, 2);
-			if (!replaced_null)
-				replaced = DatumGetTimestampTz(durable_col(0, 2));
-		}
-		if (stamps > 0 || !durable_lease_stamped_before_wait(lease_until, lease_us))
-			break;
-	}
+	durable_exec(durable_plan(&inbox_heartbeat_plan,
+							  "UPDATE durable.inbox i SET lease_until = pg_catalog.clock_timestamp() + $3"
+							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'"
+							  " RETURNING i.lease_until,"
+							  " (SELECT o.lease_until FROM durable.inbox o WHERE o.id = $1)",
+							  3, types),
+				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
+	if (SPI_processed == 0)
+		inbox_diagnose(IC_HEARTBEAT, id, token);
+	replaced_null = durable_col_isnull(0, 2);
+	if (!replaced_null)
+		replaced = DatumGetTimestampTz(durable_col(0, 2));
+	lease_until = durable_restamp_lease(inbox_heartbeat_plan, values,
+										DatumGetTimestampTz(durable_col(0, 1)), lease_us);
 	if (replaced_null || lease_until < replaced)
 		durable_claim_floor_comes_due(DQ_INBOX, id, lease_until);
 	SPI_finish();

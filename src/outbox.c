@@ -403,9 +403,9 @@ outbox_restamp_after_wait(Datum key, TimestampTz stamped, int64 lease_us)
  * for a foreign key's reference to it — and decided afresh; that lock lasts
  * until the caller's transaction ends, also when the send changed between
  * the two reads and the answer is one from the journal after all (two
- * callers of one due key at once: the one that does not lease it).  The clock is
- * read after each read: a wait for the lock would otherwise shorten the
- * lease it grants.
+ * callers of one due key at once: the one that does not lease it).  The
+ * clock is read after each read: a wait for the lock would otherwise
+ * shorten the lease it grants.
  */
 static bool
 outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
@@ -1100,35 +1100,30 @@ durable_outbox_heartbeat(PG_FUNCTION_ARGS)
 	int64		lease_us;
 	Datum		values[3];
 	OutboxProbe probe;
-	int			stamps;
 
 	values[0] = durable_arg_id(fcinfo, 0, "key");
 	values[1] = Int64GetDatum(durable_arg_int64(fcinfo, 1, "token"));
 	lease_us = durable_arg_lease_us(fcinfo, 2);
 	values[2] = durable_interval_datum(lease_us);
 
-	/* From when the row is ours, as inbox_heartbeat does. */
+	/* From when the row is ours (durable_restamp_lease). */
 	SPI_connect();
-	for (stamps = 0;; stamps++)
+	durable_exec(durable_plan(&plan,
+							  "UPDATE durable.outbox SET lease_until = pg_catalog.clock_timestamp() + $3"
+							  " WHERE key = $1 AND token = $2 AND state = 'sending'"
+							  " RETURNING lease_until",
+							  3, types),
+				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
+	if (SPI_processed != 1)
 	{
-		durable_exec(durable_plan(&plan,
-								  "UPDATE durable.outbox SET lease_until = pg_catalog.clock_timestamp() + $3"
-								  " WHERE key = $1 AND token = $2 AND state = 'sending'"
-								  " RETURNING lease_until",
-								  3, types),
-					 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
-		if (SPI_processed != 1)
-		{
-			outbox_probe(values[0], &probe);
-			if (!probe.found)
-				outbox_error_missing(values[0]);
-			/* Another token, or the holder's lease is gone (swept, confirmed). */
-			outbox_error_stale(values[0], &probe);
-		}
-		lease_until = DatumGetTimestampTz(durable_col(0, 1));
-		if (stamps > 0 || !durable_lease_stamped_before_wait(lease_until, lease_us))
-			break;
+		outbox_probe(values[0], &probe);
+		if (!probe.found)
+			outbox_error_missing(values[0]);
+		/* Another token, or the holder's lease is gone (swept, confirmed). */
+		outbox_error_stale(values[0], &probe);
 	}
+	lease_until = durable_restamp_lease(plan, values, DatumGetTimestampTz(durable_col(0, 1)),
+										lease_us);
 	SPI_finish();
 	PG_RETURN_TIMESTAMPTZ(lease_until);
 }

@@ -157,6 +157,25 @@ durable_exec_explaining(SPIPlanPtr *plans, const char *sql, int nargs, const Oid
 	durable_exec(plans[locked], values, NULL, SPI_OK_SELECT, 1);
 }
 
+/*
+ * clock_timestamp() in an UPDATE is read again only when the update
+ * re-checks a row that another transaction updated while it waited; when
+ * that one rolled back, or only locked the row, the stamp from before the
+ * wait stands.  The second run cannot wait, nor match nothing: the row is
+ * this transaction's now.
+ */
+TimestampTz
+durable_restamp_lease(SPIPlanPtr plan, const Datum *values, TimestampTz lease_until,
+					  int64 lease_us)
+{
+	if (!durable_lease_stamped_before_wait(lease_until, lease_us))
+		return lease_until;
+	durable_exec(plan, values, NULL, SPI_OK_UPDATE_RETURNING, 0);
+	if (SPI_processed != 1)
+		elog(ERROR, "durable: a lease held by this transaction vanished");
+	return DatumGetTimestampTz(durable_col(0, 1));
+}
+
 void
 durable_exec(SPIPlanPtr plan, const Datum *values, const char *nulls, int expected, long count)
 {

@@ -757,8 +757,8 @@ sweep_purge_one_by_one(SweepJournal *j, TimestampTz cutoff, int64 limit,
  * purge — still commits, and the batch's records are deleted one at a
  * time, passing over those that fail, with a WARNING naming the first
  * failure.  The one-at-a-time deletes of both journals, failed or not,
- * stay within `limit`, as the batches do.  A cancel is not caught.  Returns how many records were purged.
- * Caller must be connected to SPI.
+ * stay within `limit`, as the batches do.  A cancel is not caught.
+ * Returns how many records were purged.  Caller must be connected to SPI.
  */
 static int64
 sweep_purge_isolated(TimestampTz cutoff, int64 limit)

@@ -761,7 +761,6 @@ wkr_workers_in_flight(int64 now)
 		if (now - wkr_tracked[i].started_at >= (int64) WKR_IN_FLIGHT_MAX_MS * 1000)
 			continue;
 		slot = durable_db_slot(wkr_tracked[i].dboid, false);
-
 		if (slot != NULL)
 		{
 			SpinLockAcquire(&slot->mutex);
