@@ -142,6 +142,13 @@ durable_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name,
 	if (PG_ARGISNULL(argno))
 		return default_us;
 	iv = PG_GETARG_INTERVAL_P(argno);
+#ifdef INTERVAL_NOT_FINITE
+	/* PostgreSQL 17 has infinite intervals. */
+	if (INTERVAL_NOT_FINITE(iv))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be finite", name)));
+#endif
 
 	/*
 	 * Sum the parts with overflow checks; a month counts 30 days.  Anything

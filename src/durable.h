@@ -14,6 +14,11 @@
 
 #include "postgres.h"
 
+/* PostgreSQL 16 moved the varlena macros (VARSIZE, SET_VARSIZE...) here. */
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
+#endif
+
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
@@ -187,6 +192,12 @@ extern bool durable_text_equal_cstring(Datum value, const char *literal);
 extern void durable_json_id(StringInfo buf, const char *key, const char *value);
 extern void durable_json_str(StringInfo buf, const char *key, const char *value);
 extern void durable_json_int(StringInfo buf, const char *key, int64 value);
+/*
+ * Run fn(arg) in a subtransaction: NULL when it succeeded, else its error
+ * (rolled back; the caller frees it).  A cancel is re-thrown, not returned.
+ */
+extern ErrorData *durable_try(void (*fn) (void *), void *arg);
+
 extern void durable_notify_json(const char *channel, StringInfo buf);
 
 /* The documented notifications of api.md, each built in one place. */
