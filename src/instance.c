@@ -11,7 +11,7 @@
  * it at once, exactly as the sweep moves an expired lease: inbox records go
  * back to pending (or to dead after their last attempt), outbox sends
  * become unknown, since the dead process may or may not have reached the
- * provider.  The statements are the sweep's (sweep.c), with "held by this
+ * provider.  The statements are the sweep's (recovery.c), with "held by this
  * instance" in place of "expired", and are fenced the same way: a record
  * that another caller holds locked or changed meanwhile is left alone.
  *
@@ -46,8 +46,8 @@ durable_instance_start(PG_FUNCTION_ARGS)
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
-	inbox_recovered = durable_recover_inbox(now, instance, true, 0);
-	outbox_ambiguous = durable_recover_outbox(now, instance, true, 0);
+	inbox_recovered = durable_recover_instance_inbox(now, instance);
+	outbox_ambiguous = durable_recover_instance_outbox(now, instance);
 	DURABLE_FAIL_POINT("instance_start");
 	SPI_finish();
 

@@ -21,6 +21,7 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/pg_extension.h"
 #include "commands/async.h"
 #include "common/pg_prng.h"
@@ -30,6 +31,7 @@
 #include "utils/fmgroids.h"
 #include "utils/json.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 
 #ifndef DURABLE_VERSION
 #error "DURABLE_VERSION must be defined (the Makefile reads it from durable.control)"
@@ -470,4 +472,44 @@ durable_backoff_us(int attempt, int64 base_us, int64 cap_us)
 	if (delay >= (double) cap_us)
 		return cap_us - (int64) (cap_us * 0.25 * pg_prng_double(&pg_global_prng_state));
 	return (int64) delay;
+}
+
+/*
+ * Run fn(arg) in a subtransaction.  When it fails, the subtransaction is
+ * rolled back and its error returned (the caller frees it); NULL when it
+ * succeeded.  A cancel (statement_timeout, pg_cancel_backend) is not
+ * caught: it ends the caller's statement as it would anywhere else.
+ */
+ErrorData *
+durable_try(void (*fn) (void *), void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+		{
+			FreeErrorData(edata);
+			PG_RE_THROW();
+		}
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_END_TRY();
+	return edata;
 }

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * sweep.c
- *		Recovery and retention: sweep() and purge(), and the lease recovery
- *		that instance_start() shares with the sweep.
+ *		The sweep pass (the worker's and sweep()'s): lease recovery, due-work
+ *		announcements, retention (and purge()).
  *
  * A sweep pass, run by the background worker every durable.naptime or by
  * hand (sweep()), has four steps, each one statement bounded by
@@ -19,33 +19,11 @@
  *	4. retention: done inbox and sent outbox records older than
  *	   durable.retention are deleted, and expired permits dropped.
  *
- * Fencing (lessons.md #1, River #1302).  Steps 1 and 2 pick their rows with
- *	  WHERE id = ANY (ARRAY(SELECT id ... WHERE state = 'leased' AND <lost>
- *							ORDER BY ... LIMIT n FOR UPDATE SKIP LOCKED))
- *		AND state = 'leased' AND <lost>
- * The row lock is taken on the row's latest version and the outer condition
- * is re-checked on it, so a completion or a fresh takeover that committed
- * after the statement's snapshot was taken is never overwritten: the sweep
- * only moves a record whose lease is still the lost one it looked at.
- * SKIP LOCKED means a sweep never waits for a row that a confirmation or a
- * claim holds (that record is someone else's business this time round),
- * two concurrent sweeps never move the same record, and since a sweep
- * locks only rows it does not wait for, it cannot take part in a deadlock.
- * Under REPEATABLE READ a record changed after the caller's snapshot makes
- * the sweep fail with a serialization error rather than overwrite it.
- * instance_start() runs the same statements with "held by this instance"
- * in place of "expired".
- *
- * The ARRAY() form makes the locking scan an InitPlan that runs once, after
- * which the outer statement probes the primary key for exactly those rows:
- * the cost of a batch is the batch.  (With "id IN (subquery)" the planner
- * may join against a scan of every lost or purgeable row, which makes
- * clearing a backlog quadratic.)
- *
- * Lost leases are found among the open records only: inbox records through
- * inbox_unfinished_idx (INBOX_OPEN_SCAN), sends in state sending
- * through outbox_chat_unfinished_idx.  A pass costs the number of open
- * records (those in flight or waiting), never the finished history.
+ * Steps 1 and 2 are recovery.c's: fenced (a record is moved only while its
+ * lease is still the lost one), never waiting for a row lock, each journal
+ * in a subtransaction so that one record whose recovery fails does not stop
+ * the others'.  instance_start() runs the same statements with "held by
+ * this instance" in place of "expired".
  *
  * Retention deletes through the partial indexes inbox_done_at_idx
  * (done_at WHERE done_at IS NOT NULL) and outbox_sent_at_idx (sent_at WHERE
@@ -78,11 +56,9 @@
  */
 #include "durable.h"
 
-#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 
 #include "permit.h"
 #include "sweep.h"
@@ -96,58 +72,9 @@ PG_FUNCTION_INFO_V1(durable_purge);
 /* Longest older_than purge() accepts (1000 years): keeps now - older_than in range. */
 #define SWEEP_MAX_AGE_US	(INT64CONST(1000) * 36525 * USECS_PER_DAY / 100)
 
-/* Why a lost lease was recovered, as its dead record's error says it. */
-#define SWEEP_REASON_EXPIRED	"lease expired"
-#define SWEEP_REASON_RESTARTED	"instance restarted"
-
 /* End of the previous due-work window of each journal in this process (0: none yet). */
 static TimestampTz sweep_inbox_checked_at = 0;
 static TimestampTz sweep_outbox_checked_at = 0;
-
-/*
- * The inbox recovery statement, for a "lost lease" condition given as a
- * column of alias c (the candidate scan) and of alias i (the re-check on
- * the locked row version).  $1 now, $2 limit (NULL: all), $3
- * durable.inbox_max_attempts, $4 the reason, $5 the owner (owner variant).
- * The CTE returns the moved records in id order so that notifications go
- * out in a stable order.
- */
-#define SWEEP_INBOX_SQL(lost_c, lost_i, order_c) \
-	"WITH moved AS (" \
-	" UPDATE durable.inbox i" \
-	"    SET state = CASE WHEN i.attempts >= $3 THEN 'dead' ELSE 'pending' END," \
-	"        not_before = CASE WHEN i.attempts >= $3 THEN i.not_before ELSE $1 END," \
-	"        error = CASE WHEN i.attempts >= $3" \
-	"                THEN pg_catalog.format('%s after %s %s', $4, i.attempts," \
-	"                       CASE WHEN i.attempts = 1 THEN 'attempt' ELSE 'attempts' END)" \
-	"                ELSE i.error END," \
-	"        lease_until = NULL," \
-	"        finished_at = CASE WHEN i.attempts >= $3 THEN $1 END" \
-	"  WHERE i.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c" \
-	"                          WHERE " INBOX_OPEN_SCAN("c") \
-	"                            AND c.state = 'leased' AND " lost_c \
-	"                          ORDER BY " order_c " LIMIT $2" \
-	"                          FOR UPDATE SKIP LOCKED))" \
-	"    AND i.state = 'leased' AND " lost_i \
-	"  RETURNING i.id, i.state, i.error)" \
-	" SELECT m.id, m.state = 'dead', m.error FROM moved m ORDER BY m.id"
-
-/*
- * The outbox recovery statement, same shape: $1 now, $2 limit, $3 the owner
- * (owner variant).  Owner, token and attempts stay: they say who was
- * sending and how many tries the provider saw.
- */
-#define SWEEP_OUTBOX_SQL(lost_c, lost_o, order_c) \
-	"WITH flagged AS (" \
-	" UPDATE durable.outbox o" \
-	"    SET state = 'unknown', lease_until = NULL" \
-	"  WHERE o.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c" \
-	"                           WHERE c.state = 'sending' AND " lost_c \
-	"                           ORDER BY " order_c " LIMIT $2" \
-	"                           FOR UPDATE SKIP LOCKED))" \
-	"    AND o.state = 'sending' AND " lost_o \
-	"  RETURNING o.id, o.key, o.chat_id)" \
-	" SELECT f.key, f.chat_id, f.id FROM flagged f ORDER BY f.id"
 
 /*
  * Work that came due in ($1, $2], counted for sweep_announce_due: inbox
@@ -184,109 +111,6 @@ static TimestampTz sweep_outbox_checked_at = 0;
 	"  UNION ALL" \
 	"  SELECT p.prepared FROM pg_catalog.pg_prepared_xacts p" \
 	"   WHERE p.database OPERATOR(pg_catalog.=) pg_catalog.current_database()) w"
-
-/* $1 limit as a datum: NULL (no LIMIT) for 0. */
-static void
-sweep_limit_param(int limit, Datum *value, char *null)
-{
-	*value = Int64GetDatum((int64) limit);
-	*null = (limit > 0) ? ' ' : 'n';
-}
-
-int
-durable_recover_inbox(TimestampTz now, Datum owner, bool by_owner, int limit)
-{
-	static SPIPlanPtr expired_plan = NULL;
-	static SPIPlanPtr owner_plan = NULL;
-	static const Oid types[5] = {TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID, TEXTOID};
-	Datum		values[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
-	SPIPlanPtr	plan;
-	uint64		n;
-	uint64		row;
-	int64		dead = 0;
-
-	values[0] = TimestampTzGetDatum(now);
-	sweep_limit_param(limit, &values[1], &nulls[1]);
-	values[2] = Int32GetDatum(durable_inbox_max_attempts);
-	values[3] = CStringGetTextDatum(by_owner ? SWEEP_REASON_RESTARTED : SWEEP_REASON_EXPIRED);
-	values[4] = owner;
-	if (by_owner)
-		plan = durable_plan(&owner_plan,
-							SWEEP_INBOX_SQL("c.owner = $5", "i.owner = $5", "c.id"),
-							5, types);
-	else
-		plan = durable_plan(&expired_plan,
-							SWEEP_INBOX_SQL("c.lease_until < $1", "i.lease_until < $1",
-											"c.lease_until"),
-							4, types);
-	durable_exec(plan, values, nulls, SPI_OK_SELECT, 0);
-
-	n = SPI_processed;
-	for (row = 0; row < n; row++)
-	{
-		if (!DatumGetBool(durable_col(row, 2)))
-			continue;
-		dead++;
-		durable_notify_dead_inbox(durable_col_int64(row, 1),
-								  durable_text_to_cstring_datum(durable_col(row, 3)));
-	}
-	if (dead > 0)
-		durable_count(DC_INBOUND_DEAD, dead);
-
-	/*
-	 * Pending records are claimable again, and a dead one no longer holds
-	 * back the younger records of its chat.
-	 */
-	if (n > 0)
-	{
-		durable_claim_floor_lower(DQ_INBOX, durable_col_int64(0, 1));
-		durable_wake_at_commit(DQ_INBOX);
-	}
-	return (int) n;
-}
-
-int
-durable_recover_outbox(TimestampTz now, Datum owner, bool by_owner, int limit)
-{
-	static SPIPlanPtr expired_plan = NULL;
-	static SPIPlanPtr owner_plan = NULL;
-	static const Oid types[3] = {TIMESTAMPTZOID, INT8OID, TEXTOID};
-	Datum		values[3];
-	char		nulls[3] = {' ', ' ', ' '};
-	SPIPlanPtr	plan;
-	uint64		n;
-	uint64		row;
-
-	values[0] = TimestampTzGetDatum(now);
-	sweep_limit_param(limit, &values[1], &nulls[1]);
-	values[2] = owner;
-	if (by_owner)
-		plan = durable_plan(&owner_plan,
-							SWEEP_OUTBOX_SQL("c.owner = $3", "o.owner = $3", "c.id"),
-							3, types);
-	else
-		plan = durable_plan(&expired_plan,
-							SWEEP_OUTBOX_SQL("c.lease_until < $1", "o.lease_until < $1",
-											 "c.lease_until"),
-							2, types);
-	durable_exec(plan, values, nulls, SPI_OK_SELECT, 0);
-
-	n = SPI_processed;
-	for (row = 0; row < n; row++)
-	{
-		durable_notify_ambiguous(durable_col_int64(row, 3),
-								 durable_text_to_cstring_datum(durable_col(row, 1)),
-								 durable_text_to_cstring_datum(durable_col(row, 2)));
-	}
-	if (n > 0)
-	{
-		durable_count(DC_OUTBOX_AMBIGUOUS, (int64) n);
-		/* unknown does not hold back its chat: younger sends may go. */
-		durable_wake_at_commit(DQ_OUTBOX);
-	}
-	return (int) n;
-}
 
 /* How far back an announcement window reaches at most. */
 #define SWEEP_READY_LOOKBACK_US (30 * USECS_PER_SEC)
@@ -634,47 +458,7 @@ sweep_purge(TimestampTz cutoff, int64 limit)
 	return deleted;
 }
 
-/*
- * Run fn(arg) in a subtransaction.  When it fails, the subtransaction is
- * rolled back and its error returned (the caller frees it); NULL when it
- * succeeded.  A cancel (statement_timeout, pg_cancel_backend) is not
- * caught: it ends the caller's statement as it would anywhere else.
- */
-static ErrorData *
-sweep_try(void (*fn) (void *), void *arg)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	ErrorData  *volatile edata = NULL;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		fn(arg);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-		{
-			FreeErrorData(edata);
-			PG_RE_THROW();
-		}
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_END_TRY();
-	return edata;
-}
-
-/* A purge attempt for sweep_try: its arguments and what it deleted. */
+/* A purge attempt for durable_try: its arguments and what it deleted. */
 typedef struct SweepPurgeCall
 {
 	TimestampTz cutoff;
@@ -730,7 +514,7 @@ sweep_purge_one_by_one(SweepJournal *j, TimestampTz cutoff, int64 limit,
 	for (i = 0; i < n; i++)
 	{
 		SweepPurgeCall call = {.cutoff = cutoff, .journal = j, .key = keys[i]};
-		ErrorData  *edata = sweep_try(sweep_purge_one_call, &call);
+		ErrorData  *edata = durable_try(sweep_purge_one_call, &call);
 
 		if (edata == NULL)
 			deleted += call.deleted;
@@ -773,7 +557,7 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 	{
 		SweepJournal *j = &sweep_journals[i];
 		SweepPurgeCall call = {.cutoff = cutoff, .limit = limit - purged, .journal = j};
-		ErrorData  *edata = sweep_try(sweep_purge_batch_call, &call);
+		ErrorData  *edata = durable_try(sweep_purge_batch_call, &call);
 
 		if (edata == NULL)
 		{
@@ -798,7 +582,7 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 	return purged;
 }
 
-/* durable_permit_expire for sweep_try: its arguments and what it dropped. */
+/* durable_permit_expire for durable_try: its arguments and what it dropped. */
 typedef struct SweepPermitCall
 {
 	TimestampTz now;
@@ -822,7 +606,7 @@ static int64
 sweep_permits_isolated(TimestampTz now)
 {
 	SweepPermitCall call = {.now = now};
-	ErrorData  *edata = sweep_try(sweep_permit_call, &call);
+	ErrorData  *edata = durable_try(sweep_permit_call, &call);
 
 	if (edata == NULL)
 		return call.dropped;
@@ -857,8 +641,7 @@ durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 		static SPIPlanPtr inbox_due_plan = NULL;
 		int64		started = durable_clock_us();
 
-		result->inbox_expired = durable_recover_inbox(now, (Datum) 0, false, DURABLE_SWEEP_BATCH);
-		result->outbox_ambiguous = durable_recover_outbox(now, (Datum) 0, false, DURABLE_SWEEP_BATCH);
+		durable_recover_expired(now, &result->inbox_expired, &result->outbox_ambiguous);
 		(void) sweep_announce_due(&sweep_inbox_checked_at, now, oldest_writer, &inbox_due_plan,
 								  SWEEP_INBOX_DUE_SQL, "inbox", DQ_INBOX);
 		result->scanned_open = true;

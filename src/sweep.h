@@ -40,24 +40,26 @@ typedef struct DurableSweepResult
 	bool		purge_full;		/* retention filled its batch: more waits */
 } DurableSweepResult;
 
-/* ---- Lease recovery (sweep.c) ---- */
+/* ---- Lease recovery (recovery.c) ---- */
 
 /*
- * Move lost inbox leases out of `leased`: back to pending, due at now, or to
- * dead (NOTIFY durable_dead) when the record used its last attempt.  A lease
- * is lost when it expired before now (owner is NULL) or, for
- * instance_start, when it is held under instance `owner` (a text datum).
- * At most `limit` records (0: all).  Returns how many records moved.
- * Caller must be connected to SPI.
+ * instance_start's recovery: move every inbox lease held under instance
+ * `owner` (a text datum) out of `leased` — back to pending, due at now, or
+ * to dead (NOTIFY durable_dead) when the record used its last attempt — and
+ * flag every send it holds `unknown` (NOTIFY durable_ambiguous).  Each
+ * returns how many records moved.  Caller must be connected to SPI.
  */
-extern int	durable_recover_inbox(TimestampTz now, Datum owner, bool by_owner, int limit);
+extern int	durable_recover_instance_inbox(TimestampTz now, Datum owner);
+extern int	durable_recover_instance_outbox(TimestampTz now, Datum owner);
 
 /*
- * Flag lost outbox sends `unknown` (NOTIFY durable_ambiguous for each), with
- * the same meaning of now, owner and limit.  Returns how many were flagged.
- * Caller must be connected to SPI.
+ * The sweep's recovery: the same for up to DURABLE_SWEEP_BATCH leases of
+ * each journal that expired before now, each journal in a subtransaction,
+ * passing over records whose recovery fails (a WARNING says why).  Caller
+ * must be connected to SPI.
  */
-extern int	durable_recover_outbox(TimestampTz now, Datum owner, bool by_owner, int limit);
+extern void durable_recover_expired(TimestampTz now, int *inbox_expired,
+									int *outbox_ambiguous);
 
 /* ---- The sweep pass (sweep.c) ---- */
 

@@ -1,0 +1,471 @@
+/*-------------------------------------------------------------------------
+ *
+ * recovery.c
+ *		Recovery of lost leases: the sweep's (expired leases) and
+ *		instance_start()'s (leases of a dead incarnation).
+ *
+ * Inbox records whose lease is lost go back to pending (due now; token,
+ * owner and attempts kept), or to dead when the record used its last
+ * attempt, so that a message that kills its handler every time cannot loop
+ * forever.  Sends whose lease is lost (state sending) become unknown: the
+ * provider may or may not have delivered them, so they are never resent by
+ * themselves.
+ *
+ * Fencing (lessons.md #1, River #1302).  The statements pick their rows with
+ *	  WHERE id = ANY (ARRAY(SELECT id ... WHERE state = 'leased' AND <lost>
+ *							ORDER BY ... LIMIT n FOR UPDATE SKIP LOCKED))
+ *		AND state = 'leased' AND <lost>
+ * The row lock is taken on the row's latest version and the outer condition
+ * is re-checked on it, so a completion or a fresh takeover that committed
+ * after the statement's snapshot was taken is never overwritten: recovery
+ * only moves a record whose lease is still the lost one it looked at.
+ * SKIP LOCKED means recovery never waits for a row that a confirmation or a
+ * claim holds (that record is someone else's business this time round),
+ * two concurrent sweeps never move the same record, and since recovery
+ * locks only rows it does not wait for, it cannot take part in a deadlock.
+ * Under REPEATABLE READ a record changed after the caller's snapshot makes
+ * the statement fail with a serialization error rather than overwrite it.
+ *
+ * The ARRAY() form makes the locking scan an InitPlan that runs once, after
+ * which the outer statement probes the primary key for exactly those rows:
+ * the cost of a batch is the batch.  (With "id IN (subquery)" the planner
+ * may join against a scan of every lost row, which makes clearing a backlog
+ * quadratic.)  Lost leases are found among the open records only: inbox
+ * records through inbox_unfinished_idx (INBOX_OPEN_SCAN), sends in state
+ * sending through outbox_chat_unfinished_idx.
+ *
+ * One record whose recovery fails (a trigger of yours that raises on it, a
+ * constraint you added) must not stop the recovery of every other lost
+ * lease, pass after pass: the sweep runs each journal's batch in a
+ * subtransaction and, when it fails, recovers the batch's records one at a
+ * time (durable_recover_isolated), and this process passes over the records
+ * that failed for RECOVERY_SKIP_RETRY_MS.  instance_start() is all or
+ * nothing instead: its caller sees the error and can run it again.
+ *
+ * IDENTIFICATION
+ *	  src/recovery.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "durable.h"
+
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "sweep.h"
+
+/* Why a lost lease was recovered, as its dead record's error says it. */
+#define RECOVERY_REASON_EXPIRED		"lease expired"
+#define RECOVERY_REASON_RESTARTED	"instance restarted"
+
+/*
+ * How long this process passes over a record whose recovery failed, and how
+ * many records per journal it remembers (past that, a failure is met again
+ * at the next pass).  A lost lease waits for its recovery, so failures are
+ * tried again sooner than the purge's.
+ */
+#define RECOVERY_SKIP_RETRY_MS	(60 * 1000)
+#define RECOVERY_SKIP_MAX		DURABLE_SWEEP_BATCH
+
+/* Which lost leases a recovery statement moves. */
+typedef enum RecoveryScope
+{
+	RECOVER_EXPIRED,			/* expired before now, oldest lease first, but
+								 * those in the skip array */
+	RECOVER_OWNER,				/* held under an instance, in journal order */
+	RECOVER_ONE					/* one record, if its lease expired */
+} RecoveryScope;
+
+/*
+ * The inbox recovery statement, for a "lost lease" condition given as a
+ * column of alias c (the candidate scan) and of alias i (the re-check on
+ * the locked row version).  $1 now, $2 limit (NULL: all), $3
+ * durable.inbox_max_attempts, $4 the reason, $5 the scope's argument (the
+ * skip array, the owner, the record's id).  The CTE returns the moved
+ * records in id order so that notifications go out in a stable order.
+ */
+#define RECOVERY_INBOX_SQL(lost_c, lost_i, order_c) \
+	"WITH moved AS (" \
+	" UPDATE durable.inbox i" \
+	"    SET state = CASE WHEN i.attempts >= $3 THEN 'dead' ELSE 'pending' END," \
+	"        not_before = CASE WHEN i.attempts >= $3 THEN i.not_before ELSE $1 END," \
+	"        error = CASE WHEN i.attempts >= $3" \
+	"                THEN pg_catalog.format('%s after %s %s', $4, i.attempts," \
+	"                       CASE WHEN i.attempts = 1 THEN 'attempt' ELSE 'attempts' END)" \
+	"                ELSE i.error END," \
+	"        lease_until = NULL," \
+	"        finished_at = CASE WHEN i.attempts >= $3 THEN $1 END" \
+	"  WHERE i.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c" \
+	"                          WHERE " INBOX_OPEN_SCAN("c") \
+	"                            AND c.state = 'leased' AND " lost_c \
+	"                          ORDER BY " order_c " LIMIT $2" \
+	"                          FOR UPDATE SKIP LOCKED))" \
+	"    AND i.state = 'leased' AND " lost_i \
+	"  RETURNING i.id, i.state, i.error)" \
+	" SELECT m.id, m.state = 'dead', m.error FROM moved m ORDER BY m.id"
+
+/*
+ * The outbox recovery statement, same shape: $1 now, $2 limit, $3 the
+ * scope's argument.  Owner, token and attempts stay: they say who was
+ * sending and how many tries the provider saw.
+ */
+#define RECOVERY_OUTBOX_SQL(lost_c, lost_o, order_c) \
+	"WITH flagged AS (" \
+	" UPDATE durable.outbox o" \
+	"    SET state = 'unknown', lease_until = NULL" \
+	"  WHERE o.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c" \
+	"                           WHERE c.state = 'sending' AND " lost_c \
+	"                           ORDER BY " order_c " LIMIT $2" \
+	"                           FOR UPDATE SKIP LOCKED))" \
+	"    AND o.state = 'sending' AND " lost_o \
+	"  RETURNING o.id, o.key, o.chat_id)" \
+	" SELECT f.key, f.chat_id, f.id FROM flagged f ORDER BY f.id"
+
+/*
+ * One journal's recovery, as the sweep isolates it: how to recover, the
+ * keys of its oldest expired leases for the one-at-a-time fallback ($1 now,
+ * $2 limit, $3 the skip array), and the records this process passes over.
+ */
+typedef struct RecoveryJournal
+{
+	const char *what;			/* for the WARNING: "inbox records", "sends" */
+	int			(*recover) (TimestampTz now, RecoveryScope scope, Datum arg, int limit);
+	const char *candidates_sql;
+	SPIPlanPtr	candidates_plan;
+	Oid			key_type;
+	/* Records whose recovery failed in this process (in TopMemoryContext). */
+	Datum	   *skip_keys;
+	int			nskip;
+	int64		skip_until;		/* durable_clock_us() when they are tried again */
+} RecoveryJournal;
+
+static int	recovery_inbox(TimestampTz now, RecoveryScope scope, Datum arg, int limit);
+static int	recovery_outbox(TimestampTz now, RecoveryScope scope, Datum arg, int limit);
+
+static RecoveryJournal recovery_journals[] = {
+	{
+		.what = "inbox record",
+		.recover = recovery_inbox,
+		.candidates_sql = "SELECT c.id FROM durable.inbox c"
+		" WHERE " INBOX_OPEN_SCAN("c") " AND c.state = 'leased' AND c.lease_until < $1"
+		"   AND c.id <> ALL ($3)"
+		" ORDER BY c.lease_until LIMIT $2",
+		.key_type = INT8OID,
+	},
+	{
+		.what = "send",
+		.recover = recovery_outbox,
+		.candidates_sql = "SELECT c.key FROM durable.outbox c"
+		" WHERE c.state = 'sending' AND c.lease_until < $1 AND c.key <> ALL ($3)"
+		" ORDER BY c.lease_until LIMIT $2",
+		.key_type = TEXTOID,
+	},
+};
+
+/* $2 limit as a datum: NULL (no LIMIT) for 0. */
+static void
+recovery_limit_param(int limit, Datum *value, char *null)
+{
+	*value = Int64GetDatum((int64) limit);
+	*null = (limit > 0) ? ' ' : 'n';
+}
+
+/* The statement of a scope, planned once per process and scope. */
+static SPIPlanPtr
+recovery_plan(SPIPlanPtr *plans, RecoveryScope scope, const char *const *sql, int nargs,
+			  Oid *types, const Oid *arg_types)
+{
+	types[nargs - 1] = arg_types[scope];
+	return durable_plan(&plans[scope], sql[scope], nargs, types);
+}
+
+static int
+recovery_inbox(TimestampTz now, RecoveryScope scope, Datum arg, int limit)
+{
+	static SPIPlanPtr plans[3];
+	static const char *const sql[3] = {
+		[RECOVER_EXPIRED] = RECOVERY_INBOX_SQL("c.lease_until < $1 AND c.id <> ALL ($5)",
+											   "i.lease_until < $1", "c.lease_until"),
+		[RECOVER_OWNER] = RECOVERY_INBOX_SQL("c.owner = $5", "i.owner = $5", "c.id"),
+		[RECOVER_ONE] = RECOVERY_INBOX_SQL("c.id = $5 AND c.lease_until < $1",
+										   "i.lease_until < $1", "c.id"),
+	};
+	static const Oid arg_types[3] = {INT8ARRAYOID, TEXTOID, INT8OID};
+	Oid			types[5] = {TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID};
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	uint64		n;
+	uint64		row;
+	int64		dead = 0;
+
+	values[0] = TimestampTzGetDatum(now);
+	recovery_limit_param(limit, &values[1], &nulls[1]);
+	values[2] = Int32GetDatum(durable_inbox_max_attempts);
+	values[3] = CStringGetTextDatum(scope == RECOVER_OWNER ? RECOVERY_REASON_RESTARTED
+									: RECOVERY_REASON_EXPIRED);
+	values[4] = arg;
+	durable_exec(recovery_plan(plans, scope, sql, 5, types, arg_types), values, nulls,
+				 SPI_OK_SELECT, 0);
+
+	n = SPI_processed;
+	for (row = 0; row < n; row++)
+	{
+		if (!DatumGetBool(durable_col(row, 2)))
+			continue;
+		dead++;
+		durable_notify_dead_inbox(durable_col_int64(row, 1),
+								  durable_text_to_cstring_datum(durable_col(row, 3)));
+	}
+	if (dead > 0)
+		durable_count(DC_INBOUND_DEAD, dead);
+
+	/*
+	 * Pending records are claimable again, and a dead one no longer holds
+	 * back the younger records of its chat.
+	 */
+	if (n > 0)
+	{
+		durable_claim_floor_lower(DQ_INBOX, durable_col_int64(0, 1));
+		durable_wake_at_commit(DQ_INBOX);
+	}
+	return (int) n;
+}
+
+static int
+recovery_outbox(TimestampTz now, RecoveryScope scope, Datum arg, int limit)
+{
+	static SPIPlanPtr plans[3];
+	static const char *const sql[3] = {
+		[RECOVER_EXPIRED] = RECOVERY_OUTBOX_SQL("c.lease_until < $1 AND c.key <> ALL ($3)",
+												"o.lease_until < $1", "c.lease_until"),
+		[RECOVER_OWNER] = RECOVERY_OUTBOX_SQL("c.owner = $3", "o.owner = $3", "c.id"),
+		[RECOVER_ONE] = RECOVERY_OUTBOX_SQL("c.key = $3 AND c.lease_until < $1",
+											"o.lease_until < $1", "c.id"),
+	};
+	static const Oid arg_types[3] = {TEXTARRAYOID, TEXTOID, TEXTOID};
+	Oid			types[3] = {TIMESTAMPTZOID, INT8OID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	uint64		n;
+	uint64		row;
+
+	values[0] = TimestampTzGetDatum(now);
+	recovery_limit_param(limit, &values[1], &nulls[1]);
+	values[2] = arg;
+	durable_exec(recovery_plan(plans, scope, sql, 3, types, arg_types), values, nulls,
+				 SPI_OK_SELECT, 0);
+
+	n = SPI_processed;
+	for (row = 0; row < n; row++)
+	{
+		durable_notify_ambiguous(durable_col_int64(row, 3),
+								 durable_text_to_cstring_datum(durable_col(row, 1)),
+								 durable_text_to_cstring_datum(durable_col(row, 2)));
+	}
+	if (n > 0)
+	{
+		durable_count(DC_OUTBOX_AMBIGUOUS, (int64) n);
+		/* unknown does not hold back its chat: younger sends may go. */
+		durable_wake_at_commit(DQ_OUTBOX);
+	}
+	return (int) n;
+}
+
+int
+durable_recover_instance_inbox(TimestampTz now, Datum owner)
+{
+	return recovery_inbox(now, RECOVER_OWNER, owner, 0);
+}
+
+int
+durable_recover_instance_outbox(TimestampTz now, Datum owner)
+{
+	return recovery_outbox(now, RECOVER_OWNER, owner, 0);
+}
+
+/*
+ * The records a journal's batches pass over, as an array datum.  The keys
+ * are handed over in a copy of the list: construct_array() may replace
+ * elements with detoasted copies in the current memory context.
+ */
+static Datum
+recovery_skip_array(const RecoveryJournal *j)
+{
+	Datum	   *keys = palloc(sizeof(Datum) * Max(j->nskip, 1));
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	if (j->nskip > 0)
+		memcpy(keys, j->skip_keys, sizeof(Datum) * j->nskip);
+	get_typlenbyvalalign(j->key_type, &typlen, &typbyval, &typalign);
+	return PointerGetDatum(construct_array(keys, j->nskip, j->key_type,
+										   typlen, typbyval, typalign));
+}
+
+/*
+ * Pass over the record of `key` for a while, unless its recovery failed for
+ * a reason of the moment (a deadlock, a serialization failure, a lock
+ * timeout): those are tried at the next pass.
+ */
+static void
+recovery_remember_failed(RecoveryJournal *j, Datum key, const ErrorData *edata)
+{
+	int16		typlen;
+	bool		typbyval;
+	MemoryContext old;
+
+	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
+		edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
+		j->nskip >= RECOVERY_SKIP_MAX)
+		return;
+	if (j->skip_keys == NULL)
+	{
+		j->skip_keys = MemoryContextAlloc(TopMemoryContext,
+										  sizeof(Datum) * RECOVERY_SKIP_MAX);
+		j->skip_until = durable_clock_us() + (int64) RECOVERY_SKIP_RETRY_MS * 1000;
+	}
+	get_typlenbyval(j->key_type, &typlen, &typbyval);
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	j->skip_keys[j->nskip++] = datumCopy(key, typbyval, typlen);
+	MemoryContextSwitchTo(old);
+}
+
+/* Forget the records passed over once their time is up: try them again. */
+static void
+recovery_forget_failed(RecoveryJournal *j)
+{
+	int16		typlen;
+	bool		typbyval;
+	int			i;
+
+	if (j->skip_keys == NULL || durable_clock_us() < j->skip_until)
+		return;
+	get_typlenbyval(j->key_type, &typlen, &typbyval);
+	if (!typbyval)
+		for (i = 0; i < j->nskip; i++)
+			pfree(DatumGetPointer(j->skip_keys[i]));
+	pfree(j->skip_keys);
+	j->skip_keys = NULL;
+	j->nskip = 0;
+}
+
+/* A recovery attempt for durable_try: its arguments and what it moved. */
+typedef struct RecoveryCall
+{
+	RecoveryJournal *journal;
+	TimestampTz now;
+	RecoveryScope scope;
+	Datum		arg;
+	int			limit;
+	int			moved;
+} RecoveryCall;
+
+static void
+recovery_call(void *arg)
+{
+	RecoveryCall *call = (RecoveryCall *) arg;
+
+	call->moved = call->journal->recover(call->now, call->scope, call->arg, call->limit);
+}
+
+/*
+ * After a batch failed: recover up to `limit` of the journal's oldest
+ * expired leases one at a time, each in its own subtransaction, passing
+ * over (and remembering) those that fail.  Counts the failures in *failed
+ * and keeps the first one's error in *first.
+ */
+static int
+recovery_one_by_one(RecoveryJournal *j, TimestampTz now, int limit, int *failed,
+					ErrorData **first)
+{
+	Oid			types[3] = {TIMESTAMPTZOID, INT8OID,
+	j->key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID};
+	Datum		values[3];
+	Datum	   *keys;
+	uint64		n;
+	uint64		i;
+	int			moved = 0;
+
+	values[0] = TimestampTzGetDatum(now);
+	values[1] = Int64GetDatum((int64) limit);
+	values[2] = recovery_skip_array(j);
+	durable_exec(durable_plan(&j->candidates_plan, j->candidates_sql, 3, types),
+				 values, NULL, SPI_OK_SELECT, 0);
+	n = SPI_processed;
+	keys = palloc(sizeof(Datum) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		keys[i] = durable_col_copy(i, 1);
+	SPI_freetuptable(SPI_tuptable);
+
+	for (i = 0; i < n; i++)
+	{
+		RecoveryCall call = {.journal = j, .now = now, .scope = RECOVER_ONE,
+		.arg = keys[i], .limit = 1};
+		ErrorData  *edata = durable_try(recovery_call, &call);
+
+		if (edata == NULL)
+		{
+			moved += call.moved;
+			continue;
+		}
+		(*failed)++;
+		recovery_remember_failed(j, keys[i], edata);
+		if (*first == NULL)
+			*first = edata;
+		else
+			FreeErrorData(edata);
+	}
+	pfree(keys);
+	return moved;
+}
+
+/*
+ * The sweep's recovery of one journal's expired leases, at most `limit`
+ * records, oldest lease first: a batch in a subtransaction, passing over the
+ * records this process failed to recover lately; when the batch fails, its
+ * records one at a time, with a WARNING naming the first failure.  A cancel
+ * is not caught.  Returns how many records moved.  Caller must be connected
+ * to SPI.
+ */
+static int
+recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit)
+{
+	RecoveryCall call = {.journal = j, .now = now, .scope = RECOVER_EXPIRED,
+	.limit = limit};
+	ErrorData  *edata;
+	ErrorData  *first = NULL;
+	int			failed = 0;
+	int			moved;
+
+	recovery_forget_failed(j);
+	call.arg = recovery_skip_array(j);
+	edata = durable_try(recovery_call, &call);
+	if (edata == NULL)
+		return call.moved;
+	FreeErrorData(edata);
+
+	moved = recovery_one_by_one(j, now, limit, &failed, &first);
+	if (first != NULL)
+	{
+		ereport(WARNING,
+				(errcode(first->sqlerrcode),
+				 errmsg("durable: lease recovery could not recover %d expired %s%s: %s",
+						failed, j->what, failed == 1 ? "" : "s", first->message),
+				 first->detail ? errdetail_internal("%s", first->detail) : 0,
+				 errhint("They stay as they are until the cause is removed, and are tried again every minute; the other expired leases were recovered.")));
+		FreeErrorData(first);
+	}
+	return moved;
+}
+
+void
+durable_recover_expired(TimestampTz now, int *inbox_expired, int *outbox_ambiguous)
+{
+	*inbox_expired = recovery_isolated(&recovery_journals[0], now, DURABLE_SWEEP_BATCH);
+	*outbox_ambiguous = recovery_isolated(&recovery_journals[1], now, DURABLE_SWEEP_BATCH);
+}
