@@ -45,6 +45,7 @@ int			durable_bound_count = 10000;
 int			durable_bound_age_s = 30 * 60;
 char	   *durable_fail_point = NULL;
 int			durable_notify_payload = DURABLE_NOTIFY_FULL;
+double		durable_notify_queue_max = 0.9;
 
 static const struct config_enum_entry notify_payload_options[] = {
 	{"full", DURABLE_NOTIFY_FULL, false},
@@ -128,6 +129,13 @@ durable_define_settings(void)
 							 "(any role that can connect may LISTEN).",
 							 &durable_notify_payload, DURABLE_NOTIFY_FULL,
 							 notify_payload_options, PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+	DefineCustomRealVariable("durable.notify_queue_max",
+							 "How full the server's NOTIFY queue may be before durable stops announcing.",
+							 "A fraction of the queue (pg_notification_queue_usage()); at or above it "
+							 "durable's NOTIFYs are dropped with a WARNING instead of failing the "
+							 "transaction once the queue is full.  0 turns them off.",
+							 &durable_notify_queue_max, 0.9, 0.0, 1.0, PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 	DefineCustomStringVariable("durable.fail_point",
 							   "Test only: the named point where a backend dies as if it crashed.",

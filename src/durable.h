@@ -82,6 +82,7 @@ typedef enum DurableNotifyPayload
 	DURABLE_NOTIFY_IDS			/* record ids only */
 } DurableNotifyPayload;
 extern int	durable_notify_payload;
+extern double durable_notify_queue_max;
 
 /* ---- Argument checks (args.c); each raises 22023 with the argument's name ---- */
 

@@ -374,6 +374,22 @@ recovery_call(void *arg)
 }
 
 /*
+ * Run a recovery call in a subtransaction; NULL, or its error.  A
+ * serialization failure is thrown on, not returned: it means the caller's
+ * snapshot (sweep() under REPEATABLE READ) is older than a record's change,
+ * and the caller must retry its transaction rather than go on without it.
+ */
+static ErrorData *
+recovery_try(RecoveryCall *call)
+{
+	ErrorData  *edata = durable_try(recovery_call, call);
+
+	if (edata != NULL && edata->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE)
+		ReThrowError(edata);
+	return edata;
+}
+
+/*
  * After a batch failed: recover up to `limit` of the journal's oldest
  * expired leases one at a time, each in its own subtransaction, passing
  * over (and remembering) those that fail.  Counts the failures in *failed
@@ -406,7 +422,7 @@ recovery_one_by_one(RecoveryJournal *j, TimestampTz now, int limit, int *failed,
 	{
 		RecoveryCall call = {.journal = j, .now = now, .scope = RECOVER_ONE,
 		.arg = keys[i], .limit = 1};
-		ErrorData  *edata = durable_try(recovery_call, &call);
+		ErrorData  *edata = recovery_try(&call);
 
 		if (edata == NULL)
 		{
@@ -444,7 +460,7 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit)
 
 	recovery_forget_failed(j);
 	call.arg = recovery_skip_array(j);
-	edata = durable_try(recovery_call, &call);
+	edata = recovery_try(&call);
 	if (edata == NULL)
 		return call.moved;
 	FreeErrorData(edata);

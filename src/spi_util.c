@@ -29,6 +29,7 @@
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/fmgrprotos.h"
 #include "utils/json.h"
 #include "utils/rel.h"
 #include "utils/resowner.h"
@@ -380,11 +381,50 @@ durable_json_int(StringInfo buf, const char *key, int64 value)
 	appendStringInfo(buf, INT64_FORMAT, value);
 }
 
+/*
+ * Whether durable's notifications are to be dropped: the server's NOTIFY
+ * queue is at least durable.notify_queue_max full.  The queue is shared by
+ * every database of the server and kept for its slowest listener (one
+ * session that LISTENs and then stays in a transaction holds it all), and
+ * once it is full, the commit of every transaction that queued a
+ * notification fails.  An announcement is a hint — the record stays dead,
+ * unknown or due, and metrics() counts it — so it is not worth failing the
+ * transaction that moved the record: a bot's outbox_failed, the sweep's
+ * lease recovery.  The WARNING comes once a minute per process.
+ */
+static bool
+notify_queue_too_full(const char *channel)
+{
+	static int64 warned_at = 0;
+	LOCAL_FCINFO(fcinfo, 0);
+	double		usage;
+	int64		now;
+
+	InitFunctionCallInfoData(*fcinfo, NULL, 0, InvalidOid, NULL, NULL);
+	usage = DatumGetFloat8(pg_notification_queue_usage(fcinfo));
+	if (usage < durable_notify_queue_max)
+		return false;
+	now = durable_clock_us();
+	if (warned_at == 0 || now - warned_at >= 60 * USECS_PER_SEC)
+	{
+		warned_at = now;
+		ereport(WARNING,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("durable: NOTIFY %s dropped: the server's notification queue is %.0f%% full",
+						channel, usage * 100.0),
+				 errdetail("durable.notify_queue_max is %g; the records stay in their state.",
+						   durable_notify_queue_max),
+				 errhint("Find the listener that stopped reading (pg_stat_activity: a session idle in transaction) and end it.  This WARNING comes at most once a minute.")));
+	}
+	return true;
+}
+
 void
 durable_notify_json(const char *channel, StringInfo buf)
 {
 	appendStringInfoChar(buf, '}');
-	Async_Notify(channel, buf->data);
+	if (!notify_queue_too_full(channel))
+		Async_Notify(channel, buf->data);
 }
 
 /*
