@@ -2146,7 +2146,7 @@ durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id)
 
 /*
  * Delete up to `limit` records of the journal `heap` in state `state`
- * finished before `cutoff`, oldest first, found through `index` (on their
+ * finished in [from, cutoff), oldest first, found through `index` (on their
  * finish time, column `finished`): what DELETE ... WHERE id = ANY (ARRAY
  * (SELECT ... ORDER BY finish time LIMIT n FOR UPDATE SKIP LOCKED)) does,
  * without first writing a row lock for every record (half the purge's WAL
@@ -2157,11 +2157,13 @@ durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id)
  */
 static int64
 direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
-			 AttrNumber finished_att, TimestampTz cutoff, int64 limit)
+			 AttrNumber finished_att, TimestampTz from, TimestampTz cutoff, int64 limit,
+			 TimestampTz *last)
 {
 	Relation	rel;
 	Relation	index;
-	ScanKeyData key;
+	ScanKeyData keys[2];
+	int			nkeys = 0;
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	Snapshot	snapshot;
@@ -2186,9 +2188,13 @@ direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
 
 	snapshot = direct_push_snapshot();
 	cid = GetCurrentCommandId(true);
-	ScanKeyInit(&key, 1, BTLessStrategyNumber, F_TIMESTAMPTZ_LT, TimestampTzGetDatum(cutoff));
-	scan = index_beginscan(rel, index, snapshot, 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
+	if (from != DT_NOBEGIN)
+		ScanKeyInit(&keys[nkeys++], 1, BTGreaterEqualStrategyNumber, F_TIMESTAMPTZ_GE,
+					TimestampTzGetDatum(from));
+	ScanKeyInit(&keys[nkeys++], 1, BTLessStrategyNumber, F_TIMESTAMPTZ_LT,
+				TimestampTzGetDatum(cutoff));
+	scan = index_beginscan(rel, index, snapshot, nkeys, 0);
+	index_rescan(scan, keys, nkeys, NULL, 0);
 	slot = table_slot_create(rel, NULL);
 	while (deleted < limit && index_getnext_slot(scan, ForwardScanDirection, slot))
 	{
@@ -2207,7 +2213,11 @@ direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
 		tid = slot->tts_tid;
 		if (table_tuple_delete(rel, &tid, cid, snapshot, InvalidSnapshot, false,
 							   &tmfd, false) == TM_Ok)
+		{
 			deleted++;
+			if (last != NULL)
+				*last = DatumGetTimestampTz(value);
+		}
 	}
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
@@ -2219,19 +2229,19 @@ direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
 }
 
 int64
-durable_inbox_purge_direct(TimestampTz cutoff, int64 limit)
+durable_inbox_purge_direct(TimestampTz from, TimestampTz cutoff, int64 limit, TimestampTz *last)
 {
 	const DirectRels *rels = direct_rels();
 
 	return direct_purge(rels->inbox, rels->inbox_done_at_idx, rels->inbox_cols.state, "done",
-						rels->inbox_cols.done_at, cutoff, limit);
+						rels->inbox_cols.done_at, from, cutoff, limit, last);
 }
 
 int64
-durable_outbox_purge_direct(TimestampTz cutoff, int64 limit)
+durable_outbox_purge_direct(TimestampTz from, TimestampTz cutoff, int64 limit, TimestampTz *last)
 {
 	const DirectRels *rels = direct_rels();
 
 	return direct_purge(rels->outbox, rels->outbox_sent_at_idx, rels->outbox_cols.state, "sent",
-						rels->outbox_cols.sent_at, cutoff, limit);
+						rels->outbox_cols.sent_at, from, cutoff, limit, last);
 }

@@ -402,13 +402,17 @@ extern bool durable_outbox_await_key(Datum key);
 
 /*
  * The retention purge's deletes, written directly: up to `limit` done
- * inbox / sent outbox records finished before `cutoff`, oldest first,
- * skipping records another transaction holds.  Returns how many were
- * deleted, or -1 when the journal cannot be written directly (the caller
- * runs the SQL statement).
+ * inbox / sent outbox records finished in [from, cutoff) (from DT_NOBEGIN:
+ * from the oldest), oldest first, skipping records another transaction
+ * holds; *last (when not NULL) gets the finish time of the last one deleted,
+ * and is left alone when none was.  Returns how many were deleted, or -1
+ * when the journal cannot be written directly (the caller runs the SQL
+ * statement).
  */
-extern int64 durable_inbox_purge_direct(TimestampTz cutoff, int64 limit);
-extern int64 durable_outbox_purge_direct(TimestampTz cutoff, int64 limit);
+extern int64 durable_inbox_purge_direct(TimestampTz from, TimestampTz cutoff, int64 limit,
+										TimestampTz *last);
+extern int64 durable_outbox_purge_direct(TimestampTz from, TimestampTz cutoff, int64 limit,
+										 TimestampTz *last);
 
 /* ---- Fail points (durable.c) ---- */
 

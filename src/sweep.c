@@ -56,6 +56,8 @@
  */
 #include "durable.h"
 
+#include "access/transam.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -200,7 +202,9 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_
 typedef struct SweepJournal
 {
 	const char *name;			/* schema-qualified, for the guards and messages */
-	int64		(*purge_direct) (TimestampTz cutoff, int64 limit);	/* -1: use the statements */
+	/* -1: use the statements */
+	int64		(*purge_direct) (TimestampTz from, TimestampTz cutoff, int64 limit,
+								 TimestampTz *last);
 	const char *batch_sql;		/* deletes up to $2 records */
 	SPIPlanPtr	batch_plan;		/* cached while no key needs guarding */
 	const char *candidates_sql; /* the keys of up to $2 records, oldest first */
@@ -215,6 +219,10 @@ typedef struct SweepJournal
 	int			nskip;
 	char	   *skip_mark;		/* the key of the newest failure past the list */
 	int64		skip_until;		/* durable_clock_us() when they are tried again */
+	/* Where this process's passes resume the direct purge (sweep_purge_from). */
+	TimestampTz resume_from;	/* finish time of the last record deleted */
+	TransactionId resume_xid;	/* the (sub)transaction that deleted it */
+	int64		full_walk_at;	/* durable_clock_us() of the last walk from the oldest */
 } SweepJournal;
 
 /*
@@ -424,19 +432,66 @@ sweep_forget_failed(void)
 }
 
 /*
+ * Where a pass's direct purge of a journal starts: the finish time of the
+ * last record this process's passes deleted, or the oldest (DT_NOBEGIN).
+ * Behind a long transaction (a pg_dump, say) vacuum cannot remove the index
+ * entries of the records purged since it began, and a walk from the oldest
+ * crosses all of them at every pass (12 ms, then 43 ms after 177,000
+ * deletions, and on for as long as the transaction stays open); resuming
+ * keeps a pass's walk to about its batch.  The records resumed walks pass
+ * by — one a replay held when its turn came, one whose completion committed
+ * after newer ones were purged, one edited by hand — are found by a walk
+ * from the oldest at least every SWEEP_FULL_WALK_MS.  A resume point counts
+ * only once the (sub)transaction that deleted up to it has committed.
+ */
+#define SWEEP_FULL_WALK_MS	(60 * 1000)
+
+static TimestampTz
+sweep_purge_from(SweepJournal *j, TimestampTz cutoff)
+{
+	int64		now = durable_clock_us();
+
+	if (j->full_walk_at == 0 || now - j->full_walk_at >= (int64) SWEEP_FULL_WALK_MS * 1000 ||
+		!TransactionIdIsValid(j->resume_xid) || j->resume_from >= cutoff ||
+		(!TransactionIdIsCurrentTransactionId(j->resume_xid) &&
+		 !TransactionIdDidCommit(j->resume_xid)))
+	{
+		j->full_walk_at = now;
+		j->resume_xid = InvalidTransactionId;
+		return DT_NOBEGIN;
+	}
+	return j->resume_from;
+}
+
+/*
  * Delete up to `limit` of a journal's finished records older than cutoff,
  * oldest first: directly, or with its statement when the journal cannot be
  * written directly (a foreign key references it, say: the records it
- * references are kept).  Returns how many were deleted.
+ * references are kept).  A `pass` goes round the records this process
+ * failed to delete and resumes where its previous batch ended
+ * (sweep_purge_from).  Returns how many were deleted.
  */
 static int64
-sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool skip_failed)
+sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass)
 {
-	int64		deleted = (skip_failed && j->skip_keys) ? -1 : j->purge_direct(cutoff, limit);
+	int64		deleted = -1;
 
+	if (!pass)
+		deleted = j->purge_direct(DT_NOBEGIN, cutoff, limit, NULL);
+	else if (j->skip_keys == NULL)
+	{
+		TimestampTz last = DT_NOBEGIN;
+
+		deleted = j->purge_direct(sweep_purge_from(j, cutoff), cutoff, limit, &last);
+		if (deleted > 0)
+		{
+			j->resume_from = last;
+			j->resume_xid = GetCurrentTransactionIdIfAny();
+		}
+	}
 	if (deleted >= 0)
 		return deleted;
-	sweep_journal_exec(j, j->batch_sql, true, skip_failed, &j->batch_plan, INT8OID, cutoff,
+	sweep_journal_exec(j, j->batch_sql, true, pass, &j->batch_plan, INT8OID, cutoff,
 					   Int64GetDatum(limit), SPI_OK_DELETE);
 	return (int64) SPI_processed;
 }
