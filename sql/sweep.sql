@@ -66,9 +66,11 @@ RESET durable.inbox_max_attempts;
 -- fails, and a WARNING says why.  The same holds for each journal, and for
 -- the worker's passes.
 BEGIN;
+CREATE TEMP SEQUENCE audit_refusals;
 CREATE FUNCTION pg_temp.audit_inbox() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.message_id = 'r1' AND NEW.state <> OLD.state THEN
+        PERFORM nextval('audit_refusals');
         RAISE EXCEPTION 'record r1 is under audit';
     END IF;
     RETURN NEW;
@@ -94,9 +96,12 @@ SELECT pg_sleep(0.1);
 SELECT inbox_expired, outbox_ambiguous FROM durable.sweep();
 SELECT message_id, state FROM durable.inbox WHERE message_id LIKE 'r_' ORDER BY message_id;
 SELECT key, state FROM durable.outbox WHERE key LIKE 'sweep-r-%' ORDER BY key;
--- This process passes over them for a minute: no WARNING and no batch
--- recovered one record at a time at every pass
+-- The batch met r1, then the one-at-a-time recovery
+SELECT last_value AS refusals FROM audit_refusals;
+-- This process passes over them for a minute: no WARNING, and neither the
+-- batch nor a recovery one at a time tries r1 again
 SELECT inbox_expired, outbox_ambiguous FROM durable.sweep();
+SELECT last_value AS refusals FROM audit_refusals;
 -- They are not lost: once the cause is gone, a sweep a minute later, or
 -- instance_start() now, recovers them
 DROP TRIGGER audit_inbox ON durable.inbox;
@@ -105,6 +110,64 @@ SELECT inbox_recovered, outbox_ambiguous FROM durable.instance_start('sweep-r');
 SELECT message_id, state FROM durable.inbox WHERE message_id LIKE 'r_' ORDER BY message_id;
 SELECT key, state FROM durable.outbox WHERE key LIKE 'sweep-r-%' ORDER BY key;
 ROLLBACK;
+
+-- More failures than a process remembers one by one (1,000 per journal)
+-- do not starve the other expired leases: the newest failure past them is
+-- remembered as a mark, and the batches go round every lease that ran out
+-- no later than it.  Here 2,100 expired leases refuse to move and 10 that
+-- ran out later can: the third pass recovers the 10 (without the mark, it
+-- would meet 1,000 unremembered failures again and stop there).
+BEGIN;
+CREATE FUNCTION pg_temp.audit_many() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.source = 'keep' AND NEW.state <> OLD.state THEN
+        RAISE EXCEPTION 'record % is under audit', NEW.message_id;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER audit_many BEFORE UPDATE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.audit_many();
+SELECT count(*) AS leased
+  FROM generate_series(1, 2110) g,
+       durable.inbox_admit(CASE WHEN g <= 2100 THEN 'keep' ELSE 'go' END, 'many-' || g,
+                           'sweep-many-' || g, instance => 'sweep-many', lease => '1h') a;
+UPDATE durable.inbox SET lease_until = now() - interval '1 hour' + substr(message_id, 6)::int * interval '1 ms'
+ WHERE message_id LIKE 'many-%';
+SELECT inbox_expired FROM durable.sweep();
+SELECT inbox_expired FROM durable.sweep();
+SELECT inbox_expired FROM durable.sweep();
+SELECT source, state, count(*) FROM durable.inbox WHERE message_id LIKE 'many-%'
+ GROUP BY source, state ORDER BY source, state;
+ROLLBACK;
+
+-- Errors that are not about a record are not passed over record by record:
+-- in a read-only transaction the sweep fails as a whole, as before, and
+-- nothing is remembered (a sweep right after recovers the lease)
+SELECT state FROM durable.inbox_admit('sweep', 'ro1', 'sweep-ro', instance => 'sweep-ro', lease => '20ms');
+SELECT pg_sleep(0.1);
+BEGIN READ ONLY;
+\set VERBOSITY terse
+SELECT inbox_expired FROM durable.sweep();
+\set VERBOSITY default
+ROLLBACK;
+SELECT inbox_expired FROM durable.sweep();
+-- A cancel (here a statement_timeout that fires in a slow trigger of yours)
+-- ends the sweep, and the session goes on: nothing of the sweep's own
+-- subtransactions is left open
+CREATE FUNCTION pg_temp.slow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM pg_sleep(5); RETURN NEW; END $$;
+CREATE TRIGGER slow BEFORE UPDATE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.slow();
+SELECT state FROM durable.inbox_admit('sweep', 'slow1', 'sweep-slow', instance => 'sweep-slow', lease => '20ms');
+SELECT pg_sleep(0.1);
+SET statement_timeout = '300ms';
+\set VERBOSITY terse
+SELECT inbox_expired FROM durable.sweep();
+\set VERBOSITY default
+RESET statement_timeout;
+SELECT 1 AS still_usable;
+DROP TRIGGER slow ON durable.inbox;
+SELECT inbox_expired FROM durable.sweep();
+DELETE FROM durable.inbox WHERE message_id IN ('ro1', 'slow1');
 
 -- 3. Deferred and retried work coming due (outbox_due)
 

@@ -195,9 +195,19 @@ extern void durable_json_str(StringInfo buf, const char *key, const char *value)
 extern void durable_json_int(StringInfo buf, const char *key, int64 value);
 /*
  * Run fn(arg) in a subtransaction: NULL when it succeeded, else its error
- * (rolled back; the caller frees it).  A cancel is re-thrown, not returned.
+ * (rolled back; the caller frees it).  An error that cannot be about the
+ * rows fn worked on (durable_error_is_global) is thrown on after the
+ * rollback instead of returned.
  */
 extern ErrorData *durable_try(void (*fn) (void *), void *arg);
+
+/*
+ * Whether an error concerns the whole transaction rather than a row: a
+ * cancel or shutdown, a read-only transaction, resources running out, a
+ * serialization failure (the caller must retry its transaction).  Passing
+ * over rows one by one cannot get around those.
+ */
+extern bool durable_error_is_global(int sqlerrcode);
 
 extern void durable_notify_json(const char *channel, StringInfo buf);
 

@@ -64,9 +64,13 @@
 
 /*
  * How long this process passes over a record whose recovery failed, and how
- * many records per journal it remembers (past that, a failure is met again
- * at the next pass).  A lost lease waits for its recovery, so failures are
- * tried again sooner than the purge's.
+ * many records per journal it remembers one by one; past that, the newest
+ * failure is remembered as a mark, and the batches go round every expired
+ * lease that ran out no later than it (older leases that could be recovered
+ * wait for the retry with the failures; without the mark, a pass would meet
+ * a thousand unremembered failures first, every time, and never reach the
+ * others).  A lost lease waits for its recovery, so failures are tried
+ * again sooner than the purge's.
  */
 #define RECOVERY_SKIP_RETRY_MS	(60 * 1000)
 #define RECOVERY_SKIP_MAX		DURABLE_SWEEP_BATCH
@@ -75,18 +79,27 @@
 typedef enum RecoveryScope
 {
 	RECOVER_EXPIRED,			/* expired before now, oldest lease first, but
-								 * those in the skip array */
+								 * those this process passes over */
 	RECOVER_OWNER,				/* held under an instance, in journal order */
 	RECOVER_ONE					/* one record, if its lease expired */
 } RecoveryScope;
+
+/* A recovery statement's arguments beyond now and limit; each scope reads its own. */
+typedef struct RecoveryArgs
+{
+	Datum		skip;			/* EXPIRED: the keys passed over (an array) */
+	TimestampTz mark;			/* EXPIRED: and every lease that ran out by then */
+	Datum		owner;			/* OWNER: the instance (text) */
+	Datum		key;			/* ONE: the record's id (int8) or key (text) */
+} RecoveryArgs;
 
 /*
  * The inbox recovery statement, for a "lost lease" condition given as a
  * column of alias c (the candidate scan) and of alias i (the re-check on
  * the locked row version).  $1 now, $2 limit (NULL: all), $3
- * durable.inbox_max_attempts, $4 the reason, $5 the scope's argument (the
- * skip array, the owner, the record's id).  The CTE returns the moved
- * records in id order so that notifications go out in a stable order.
+ * durable.inbox_max_attempts, $4 the reason, $5-$8 RecoveryArgs.  The CTE
+ * returns the moved records in id order so that notifications go out in a
+ * stable order.
  */
 #define RECOVERY_INBOX_SQL(lost_c, lost_i, order_c) \
 	"WITH moved AS (" \
@@ -107,11 +120,12 @@ typedef enum RecoveryScope
 	"    AND i.state = 'leased' AND " lost_i \
 	"  RETURNING i.id, i.state, i.error)" \
 	" SELECT m.id, m.state = 'dead', m.error FROM moved m ORDER BY m.id"
+#define RECOVERY_INBOX_NARGS 8
 
 /*
- * The outbox recovery statement, same shape: $1 now, $2 limit, $3 the
- * scope's argument.  Owner, token and attempts stay: they say who was
- * sending and how many tries the provider saw.
+ * The outbox recovery statement, same shape: $1 now, $2 limit, $3-$6
+ * RecoveryArgs.  Owner, token and attempts stay: they say who was sending
+ * and how many tries the provider saw.
  */
 #define RECOVERY_OUTBOX_SQL(lost_c, lost_o, order_c) \
 	"WITH flagged AS (" \
@@ -124,45 +138,54 @@ typedef enum RecoveryScope
 	"    AND o.state = 'sending' AND " lost_o \
 	"  RETURNING o.id, o.key, o.chat_id)" \
 	" SELECT f.key, f.chat_id, f.id FROM flagged f ORDER BY f.id"
+#define RECOVERY_OUTBOX_NARGS 6
 
 /*
- * One journal's recovery, as the sweep isolates it: how to recover, the
- * keys of its oldest expired leases for the one-at-a-time fallback ($1 now,
- * $2 limit, $3 the skip array), and the records this process passes over.
+ * One journal's recovery, as the sweep isolates it: how to recover, its
+ * oldest expired leases for the one-at-a-time fallback ($1 now, $2 limit,
+ * $3 the skip array, $4 the mark; key and lease_until), and the records
+ * this process passes over.
  */
 typedef struct RecoveryJournal
 {
-	const char *what;			/* for the WARNING: "inbox records", "sends" */
-	int			(*recover) (TimestampTz now, RecoveryScope scope, Datum arg, int limit);
+	const char *what;			/* for the WARNING: "inbox record", "send" */
+	int			(*recover) (TimestampTz now, RecoveryScope scope, const RecoveryArgs *args,
+							int limit);
 	const char *candidates_sql;
 	SPIPlanPtr	candidates_plan;
 	Oid			key_type;
 	/* Records whose recovery failed in this process (in TopMemoryContext). */
 	Datum	   *skip_keys;
 	int			nskip;
+	TimestampTz skip_mark;		/* DT_NOBEGIN: none */
 	int64		skip_until;		/* durable_clock_us() when they are tried again */
 } RecoveryJournal;
 
-static int	recovery_inbox(TimestampTz now, RecoveryScope scope, Datum arg, int limit);
-static int	recovery_outbox(TimestampTz now, RecoveryScope scope, Datum arg, int limit);
+static int	recovery_inbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args,
+						   int limit);
+static int	recovery_outbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args,
+							int limit);
 
 static RecoveryJournal recovery_journals[] = {
 	{
 		.what = "inbox record",
 		.recover = recovery_inbox,
-		.candidates_sql = "SELECT c.id FROM durable.inbox c"
+		.candidates_sql = "SELECT c.id, c.lease_until FROM durable.inbox c"
 		" WHERE " INBOX_OPEN_SCAN("c") " AND c.state = 'leased' AND c.lease_until < $1"
-		"   AND c.id <> ALL ($3)"
+		"   AND c.id <> ALL ($3) AND c.lease_until > $4"
 		" ORDER BY c.lease_until LIMIT $2",
 		.key_type = INT8OID,
+		.skip_mark = DT_NOBEGIN,
 	},
 	{
 		.what = "send",
 		.recover = recovery_outbox,
-		.candidates_sql = "SELECT c.key FROM durable.outbox c"
-		" WHERE c.state = 'sending' AND c.lease_until < $1 AND c.key <> ALL ($3)"
+		.candidates_sql = "SELECT c.key, c.lease_until FROM durable.outbox c"
+		" WHERE c.state = 'sending' AND c.lease_until < $1"
+		"   AND c.key <> ALL ($3) AND c.lease_until > $4"
 		" ORDER BY c.lease_until LIMIT $2",
 		.key_type = TEXTOID,
+		.skip_mark = DT_NOBEGIN,
 	},
 };
 
@@ -174,30 +197,40 @@ recovery_limit_param(int limit, Datum *value, char *null)
 	*null = (limit > 0) ? ' ' : 'n';
 }
 
-/* The statement of a scope, planned once per process and scope. */
-static SPIPlanPtr
-recovery_plan(SPIPlanPtr *plans, RecoveryScope scope, const char *const *sql, int nargs,
-			  Oid *types, const Oid *arg_types)
+/*
+ * RecoveryArgs as the statements' parameters from `first` on: the skip array
+ * and mark, owner, key; those the scope does not read are NULL.
+ */
+static void
+recovery_args_params(RecoveryScope scope, const RecoveryArgs *args, Datum *values, char *nulls)
 {
-	types[nargs - 1] = arg_types[scope];
-	return durable_plan(&plans[scope], sql[scope], nargs, types);
+	values[0] = args->skip;
+	values[1] = TimestampTzGetDatum(args->mark);
+	values[2] = args->owner;
+	values[3] = args->key;
+	nulls[0] = nulls[1] = (scope == RECOVER_EXPIRED) ? ' ' : 'n';
+	nulls[2] = (scope == RECOVER_OWNER) ? ' ' : 'n';
+	nulls[3] = (scope == RECOVER_ONE) ? ' ' : 'n';
 }
 
 static int
-recovery_inbox(TimestampTz now, RecoveryScope scope, Datum arg, int limit)
+recovery_inbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, int limit)
 {
 	static SPIPlanPtr plans[3];
 	static const char *const sql[3] = {
-		[RECOVER_EXPIRED] = RECOVERY_INBOX_SQL("c.lease_until < $1 AND c.id <> ALL ($5)",
+		[RECOVER_EXPIRED] = RECOVERY_INBOX_SQL("c.lease_until < $1 AND c.id <> ALL ($5)"
+											   " AND c.lease_until > $6",
 											   "i.lease_until < $1", "c.lease_until"),
-		[RECOVER_OWNER] = RECOVERY_INBOX_SQL("c.owner = $5", "i.owner = $5", "c.id"),
-		[RECOVER_ONE] = RECOVERY_INBOX_SQL("c.id = $5 AND c.lease_until < $1",
+		[RECOVER_OWNER] = RECOVERY_INBOX_SQL("c.owner = $7", "i.owner = $7", "c.id"),
+		[RECOVER_ONE] = RECOVERY_INBOX_SQL("c.id = $8 AND c.lease_until < $1",
 										   "i.lease_until < $1", "c.id"),
 	};
-	static const Oid arg_types[3] = {INT8ARRAYOID, TEXTOID, INT8OID};
-	Oid			types[5] = {TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID};
-	Datum		values[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	static const Oid types[RECOVERY_INBOX_NARGS] = {
+		TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID,
+		INT8ARRAYOID, TIMESTAMPTZOID, TEXTOID, INT8OID
+	};
+	Datum		values[RECOVERY_INBOX_NARGS];
+	char		nulls[RECOVERY_INBOX_NARGS] = {' ', ' ', ' ', ' '};
 	uint64		n;
 	uint64		row;
 	int64		dead = 0;
@@ -207,9 +240,9 @@ recovery_inbox(TimestampTz now, RecoveryScope scope, Datum arg, int limit)
 	values[2] = Int32GetDatum(durable_inbox_max_attempts);
 	values[3] = CStringGetTextDatum(scope == RECOVER_OWNER ? RECOVERY_REASON_RESTARTED
 									: RECOVERY_REASON_EXPIRED);
-	values[4] = arg;
-	durable_exec(recovery_plan(plans, scope, sql, 5, types, arg_types), values, nulls,
-				 SPI_OK_SELECT, 0);
+	recovery_args_params(scope, args, &values[4], &nulls[4]);
+	durable_exec(durable_plan(&plans[scope], sql[scope], RECOVERY_INBOX_NARGS, types),
+				 values, nulls, SPI_OK_SELECT, 0);
 
 	n = SPI_processed;
 	for (row = 0; row < n; row++)
@@ -236,28 +269,30 @@ recovery_inbox(TimestampTz now, RecoveryScope scope, Datum arg, int limit)
 }
 
 static int
-recovery_outbox(TimestampTz now, RecoveryScope scope, Datum arg, int limit)
+recovery_outbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, int limit)
 {
 	static SPIPlanPtr plans[3];
 	static const char *const sql[3] = {
-		[RECOVER_EXPIRED] = RECOVERY_OUTBOX_SQL("c.lease_until < $1 AND c.key <> ALL ($3)",
+		[RECOVER_EXPIRED] = RECOVERY_OUTBOX_SQL("c.lease_until < $1 AND c.key <> ALL ($3)"
+												" AND c.lease_until > $4",
 												"o.lease_until < $1", "c.lease_until"),
-		[RECOVER_OWNER] = RECOVERY_OUTBOX_SQL("c.owner = $3", "o.owner = $3", "c.id"),
-		[RECOVER_ONE] = RECOVERY_OUTBOX_SQL("c.key = $3 AND c.lease_until < $1",
+		[RECOVER_OWNER] = RECOVERY_OUTBOX_SQL("c.owner = $5", "o.owner = $5", "c.id"),
+		[RECOVER_ONE] = RECOVERY_OUTBOX_SQL("c.key = $6 AND c.lease_until < $1",
 											"o.lease_until < $1", "c.id"),
 	};
-	static const Oid arg_types[3] = {TEXTARRAYOID, TEXTOID, TEXTOID};
-	Oid			types[3] = {TIMESTAMPTZOID, INT8OID};
-	Datum		values[3];
-	char		nulls[3] = {' ', ' ', ' '};
+	static const Oid types[RECOVERY_OUTBOX_NARGS] = {
+		TIMESTAMPTZOID, INT8OID, TEXTARRAYOID, TIMESTAMPTZOID, TEXTOID, TEXTOID
+	};
+	Datum		values[RECOVERY_OUTBOX_NARGS];
+	char		nulls[RECOVERY_OUTBOX_NARGS] = {' ', ' '};
 	uint64		n;
 	uint64		row;
 
 	values[0] = TimestampTzGetDatum(now);
 	recovery_limit_param(limit, &values[1], &nulls[1]);
-	values[2] = arg;
-	durable_exec(recovery_plan(plans, scope, sql, 3, types, arg_types), values, nulls,
-				 SPI_OK_SELECT, 0);
+	recovery_args_params(scope, args, &values[2], &nulls[2]);
+	durable_exec(durable_plan(&plans[scope], sql[scope], RECOVERY_OUTBOX_NARGS, types),
+				 values, nulls, SPI_OK_SELECT, 0);
 
 	n = SPI_processed;
 	for (row = 0; row < n; row++)
@@ -278,13 +313,17 @@ recovery_outbox(TimestampTz now, RecoveryScope scope, Datum arg, int limit)
 int
 durable_recover_instance_inbox(TimestampTz now, Datum owner)
 {
-	return recovery_inbox(now, RECOVER_OWNER, owner, 0);
+	RecoveryArgs args = {.owner = owner};
+
+	return recovery_inbox(now, RECOVER_OWNER, &args, 0);
 }
 
 int
 durable_recover_instance_outbox(TimestampTz now, Datum owner)
 {
-	return recovery_outbox(now, RECOVER_OWNER, owner, 0);
+	RecoveryArgs args = {.owner = owner};
+
+	return recovery_outbox(now, RECOVER_OWNER, &args, 0);
 }
 
 /*
@@ -308,26 +347,32 @@ recovery_skip_array(const RecoveryJournal *j)
 }
 
 /*
- * Pass over the record of `key` for a while, unless its recovery failed for
- * a reason of the moment (a deadlock, a serialization failure, a lock
- * timeout): those are tried at the next pass.
+ * Pass over the record of `key`, whose lease ran out at lease_until, for a
+ * while, unless its recovery failed for a reason of the moment (a deadlock,
+ * a lock timeout): those are tried at the next pass.
  */
 static void
-recovery_remember_failed(RecoveryJournal *j, Datum key, const ErrorData *edata)
+recovery_remember_failed(RecoveryJournal *j, Datum key, TimestampTz lease_until,
+						 const ErrorData *edata)
 {
 	int16		typlen;
 	bool		typbyval;
 	MemoryContext old;
 
 	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
-		edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
-		j->nskip >= RECOVERY_SKIP_MAX)
+		edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
 		return;
 	if (j->skip_keys == NULL)
 	{
 		j->skip_keys = MemoryContextAlloc(TopMemoryContext,
 										  sizeof(Datum) * RECOVERY_SKIP_MAX);
 		j->skip_until = durable_clock_us() + (int64) RECOVERY_SKIP_RETRY_MS * 1000;
+	}
+	if (j->nskip >= RECOVERY_SKIP_MAX)
+	{
+		/* Candidates come oldest lease first: this one is the newest failure. */
+		j->skip_mark = lease_until;
+		return;
 	}
 	get_typlenbyval(j->key_type, &typlen, &typbyval);
 	old = MemoryContextSwitchTo(TopMemoryContext);
@@ -352,6 +397,7 @@ recovery_forget_failed(RecoveryJournal *j)
 	pfree(j->skip_keys);
 	j->skip_keys = NULL;
 	j->nskip = 0;
+	j->skip_mark = DT_NOBEGIN;
 }
 
 /* A recovery attempt for durable_try: its arguments and what it moved. */
@@ -360,7 +406,7 @@ typedef struct RecoveryCall
 	RecoveryJournal *journal;
 	TimestampTz now;
 	RecoveryScope scope;
-	Datum		arg;
+	RecoveryArgs args;
 	int			limit;
 	int			moved;
 } RecoveryCall;
@@ -370,39 +416,25 @@ recovery_call(void *arg)
 {
 	RecoveryCall *call = (RecoveryCall *) arg;
 
-	call->moved = call->journal->recover(call->now, call->scope, call->arg, call->limit);
-}
-
-/*
- * Run a recovery call in a subtransaction; NULL, or its error.  A
- * serialization failure is thrown on, not returned: it means the caller's
- * snapshot (sweep() under REPEATABLE READ) is older than a record's change,
- * and the caller must retry its transaction rather than go on without it.
- */
-static ErrorData *
-recovery_try(RecoveryCall *call)
-{
-	ErrorData  *edata = durable_try(recovery_call, call);
-
-	if (edata != NULL && edata->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE)
-		ReThrowError(edata);
-	return edata;
+	call->moved = call->journal->recover(call->now, call->scope, &call->args, call->limit);
 }
 
 /*
  * After a batch failed: recover up to `limit` of the journal's oldest
  * expired leases one at a time, each in its own subtransaction, passing
  * over (and remembering) those that fail.  Counts the failures in *failed
- * and keeps the first one's error in *first.
+ * and keeps the first one's error in *first; *candidates gets how many
+ * leases it tried.
  */
 static int
 recovery_one_by_one(RecoveryJournal *j, TimestampTz now, int limit, int *failed,
-					ErrorData **first)
+					ErrorData **first, int *candidates)
 {
-	Oid			types[3] = {TIMESTAMPTZOID, INT8OID,
-	j->key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID};
-	Datum		values[3];
+	Oid			types[4] = {TIMESTAMPTZOID, INT8OID,
+		j->key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID, TIMESTAMPTZOID};
+	Datum		values[4];
 	Datum	   *keys;
+	TimestampTz *lease_until;
 	uint64		n;
 	uint64		i;
 	int			moved = 0;
@@ -410,19 +442,24 @@ recovery_one_by_one(RecoveryJournal *j, TimestampTz now, int limit, int *failed,
 	values[0] = TimestampTzGetDatum(now);
 	values[1] = Int64GetDatum((int64) limit);
 	values[2] = recovery_skip_array(j);
-	durable_exec(durable_plan(&j->candidates_plan, j->candidates_sql, 3, types),
+	values[3] = TimestampTzGetDatum(j->skip_mark);
+	durable_exec(durable_plan(&j->candidates_plan, j->candidates_sql, 4, types),
 				 values, NULL, SPI_OK_SELECT, 0);
 	n = SPI_processed;
 	keys = palloc(sizeof(Datum) * Max(n, 1));
+	lease_until = palloc(sizeof(TimestampTz) * Max(n, 1));
 	for (i = 0; i < n; i++)
+	{
 		keys[i] = durable_col_copy(i, 1);
+		lease_until[i] = DatumGetTimestampTz(durable_col(i, 2));
+	}
 	SPI_freetuptable(SPI_tuptable);
 
 	for (i = 0; i < n; i++)
 	{
 		RecoveryCall call = {.journal = j, .now = now, .scope = RECOVER_ONE,
-		.arg = keys[i], .limit = 1};
-		ErrorData  *edata = recovery_try(&call);
+		.args = {.key = keys[i]}, .limit = 1};
+		ErrorData  *edata = durable_try(recovery_call, &call);
 
 		if (edata == NULL)
 		{
@@ -430,13 +467,15 @@ recovery_one_by_one(RecoveryJournal *j, TimestampTz now, int limit, int *failed,
 			continue;
 		}
 		(*failed)++;
-		recovery_remember_failed(j, keys[i], edata);
+		recovery_remember_failed(j, keys[i], lease_until[i], edata);
 		if (*first == NULL)
 			*first = edata;
 		else
 			FreeErrorData(edata);
 	}
 	pfree(keys);
+	pfree(lease_until);
+	*candidates = (int) n;
 	return moved;
 }
 
@@ -444,28 +483,36 @@ recovery_one_by_one(RecoveryJournal *j, TimestampTz now, int limit, int *failed,
  * The sweep's recovery of one journal's expired leases, at most `limit`
  * records, oldest lease first: a batch in a subtransaction, passing over the
  * records this process failed to recover lately; when the batch fails, its
- * records one at a time, with a WARNING naming the first failure.  A cancel
- * is not caught.  Returns how many records moved.  Caller must be connected
- * to SPI.
+ * records one at a time, with a WARNING naming the first failure.  Errors
+ * that are not about a record (a cancel, a read-only transaction, a
+ * serialization failure: durable_error_is_global) are thrown on.  Returns
+ * how many records moved; *full says whether the pass took as many leases
+ * as it could, so that more may wait.  Caller must be connected to SPI.
  */
 static int
-recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit)
+recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 {
 	RecoveryCall call = {.journal = j, .now = now, .scope = RECOVER_EXPIRED,
 	.limit = limit};
 	ErrorData  *edata;
 	ErrorData  *first = NULL;
 	int			failed = 0;
+	int			candidates = 0;
 	int			moved;
 
 	recovery_forget_failed(j);
-	call.arg = recovery_skip_array(j);
-	edata = recovery_try(&call);
+	call.args.skip = recovery_skip_array(j);
+	call.args.mark = j->skip_mark;
+	edata = durable_try(recovery_call, &call);
 	if (edata == NULL)
+	{
+		*full = *full || call.moved >= limit;
 		return call.moved;
+	}
 	FreeErrorData(edata);
 
-	moved = recovery_one_by_one(j, now, limit, &failed, &first);
+	moved = recovery_one_by_one(j, now, limit, &failed, &first, &candidates);
+	*full = *full || candidates >= limit;
 	if (first != NULL)
 	{
 		ereport(WARNING,
@@ -473,15 +520,19 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit)
 				 errmsg("durable: lease recovery could not recover %d expired %s%s: %s",
 						failed, j->what, failed == 1 ? "" : "s", first->message),
 				 first->detail ? errdetail_internal("%s", first->detail) : 0,
-				 errhint("They stay as they are until the cause is removed, and are tried again every minute; the other expired leases were recovered.")));
+				 errhint("The other expired leases were recovered.  Those that failed stay as they are until the cause is removed: this process passes over them for up to a minute, then tries them again.")));
 		FreeErrorData(first);
 	}
 	return moved;
 }
 
-void
+bool
 durable_recover_expired(TimestampTz now, int *inbox_expired, int *outbox_ambiguous)
 {
-	*inbox_expired = recovery_isolated(&recovery_journals[0], now, DURABLE_SWEEP_BATCH);
-	*outbox_ambiguous = recovery_isolated(&recovery_journals[1], now, DURABLE_SWEEP_BATCH);
+	bool		full = false;
+
+	*inbox_expired = recovery_isolated(&recovery_journals[0], now, DURABLE_SWEEP_BATCH, &full);
+	*outbox_ambiguous = recovery_isolated(&recovery_journals[1], now, DURABLE_SWEEP_BATCH,
+										  &full);
+	return full;
 }

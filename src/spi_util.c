@@ -517,8 +517,10 @@ durable_backoff_us(int attempt, int64 base_us, int64 cap_us)
 /*
  * Run fn(arg) in a subtransaction.  When it fails, the subtransaction is
  * rolled back and its error returned (the caller frees it); NULL when it
- * succeeded.  A cancel (statement_timeout, pg_cancel_backend) is not
- * caught: it ends the caller's statement as it would anywhere else.
+ * succeeded.  An error that cannot be about the rows fn worked on is thrown
+ * on instead, after the rollback (durable_error_is_global): a cancel
+ * (statement_timeout, pg_cancel_backend) ends the caller's statement as it
+ * would anywhere else.
  */
 ErrorData *
 durable_try(void (*fn) (void *), void *arg)
@@ -538,18 +540,35 @@ durable_try(void (*fn) (void *), void *arg)
 	}
 	PG_CATCH();
 	{
+		/*
+		 * Roll the subtransaction back before anything is thrown on: a
+		 * handler above (the caller's transaction, a PL/pgSQL EXCEPTION
+		 * block) must not find it still open and roll back the wrong level.
+		 */
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-		{
-			FreeErrorData(edata);
-			PG_RE_THROW();
-		}
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
 	}
 	PG_END_TRY();
+	if (edata != NULL && durable_error_is_global(edata->sqlerrcode))
+		ReThrowError(edata);
 	return edata;
+}
+
+bool
+durable_error_is_global(int sqlerrcode)
+{
+	switch (ERRCODE_TO_CATEGORY(sqlerrcode))
+	{
+		case ERRCODE_INVALID_TRANSACTION_STATE: /* a read-only transaction */
+		case ERRCODE_INSUFFICIENT_RESOURCES:	/* out of memory, disk full */
+		case ERRCODE_OPERATOR_INTERVENTION: /* cancel, shutdown */
+			return true;
+		default:
+			/* the caller's snapshot is too old: it must retry its transaction */
+			return sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE;
+	}
 }

@@ -696,7 +696,8 @@ durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 		static SPIPlanPtr inbox_due_plan = NULL;
 		int64		started = durable_clock_us();
 
-		durable_recover_expired(now, &result->inbox_expired, &result->outbox_ambiguous);
+		result->recovery_full = durable_recover_expired(now, &result->inbox_expired,
+														&result->outbox_ambiguous);
 		(void) sweep_announce_due(&sweep_inbox_checked_at, now, oldest_writer, &inbox_due_plan,
 								  SWEEP_INBOX_DUE_SQL, "inbox", DQ_INBOX);
 		result->scanned_open = true;
@@ -711,8 +712,6 @@ durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 										  DURABLE_PURGE_BATCH);
 	permits = sweep_permits_isolated(now);
 
-	result->recovery_full = result->inbox_expired >= DURABLE_SWEEP_BATCH ||
-		result->outbox_ambiguous >= DURABLE_SWEEP_BATCH;
 	result->purge_full = result->purged >= DURABLE_PURGE_BATCH ||
 		permits >= DURABLE_SWEEP_BATCH;
 

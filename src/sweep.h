@@ -55,10 +55,11 @@ extern int	durable_recover_instance_outbox(TimestampTz now, Datum owner);
 /*
  * The sweep's recovery: the same for up to DURABLE_SWEEP_BATCH leases of
  * each journal that expired before now, each journal in a subtransaction,
- * passing over records whose recovery fails (a WARNING says why).  Caller
- * must be connected to SPI.
+ * passing over records whose recovery fails (a WARNING says why).  Returns
+ * whether a journal had as many expired leases as it took (more may wait).
+ * Caller must be connected to SPI.
  */
-extern void durable_recover_expired(TimestampTz now, int *inbox_expired,
+extern bool durable_recover_expired(TimestampTz now, int *inbox_expired,
 									int *outbox_ambiguous);
 
 /* ---- The sweep pass (sweep.c) ---- */
