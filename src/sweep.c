@@ -371,8 +371,8 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, bool guarded, bool sk
 
 /*
  * Pass over the record of `key` in this process's batches for a while,
- * unless its delete failed for a reason of the moment (a deadlock, a
- * serialization failure, a lock timeout): those are tried at the next pass.
+ * unless its delete failed for a reason of the moment (a deadlock, a lock
+ * timeout): those are tried at the next pass.
  */
 static void
 sweep_remember_failed(SweepJournal *j, Datum key, const ErrorData *edata)
