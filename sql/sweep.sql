@@ -336,15 +336,16 @@ ROLLBACK;
 -- More failures than the passes remember one by one (1,000 per journal)
 -- do not stall retention: the newest failure past them is remembered as a
 -- mark, the passes go round everything finished no later than it, and the
--- newer records are purged.  Here 1,500 old records refuse to go, 10 newer
--- ones can; each pass tries 250.  A failing inbox batch does not hold back
--- the outbox's: its old sent record goes in the first pass.
+-- newer records are purged.  Here 1,010 old records refuse to go, 10 newer
+-- ones can; each pass tries 125 of the inbox's (half its 250 go to the
+-- inbox first).  A failing inbox batch does not hold back the outbox's: its
+-- old sent record goes in the first pass.
 BEGIN;
 SELECT count(durable.inbox_complete(a.id, a.token)) AS finished
-  FROM generate_series(1, 1510) g,
-       durable.inbox_admit(CASE WHEN g <= 1500 THEN 'keep' ELSE 'gone' END, 'many-' || g,
+  FROM generate_series(1, 1020) g,
+       durable.inbox_admit(CASE WHEN g <= 1010 THEN 'keep' ELSE 'gone' END, 'many-' || g,
                            'sweep-many-' || g, instance => 'sweep-a') a;
-UPDATE durable.inbox SET done_at = now() - interval '300 days' - (1510 - substr(message_id, 6)::int) * interval '1 s',
+UPDATE durable.inbox SET done_at = now() - interval '300 days' - (1020 - substr(message_id, 6)::int) * interval '1 s',
                          finished_at = now() - interval '300 days'
  WHERE message_id LIKE 'many-%';
 SELECT action FROM durable.outbox_begin('sweep-many-send', 'sweep-many', '{}', 'sweep-a');
@@ -359,11 +360,16 @@ CREATE TRIGGER refuse_kept BEFORE DELETE ON durable.inbox FOR EACH ROW EXECUTE F
 SET LOCAL client_min_messages = error;
 SELECT purged FROM durable.sweep();
 SELECT count(*) AS sent_left FROM durable.outbox WHERE key = 'sweep-many-send';
+-- seven more passes meet the rest of the first 1,000 failures
 SELECT purged FROM durable.sweep();
 SELECT purged FROM durable.sweep();
 SELECT purged FROM durable.sweep();
 SELECT purged FROM durable.sweep();
 SELECT purged FROM durable.sweep();
+SELECT purged FROM durable.sweep();
+SELECT purged FROM durable.sweep();
+-- the ninth meets the last 10 (the newest becomes the mark) and purges the
+-- 10 newer records
 SELECT purged FROM durable.sweep();
 SELECT source, count(*) AS left FROM durable.inbox WHERE message_id LIKE 'many-%' GROUP BY source ORDER BY source;
 ROLLBACK;

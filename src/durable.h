@@ -203,9 +203,9 @@ extern ErrorData *durable_try(void (*fn) (void *), void *arg);
 
 /*
  * Whether an error concerns the whole transaction rather than a row: a
- * cancel or shutdown, a read-only transaction, resources running out, a
- * serialization failure (the caller must retry its transaction).  Passing
- * over rows one by one cannot get around those.
+ * cancel or shutdown, a write in a read-only transaction, a serialization
+ * failure under REPEATABLE READ or SERIALIZABLE (the caller must retry its
+ * transaction).  Passing over rows one by one cannot get around those.
  */
 extern bool durable_error_is_global(int sqlerrcode);
 

@@ -423,12 +423,11 @@ recovery_call(void *arg)
  * After a batch failed: recover up to `limit` of the journal's oldest
  * expired leases one at a time, each in its own subtransaction, passing
  * over (and remembering) those that fail.  Counts the failures in *failed
- * and keeps the first one's error in *first; *candidates gets how many
- * leases it tried.
+ * and keeps the first one's error in *first.
  */
 static int
 recovery_one_by_one(RecoveryJournal *j, TimestampTz now, int limit, int *failed,
-					ErrorData **first, int *candidates)
+					ErrorData **first)
 {
 	Oid			types[4] = {TIMESTAMPTZOID, INT8OID,
 		j->key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID, TIMESTAMPTZOID};
@@ -475,7 +474,6 @@ recovery_one_by_one(RecoveryJournal *j, TimestampTz now, int limit, int *failed,
 	}
 	pfree(keys);
 	pfree(lease_until);
-	*candidates = (int) n;
 	return moved;
 }
 
@@ -484,10 +482,9 @@ recovery_one_by_one(RecoveryJournal *j, TimestampTz now, int limit, int *failed,
  * records, oldest lease first: a batch in a subtransaction, passing over the
  * records this process failed to recover lately; when the batch fails, its
  * records one at a time, with a WARNING naming the first failure.  Errors
- * that are not about a record (a cancel, a read-only transaction, a
- * serialization failure: durable_error_is_global) are thrown on.  Returns
- * how many records moved; *full says whether the pass took as many leases
- * as it could, so that more may wait.  Caller must be connected to SPI.
+ * that are not about a record (durable_error_is_global) are thrown on.  Returns
+ * how many records moved; *full is set when a batch moved as many as it
+ * could, so that more may wait.  Caller must be connected to SPI.
  */
 static int
 recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
@@ -497,7 +494,6 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 	ErrorData  *edata;
 	ErrorData  *first = NULL;
 	int			failed = 0;
-	int			candidates = 0;
 	int			moved;
 
 	recovery_forget_failed(j);
@@ -511,8 +507,13 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 	}
 	FreeErrorData(edata);
 
-	moved = recovery_one_by_one(j, now, limit, &failed, &first, &candidates);
-	*full = *full || candidates >= limit;
+	/*
+	 * Not full after a fallback, however many it tried: the failures it does
+	 * not remember (deadlocks, lock timeouts) would come back at once, and
+	 * the worker would run pass after pass without its pause.
+	 */
+	moved = recovery_one_by_one(j, now, limit, &failed, &first);
+	*full = *full || moved >= limit;
 	if (first != NULL)
 	{
 		ereport(WARNING,

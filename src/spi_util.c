@@ -558,17 +558,20 @@ durable_try(void (*fn) (void *), void *arg)
 	return edata;
 }
 
+/*
+ * A trigger of the user's can raise any SQLSTATE for a reason of its own
+ * (an archive table on a full disk, a remote read-only server), so the
+ * codes that mean "this transaction" are believed only when the
+ * transaction's state says the same.
+ */
 bool
 durable_error_is_global(int sqlerrcode)
 {
-	switch (ERRCODE_TO_CATEGORY(sqlerrcode))
-	{
-		case ERRCODE_INVALID_TRANSACTION_STATE: /* a read-only transaction */
-		case ERRCODE_INSUFFICIENT_RESOURCES:	/* out of memory, disk full */
-		case ERRCODE_OPERATOR_INTERVENTION: /* cancel, shutdown */
-			return true;
-		default:
-			/* the caller's snapshot is too old: it must retry its transaction */
-			return sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE;
-	}
+	if (ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
+		return true;			/* cancel, shutdown */
+	if (sqlerrcode == ERRCODE_READ_ONLY_SQL_TRANSACTION)
+		return XactReadOnly;
+	if (sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE)
+		return IsolationUsesXactSnapshot();	/* the caller must retry its transaction */
+	return false;
 }

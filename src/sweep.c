@@ -221,7 +221,9 @@ typedef struct SweepJournal
 	int64		skip_until;		/* durable_clock_us() when they are tried again */
 	/* Where this process's passes resume the direct purge (sweep_purge_from). */
 	TimestampTz resume_from;	/* finish time of the last record deleted */
-	TransactionId resume_xid;	/* the (sub)transaction that deleted it */
+	TransactionId resume_xid;	/* the (sub)transaction that deleted it;
+								 * FrozenTransactionId once seen committed */
+	int64		resume_set_at;	/* durable_clock_us() when it was set */
 	int64		full_walk_at;	/* durable_clock_us() of the last walk from the oldest */
 } SweepJournal;
 
@@ -445,19 +447,30 @@ sweep_forget_failed(void)
  * only once the (sub)transaction that deleted up to it has committed.
  */
 #define SWEEP_FULL_WALK_MS	(60 * 1000)
+#define SWEEP_RESUME_CHECK_MS	(10 * 60 * 1000)
 
 static TimestampTz
 sweep_purge_from(SweepJournal *j, TimestampTz cutoff)
 {
 	int64		now = durable_clock_us();
 
+	/*
+	 * Once the (sub)transaction that set the resume point has ended, look
+	 * up whether it committed, and only while it is recent (its status is
+	 * surely still in pg_xact): a point that committed is kept, as
+	 * FrozenTransactionId, over walks from the oldest that delete nothing,
+	 * or quiet passes would all walk from the oldest.
+	 */
+	if (TransactionIdIsNormal(j->resume_xid) &&
+		!TransactionIdIsCurrentTransactionId(j->resume_xid))
+		j->resume_xid = (now - j->resume_set_at < (int64) SWEEP_RESUME_CHECK_MS * 1000 &&
+						 TransactionIdDidCommit(j->resume_xid))
+			? FrozenTransactionId : InvalidTransactionId;
+
 	if (j->full_walk_at == 0 || now - j->full_walk_at >= (int64) SWEEP_FULL_WALK_MS * 1000 ||
-		!TransactionIdIsValid(j->resume_xid) || j->resume_from >= cutoff ||
-		(!TransactionIdIsCurrentTransactionId(j->resume_xid) &&
-		 !TransactionIdDidCommit(j->resume_xid)))
+		!TransactionIdIsValid(j->resume_xid) || j->resume_from >= cutoff)
 	{
 		j->full_walk_at = now;
-		j->resume_xid = InvalidTransactionId;
 		return DT_NOBEGIN;
 	}
 	return j->resume_from;
@@ -487,6 +500,7 @@ sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass)
 		{
 			j->resume_from = last;
 			j->resume_xid = GetCurrentTransactionIdIfAny();
+			j->resume_set_at = durable_clock_us();
 		}
 	}
 	if (deleted >= 0)
@@ -596,33 +610,48 @@ sweep_purge_one_by_one(SweepJournal *j, TimestampTz cutoff, int64 limit,
  * purge — still commits, and the batch's records are deleted one at a
  * time, passing over those that fail, with a WARNING naming the first
  * failure.  The one-at-a-time deletes of both journals, failed or not,
- * stay within `limit`, as the batches do.  A cancel is not caught.
+ * stay within `limit`, as the batches do.  Errors that are not about a
+ * record (durable_error_is_global) are thrown on.
  * Returns how many records were purged.  Caller must be connected to SPI.
  */
 static int64
 sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 {
+	/*
+	 * The inbox with half the limit, the outbox with what is left, then the
+	 * inbox again with the rest: a backlog in one journal does not hold the
+	 * other's purge back, pass after pass.
+	 */
+	static const int order[] = {0, 1, 0};
+	bool		more[lengthof(sweep_journals)];
 	ErrorData  *first = NULL;
 	int64		failed = 0;
 	int64		purged = 0;
-	int			i;
+	int			step;
 
 	sweep_forget_failed();
-	for (i = 0; i < lengthof(sweep_journals) && purged < limit; i++)
+	memset(more, true, sizeof(more));
+	for (step = 0; step < lengthof(order) && purged < limit; step++)
 	{
-		SweepJournal *j = &sweep_journals[i];
-		SweepPurgeCall call = {.cutoff = cutoff, .limit = limit - purged, .journal = j};
-		ErrorData  *edata = durable_try(sweep_purge_batch_call, &call);
+		SweepJournal *j = &sweep_journals[order[step]];
+		int64		budget = (step == 0) ? (limit + 1) / 2 : limit - purged;
+		SweepPurgeCall call = {.cutoff = cutoff, .limit = budget, .journal = j};
+		ErrorData  *edata;
 
+		if (!more[order[step]])
+			continue;
+		edata = durable_try(sweep_purge_batch_call, &call);
 		if (edata == NULL)
 		{
 			purged += call.deleted;
+			more[order[step]] = call.deleted >= budget;
 			continue;
 		}
 		FreeErrorData(edata);
 		if (purged + failed < limit)
-			purged += sweep_purge_one_by_one(j, cutoff, limit - purged - failed, &failed,
-											 &first);
+			purged += sweep_purge_one_by_one(j, cutoff, Min(budget, limit - purged - failed),
+											 &failed, &first);
+		more[order[step]] = false;
 	}
 	if (first != NULL)
 	{
