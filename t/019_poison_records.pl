@@ -1,0 +1,134 @@
+# t/019_poison_records.pl
+# The worker's passes against records that refuse to move: a trigger of the
+# user's raises for one expired lease (recovery) and for one finished record
+# (retention), with SQLSTATEs that could also mean "this transaction" (out
+# of memory, read-only transaction).  The worker must go on recovering and
+# purging everything else, stay the same process (no crash and restart on
+# the same record, pass after pass), log the failures once, not at every
+# pass, and not run passes back to back.
+# (sweep() by hand against the same failures: sql/sweep.sql.)
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $node = PostgreSQL::Test::Cluster->new('poison');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'durable'
+durable.naptime = '200ms'
+durable.retention = '1h'
+log_min_messages = debug1
+});
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION durable');
+
+my $worker_sql = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'durable worker'";
+ok($node->poll_query_until('postgres', "SELECT count(*) = 1 FROM ($worker_sql) w"),
+	'the worker runs');
+my $pid = $node->safe_psql('postgres', $worker_sql);
+
+# Finished records: 'kept' will refuse its delete, 'old-1' and 'old-2' can
+# go.  Leases: 'stuck' will refuse to move, 'lost-1' and 'lost-2' can; and
+# sends: 'stuck-send' will refuse, 'lost-send' can.  (Written before the
+# triggers exist: durable's own writes refuse to run on journals with
+# triggers, see "Writes that skip the executor" in the README; the sweep's
+# statements fire them.)
+$node->safe_psql(
+	'postgres', q{
+SELECT durable.inbox_complete(a.id, a.token)
+  FROM unnest(ARRAY['kept', 'old-1', 'old-2']) m,
+       durable.inbox_admit('tap', m, 'chat-' || m, instance => 'bot') a;
+SELECT count(*) FROM unnest(ARRAY['stuck', 'lost-1', 'lost-2']) m,
+       durable.inbox_admit('tap', m, 'chat-' || m, instance => 'bot', lease => '1h') a;
+SELECT count(*) FROM unnest(ARRAY['stuck-send', 'lost-send']) k,
+       durable.outbox_begin(k, 'chat-' || k, '{}', 'bot', lease => '1h') b;
+});
+
+# The triggers raise SQLSTATEs that could also mean "this transaction": out
+# of memory, a read-only transaction.
+$node->safe_psql(
+	'postgres', q{
+CREATE FUNCTION public.refuse_inbox_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.message_id = 'stuck' AND NEW.state <> OLD.state THEN
+        RAISE EXCEPTION 'audit store is full' USING ERRCODE = 'out_of_memory';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE FUNCTION public.refuse_outbox_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.key = 'stuck-send' AND NEW.state <> OLD.state THEN
+        RAISE EXCEPTION 'remote audit is read-only' USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE FUNCTION public.refuse_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.message_id = 'kept' THEN
+        RAISE EXCEPTION 'archive is full' USING ERRCODE = 'out_of_memory';
+    END IF;
+    RETURN OLD;
+END $$;
+CREATE TRIGGER refuse_update BEFORE UPDATE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION public.refuse_inbox_update();
+CREATE TRIGGER refuse_update BEFORE UPDATE ON durable.outbox
+    FOR EACH ROW EXECUTE FUNCTION public.refuse_outbox_update();
+CREATE TRIGGER refuse_delete BEFORE DELETE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION public.refuse_delete();
+});
+
+# Now the finished records pass the retention and the leases run out.
+my $log_offset = -s $node->logfile;
+$node->safe_psql(
+	'postgres', q{
+UPDATE durable.inbox SET done_at = now() - interval '2 hours' WHERE state = 'done';
+UPDATE durable.inbox SET lease_until = now() - interval '1 s' WHERE state = 'leased';
+UPDATE durable.outbox SET lease_until = now() - interval '1 s' WHERE state = 'sending';
+});
+
+ok( $node->poll_query_until(
+		'postgres', q{
+SELECT (SELECT count(*) FROM durable.inbox WHERE message_id LIKE 'lost-%' AND state = 'pending') = 2
+   AND (SELECT state FROM durable.outbox WHERE key = 'lost-send') = 'unknown'
+   AND (SELECT count(*) FROM durable.inbox WHERE message_id LIKE 'old-%') = 0}),
+	'the worker recovers and purges the other records');
+is( $node->safe_psql(
+		'postgres', q{
+SELECT string_agg(message_id || ' ' || state, ', ' ORDER BY message_id) FROM durable.inbox
+ WHERE message_id IN ('kept', 'stuck')}),
+	'kept done, stuck leased',
+	'the records that refuse stay as they are');
+is($node->safe_psql('postgres', "SELECT state FROM durable.outbox WHERE key = 'stuck-send'"),
+	'sending', 'so does the send that refuses');
+
+# Two seconds more: about ten passes at 200 ms.
+sleep 2;
+is($node->safe_psql('postgres', $worker_sql), $pid,
+	'the worker is the same process: no crash and restart on the same records');
+my $log = slurp_file($node->logfile, $log_offset);
+my $recovery_warnings = () = $log =~ /lease recovery could not recover 1 expired inbox record: audit store is full/g;
+my $send_warnings = () = $log =~ /lease recovery could not recover 1 expired send: remote audit is read-only/g;
+my $purge_warnings = () = $log =~ /retention purge could not delete 1 finished record: archive is full/g;
+is($recovery_warnings, 1, 'the refused recovery is logged once, not at every pass');
+is($send_warnings, 1, 'so is the refused send');
+is($purge_warnings, 1, 'and the refused delete');
+my $passes = () = $log =~ /durable worker: swept database "postgres"/g;
+cmp_ok($passes, '<=', 40, "the passes keep their pause ($passes logged)");
+
+# Once the cause is gone the next attempts (a minute later for recovery)
+# move them; instance_start does it at once.
+$node->safe_psql('postgres',
+	'DROP TRIGGER refuse_update ON durable.inbox; DROP TRIGGER refuse_update ON durable.outbox');
+is( $node->safe_psql(
+		'postgres', "SELECT inbox_recovered || ' ' || outbox_ambiguous FROM durable.instance_start('bot')"),
+	'1 1',
+	'once the cause is gone, the records are recovered');
+
+$node->stop;
+done_testing();
