@@ -411,6 +411,23 @@ SELECT pass, purged,
   FROM walks ORDER BY pass;
 ROLLBACK;
 
+-- A resume point counts only once the deletes up to it committed: after a
+-- pass that rolled back, the next pass walks from the oldest again, and
+-- the oldest records go
+SELECT count(durable.inbox_complete(a.id, a.token)) AS finished
+  FROM generate_series(1, 300) g,
+       durable.inbox_admit('walk', 'walk-' || g, 'sweep-walk-' || g, instance => 'sweep-a') a;
+UPDATE durable.inbox
+   SET done_at = now() - interval '7 days 1 hour' + substr(message_id, 6)::int * interval '1 ms'
+ WHERE source = 'walk';
+BEGIN;
+SELECT purged FROM durable.sweep();
+ROLLBACK;
+SELECT purged FROM durable.sweep();
+SELECT count(*) FILTER (WHERE message_id = 'walk-1') AS oldest_left, count(*) AS left
+  FROM durable.inbox WHERE source = 'walk';
+DELETE FROM durable.inbox WHERE source = 'walk';
+
 -- 5. Bad arguments (22023)
 
 \set VERBOSITY terse

@@ -202,12 +202,12 @@ extern void durable_json_int(StringInfo buf, const char *key, int64 value);
 extern ErrorData *durable_try(void (*fn) (void *), void *arg);
 
 /*
- * Whether an error concerns the whole transaction rather than a row: a
- * cancel or shutdown, a write in a read-only transaction, a serialization
+ * Whether an error concerns the whole transaction rather than a row: this
+ * backend's cancel, a write in a read-only transaction, a serialization
  * failure under REPEATABLE READ or SERIALIZABLE (the caller must retry its
  * transaction).  Passing over rows one by one cannot get around those.
  */
-extern bool durable_error_is_global(int sqlerrcode);
+extern bool durable_error_is_global(const ErrorData *edata);
 
 extern void durable_notify_json(const char *channel, StringInfo buf);
 

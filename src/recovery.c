@@ -265,6 +265,8 @@ recovery_inbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, i
 		durable_claim_floor_lower(DQ_INBOX, durable_col_int64(0, 1));
 		durable_wake_at_commit(DQ_INBOX);
 	}
+	/* A fallback runs up to a batch of these in one pass. */
+	SPI_freetuptable(SPI_tuptable);
 	return (int) n;
 }
 
@@ -307,6 +309,7 @@ recovery_outbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, 
 		/* unknown does not hold back its chat: younger sends may go. */
 		durable_wake_at_commit(DQ_OUTBOX);
 	}
+	SPI_freetuptable(SPI_tuptable);
 	return (int) n;
 }
 
@@ -348,20 +351,17 @@ recovery_skip_array(const RecoveryJournal *j)
 
 /*
  * Pass over the record of `key`, whose lease ran out at lease_until, for a
- * while, unless its recovery failed for a reason of the moment (a deadlock,
- * a lock timeout): those are tried at the next pass.
+ * while.  Failures of the moment (a deadlock, a lock timeout in a trigger)
+ * are remembered too: tried again at every pass, a batch of them would be
+ * recovered one at a time and logged at every pass.
  */
 static void
-recovery_remember_failed(RecoveryJournal *j, Datum key, TimestampTz lease_until,
-						 const ErrorData *edata)
+recovery_remember_failed(RecoveryJournal *j, Datum key, TimestampTz lease_until)
 {
 	int16		typlen;
 	bool		typbyval;
 	MemoryContext old;
 
-	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
-		edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
-		return;
 	if (j->skip_keys == NULL)
 	{
 		j->skip_keys = MemoryContextAlloc(TopMemoryContext,
@@ -466,7 +466,7 @@ recovery_one_by_one(RecoveryJournal *j, TimestampTz now, int limit, int *failed,
 			continue;
 		}
 		(*failed)++;
-		recovery_remember_failed(j, keys[i], lease_until[i], edata);
+		recovery_remember_failed(j, keys[i], lease_until[i]);
 		if (*first == NULL)
 			*first = edata;
 		else
@@ -508,9 +508,9 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 	FreeErrorData(edata);
 
 	/*
-	 * Not full after a fallback, however many it tried: the failures it does
-	 * not remember (deadlocks, lock timeouts) would come back at once, and
-	 * the worker would run pass after pass without its pause.
+	 * Full after a fallback only when it moved a whole batch, however many
+	 * it tried: otherwise the worker could run pass after pass without its
+	 * pause, meeting the same failures.
 	 */
 	moved = recovery_one_by_one(j, now, limit, &failed, &first);
 	*full = *full || moved >= limit;

@@ -390,22 +390,37 @@ durable_json_int(StringInfo buf, const char *key, int64 value)
  * notification fails.  An announcement is a hint — the record stays dead,
  * unknown or due, and metrics() counts it — so it is not worth failing the
  * transaction that moved the record: a bot's outbox_failed, the sweep's
- * lease recovery.  The WARNING comes once a minute per process.
+ * lease recovery.  The WARNING comes once a minute per process; with
+ * durable.notify_queue_max = 0 (announcements off) there is none.
  */
 static bool
 notify_queue_too_full(const char *channel)
 {
+	static int64 checked_at = 0;
+	static bool too_full = false;
 	static int64 warned_at = 0;
-	LOCAL_FCINFO(fcinfo, 0);
-	double		usage;
 	int64		now;
+	double		usage = 0.0;
 
-	InitFunctionCallInfoData(*fcinfo, NULL, 0, InvalidOid, NULL, NULL);
-	usage = DatumGetFloat8(pg_notification_queue_usage(fcinfo));
-	if (usage < durable_notify_queue_max)
-		return false;
+	if (durable_notify_queue_max <= 0.0)
+		return true;			/* announcements turned off */
+
+	/*
+	 * Looked up at most every 100 ms: pg_notification_queue_usage() first
+	 * advances the queue's tail under its server-wide locks, and a pass can
+	 * announce a thousand records.
+	 */
 	now = durable_clock_us();
-	if (warned_at == 0 || now - warned_at >= 60 * USECS_PER_SEC)
+	if (checked_at == 0 || now - checked_at >= 100 * 1000)
+	{
+		LOCAL_FCINFO(fcinfo, 0);
+
+		InitFunctionCallInfoData(*fcinfo, NULL, 0, InvalidOid, NULL, NULL);
+		usage = DatumGetFloat8(pg_notification_queue_usage(fcinfo));
+		too_full = usage >= durable_notify_queue_max;
+		checked_at = now;
+	}
+	if (too_full && checked_at == now && (warned_at == 0 || now - warned_at >= 60 * USECS_PER_SEC))
 	{
 		warned_at = now;
 		ereport(WARNING,
@@ -416,7 +431,7 @@ notify_queue_too_full(const char *channel)
 						   durable_notify_queue_max),
 				 errhint("Find the listener that stopped reading (pg_stat_activity: a session idle in transaction) and end it.  This WARNING comes at most once a minute.")));
 	}
-	return true;
+	return too_full;
 }
 
 void
@@ -553,25 +568,32 @@ durable_try(void (*fn) (void *), void *arg)
 		CurrentResourceOwner = owner;
 	}
 	PG_END_TRY();
-	if (edata != NULL && durable_error_is_global(edata->sqlerrcode))
+	if (edata != NULL && durable_error_is_global(edata))
 		ReThrowError(edata);
 	return edata;
 }
 
 /*
  * A trigger of the user's can raise any SQLSTATE for a reason of its own
- * (an archive table on a full disk, a remote read-only server), so the
- * codes that mean "this transaction" are believed only when the
- * transaction's state says the same.
+ * (an archive table on a full disk, a remote server's statement timeout
+ * passed on by postgres_fdw), so the codes that mean "this transaction" are
+ * believed only when the backend's own state says the same: a cancel raised
+ * by ProcessInterrupts (statement_timeout, pg_cancel_backend), a write
+ * refused in a read-only transaction, a serialization failure under a
+ * transaction snapshot.
  */
 bool
-durable_error_is_global(int sqlerrcode)
+durable_error_is_global(const ErrorData *edata)
 {
-	if (ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
-		return true;			/* cancel, shutdown */
-	if (sqlerrcode == ERRCODE_READ_ONLY_SQL_TRANSACTION)
-		return XactReadOnly;
-	if (sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE)
-		return IsolationUsesXactSnapshot();	/* the caller must retry its transaction */
-	return false;
+	switch (edata->sqlerrcode)
+	{
+		case ERRCODE_QUERY_CANCELED:
+			return edata->funcname != NULL && strcmp(edata->funcname, "ProcessInterrupts") == 0;
+		case ERRCODE_READ_ONLY_SQL_TRANSACTION:
+			return XactReadOnly;
+		case ERRCODE_T_R_SERIALIZATION_FAILURE:
+			return IsolationUsesXactSnapshot();
+		default:
+			return false;
+	}
 }

@@ -372,19 +372,17 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, bool guarded, bool sk
 }
 
 /*
- * Pass over the record of `key` in this process's batches for a while,
- * unless its delete failed for a reason of the moment (a deadlock, a lock
- * timeout): those are tried at the next pass.
+ * Pass over the record of `key` in this process's batches for a while.
+ * Failures of the moment (a deadlock, a lock timeout in a trigger) are
+ * remembered too: tried again at every pass, a batch of them would be
+ * deleted one at a time and logged at every pass.
  */
 static void
-sweep_remember_failed(SweepJournal *j, Datum key, const ErrorData *edata)
+sweep_remember_failed(SweepJournal *j, Datum key)
 {
 	char	   *literal;
 	MemoryContext old;
 
-	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
-		edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
-		return;
 	literal = j->key_type == INT8OID
 		? psprintf(INT64_FORMAT, DatumGetInt64(key))
 		: quote_literal_cstr(TextDatumGetCString(key));
@@ -590,7 +588,7 @@ sweep_purge_one_by_one(SweepJournal *j, TimestampTz cutoff, int64 limit,
 		else
 		{
 			(*failed)++;
-			sweep_remember_failed(j, keys[i], edata);
+			sweep_remember_failed(j, keys[i]);
 			if (*first == NULL)
 				*first = edata;
 			else

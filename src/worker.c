@@ -83,6 +83,7 @@
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "commands/extension.h"
+#include "commands/trigger.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "pgstat.h"
@@ -1068,7 +1069,19 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 
 	present = wkr_lock_extension();
 	if (present && wkr_schema_current())
+	{
+		ConstraintsSetStmt *immediate = makeNode(ConstraintsSetStmt);
+
+		/*
+		 * SET CONSTRAINTS ALL IMMEDIATE: a deferred constraint trigger of
+		 * yours on a journal then fires at the end of each statement, within
+		 * the step's subtransaction, so that one record it refuses is passed
+		 * over; at commit it would fail the whole pass, at every pass.
+		 */
+		immediate->deferred = false;
+		AfterTriggerSetState(immediate);
 		durable_sweep_pass(GetCurrentTimestamp(), scan_open, res);
+	}
 
 	SPI_finish();
 	PopActiveSnapshot();

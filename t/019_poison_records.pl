@@ -1,11 +1,13 @@
 # t/019_poison_records.pl
-# The worker's passes against records that refuse to move: a trigger of the
-# user's raises for one expired lease (recovery) and for one finished record
+# The worker's passes against records that refuse to move: triggers of the
+# user's raise for expired leases (recovery) and finished records
 # (retention), with SQLSTATEs that could also mean "this transaction" (out
-# of memory, read-only transaction).  The worker must go on recovering and
-# purging everything else, stay the same process (no crash and restart on
-# the same record, pass after pass), log the failures once, not at every
-# pass, and not run passes back to back.
+# of memory, read-only transaction, query canceled as postgres_fdw passes on
+# a remote timeout) or a failure of the moment (lock not available), and a
+# deferred constraint trigger refuses one at commit.  The worker must go on
+# recovering and purging everything else, stay the same process (no crash
+# and restart on the same record, pass after pass), log the failures once,
+# not at every pass, and not run passes back to back.
 # (sweep() by hand against the same failures: sql/sweep.sql.)
 
 use strict;
@@ -42,16 +44,18 @@ my $pid = $node->safe_psql('postgres', $worker_sql);
 $node->safe_psql(
 	'postgres', q{
 SELECT durable.inbox_complete(a.id, a.token)
-  FROM unnest(ARRAY['kept', 'old-1', 'old-2']) m,
+  FROM unnest(ARRAY['kept', 'kept-ro', 'old-1', 'old-2']) m,
        durable.inbox_admit('tap', m, 'chat-' || m, instance => 'bot') a;
-SELECT count(*) FROM unnest(ARRAY['stuck', 'lost-1', 'lost-2']) m,
+SELECT count(*) FROM unnest(ARRAY['stuck', 'stuck-deferred', 'lost-1', 'lost-2']) m,
        durable.inbox_admit('tap', m, 'chat-' || m, instance => 'bot', lease => '1h') a;
 SELECT count(*) FROM unnest(ARRAY['stuck-send', 'lost-send']) k,
        durable.outbox_begin(k, 'chat-' || k, '{}', 'bot', lease => '1h') b;
 });
 
-# The triggers raise SQLSTATEs that could also mean "this transaction": out
-# of memory, a read-only transaction.
+# The triggers: 'stuck' refuses with out_of_memory, 'stuck-deferred' at
+# commit (a deferred constraint trigger), 'stuck-send' with
+# lock_not_available, 'kept' with query_canceled, 'kept-ro' with
+# read_only_sql_transaction.
 $node->safe_psql(
 	'postgres', q{
 CREATE FUNCTION public.refuse_inbox_update() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -61,17 +65,27 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
+CREATE FUNCTION public.refuse_deferred() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.message_id = 'stuck-deferred' AND NEW.state <> OLD.state THEN
+        RAISE EXCEPTION 'deferred audit refuses stuck-deferred';
+    END IF;
+    RETURN NULL;
+END $$;
 CREATE FUNCTION public.refuse_outbox_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.key = 'stuck-send' AND NEW.state <> OLD.state THEN
-        RAISE EXCEPTION 'remote audit is read-only' USING ERRCODE = 'read_only_sql_transaction';
+        RAISE EXCEPTION 'audit row is locked' USING ERRCODE = 'lock_not_available';
     END IF;
     RETURN NEW;
 END $$;
 CREATE FUNCTION public.refuse_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF OLD.message_id = 'kept' THEN
-        RAISE EXCEPTION 'archive is full' USING ERRCODE = 'out_of_memory';
+        RAISE EXCEPTION 'remote archive timed out' USING ERRCODE = 'query_canceled';
+    END IF;
+    IF OLD.message_id = 'kept-ro' THEN
+        RAISE EXCEPTION 'remote archive is read-only' USING ERRCODE = 'read_only_sql_transaction';
     END IF;
     RETURN OLD;
 END $$;
@@ -81,6 +95,9 @@ CREATE TRIGGER refuse_update BEFORE UPDATE ON durable.outbox
     FOR EACH ROW EXECUTE FUNCTION public.refuse_outbox_update();
 CREATE TRIGGER refuse_delete BEFORE DELETE ON durable.inbox
     FOR EACH ROW EXECUTE FUNCTION public.refuse_delete();
+CREATE CONSTRAINT TRIGGER refuse_deferred AFTER UPDATE ON durable.inbox
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION public.refuse_deferred();
 });
 
 # Now the finished records pass the retention and the leases run out.
@@ -101,8 +118,8 @@ SELECT (SELECT count(*) FROM durable.inbox WHERE message_id LIKE 'lost-%' AND st
 is( $node->safe_psql(
 		'postgres', q{
 SELECT string_agg(message_id || ' ' || state, ', ' ORDER BY message_id) FROM durable.inbox
- WHERE message_id IN ('kept', 'stuck')}),
-	'kept done, stuck leased',
+ WHERE message_id IN ('kept', 'kept-ro', 'stuck', 'stuck-deferred')}),
+	'kept done, kept-ro done, stuck leased, stuck-deferred leased',
 	'the records that refuse stay as they are');
 is($node->safe_psql('postgres', "SELECT state FROM durable.outbox WHERE key = 'stuck-send'"),
 	'sending', 'so does the send that refuses');
@@ -112,9 +129,10 @@ sleep 2;
 is($node->safe_psql('postgres', $worker_sql), $pid,
 	'the worker is the same process: no crash and restart on the same records');
 my $log = slurp_file($node->logfile, $log_offset);
-my $recovery_warnings = () = $log =~ /lease recovery could not recover 1 expired inbox record: audit store is full/g;
-my $send_warnings = () = $log =~ /lease recovery could not recover 1 expired send: remote audit is read-only/g;
-my $purge_warnings = () = $log =~ /retention purge could not delete 1 finished record: archive is full/g;
+# (Which failure a WARNING names first depends on the order of equal times.)
+my $recovery_warnings = () = $log =~ /lease recovery could not recover 2 expired inbox records: /g;
+my $send_warnings = () = $log =~ /lease recovery could not recover 1 expired send: audit row is locked/g;
+my $purge_warnings = () = $log =~ /retention purge could not delete 2 finished records: /g;
 is($recovery_warnings, 1, 'the refused recovery is logged once, not at every pass');
 is($send_warnings, 1, 'so is the refused send');
 is($purge_warnings, 1, 'and the refused delete');
@@ -124,10 +142,11 @@ cmp_ok($passes, '<=', 40, "the passes keep their pause ($passes logged)");
 # Once the cause is gone the next attempts (a minute later for recovery)
 # move them; instance_start does it at once.
 $node->safe_psql('postgres',
-	'DROP TRIGGER refuse_update ON durable.inbox; DROP TRIGGER refuse_update ON durable.outbox');
+	'DROP TRIGGER refuse_update ON durable.inbox; DROP TRIGGER refuse_deferred ON durable.inbox; '
+	  . 'DROP TRIGGER refuse_update ON durable.outbox');
 is( $node->safe_psql(
 		'postgres', "SELECT inbox_recovered || ' ' || outbox_ambiguous FROM durable.instance_start('bot')"),
-	'1 1',
+	'2 1',
 	'once the cause is gone, the records are recovered');
 
 $node->stop;
