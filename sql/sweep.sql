@@ -167,7 +167,28 @@ RESET statement_timeout;
 SELECT 1 AS still_usable;
 DROP TRIGGER slow ON durable.inbox;
 SELECT inbox_expired FROM durable.sweep();
-DELETE FROM durable.inbox WHERE message_id IN ('ro1', 'slow1');
+-- ...also when the trigger turns the cancel into an error of its own (as
+-- PL/Python does): the statement_timeout fired, so the error is the call's
+CREATE FUNCTION pg_temp.slow_catching() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    BEGIN
+        PERFORM pg_sleep(5);
+    EXCEPTION WHEN query_canceled THEN
+        RAISE EXCEPTION 'audit gave up';
+    END;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER slow BEFORE UPDATE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.slow_catching();
+SELECT state FROM durable.inbox_admit('sweep', 'slow2', 'sweep-slow-2', instance => 'sweep-slow', lease => '20ms');
+SELECT pg_sleep(0.1);
+SET statement_timeout = '300ms';
+\set VERBOSITY terse
+SELECT inbox_expired FROM durable.sweep();
+\set VERBOSITY default
+RESET statement_timeout;
+DROP TRIGGER slow ON durable.inbox;
+SELECT inbox_expired FROM durable.sweep();
+DELETE FROM durable.inbox WHERE message_id IN ('ro1', 'slow1', 'slow2');
 
 -- 3. Deferred and retried work coming due (outbox_due)
 

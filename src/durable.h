@@ -209,6 +209,12 @@ extern ErrorData *durable_try(void (*fn) (void *), void *arg);
  */
 extern bool durable_error_is_global(const ErrorData *edata);
 
+/*
+ * Whether an error may well not come again: a deadlock, a lock not
+ * available, a serialization failure (raised by a trigger, say).
+ */
+extern bool durable_error_is_momentary(const ErrorData *edata);
+
 extern void durable_notify_json(const char *channel, StringInfo buf);
 
 /* The documented notifications of api.md, each built in one place. */

@@ -159,6 +159,7 @@ typedef struct RecoveryJournal
 	int			nskip;
 	TimestampTz skip_mark;		/* DT_NOBEGIN: none */
 	int64		skip_until;		/* durable_clock_us() when they are tried again */
+	int64		momentary_warned_at;	/* the last WARNING of failures of the moment */
 } RecoveryJournal;
 
 static int	recovery_inbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args,
@@ -351,9 +352,9 @@ recovery_skip_array(const RecoveryJournal *j)
 
 /*
  * Pass over the record of `key`, whose lease ran out at lease_until, for a
- * while.  Failures of the moment (a deadlock, a lock timeout in a trigger)
- * are remembered too: tried again at every pass, a batch of them would be
- * recovered one at a time and logged at every pass.
+ * while.  (Failures of the moment are not remembered: a send, or an inbox
+ * record on its last attempt, holds back its chat until recovery moves it,
+ * and the next pass may well succeed.)
  */
 static void
 recovery_remember_failed(RecoveryJournal *j, Datum key, TimestampTz lease_until)
@@ -422,12 +423,13 @@ recovery_call(void *arg)
 /*
  * After a batch failed: recover up to `limit` of the journal's oldest
  * expired leases one at a time, each in its own subtransaction, passing
- * over (and remembering) those that fail.  Counts the failures in *failed
- * and keeps the first one's error in *first.
+ * over those that fail and remembering those that are not of the moment.
+ * Counts the failures in *failed, the remembered ones in *lasting, and
+ * keeps the first one's error in *first.
  */
 static int
 recovery_one_by_one(RecoveryJournal *j, TimestampTz now, int limit, int *failed,
-					ErrorData **first)
+					int *lasting, ErrorData **first)
 {
 	Oid			types[4] = {TIMESTAMPTZOID, INT8OID,
 		j->key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID, TIMESTAMPTZOID};
@@ -466,7 +468,11 @@ recovery_one_by_one(RecoveryJournal *j, TimestampTz now, int limit, int *failed,
 			continue;
 		}
 		(*failed)++;
-		recovery_remember_failed(j, keys[i], lease_until[i]);
+		if (!durable_error_is_momentary(edata))
+		{
+			recovery_remember_failed(j, keys[i], lease_until[i]);
+			(*lasting)++;
+		}
 		if (*first == NULL)
 			*first = edata;
 		else
@@ -494,6 +500,7 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 	ErrorData  *edata;
 	ErrorData  *first = NULL;
 	int			failed = 0;
+	int			lasting = 0;
 	int			moved;
 
 	recovery_forget_failed(j);
@@ -512,8 +519,23 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 	 * it tried: otherwise the worker could run pass after pass without its
 	 * pause, meeting the same failures.
 	 */
-	moved = recovery_one_by_one(j, now, limit, &failed, &first);
+	moved = recovery_one_by_one(j, now, limit, &failed, &lasting, &first);
 	*full = *full || moved >= limit;
+
+	/*
+	 * New lasting failures are logged when they are met (they are passed
+	 * over afterwards); failures of the moment, which come back at the next
+	 * pass if their cause stays, once a minute.
+	 */
+	if (first != NULL && lasting == 0 &&
+		j->momentary_warned_at != 0 &&
+		durable_clock_us() - j->momentary_warned_at < 60 * USECS_PER_SEC)
+	{
+		FreeErrorData(first);
+		first = NULL;
+	}
+	else if (first != NULL && lasting == 0)
+		j->momentary_warned_at = durable_clock_us();
 	if (first != NULL)
 	{
 		ereport(WARNING,
@@ -521,7 +543,7 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 				 errmsg("durable: lease recovery could not recover %d expired %s%s: %s",
 						failed, j->what, failed == 1 ? "" : "s", first->message),
 				 first->detail ? errdetail_internal("%s", first->detail) : 0,
-				 errhint("The other expired leases were recovered.  Those that failed stay as they are until the cause is removed: this process passes over them for up to a minute, then tries them again.")));
+				 errhint("The other expired leases were recovered.  Those that failed stay as they are until the cause is removed: this process passes over them for up to a minute, then tries them again (after a deadlock or a lock timeout, at the next pass).")));
 		FreeErrorData(first);
 	}
 	return moved;

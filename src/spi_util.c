@@ -33,6 +33,7 @@
 #include "utils/json.h"
 #include "utils/rel.h"
 #include "utils/resowner.h"
+#include "utils/timeout.h"
 
 #ifndef DURABLE_VERSION
 #error "DURABLE_VERSION must be defined (the Makefile reads it from durable.control)"
@@ -397,10 +398,9 @@ static bool
 notify_queue_too_full(const char *channel)
 {
 	static int64 checked_at = 0;
-	static bool too_full = false;
+	static double usage = 0.0;
 	static int64 warned_at = 0;
 	int64		now;
-	double		usage = 0.0;
 
 	if (durable_notify_queue_max <= 0.0)
 		return true;			/* announcements turned off */
@@ -417,10 +417,11 @@ notify_queue_too_full(const char *channel)
 
 		InitFunctionCallInfoData(*fcinfo, NULL, 0, InvalidOid, NULL, NULL);
 		usage = DatumGetFloat8(pg_notification_queue_usage(fcinfo));
-		too_full = usage >= durable_notify_queue_max;
 		checked_at = now;
 	}
-	if (too_full && checked_at == now && (warned_at == 0 || now - warned_at >= 60 * USECS_PER_SEC))
+	if (usage < durable_notify_queue_max)
+		return false;
+	if (warned_at == 0 || now - warned_at >= 60 * USECS_PER_SEC)
 	{
 		warned_at = now;
 		ereport(WARNING,
@@ -431,7 +432,7 @@ notify_queue_too_full(const char *channel)
 						   durable_notify_queue_max),
 				 errhint("Find the listener that stopped reading (pg_stat_activity: a session idle in transaction) and end it.  This WARNING comes at most once a minute.")));
 	}
-	return too_full;
+	return true;
 }
 
 void
@@ -543,6 +544,7 @@ durable_try(void (*fn) (void *), void *arg)
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	ErrorData  *volatile edata = NULL;
+	bool		timeout_armed = get_timeout_active(STATEMENT_TIMEOUT);
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
@@ -568,7 +570,15 @@ durable_try(void (*fn) (void *), void *arg)
 		CurrentResourceOwner = owner;
 	}
 	PG_END_TRY();
-	if (edata != NULL && durable_error_is_global(edata))
+
+	/*
+	 * A statement_timeout that fired while fn ran is the caller's, whatever
+	 * became of its error on the way (PL/Python, say, re-raises a cancel
+	 * from its own function): the timer is disarmed when it fires.
+	 */
+	if (edata != NULL &&
+		(durable_error_is_global(edata) ||
+		 (timeout_armed && !get_timeout_active(STATEMENT_TIMEOUT))))
 		ReThrowError(edata);
 	return edata;
 }
@@ -577,10 +587,11 @@ durable_try(void (*fn) (void *), void *arg)
  * A trigger of the user's can raise any SQLSTATE for a reason of its own
  * (an archive table on a full disk, a remote server's statement timeout
  * passed on by postgres_fdw), so the codes that mean "this transaction" are
- * believed only when the backend's own state says the same: a cancel raised
- * by ProcessInterrupts (statement_timeout, pg_cancel_backend), a write
- * refused in a read-only transaction, a serialization failure under a
- * transaction snapshot.
+ * believed only when the backend's own state says the same: a cancel or a
+ * lock timeout raised by ProcessInterrupts (statement_timeout,
+ * pg_cancel_backend, the caller's lock_timeout), a write refused in a
+ * read-only transaction, a serialization failure under a transaction
+ * snapshot.
  */
 bool
 durable_error_is_global(const ErrorData *edata)
@@ -588,7 +599,9 @@ durable_error_is_global(const ErrorData *edata)
 	switch (edata->sqlerrcode)
 	{
 		case ERRCODE_QUERY_CANCELED:
-			return edata->funcname != NULL && strcmp(edata->funcname, "ProcessInterrupts") == 0;
+		case ERRCODE_LOCK_NOT_AVAILABLE:
+			return edata->funcname == NULL ||
+				strcmp(edata->funcname, "ProcessInterrupts") == 0;
 		case ERRCODE_READ_ONLY_SQL_TRANSACTION:
 			return XactReadOnly;
 		case ERRCODE_T_R_SERIALIZATION_FAILURE:
@@ -596,4 +609,12 @@ durable_error_is_global(const ErrorData *edata)
 		default:
 			return false;
 	}
+}
+
+bool
+durable_error_is_momentary(const ErrorData *edata)
+{
+	return edata->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED ||
+		edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
+		edata->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE;
 }
