@@ -424,12 +424,13 @@ recovery_call(void *arg)
  * After a batch failed: recover up to `limit` of the journal's oldest
  * expired leases one at a time, each in its own subtransaction, passing
  * over those that fail and remembering those that are not of the moment.
- * Counts the failures in *failed, the remembered ones in *lasting, and
- * keeps the first one's error in *first.
+ * `expired` holds the batch's skip array and mark, which the candidates
+ * leave out too.  Counts the failures in *failed, the remembered ones in
+ * *lasting, and keeps the first one's error in *first.
  */
 static int
-recovery_one_by_one(RecoveryJournal *j, TimestampTz now, int limit, int *failed,
-					int *lasting, ErrorData **first)
+recovery_one_by_one(RecoveryJournal *j, TimestampTz now, const RecoveryArgs *expired,
+					int limit, int *failed, int *lasting, ErrorData **first)
 {
 	Oid			types[4] = {TIMESTAMPTZOID, INT8OID,
 		j->key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID, TIMESTAMPTZOID};
@@ -442,8 +443,8 @@ recovery_one_by_one(RecoveryJournal *j, TimestampTz now, int limit, int *failed,
 
 	values[0] = TimestampTzGetDatum(now);
 	values[1] = Int64GetDatum((int64) limit);
-	values[2] = recovery_skip_array(j);
-	values[3] = TimestampTzGetDatum(j->skip_mark);
+	values[2] = expired->skip;
+	values[3] = TimestampTzGetDatum(expired->mark);
 	durable_exec(durable_plan(&j->candidates_plan, j->candidates_sql, 4, types),
 				 values, NULL, SPI_OK_SELECT, 0);
 	n = SPI_processed;
@@ -519,7 +520,7 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 	 * it tried: otherwise the worker could run pass after pass without its
 	 * pause, meeting the same failures.
 	 */
-	moved = recovery_one_by_one(j, now, limit, &failed, &lasting, &first);
+	moved = recovery_one_by_one(j, now, &call.args, limit, &failed, &lasting, &first);
 	*full = *full || moved >= limit;
 
 	/*
@@ -527,15 +528,19 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 	 * over afterwards); failures of the moment, which come back at the next
 	 * pass if their cause stays, once a minute.
 	 */
-	if (first != NULL && lasting == 0 &&
-		j->momentary_warned_at != 0 &&
-		durable_clock_us() - j->momentary_warned_at < 60 * USECS_PER_SEC)
+	if (first != NULL && lasting == 0)
 	{
-		FreeErrorData(first);
-		first = NULL;
+		int64		now_us = durable_clock_us();
+
+		if (j->momentary_warned_at != 0 &&
+			now_us - j->momentary_warned_at < 60 * USECS_PER_SEC)
+		{
+			FreeErrorData(first);
+			first = NULL;
+		}
+		else
+			j->momentary_warned_at = now_us;
 	}
-	else if (first != NULL && lasting == 0)
-		j->momentary_warned_at = durable_clock_us();
 	if (first != NULL)
 	{
 		ereport(WARNING,
