@@ -18,6 +18,7 @@ OBJS = \
 	src/direct.o \
 	src/outbox.o \
 	src/instance.o \
+	src/isolate.o \
 	src/recovery.o \
 	src/sweep.o \
 	src/worker.o \

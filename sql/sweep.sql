@@ -62,8 +62,8 @@ RESET durable.inbox_max_attempts;
 
 -- 2b. One record whose recovery fails (here, a trigger of yours that raises
 -- for it) does not stop the recovery of the others: the journal's batch is
--- rolled back, its records are recovered one at a time past the one that
--- fails, and a WARNING says why.  The same holds for each journal, and for
+-- rolled back, the records that fail are found by halving it, the others
+-- are recovered, and a WARNING says why.  The same holds for each journal, and for
 -- the worker's passes.
 BEGIN;
 CREATE TEMP SEQUENCE audit_refusals;
@@ -96,10 +96,10 @@ SELECT pg_sleep(0.1);
 SELECT inbox_expired, outbox_ambiguous FROM durable.sweep();
 SELECT message_id, state FROM durable.inbox WHERE message_id LIKE 'r_' ORDER BY message_id;
 SELECT key, state FROM durable.outbox WHERE key LIKE 'sweep-r-%' ORDER BY key;
--- The batch met r1, then the one-at-a-time recovery
+-- The batch met r1, then the search (r1 alone is the first half of three)
 SELECT last_value AS refusals FROM audit_refusals;
 -- This process passes over them for a minute: no WARNING, and neither the
--- batch nor a recovery one at a time tries r1 again
+-- batch nor a search tries r1 again
 SELECT inbox_expired, outbox_ambiguous FROM durable.sweep();
 SELECT last_value AS refusals FROM audit_refusals;
 -- They are not lost: once the cause is gone, a sweep a minute later, or
@@ -139,6 +139,61 @@ SELECT inbox_expired FROM durable.sweep();
 SELECT source, state, count(*) FROM durable.inbox WHERE message_id LIKE 'many-%'
  GROUP BY source, state ORDER BY source, state;
 ROLLBACK;
+
+-- The records that fail are found by halving the batch, not by recovering
+-- its records one at a time: every subtransaction that moves a record and
+-- commits keeps an xid until the pass ends, and past 64 of them every other
+-- session's snapshots overflow into pg_subtrans.  Here one of 256 expired
+-- leases refuses to move: the pass recovers the 255 others with a few
+-- dozen xids (one at a time took 258: one per record, the batch's, the sweep's).
+-- The xids are counted between two committed transactions, so this part
+-- commits its records and removes them at the end, and runs in a new
+-- session (the failures above are remembered by this one).
+\c
+CREATE FUNCTION pg_temp.audit_half() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.message_id = 'half-100' AND NEW.state <> OLD.state THEN
+        RAISE EXCEPTION 'record half-100 is under audit';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER audit_half BEFORE UPDATE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.audit_half();
+SELECT count(*) AS leased
+  FROM generate_series(1, 256) g,
+       durable.inbox_admit('half', 'half-' || g, 'sweep-half-' || g, instance => 'sweep-half',
+                           lease => '1h') a;
+UPDATE durable.inbox SET lease_until = now() - interval '1 hour' WHERE message_id LIKE 'half-%';
+SELECT pg_current_xact_id()::text::bigint AS xid_before \gset
+SELECT inbox_expired FROM durable.sweep();
+SELECT pg_current_xact_id()::text::bigint - :xid_before - 1 AS sweep_xids \gset
+SELECT :sweep_xids BETWEEN 2 AND 64 AS few_xids;
+SELECT state, count(*) FROM durable.inbox WHERE message_id LIKE 'half-%' GROUP BY state ORDER BY state;
+DROP TRIGGER audit_half ON durable.inbox;
+-- The purge searches the same way: one of 256 old done records refuses
+-- its delete, and the pass deletes the others of the inbox's half of its
+-- batch (124 of 125; DURABLE_PURGE_BATCH is 250) with a few dozen xids
+SELECT count(durable.inbox_complete(id, token)) AS done
+  FROM durable.inbox_claim('sweep-half', max => 300, lease => '1h');
+UPDATE durable.inbox SET done_at = now() - interval '300 days' + substr(message_id, 6)::int * interval '1 ms',
+                         finished_at = now() - interval '300 days'
+ WHERE message_id LIKE 'half-%';
+CREATE FUNCTION pg_temp.refuse_half() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.message_id = 'half-100' THEN RAISE EXCEPTION 'record half-100 is under audit'; END IF;
+    RETURN OLD;
+END $$;
+CREATE TRIGGER refuse_half BEFORE DELETE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse_half();
+SELECT pg_current_xact_id()::text::bigint AS xid_before \gset
+SELECT purged FROM durable.sweep();
+SELECT pg_current_xact_id()::text::bigint - :xid_before - 1 AS sweep_xids \gset
+SELECT :sweep_xids BETWEEN 2 AND 64 AS few_xids;
+-- The next pass goes round the record that failed and deletes the rest
+SELECT purged FROM durable.sweep();
+SELECT message_id, state FROM durable.inbox WHERE message_id LIKE 'half-%';
+DROP TRIGGER refuse_half ON durable.inbox;
+DELETE FROM durable.inbox WHERE message_id LIKE 'half-%';
 
 -- Errors that are not about a record are not passed over record by record:
 -- in a read-only transaction the sweep fails as a whole, as before, and
@@ -306,8 +361,8 @@ SELECT count(*) AS notes_left FROM public.notes;
 SELECT durable.purge(older_than => '1 day');
 -- A delete that fails all the same (here, a trigger on DELETE that raises
 -- for the oldest record) does not hold back the rest: the batch is rolled
--- back, its records are deleted one at a time past the one that fails, a
--- WARNING says why, and the pass's lease recovery still happens.  The
+-- back, the records that fail are found by halving it, the others are
+-- deleted, a WARNING says why, and the pass's lease recovery still happens.  The
 -- worker's passes do the same.
 DELETE FROM public.handled;
 SELECT durable.inbox_complete(a.id, a.token)
@@ -327,7 +382,7 @@ SELECT inbox_expired, purged FROM durable.sweep();
 SELECT message_id, state FROM durable.inbox ORDER BY id;
 -- This process remembers the record it could not delete, and its next
 -- passes go round it, for 10 minutes: no WARNING at every pass, no batch
--- deleted one record at a time again; other old records are purged
+-- searched again; other old records are purged
 SELECT durable.inbox_complete(a.id, a.token)
   FROM durable.inbox_admit('sweep', 'fk8', 'sweep-fk-8', instance => 'sweep-a') a;
 UPDATE durable.inbox SET done_at = now() - interval '300 days', finished_at = now() - interval '300 days'

@@ -193,28 +193,6 @@ extern bool durable_text_equal_cstring(Datum value, const char *literal);
 extern void durable_json_id(StringInfo buf, const char *key, const char *value);
 extern void durable_json_str(StringInfo buf, const char *key, const char *value);
 extern void durable_json_int(StringInfo buf, const char *key, int64 value);
-/*
- * Run fn(arg) in a subtransaction: NULL when it succeeded, else its error
- * (rolled back; the caller frees it).  An error that cannot be about the
- * rows fn worked on (durable_error_is_global) is thrown on after the
- * rollback instead of returned.
- */
-extern ErrorData *durable_try(void (*fn) (void *), void *arg);
-
-/*
- * Whether an error concerns the whole transaction rather than a row: this
- * backend's cancel, a write in a read-only transaction, a serialization
- * failure under REPEATABLE READ or SERIALIZABLE (the caller must retry its
- * transaction).  Passing over rows one by one cannot get around those.
- */
-extern bool durable_error_is_global(const ErrorData *edata);
-
-/*
- * Whether an error may well not come again: a deadlock, a lock not
- * available, a serialization failure (raised by a trigger, say).
- */
-extern bool durable_error_is_momentary(const ErrorData *edata);
-
 extern void durable_notify_json(const char *channel, StringInfo buf);
 
 /* The documented notifications of api.md, each built in one place. */

@@ -37,9 +37,9 @@
  * One record whose recovery fails (a trigger of yours that raises on it, a
  * constraint you added) must not stop the recovery of every other lost
  * lease, pass after pass: the sweep runs each journal's batch in a
- * subtransaction and, when it fails, recovers the batch's records one at a
- * time (durable_recover_isolated), and this process passes over the records
- * that failed for RECOVERY_SKIP_RETRY_MS.  instance_start() is all or
+ * subtransaction and, when it fails, finds the records that fail by halving
+ * the batch (isolate.c), and this process passes over them for
+ * RECOVERY_SKIP_RETRY_MS.  instance_start() is all or
  * nothing instead: its caller sees the error and can run it again.
  *
  * IDENTIFICATION
@@ -54,8 +54,8 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
-#include "utils/memutils.h"
 
+#include "isolate.h"
 #include "sweep.h"
 
 /* Why a lost lease was recovered, as its dead record's error says it. */
@@ -63,14 +63,10 @@
 #define RECOVERY_REASON_RESTARTED	"instance restarted"
 
 /*
- * How long this process passes over a record whose recovery failed, and how
- * many records per journal it remembers one by one; past that, the newest
- * failure is remembered as a mark, and the batches go round every expired
- * lease that ran out no later than it (older leases that could be recovered
- * wait for the retry with the failures; without the mark, a pass would meet
- * a thousand unremembered failures first, every time, and never reach the
- * others).  A lost lease waits for its recovery, so failures are tried
- * again sooner than the purge's.
+ * How long this process passes over the records whose recovery failed, and
+ * how many per journal it remembers one by one (DurableSkipList; the mark
+ * is the newest failure's lease expiry).  A lost lease waits for its
+ * recovery, so failures are tried again sooner than the purge's.
  */
 #define RECOVERY_SKIP_RETRY_MS	(60 * 1000)
 #define RECOVERY_SKIP_MAX		DURABLE_SWEEP_BATCH
@@ -81,7 +77,8 @@ typedef enum RecoveryScope
 	RECOVER_EXPIRED,			/* expired before now, oldest lease first, but
 								 * those this process passes over */
 	RECOVER_OWNER,				/* held under an instance, in journal order */
-	RECOVER_ONE					/* one record, if its lease expired */
+	RECOVER_KEYS				/* the records of some keys, if their lease
+								 * expired */
 } RecoveryScope;
 
 /* A recovery statement's arguments beyond now and limit; each scope reads its own. */
@@ -90,7 +87,7 @@ typedef struct RecoveryArgs
 	Datum		skip;			/* EXPIRED: the keys passed over (an array) */
 	TimestampTz mark;			/* EXPIRED: and every lease that ran out by then */
 	Datum		owner;			/* OWNER: the instance (text) */
-	Datum		key;			/* ONE: the record's id (int8) or key (text) */
+	Datum		keys;			/* KEYS: the records' ids (int8[]) or keys (text[]) */
 } RecoveryArgs;
 
 /*
@@ -142,9 +139,9 @@ typedef struct RecoveryArgs
 
 /*
  * One journal's recovery, as the sweep isolates it: how to recover, its
- * oldest expired leases for the one-at-a-time fallback ($1 now, $2 limit,
- * $3 the skip array, $4 the mark; key and lease_until), and the records
- * this process passes over.
+ * oldest expired leases for the search of the records that fail ($1 now,
+ * $2 limit, $3 the skip array, $4 the mark; key and lease_until), and the
+ * records this process passes over.
  */
 typedef struct RecoveryJournal
 {
@@ -153,12 +150,7 @@ typedef struct RecoveryJournal
 							int limit);
 	const char *candidates_sql;
 	SPIPlanPtr	candidates_plan;
-	Oid			key_type;
-	/* Records whose recovery failed in this process (in TopMemoryContext). */
-	Datum	   *skip_keys;
-	int			nskip;
-	TimestampTz skip_mark;		/* DT_NOBEGIN: none */
-	int64		skip_until;		/* durable_clock_us() when they are tried again */
+	DurableSkipList skip;		/* records whose recovery failed lately */
 	int64		momentary_warned_at;	/* the last WARNING of failures of the moment */
 } RecoveryJournal;
 
@@ -175,8 +167,7 @@ static RecoveryJournal recovery_journals[] = {
 		" WHERE " INBOX_OPEN_SCAN("c") " AND c.state = 'leased' AND c.lease_until < $1"
 		"   AND c.id <> ALL ($3) AND c.lease_until > $4"
 		" ORDER BY c.lease_until LIMIT $2",
-		.key_type = INT8OID,
-		.skip_mark = DT_NOBEGIN,
+		.skip = DURABLE_SKIP_LIST(INT8OID, RECOVERY_SKIP_MAX, RECOVERY_SKIP_RETRY_MS),
 	},
 	{
 		.what = "send",
@@ -185,8 +176,7 @@ static RecoveryJournal recovery_journals[] = {
 		" WHERE c.state = 'sending' AND c.lease_until < $1"
 		"   AND c.key <> ALL ($3) AND c.lease_until > $4"
 		" ORDER BY c.lease_until LIMIT $2",
-		.key_type = TEXTOID,
-		.skip_mark = DT_NOBEGIN,
+		.skip = DURABLE_SKIP_LIST(TEXTOID, RECOVERY_SKIP_MAX, RECOVERY_SKIP_RETRY_MS),
 	},
 };
 
@@ -208,10 +198,10 @@ recovery_args_params(RecoveryScope scope, const RecoveryArgs *args, Datum *value
 	values[0] = args->skip;
 	values[1] = TimestampTzGetDatum(args->mark);
 	values[2] = args->owner;
-	values[3] = args->key;
+	values[3] = args->keys;
 	nulls[0] = nulls[1] = (scope == RECOVER_EXPIRED) ? ' ' : 'n';
 	nulls[2] = (scope == RECOVER_OWNER) ? ' ' : 'n';
-	nulls[3] = (scope == RECOVER_ONE) ? ' ' : 'n';
+	nulls[3] = (scope == RECOVER_KEYS) ? ' ' : 'n';
 }
 
 static int
@@ -223,12 +213,12 @@ recovery_inbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, i
 											   " AND c.lease_until > $6",
 											   "i.lease_until < $1", "c.lease_until"),
 		[RECOVER_OWNER] = RECOVERY_INBOX_SQL("c.owner = $7", "i.owner = $7", "c.id"),
-		[RECOVER_ONE] = RECOVERY_INBOX_SQL("c.id = $8 AND c.lease_until < $1",
+		[RECOVER_KEYS] = RECOVERY_INBOX_SQL("c.id = ANY ($8) AND c.lease_until < $1",
 										   "i.lease_until < $1", "c.id"),
 	};
 	static const Oid types[RECOVERY_INBOX_NARGS] = {
 		TIMESTAMPTZOID, INT8OID, INT4OID, TEXTOID,
-		INT8ARRAYOID, TIMESTAMPTZOID, TEXTOID, INT8OID
+		INT8ARRAYOID, TIMESTAMPTZOID, TEXTOID, INT8ARRAYOID
 	};
 	Datum		values[RECOVERY_INBOX_NARGS];
 	char		nulls[RECOVERY_INBOX_NARGS] = {' ', ' ', ' ', ' '};
@@ -266,7 +256,7 @@ recovery_inbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, i
 		durable_claim_floor_lower(DQ_INBOX, durable_col_int64(0, 1));
 		durable_wake_at_commit(DQ_INBOX);
 	}
-	/* A fallback runs up to a batch of these in one pass. */
+	/* The search for the records that fail runs many of these in one pass. */
 	SPI_freetuptable(SPI_tuptable);
 	return (int) n;
 }
@@ -280,11 +270,11 @@ recovery_outbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, 
 												" AND c.lease_until > $4",
 												"o.lease_until < $1", "c.lease_until"),
 		[RECOVER_OWNER] = RECOVERY_OUTBOX_SQL("c.owner = $5", "o.owner = $5", "c.id"),
-		[RECOVER_ONE] = RECOVERY_OUTBOX_SQL("c.key = $6 AND c.lease_until < $1",
+		[RECOVER_KEYS] = RECOVERY_OUTBOX_SQL("c.key = ANY ($6) AND c.lease_until < $1",
 											"o.lease_until < $1", "c.id"),
 	};
 	static const Oid types[RECOVERY_OUTBOX_NARGS] = {
-		TIMESTAMPTZOID, INT8OID, TEXTARRAYOID, TIMESTAMPTZOID, TEXTOID, TEXTOID
+		TIMESTAMPTZOID, INT8OID, TEXTARRAYOID, TIMESTAMPTZOID, TEXTOID, TEXTARRAYOID
 	};
 	Datum		values[RECOVERY_OUTBOX_NARGS];
 	char		nulls[RECOVERY_OUTBOX_NARGS] = {' ', ' '};
@@ -330,77 +320,6 @@ durable_recover_instance_outbox(TimestampTz now, Datum owner)
 	return recovery_outbox(now, RECOVER_OWNER, &args, 0);
 }
 
-/*
- * The records a journal's batches pass over, as an array datum.  The keys
- * are handed over in a copy of the list: construct_array() may replace
- * elements with detoasted copies in the current memory context.
- */
-static Datum
-recovery_skip_array(const RecoveryJournal *j)
-{
-	Datum	   *keys = palloc(sizeof(Datum) * Max(j->nskip, 1));
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
-
-	if (j->nskip > 0)
-		memcpy(keys, j->skip_keys, sizeof(Datum) * j->nskip);
-	get_typlenbyvalalign(j->key_type, &typlen, &typbyval, &typalign);
-	return PointerGetDatum(construct_array(keys, j->nskip, j->key_type,
-										   typlen, typbyval, typalign));
-}
-
-/*
- * Pass over the record of `key`, whose lease ran out at lease_until, for a
- * while.  (Failures of the moment are not remembered: a send, or an inbox
- * record on its last attempt, holds back its chat until recovery moves it,
- * and the next pass may well succeed.)
- */
-static void
-recovery_remember_failed(RecoveryJournal *j, Datum key, TimestampTz lease_until)
-{
-	int16		typlen;
-	bool		typbyval;
-	MemoryContext old;
-
-	if (j->skip_keys == NULL)
-	{
-		j->skip_keys = MemoryContextAlloc(TopMemoryContext,
-										  sizeof(Datum) * RECOVERY_SKIP_MAX);
-		j->skip_until = durable_clock_us() + (int64) RECOVERY_SKIP_RETRY_MS * 1000;
-	}
-	if (j->nskip >= RECOVERY_SKIP_MAX)
-	{
-		/* Candidates come oldest lease first: this one is the newest failure. */
-		j->skip_mark = lease_until;
-		return;
-	}
-	get_typlenbyval(j->key_type, &typlen, &typbyval);
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	j->skip_keys[j->nskip++] = datumCopy(key, typbyval, typlen);
-	MemoryContextSwitchTo(old);
-}
-
-/* Forget the records passed over once their time is up: try them again. */
-static void
-recovery_forget_failed(RecoveryJournal *j)
-{
-	int16		typlen;
-	bool		typbyval;
-	int			i;
-
-	if (j->skip_keys == NULL || durable_clock_us() < j->skip_until)
-		return;
-	get_typlenbyval(j->key_type, &typlen, &typbyval);
-	if (!typbyval)
-		for (i = 0; i < j->nskip; i++)
-			pfree(DatumGetPointer(j->skip_keys[i]));
-	pfree(j->skip_keys);
-	j->skip_keys = NULL;
-	j->nskip = 0;
-	j->skip_mark = DT_NOBEGIN;
-}
-
 /* A recovery attempt for durable_try: its arguments and what it moved. */
 typedef struct RecoveryCall
 {
@@ -420,75 +339,89 @@ recovery_call(void *arg)
 	call->moved = call->journal->recover(call->now, call->scope, &call->args, call->limit);
 }
 
+/* The search for the records that fail: the candidates and what it found. */
+typedef struct RecoveryHalves
+{
+	RecoveryJournal *journal;
+	TimestampTz now;
+	Datum	   *keys;
+	TimestampTz *lease_until;	/* of each key */
+	int			moved;
+	int			failed;			/* records that failed alone */
+	int			lasting;		/* of them, those remembered (not of the moment) */
+	ErrorData  *first;			/* the first one's error */
+} RecoveryHalves;
+
+static void
+recovery_apply_keys(void *arg, const Datum *keys, int nkeys)
+{
+	RecoveryHalves *halves = (RecoveryHalves *) arg;
+	RecoveryJournal *j = halves->journal;
+	RecoveryArgs args = {.keys = durable_key_array(keys, nkeys, j->skip.key_type)};
+
+	halves->moved += j->recover(halves->now, RECOVER_KEYS, &args, 0);
+}
+
+static void
+recovery_key_failed(void *arg, int index, ErrorData *edata)
+{
+	RecoveryHalves *halves = (RecoveryHalves *) arg;
+
+	halves->failed++;
+	if (!durable_error_is_momentary(edata))
+	{
+		durable_skip_remember(&halves->journal->skip, halves->keys[index],
+							  halves->lease_until[index]);
+		halves->lasting++;
+	}
+	if (halves->first == NULL)
+		halves->first = edata;
+	else
+		FreeErrorData(edata);
+}
+
 /*
  * After a batch failed: recover up to `limit` of the journal's oldest
- * expired leases one at a time, each in its own subtransaction, passing
- * over those that fail and remembering those that are not of the moment.
- * `expired` holds the batch's skip array and mark, which the candidates
- * leave out too.  Counts the failures in *failed, the remembered ones in
- * *lasting, and keeps the first one's error in *first.
+ * expired leases by halves (durable_try_halves), passing over those that
+ * fail and remembering those that are not of the moment.  `expired` holds
+ * the batch's skip array and mark, which the candidates leave out too.
  */
-static int
-recovery_one_by_one(RecoveryJournal *j, TimestampTz now, const RecoveryArgs *expired,
-					int limit, int *failed, int *lasting, ErrorData **first)
+static void
+recovery_halves(RecoveryHalves *halves, const RecoveryArgs *expired, int limit)
 {
+	RecoveryJournal *j = halves->journal;
 	Oid			types[4] = {TIMESTAMPTZOID, INT8OID,
-		j->key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID, TIMESTAMPTZOID};
+		j->skip.key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID, TIMESTAMPTZOID};
 	Datum		values[4];
-	Datum	   *keys;
-	TimestampTz *lease_until;
 	uint64		n;
 	uint64		i;
-	int			moved = 0;
 
-	values[0] = TimestampTzGetDatum(now);
+	values[0] = TimestampTzGetDatum(halves->now);
 	values[1] = Int64GetDatum((int64) limit);
 	values[2] = expired->skip;
 	values[3] = TimestampTzGetDatum(expired->mark);
 	durable_exec(durable_plan(&j->candidates_plan, j->candidates_sql, 4, types),
 				 values, NULL, SPI_OK_SELECT, 0);
 	n = SPI_processed;
-	keys = palloc(sizeof(Datum) * Max(n, 1));
-	lease_until = palloc(sizeof(TimestampTz) * Max(n, 1));
+	halves->keys = palloc(sizeof(Datum) * Max(n, 1));
+	halves->lease_until = palloc(sizeof(TimestampTz) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
-		keys[i] = durable_col_copy(i, 1);
-		lease_until[i] = DatumGetTimestampTz(durable_col(i, 2));
+		halves->keys[i] = durable_col_copy(i, 1);
+		halves->lease_until[i] = DatumGetTimestampTz(durable_col(i, 2));
 	}
 	SPI_freetuptable(SPI_tuptable);
 
-	for (i = 0; i < n; i++)
-	{
-		RecoveryCall call = {.journal = j, .now = now, .scope = RECOVER_ONE,
-		.args = {.key = keys[i]}, .limit = 1};
-		ErrorData  *edata = durable_try(recovery_call, &call);
-
-		if (edata == NULL)
-		{
-			moved += call.moved;
-			continue;
-		}
-		(*failed)++;
-		if (!durable_error_is_momentary(edata))
-		{
-			recovery_remember_failed(j, keys[i], lease_until[i]);
-			(*lasting)++;
-		}
-		if (*first == NULL)
-			*first = edata;
-		else
-			FreeErrorData(edata);
-	}
-	pfree(keys);
-	pfree(lease_until);
-	return moved;
+	durable_try_halves(halves->keys, (int) n, recovery_apply_keys, recovery_key_failed, halves);
+	pfree(halves->keys);
+	pfree(halves->lease_until);
 }
 
 /*
  * The sweep's recovery of one journal's expired leases, at most `limit`
  * records, oldest lease first: a batch in a subtransaction, passing over the
  * records this process failed to recover lately; when the batch fails, its
- * records one at a time, with a WARNING naming the first failure.  Errors
+ * records by halves, with a WARNING naming the first failure.  Errors
  * that are not about a record (durable_error_is_global) are thrown on.  Returns
  * how many records moved; *full is set when a batch moved as many as it
  * could, so that more may wait.  Caller must be connected to SPI.
@@ -498,15 +431,13 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 {
 	RecoveryCall call = {.journal = j, .now = now, .scope = RECOVER_EXPIRED,
 	.limit = limit};
+	RecoveryHalves halves = {.journal = j, .now = now};
 	ErrorData  *edata;
-	ErrorData  *first = NULL;
-	int			failed = 0;
-	int			lasting = 0;
-	int			moved;
+	ErrorData  *first;
 
-	recovery_forget_failed(j);
-	call.args.skip = recovery_skip_array(j);
-	call.args.mark = j->skip_mark;
+	durable_skip_forget_due(&j->skip);
+	call.args.skip = durable_skip_array(&j->skip);
+	call.args.mark = j->skip.mark;
 	edata = durable_try(recovery_call, &call);
 	if (edata == NULL)
 	{
@@ -516,19 +447,20 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 	FreeErrorData(edata);
 
 	/*
-	 * Full after a fallback only when it moved a whole batch, however many
-	 * it tried: otherwise the worker could run pass after pass without its
+	 * Full after a search only when it moved a whole batch, however many it
+	 * tried: otherwise the worker could run pass after pass without its
 	 * pause, meeting the same failures.
 	 */
-	moved = recovery_one_by_one(j, now, &call.args, limit, &failed, &lasting, &first);
-	*full = *full || moved >= limit;
+	recovery_halves(&halves, &call.args, limit);
+	*full = *full || halves.moved >= limit;
+	first = halves.first;
 
 	/*
 	 * New lasting failures are logged when they are met (they are passed
 	 * over afterwards); failures of the moment, which come back at the next
 	 * pass if their cause stays, once a minute.
 	 */
-	if (first != NULL && lasting == 0)
+	if (first != NULL && halves.lasting == 0)
 	{
 		int64		now_us = durable_clock_us();
 
@@ -546,12 +478,13 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 		ereport(WARNING,
 				(errcode(first->sqlerrcode),
 				 errmsg("durable: lease recovery could not recover %d expired %s%s: %s",
-						failed, j->what, failed == 1 ? "" : "s", first->message),
+						halves.failed, j->what, halves.failed == 1 ? "" : "s",
+						first->message),
 				 first->detail ? errdetail_internal("%s", first->detail) : 0,
 				 errhint("The other expired leases were recovered.  Those that failed stay as they are until the cause is removed: this process passes over them for up to a minute, then tries them again (after a deadlock or a lock timeout, at the next pass).")));
 		FreeErrorData(first);
 	}
-	return moved;
+	return halves.moved;
 }
 
 bool

@@ -32,8 +32,6 @@
 #include "utils/fmgrprotos.h"
 #include "utils/json.h"
 #include "utils/rel.h"
-#include "utils/resowner.h"
-#include "utils/timeout.h"
 
 #ifndef DURABLE_VERSION
 #error "DURABLE_VERSION must be defined (the Makefile reads it from durable.control)"
@@ -528,93 +526,4 @@ durable_backoff_us(int attempt, int64 base_us, int64 cap_us)
 	if (delay >= (double) cap_us)
 		return cap_us - (int64) (cap_us * 0.25 * pg_prng_double(&pg_global_prng_state));
 	return (int64) delay;
-}
-
-/*
- * Run fn(arg) in a subtransaction.  When it fails, the subtransaction is
- * rolled back and its error returned (the caller frees it); NULL when it
- * succeeded.  An error that cannot be about the rows fn worked on is thrown
- * on instead, after the rollback (durable_error_is_global): a cancel
- * (statement_timeout, pg_cancel_backend) ends the caller's statement as it
- * would anywhere else.
- */
-ErrorData *
-durable_try(void (*fn) (void *), void *arg)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	ErrorData  *volatile edata = NULL;
-	bool		timeout_armed = get_timeout_active(STATEMENT_TIMEOUT);
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		fn(arg);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		/*
-		 * Roll the subtransaction back before anything is thrown on: a
-		 * handler above (the caller's transaction, a PL/pgSQL EXCEPTION
-		 * block) must not find it still open and roll back the wrong level.
-		 */
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_END_TRY();
-
-	/*
-	 * A statement_timeout that fired while fn ran is the caller's, whatever
-	 * became of its error on the way (PL/Python, say, re-raises a cancel
-	 * from its own function): the timer is disarmed when it fires.
-	 */
-	if (edata != NULL &&
-		(durable_error_is_global(edata) ||
-		 (timeout_armed && !get_timeout_active(STATEMENT_TIMEOUT))))
-		ReThrowError(edata);
-	return edata;
-}
-
-/*
- * A trigger of the user's can raise any SQLSTATE for a reason of its own
- * (an archive table on a full disk, a remote server's statement timeout
- * passed on by postgres_fdw), so the codes that mean "this transaction" are
- * believed only when the backend's own state says the same: a cancel or a
- * lock timeout raised by ProcessInterrupts (statement_timeout,
- * pg_cancel_backend, the caller's lock_timeout), a write refused in a
- * read-only transaction, a serialization failure under a transaction
- * snapshot.
- */
-bool
-durable_error_is_global(const ErrorData *edata)
-{
-	switch (edata->sqlerrcode)
-	{
-		case ERRCODE_QUERY_CANCELED:
-		case ERRCODE_LOCK_NOT_AVAILABLE:
-			return edata->funcname == NULL ||
-				strcmp(edata->funcname, "ProcessInterrupts") == 0;
-		case ERRCODE_READ_ONLY_SQL_TRANSACTION:
-			return XactReadOnly;
-		case ERRCODE_T_R_SERIALIZATION_FAILURE:
-			return IsolationUsesXactSnapshot();
-		default:
-			return false;
-	}
-}
-
-bool
-durable_error_is_momentary(const ErrorData *edata)
-{
-	return edata->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED ||
-		edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
-		edata->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE;
 }

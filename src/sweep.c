@@ -60,8 +60,8 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
-#include "utils/memutils.h"
 
+#include "isolate.h"
 #include "permit.h"
 #include "sweep.h"
 
@@ -195,9 +195,11 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_
 /*
  * A journal's retention purge: how to delete its finished records directly
  * (direct.c) and, when it cannot be written directly, the statements that
- * do it.  The batch and candidate statements' %s takes the journal's
- * foreign-key guards (sweep_fk_guards), on the candidate alias c; $1 is the
- * cutoff in all three.
+ * do it.  The batch and candidate statements take $1 the cutoff, $2 the
+ * limit, $3 the keys to pass over (an array) and $4 the mark (every record
+ * finished no later than it is passed over too; DurableSkipList), and their
+ * %s the journal's foreign-key guards (sweep_fk_guards) on the candidate
+ * alias c.
  */
 typedef struct SweepJournal
 {
@@ -207,18 +209,13 @@ typedef struct SweepJournal
 								 TimestampTz *last);
 	const char *batch_sql;		/* deletes up to $2 records */
 	SPIPlanPtr	batch_plan;		/* cached while no key needs guarding */
-	const char *candidates_sql; /* the keys of up to $2 records, oldest first */
+	const char *candidates_sql; /* key and finish time of up to $2 records,
+								 * oldest first */
 	SPIPlanPtr	candidates_plan;
-	const char *delete_one_sql; /* deletes the record of key $2, never waiting */
-	SPIPlanPtr	delete_one_plan;
-	Oid			key_type;
-	const char *key_column;		/* the key's column, for the skip clauses */
-	const char *finished_column;	/* the purge's order, for the skip mark */
-	/* Records whose delete failed in this process (sweep_remember_failed). */
-	StringInfo	skip_keys;		/* SQL literals, comma-separated; NULL: none */
-	int			nskip;
-	char	   *skip_mark;		/* the key of the newest failure past the list */
-	int64		skip_until;		/* durable_clock_us() when they are tried again */
+	const char *delete_keys_sql;	/* deletes the records of keys $2 (an
+									 * array), never waiting */
+	SPIPlanPtr	delete_keys_plan;
+	DurableSkipList skip;		/* records whose delete failed lately */
 	/* Where this process's passes resume the direct purge (sweep_purge_from). */
 	TimestampTz resume_from;	/* finish time of the last record deleted */
 	TransactionId resume_xid;	/* the (sub)transaction that deleted it;
@@ -231,14 +228,10 @@ typedef struct SweepJournal
  * A record whose delete fails (a trigger that raises, a cascade that another
  * key refuses) is passed over by this process's later batches for
  * SWEEP_SKIP_RETRY_MS, then tried again (its cause may be gone).  Without
- * this, every pass met it again: the batch failed, up to a thousand records
- * were deleted one at a time in a subtransaction each, and the same WARNING
- * was logged, every naptime.  At most SWEEP_SKIP_MAX per journal are
- * remembered one by one; past that, the newest failure is remembered as a
- * mark, and the batches go round every record finished no later than it
- * (older records that could be deleted wait for the retry with the
- * failures).  Without the mark, every pass met the same oldest failures
- * again and nothing newer was ever purged.
+ * this, every pass met it again: the batch failed, its records were
+ * searched for the one that fails, and the same WARNING was logged, every
+ * naptime.  At most SWEEP_SKIP_MAX per journal are remembered one by one;
+ * past that, the newest failure's finish time is the mark (DurableSkipList).
  */
 #define SWEEP_SKIP_RETRY_MS		(10 * 60 * 1000)
 #define SWEEP_SKIP_MAX			1000
@@ -249,40 +242,42 @@ static SweepJournal sweep_journals[] = {
 		.purge_direct = durable_inbox_purge_direct,
 		.batch_sql = "DELETE FROM durable.inbox d"
 		" WHERE d.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c"
-		"                         WHERE c.done_at < $1 AND c.state = 'done'%s"
+		"                         WHERE c.done_at < $1 AND c.state = 'done'"
+		"                           AND c.done_at > $4 AND c.id <> ALL ($3)%s"
 		"                         ORDER BY c.done_at LIMIT $2"
 		"                         FOR UPDATE SKIP LOCKED))"
 		"   AND d.state = 'done' AND d.done_at < $1",
-		.candidates_sql = "SELECT c.id FROM durable.inbox c"
-		" WHERE c.done_at < $1 AND c.state = 'done'%s"
+		.candidates_sql = "SELECT c.id, c.done_at FROM durable.inbox c"
+		" WHERE c.done_at < $1 AND c.state = 'done'"
+		"   AND c.done_at > $4 AND c.id <> ALL ($3)%s"
 		" ORDER BY c.done_at LIMIT $2",
-		.delete_one_sql = "DELETE FROM durable.inbox d"
-		" WHERE d.id = (SELECT c.id FROM durable.inbox c"
-		"                WHERE c.id = $2 AND c.state = 'done' AND c.done_at < $1"
-		"                FOR UPDATE SKIP LOCKED)",
-		.key_type = INT8OID,
-		.key_column = "id",
-		.finished_column = "done_at",
+		.delete_keys_sql = "DELETE FROM durable.inbox d"
+		" WHERE d.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c"
+		"                         WHERE c.id = ANY ($2) AND c.state = 'done' AND c.done_at < $1"
+		"                         FOR UPDATE SKIP LOCKED))"
+		"   AND d.state = 'done' AND d.done_at < $1",
+		.skip = DURABLE_SKIP_LIST(INT8OID, SWEEP_SKIP_MAX, SWEEP_SKIP_RETRY_MS),
 	},
 	{
 		.name = "durable.outbox",
 		.purge_direct = durable_outbox_purge_direct,
 		.batch_sql = "DELETE FROM durable.outbox d"
 		" WHERE d.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c"
-		"                          WHERE c.state = 'sent' AND c.sent_at < $1%s"
+		"                          WHERE c.state = 'sent' AND c.sent_at < $1"
+		"                            AND c.sent_at > $4 AND c.key <> ALL ($3)%s"
 		"                          ORDER BY c.sent_at LIMIT $2"
 		"                          FOR UPDATE SKIP LOCKED))"
 		"   AND d.state = 'sent' AND d.sent_at < $1",
-		.candidates_sql = "SELECT c.key FROM durable.outbox c"
-		" WHERE c.state = 'sent' AND c.sent_at < $1%s"
+		.candidates_sql = "SELECT c.key, c.sent_at FROM durable.outbox c"
+		" WHERE c.state = 'sent' AND c.sent_at < $1"
+		"   AND c.sent_at > $4 AND c.key <> ALL ($3)%s"
 		" ORDER BY c.sent_at LIMIT $2",
-		.delete_one_sql = "DELETE FROM durable.outbox d"
-		" WHERE d.key = (SELECT c.key FROM durable.outbox c"
-		"                 WHERE c.key = $2 AND c.state = 'sent' AND c.sent_at < $1"
-		"                 FOR UPDATE SKIP LOCKED)",
-		.key_type = TEXTOID,
-		.key_column = "key",
-		.finished_column = "sent_at",
+		.delete_keys_sql = "DELETE FROM durable.outbox d"
+		" WHERE d.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c"
+		"                          WHERE c.key = ANY ($2) AND c.state = 'sent' AND c.sent_at < $1"
+		"                          FOR UPDATE SKIP LOCKED))"
+		"   AND d.state = 'sent' AND d.sent_at < $1",
+		.skip = DURABLE_SKIP_LIST(TEXTOID, SWEEP_SKIP_MAX, SWEEP_SKIP_RETRY_MS),
 	},
 };
 
@@ -333,101 +328,34 @@ sweep_fk_guards(const char *journal)
 }
 
 /*
- * Run one of a journal's statements with $1 = cutoff and $2 = `second`.
- * A `guarded` statement's %s takes the journal's foreign-key guards, read
- * from the catalog at each call, and with `skip_failed` passes over the
- * records this process failed to delete; its plan is cached in *plan only
- * while there is neither.  Other statements are always cached.
+ * Run a journal's batch or candidates statement (`sql`) for up to `limit`
+ * records finished before cutoff, passing over those of `skip` (NULL:
+ * none).  Its %s takes the journal's foreign-key guards, read from the
+ * catalog at each call; its plan is cached in *plan only while there are
+ * none.
  */
 static void
-sweep_journal_exec(const SweepJournal *j, const char *sql, bool guarded, bool skip_failed,
-				   SPIPlanPtr *plan, Oid second_type, TimestampTz cutoff, Datum second,
-				   int expected)
+sweep_journal_exec(const SweepJournal *j, const char *sql, SPIPlanPtr *plan,
+				   TimestampTz cutoff, int64 limit, const DurableSkipList *skip, int expected)
 {
-	Oid			types[2] = {TIMESTAMPTZOID, second_type};
-	Datum		values[2];
-	char	   *guards = guarded ? sweep_fk_guards(j->name) : "";
+	Oid			types[4] = {TIMESTAMPTZOID, INT8OID,
+		j->skip.key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID, TIMESTAMPTZOID};
+	Datum		values[4];
+	char	   *guards = sweep_fk_guards(j->name);
 	int			rc;
 
-	if (guarded && skip_failed && j->skip_keys != NULL)
-		guards = psprintf("%s AND c.%s <> ALL (ARRAY[%s])", guards, j->key_column,
-						  j->skip_keys->data);
-	if (guarded && skip_failed && j->skip_mark != NULL)
-		guards = psprintf("%s AND c.%s > COALESCE((SELECT m.%s FROM %s m WHERE m.%s = %s),"
-						  " '-infinity'::pg_catalog.timestamptz)",
-						  guards, j->finished_column, j->finished_column, j->name,
-						  j->key_column, j->skip_mark);
-
 	values[0] = TimestampTzGetDatum(cutoff);
-	values[1] = second;
+	values[1] = Int64GetDatum(limit);
+	values[2] = skip ? durable_skip_array(skip) : durable_key_array(NULL, 0, j->skip.key_type);
+	values[3] = TimestampTzGetDatum(skip ? skip->mark : DT_NOBEGIN);
 	if (guards[0] == '\0')
-		durable_exec(durable_plan(plan, guarded ? psprintf(sql, "") : sql, 2, types),
+		durable_exec(durable_plan(plan, psprintf(sql, ""), 4, types),
 					 values, NULL, expected, 0);
 	else
 	{
-		rc = SPI_execute_with_args(psprintf(sql, guards), 2, types, values, NULL, false, 0);
+		rc = SPI_execute_with_args(psprintf(sql, guards), 4, types, values, NULL, false, 0);
 		if (rc != expected)
 			elog(ERROR, "durable: retention purge of %s failed: %s", j->name, SPI_result_code_string(rc));
-	}
-}
-
-/*
- * Pass over the record of `key` in this process's batches for a while.
- * Failures of the moment (a deadlock, a lock timeout in a trigger) are
- * remembered too: tried again at every pass, a batch of them would be
- * deleted one at a time and logged at every pass.
- */
-static void
-sweep_remember_failed(SweepJournal *j, Datum key)
-{
-	char	   *literal;
-	MemoryContext old;
-
-	literal = j->key_type == INT8OID
-		? psprintf(INT64_FORMAT, DatumGetInt64(key))
-		: quote_literal_cstr(TextDatumGetCString(key));
-	if (j->nskip >= SWEEP_SKIP_MAX)
-	{
-		/* Candidates come oldest first: this one is the newest failure. */
-		if (j->skip_mark != NULL)
-			pfree(j->skip_mark);
-		j->skip_mark = MemoryContextStrdup(TopMemoryContext, literal);
-		return;
-	}
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	if (j->skip_keys == NULL)
-	{
-		j->skip_keys = makeStringInfo();
-		j->skip_until = durable_clock_us() + (int64) SWEEP_SKIP_RETRY_MS * 1000;
-	}
-	else
-		appendStringInfoString(j->skip_keys, ", ");
-	appendStringInfoString(j->skip_keys, literal);
-	j->nskip++;
-	MemoryContextSwitchTo(old);
-}
-
-/* Forget the records passed over once their time is up: try them again. */
-static void
-sweep_forget_failed(void)
-{
-	int64		now = durable_clock_us();
-	int			i;
-
-	for (i = 0; i < lengthof(sweep_journals); i++)
-	{
-		SweepJournal *j = &sweep_journals[i];
-
-		if (j->skip_keys != NULL && now >= j->skip_until)
-		{
-			pfree(j->skip_keys->data);
-			pfree(j->skip_keys);
-			j->skip_keys = NULL;
-			j->nskip = 0;
-			if (j->skip_mark != NULL)
-				pfree(j->skip_mark);
-			j->skip_mark = NULL;
-		}
 	}
 }
 
@@ -489,7 +417,7 @@ sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass)
 
 	if (!pass)
 		deleted = j->purge_direct(DT_NOBEGIN, cutoff, limit, NULL);
-	else if (j->skip_keys == NULL)
+	else if (!durable_skip_any(&j->skip))
 	{
 		TimestampTz last = DT_NOBEGIN;
 
@@ -503,8 +431,8 @@ sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass)
 	}
 	if (deleted >= 0)
 		return deleted;
-	sweep_journal_exec(j, j->batch_sql, true, pass, &j->batch_plan, INT8OID, cutoff,
-					   Int64GetDatum(limit), SPI_OK_DELETE);
+	sweep_journal_exec(j, j->batch_sql, &j->batch_plan, cutoff, limit,
+					   pass ? &j->skip : NULL, SPI_OK_DELETE);
 	return (int64) SPI_processed;
 }
 
@@ -525,13 +453,12 @@ sweep_purge(TimestampTz cutoff, int64 limit)
 	return deleted;
 }
 
-/* A purge attempt for durable_try: its arguments and what it deleted. */
+/* A purge batch for durable_try: its arguments and what it deleted. */
 typedef struct SweepPurgeCall
 {
 	TimestampTz cutoff;
-	int64		limit;			/* the batch: how many at most */
-	SweepJournal *journal;		/* one record: its journal... */
-	Datum		key;			/* ...and key */
+	int64		limit;
+	SweepJournal *journal;
 	int64		deleted;
 } SweepPurgeCall;
 
@@ -543,60 +470,85 @@ sweep_purge_batch_call(void *arg)
 	call->deleted = sweep_purge_journal(call->journal, call->cutoff, call->limit, true);
 }
 
-static void
-sweep_purge_one_call(void *arg)
+/* The search for the records that fail: the candidates and what it found. */
+typedef struct SweepHalves
 {
-	SweepPurgeCall *call = (SweepPurgeCall *) arg;
-	SweepJournal *j = call->journal;
+	SweepJournal *journal;
+	TimestampTz cutoff;
+	Datum	   *keys;
+	TimestampTz *finished_at;	/* of each key */
+	int64		deleted;
+	int64	   *failed;			/* records that failed alone */
+	ErrorData **first;			/* the first one's error */
+} SweepHalves;
 
-	sweep_journal_exec(j, j->delete_one_sql, false, false, &j->delete_one_plan, j->key_type,
-					   call->cutoff, call->key, SPI_OK_DELETE);
-	call->deleted = (int64) SPI_processed;
+static void
+sweep_delete_keys(void *arg, const Datum *keys, int nkeys)
+{
+	SweepHalves *halves = (SweepHalves *) arg;
+	SweepJournal *j = halves->journal;
+	Oid			types[2] = {TIMESTAMPTZOID,
+		j->skip.key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID};
+	Datum		values[2];
+
+	values[0] = TimestampTzGetDatum(halves->cutoff);
+	values[1] = durable_key_array(keys, nkeys, j->skip.key_type);
+	durable_exec(durable_plan(&j->delete_keys_plan, j->delete_keys_sql, 2, types),
+				 values, NULL, SPI_OK_DELETE, 0);
+	halves->deleted += (int64) SPI_processed;
+}
+
+/*
+ * Failures of the moment (a deadlock, a lock timeout in a trigger) are
+ * remembered too: tried again at every pass, a batch of them would be
+ * searched and logged at every pass.
+ */
+static void
+sweep_key_failed(void *arg, int index, ErrorData *edata)
+{
+	SweepHalves *halves = (SweepHalves *) arg;
+
+	(*halves->failed)++;
+	durable_skip_remember(&halves->journal->skip, halves->keys[index],
+						  halves->finished_at[index]);
+	if (*halves->first == NULL)
+		*halves->first = edata;
+	else
+		FreeErrorData(edata);
 }
 
 /*
  * After a batch failed: delete up to `limit` of the journal's oldest
- * finished records one at a time, each in its own subtransaction, so that
- * the records whose delete fails (a trigger that raises, a cascade another
- * key refuses) are passed over instead of holding back all the others.
- * Counts the failures in *failed and keeps the first one's error in *first.
+ * finished records by halves (durable_try_halves), so that the records
+ * whose delete fails (a trigger that raises, a cascade another key refuses)
+ * are passed over instead of holding back all the others.  Counts the
+ * failures in *failed and keeps the first one's error in *first.  Returns
+ * how many were deleted.
  */
 static int64
-sweep_purge_one_by_one(SweepJournal *j, TimestampTz cutoff, int64 limit,
-					   int64 *failed, ErrorData **first)
+sweep_purge_halves(SweepJournal *j, TimestampTz cutoff, int64 limit,
+				   int64 *failed, ErrorData **first)
 {
-	Datum	   *keys;
+	SweepHalves halves = {.journal = j, .cutoff = cutoff, .failed = failed, .first = first};
 	uint64		n;
 	uint64		i;
-	int64		deleted = 0;
 
-	sweep_journal_exec(j, j->candidates_sql, true, true, &j->candidates_plan, INT8OID, cutoff,
-					   Int64GetDatum(limit), SPI_OK_SELECT);
+	sweep_journal_exec(j, j->candidates_sql, &j->candidates_plan, cutoff, limit, &j->skip,
+					   SPI_OK_SELECT);
 	n = SPI_processed;
-	keys = palloc(sizeof(Datum) * Max(n, 1));
-	for (i = 0; i < n; i++)
-		keys[i] = durable_col_copy(i, 1);
-	SPI_freetuptable(SPI_tuptable);
-
+	halves.keys = palloc(sizeof(Datum) * Max(n, 1));
+	halves.finished_at = palloc(sizeof(TimestampTz) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
-		SweepPurgeCall call = {.cutoff = cutoff, .journal = j, .key = keys[i]};
-		ErrorData  *edata = durable_try(sweep_purge_one_call, &call);
-
-		if (edata == NULL)
-			deleted += call.deleted;
-		else
-		{
-			(*failed)++;
-			sweep_remember_failed(j, keys[i]);
-			if (*first == NULL)
-				*first = edata;
-			else
-				FreeErrorData(edata);
-		}
+		halves.keys[i] = durable_col_copy(i, 1);
+		halves.finished_at[i] = DatumGetTimestampTz(durable_col(i, 2));
 	}
-	pfree(keys);
-	return deleted;
+	SPI_freetuptable(SPI_tuptable);
+
+	durable_try_halves(halves.keys, (int) n, sweep_delete_keys, sweep_key_failed, &halves);
+	pfree(halves.keys);
+	pfree(halves.finished_at);
+	return halves.deleted;
 }
 
 /*
@@ -605,9 +557,9 @@ sweep_purge_one_by_one(SweepJournal *j, TimestampTz cutoff, int64 limit,
  * When it fails (a trigger on DELETE that raises, a cascade that another
  * key refuses, a row that your table began to reference mid-purge), the
  * rest of the pass — lease recovery above all, and the other journal's
- * purge — still commits, and the batch's records are deleted one at a
- * time, passing over those that fail, with a WARNING naming the first
- * failure.  The one-at-a-time deletes of both journals, failed or not,
+ * purge — still commits, and the batch's records are deleted by halves,
+ * passing over those that fail, with a WARNING naming the first failure.
+ * The records these searches take on, in both journals, failed or not,
  * stay within `limit`, as the batches do.  Errors that are not about a
  * record (durable_error_is_global) are thrown on.
  * Returns how many records were purged.  Caller must be connected to SPI.
@@ -627,7 +579,8 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 	int64		purged = 0;
 	int			step;
 
-	sweep_forget_failed();
+	for (step = 0; step < lengthof(sweep_journals); step++)
+		durable_skip_forget_due(&sweep_journals[step].skip);
 	memset(more, true, sizeof(more));
 	for (step = 0; step < lengthof(order) && purged < limit; step++)
 	{
@@ -647,8 +600,8 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 		}
 		FreeErrorData(edata);
 		if (purged + failed < limit)
-			purged += sweep_purge_one_by_one(j, cutoff, Min(budget, limit - purged - failed),
-											 &failed, &first);
+			purged += sweep_purge_halves(j, cutoff, Min(budget, limit - purged - failed),
+										 &failed, &first);
 		more[order[step]] = false;
 	}
 	if (first != NULL)

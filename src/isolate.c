@@ -1,0 +1,257 @@
+/*-------------------------------------------------------------------------
+ *
+ * isolate.c
+ *		Keeping the records that fail from holding back the others.
+ *
+ * The sweep works on batches of records in one statement each.  A record
+ * whose work fails (a trigger of yours that raises on it, a foreign key of
+ * yours that a purge would break) makes the whole statement fail, and
+ * would do so at every pass, so that no other record of the batch were
+ * ever done.  Each batch therefore runs in a subtransaction (durable_try);
+ * when it fails, the records that fail are found by halving the batch
+ * (durable_try_halves), and the process passes over them for a while
+ * (DurableSkipList).
+ *
+ * Halving, not one record at a time: every subtransaction that writes and
+ * commits takes an xid that stays in this backend's PGPROC until the
+ * transaction ends, and past 64 of them the subxid cache overflows: every
+ * other backend's snapshot is then marked suboverflowed and looks up
+ * pg_subtrans for its visibility checks, until this transaction ends.
+ * Records done one by one in a batch of 1,000 with one failure commit 999
+ * subtransactions; halving commits about two per level, O(failures x log
+ * n).  (A subtransaction that fails rolls back, and its xid leaves the
+ * cache.)
+ *
+ * IDENTIFICATION
+ *	  src/isolate.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "durable.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/timeout.h"
+
+#include "isolate.h"
+
+/*
+ * Run fn(arg) in a subtransaction.  When it fails, the subtransaction is
+ * rolled back and its error returned (the caller frees it); NULL when it
+ * succeeded.  An error that cannot be about the rows fn worked on is thrown
+ * on instead, after the rollback (durable_error_is_global): a cancel
+ * (statement_timeout, pg_cancel_backend) ends the caller's statement as it
+ * would anywhere else.
+ */
+ErrorData *
+durable_try(void (*fn) (void *), void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+	bool		timeout_armed = get_timeout_active(STATEMENT_TIMEOUT);
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		/*
+		 * Roll the subtransaction back before anything is thrown on: a
+		 * handler above (the caller's transaction, a PL/pgSQL EXCEPTION
+		 * block) must not find it still open and roll back the wrong level.
+		 */
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_END_TRY();
+
+	/*
+	 * A statement_timeout that fired while fn ran is the caller's, whatever
+	 * became of its error on the way (PL/Python, say, re-raises a cancel
+	 * from its own function): the timer is disarmed when it fires.
+	 */
+	if (edata != NULL &&
+		(durable_error_is_global(edata) ||
+		 (timeout_armed && !get_timeout_active(STATEMENT_TIMEOUT))))
+		ReThrowError(edata);
+	return edata;
+}
+
+/*
+ * A trigger of the user's can raise any SQLSTATE for a reason of its own
+ * (an archive table on a full disk, a remote server's statement timeout
+ * passed on by postgres_fdw), so the codes that mean "this transaction" are
+ * believed only when the backend's own state says the same: a cancel or a
+ * lock timeout raised by ProcessInterrupts (statement_timeout,
+ * pg_cancel_backend, the caller's lock_timeout), a write refused in a
+ * read-only transaction, a serialization failure under a transaction
+ * snapshot.
+ */
+bool
+durable_error_is_global(const ErrorData *edata)
+{
+	switch (edata->sqlerrcode)
+	{
+		case ERRCODE_QUERY_CANCELED:
+		case ERRCODE_LOCK_NOT_AVAILABLE:
+			return edata->funcname == NULL ||
+				strcmp(edata->funcname, "ProcessInterrupts") == 0;
+		case ERRCODE_READ_ONLY_SQL_TRANSACTION:
+			return XactReadOnly;
+		case ERRCODE_T_R_SERIALIZATION_FAILURE:
+			return IsolationUsesXactSnapshot();
+		default:
+			return false;
+	}
+}
+
+bool
+durable_error_is_momentary(const ErrorData *edata)
+{
+	return edata->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED ||
+		edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
+		edata->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE;
+}
+
+/* durable_try_halves' state: the keys and what to do with them. */
+typedef struct HalvesCall
+{
+	const Datum *keys;
+	DurableApplyKeys apply;
+	DurableKeyFailed failed;
+	void	   *arg;
+	int			lo;				/* the range durable_try is running */
+	int			hi;
+} HalvesCall;
+
+static void
+halves_apply(void *arg)
+{
+	HalvesCall *call = (HalvesCall *) arg;
+
+	call->apply(call->arg, call->keys + call->lo, call->hi - call->lo);
+}
+
+/* Do keys[lo..hi) in a subtransaction, halving them when it fails. */
+static void
+halves_range(HalvesCall *call, int lo, int hi)
+{
+	ErrorData  *edata;
+	int			mid;
+
+	check_stack_depth();
+	call->lo = lo;
+	call->hi = hi;
+	edata = durable_try(halves_apply, call);
+	if (edata == NULL)
+		return;
+	if (hi - lo == 1)
+	{
+		call->failed(call->arg, lo, edata);
+		return;
+	}
+	FreeErrorData(edata);
+	mid = lo + (hi - lo) / 2;
+	halves_range(call, lo, mid);
+	halves_range(call, mid, hi);
+}
+
+void
+durable_try_halves(const Datum *keys, int nkeys, DurableApplyKeys apply,
+				   DurableKeyFailed failed, void *arg)
+{
+	HalvesCall	call = {.keys = keys, .apply = apply, .failed = failed, .arg = arg};
+
+	/* The whole set just failed: begin with its halves. */
+	if (nkeys == 1)
+		halves_range(&call, 0, 1);
+	else if (nkeys > 1)
+	{
+		halves_range(&call, 0, nkeys / 2);
+		halves_range(&call, nkeys / 2, nkeys);
+	}
+}
+
+void
+durable_skip_remember(DurableSkipList *list, Datum key, TimestampTz order)
+{
+	int16		typlen;
+	bool		typbyval;
+	MemoryContext old;
+
+	if (list->keys == NULL)
+	{
+		list->keys = MemoryContextAlloc(TopMemoryContext, sizeof(Datum) * list->max);
+		list->nkeys = 0;
+		list->retry_at = durable_clock_us() + (int64) list->retry_ms * 1000;
+	}
+	if (list->nkeys >= list->max)
+	{
+		list->mark = Max(list->mark, order);
+		return;
+	}
+	get_typlenbyval(list->key_type, &typlen, &typbyval);
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	list->keys[list->nkeys++] = datumCopy(key, typbyval, typlen);
+	MemoryContextSwitchTo(old);
+}
+
+void
+durable_skip_forget_due(DurableSkipList *list)
+{
+	int16		typlen;
+	bool		typbyval;
+	int			i;
+
+	if (list->keys == NULL || durable_clock_us() < list->retry_at)
+		return;
+	get_typlenbyval(list->key_type, &typlen, &typbyval);
+	if (!typbyval)
+		for (i = 0; i < list->nkeys; i++)
+			pfree(DatumGetPointer(list->keys[i]));
+	pfree(list->keys);
+	list->keys = NULL;
+	list->nkeys = 0;
+	list->mark = DT_NOBEGIN;
+}
+
+/*
+ * The keys are handed over in a copy: construct_array() may replace
+ * elements with detoasted copies in the current memory context.
+ */
+Datum
+durable_key_array(const Datum *keys, int nkeys, Oid key_type)
+{
+	Datum	   *copy = palloc(sizeof(Datum) * Max(nkeys, 1));
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	if (nkeys > 0)
+		memcpy(copy, keys, sizeof(Datum) * nkeys);
+	get_typlenbyvalalign(key_type, &typlen, &typbyval, &typalign);
+	return PointerGetDatum(construct_array(copy, nkeys, key_type, typlen, typbyval, typalign));
+}
+
+Datum
+durable_skip_array(const DurableSkipList *list)
+{
+	return durable_key_array(list->keys, list->nkeys, list->key_type);
+}

@@ -1,0 +1,109 @@
+/*-------------------------------------------------------------------------
+ *
+ * isolate.h
+ *		Keeping the records that fail from holding back the others:
+ *		subtransactions, the search for the records that fail, and the
+ *		lists of records a process passes over afterwards.  Used by the
+ *		sweep's lease recovery and retention purge.
+ *
+ * IDENTIFICATION
+ *	  src/isolate.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DURABLE_ISOLATE_H
+#define DURABLE_ISOLATE_H
+
+#include "durable.h"
+
+/* ---- Subtransactions ---- */
+
+/*
+ * Run fn(arg) in a subtransaction: NULL when it succeeded, else its error
+ * (rolled back; the caller frees it).  An error that cannot be about the
+ * rows fn worked on (durable_error_is_global) is thrown on after the
+ * rollback instead of returned.
+ */
+extern ErrorData *durable_try(void (*fn) (void *), void *arg);
+
+/*
+ * Whether an error concerns the whole transaction rather than a row: this
+ * backend's cancel, a write in a read-only transaction, a serialization
+ * failure under REPEATABLE READ or SERIALIZABLE (the caller must retry its
+ * transaction).  Passing over rows one by one cannot get around those.
+ */
+extern bool durable_error_is_global(const ErrorData *edata);
+
+/*
+ * Whether an error may well not come again: a deadlock, a lock not
+ * available, a serialization failure (raised by a trigger, say).
+ */
+extern bool durable_error_is_momentary(const ErrorData *edata);
+
+/* ---- Finding the records that fail ---- */
+
+/* Does the work on the records of keys[0..nkeys); raises when one fails. */
+typedef void (*DurableApplyKeys) (void *arg, const Datum *keys, int nkeys);
+
+/* keys[index] failed alone with edata, which the callee now owns. */
+typedef void (*DurableKeyFailed) (void *arg, int index, ErrorData *edata);
+
+/*
+ * After a statement over a set of records failed: do its work on halves of
+ * `keys`, each in a subtransaction (durable_try), halving again the halves
+ * that fail, until the records that fail alone are found; `failed` is
+ * called for each of them, in key order.  Errors about the transaction are
+ * thrown on.
+ */
+extern void durable_try_halves(const Datum *keys, int nkeys, DurableApplyKeys apply,
+							   DurableKeyFailed failed, void *arg);
+
+/* ---- Records a process passes over ---- */
+
+/*
+ * The records whose work failed in this process lately, which its batches
+ * leave out until retry_at: up to `max` keys one by one, and past them a
+ * mark, the order value (lease expiry, finish time) of the newest failure,
+ * up to which the batches leave out every record (older records that could
+ * be done wait for the retry with the failures; without the mark, a pass
+ * would meet `max` unremembered failures first, every time, and never
+ * reach the others).  Keys and the list live in TopMemoryContext.
+ */
+typedef struct DurableSkipList
+{
+	Oid			key_type;		/* INT8OID or TEXTOID */
+	int			max;			/* keys remembered one by one at most */
+	int			retry_ms;		/* from the first failure to the retry */
+	Datum	   *keys;			/* NULL: none remembered */
+	int			nkeys;
+	TimestampTz mark;			/* DT_NOBEGIN: none */
+	int64		retry_at;		/* durable_clock_us() when all are tried again */
+} DurableSkipList;
+
+#define DURABLE_SKIP_LIST(type, max_keys, retry) \
+	{.key_type = (type), .max = (max_keys), .retry_ms = (retry), .mark = DT_NOBEGIN}
+
+/*
+ * Pass over the record of `key`, whose order value is `order`; records are
+ * remembered in their order, oldest first, so a key past `max` is the
+ * newest failure.
+ */
+extern void durable_skip_remember(DurableSkipList *list, Datum key, TimestampTz order);
+
+/* Forget the list once its retry time has come: all are tried again. */
+extern void durable_skip_forget_due(DurableSkipList *list);
+
+/* Whether the list leaves any record out. */
+static inline bool
+durable_skip_any(const DurableSkipList *list)
+{
+	return list->keys != NULL;
+}
+
+/* The keys as an array datum (int8[] or text[]), in the current memory context. */
+extern Datum durable_skip_array(const DurableSkipList *list);
+
+/* keys[0..nkeys) of type key_type as an array datum, in the current memory context. */
+extern Datum durable_key_array(const Datum *keys, int nkeys, Oid key_type);
+
+#endif							/* DURABLE_ISOLATE_H */
