@@ -40,6 +40,7 @@ int			durable_outbox_backoff_cap_ms = 60 * 1000;
 int			durable_retention_s = 7 * 24 * 3600;
 int			durable_max_payload_bytes = 1024 * 1024;
 int			durable_naptime_ms = 1000;
+int			durable_max_databases = DURABLE_DEFAULT_MAX_DATABASES;
 bool		durable_claim_floor_enabled = true;
 int			durable_bound_count = 10000;
 int			durable_bound_age_s = 30 * 60;
@@ -112,6 +113,12 @@ durable_define_settings(void)
 							"Pause between two sweeps of the background worker.",
 							NULL, &durable_naptime_ms, 1000,
 							10, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.max_databases",
+							"Databases with durable that get a background worker, counters and waiting claims.",
+							"Sizes shared memory (a few hundred bytes a database); takes effect at server start.",
+							&durable_max_databases, DURABLE_DEFAULT_MAX_DATABASES,
+							1, 10000, PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("durable.bound_count",
 							"Waiting records above which standing() reports over_bound.",

@@ -181,7 +181,8 @@ metrics_slot(void)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("durable has no counters for this database"),
-				 errdetail("durable tracks at most %d databases.", DURABLE_MAX_DATABASES)));
+				 errdetail("durable tracks at most %d databases.", durable_max_databases),
+				 errhint("Raise \"durable.max_databases\" (it takes a server restart), or drop the extension where it is not used.")));
 	return slot;
 }
 

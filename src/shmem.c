@@ -28,7 +28,8 @@ static DurableDbSlot *dshm_my_slot = NULL;
 static Size
 dshm_size(void)
 {
-	return MAXALIGN(sizeof(DurableShared));
+	return MAXALIGN(add_size(offsetof(DurableShared, slots),
+							 mul_size(sizeof(DurableDbSlot), durable_max_databases)));
 }
 
 static void
@@ -58,7 +59,7 @@ dshm_startup(void)
 		durable_shared->lock = &(GetNamedLWLockTranche("durable"))->lock;
 		SpinLockInit(&durable_shared->mutex);
 		durable_shared->launcher_latch = NULL;
-		for (i = 0; i < DURABLE_MAX_DATABASES; i++)
+		for (i = 0; i < durable_max_databases; i++)
 		{
 			DurableDbSlot *slot = &durable_shared->slots[i];
 			int			c;
@@ -161,7 +162,7 @@ durable_db_slot(Oid dboid, bool create)
 		return NULL;
 
 	LWLockAcquire(durable_shared->lock, LW_SHARED);
-	for (i = 0; i < DURABLE_MAX_DATABASES; i++)
+	for (i = 0; i < durable_max_databases; i++)
 	{
 		if (durable_shared->slots[i].dboid == dboid)
 		{
@@ -174,7 +175,7 @@ durable_db_slot(Oid dboid, bool create)
 		return NULL;
 
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < DURABLE_MAX_DATABASES; i++)
+	for (i = 0; i < durable_max_databases; i++)
 	{
 		DurableDbSlot *slot = &durable_shared->slots[i];
 
@@ -222,8 +223,8 @@ durable_my_slot(void)
 			ereport(WARNING,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("durable tracks at most %d databases; database %u has no counters, waiting claims or worker",
-							DURABLE_MAX_DATABASES, MyDatabaseId),
-					 errhint("Drop the extension where it is not used.")));
+							durable_max_databases, MyDatabaseId),
+					 errhint("Raise \"durable.max_databases\" (it takes a server restart), or drop the extension where it is not used.")));
 		warned = true;
 	}
 	else
@@ -239,7 +240,7 @@ durable_db_slot_free(Oid dboid)
 	if (durable_shared == NULL)
 		return;
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < DURABLE_MAX_DATABASES; i++)
+	for (i = 0; i < durable_max_databases; i++)
 	{
 		if (durable_shared->slots[i].dboid == dboid)
 			durable_shared->slots[i].dboid = InvalidOid;

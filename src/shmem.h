@@ -32,8 +32,6 @@
 #include "storage/lwlock.h"
 #include "storage/spin.h"
 
-/* Databases with durable counters or workers at once. */
-#define DURABLE_MAX_DATABASES	128
 
 /* A queue's claim floor (claim_floor.c); mutex protects the plain fields. */
 typedef struct DurableFloor
@@ -77,7 +75,7 @@ typedef struct DurableShared
 	slock_t		mutex;			/* protects launcher_latch, installed_dboid */
 	Latch	   *launcher_latch; /* set to wake the launcher */
 	Oid			installed_dboid;	/* durable was just installed there */
-	DurableDbSlot slots[DURABLE_MAX_DATABASES];
+	DurableDbSlot slots[FLEXIBLE_ARRAY_MEMBER]; /* durable_max_databases */
 } DurableShared;
 
 extern DurableShared *durable_shared;

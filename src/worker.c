@@ -188,7 +188,7 @@ typedef struct WkrTracked
 } WkrTracked;
 
 /* ---- launcher state (launcher process only) ---- */
-static WkrTracked wkr_tracked[DURABLE_MAX_DATABASES];
+static WkrTracked *wkr_tracked;	/* durable_max_databases of them */
 static int	wkr_ntracked = 0;
 static List *wkr_warned_no_slot = NIL;	/* databases warned about, once each */
 
@@ -289,7 +289,7 @@ wkr_free_slot_exists(void)
 	int			i;
 
 	LWLockAcquire(durable_shared->lock, LW_SHARED);
-	for (i = 0; i < DURABLE_MAX_DATABASES && !found; i++)
+	for (i = 0; i < durable_max_databases && !found; i++)
 		found = (durable_shared->slots[i].dboid == InvalidOid);
 	LWLockRelease(durable_shared->lock);
 	return found;
@@ -398,7 +398,7 @@ wkr_take_absent_slot(Oid dboid, int64 now)
 	int			i;
 
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < DURABLE_MAX_DATABASES && taken == NULL; i++)
+	for (i = 0; i < durable_max_databases && taken == NULL; i++)
 	{
 		DurableDbSlot *slot = &durable_shared->slots[i];
 
@@ -434,6 +434,28 @@ wkr_take_absent_slot(Oid dboid, int64 now)
 }
 
 /*
+ * Every slot is taken by a database with durable (or being checked): warn
+ * that this one gets no worker, once per database.
+ */
+static void
+wkr_warn_no_slot(const WkrDatabase *db)
+{
+	MemoryContext old;
+
+	if (list_member_oid(wkr_warned_no_slot, db->oid))
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("durable cannot start a worker for database \"%s\"", NameStr(db->name)),
+			 errdetail("durable tracks at most %d databases with the extension, and all are taken.",
+					   durable_max_databases),
+			 errhint("Raise \"durable.max_databases\" (it takes a server restart), or drop the extension where it is not used.")));
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	wkr_warned_no_slot = lappend_oid(wkr_warned_no_slot, db->oid);
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * The slot of a database the launcher wants a worker in, assigned if
  * needed.  NULL, with *absent_until set, when the database was found
  * without durable, gave its slot away and is not due to be checked again.
@@ -444,7 +466,6 @@ static DurableDbSlot *
 wkr_launcher_slot(const WkrDatabase *db, int64 now, int64 *absent_until)
 {
 	DurableDbSlot *slot = durable_db_slot(db->oid, false);
-	MemoryContext old;
 
 	*absent_until = 0;
 	if (slot != NULL)
@@ -456,18 +477,9 @@ wkr_launcher_slot(const WkrDatabase *db, int64 now, int64 *absent_until)
 		slot = durable_db_slot(db->oid, true);
 	if (slot == NULL)
 		slot = wkr_take_absent_slot(db->oid, now);
-	if (slot != NULL || list_member_oid(wkr_warned_no_slot, db->oid))
-		return slot;
-
-	ereport(WARNING,
-			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-			 errmsg("durable cannot start a worker for database \"%s\"", NameStr(db->name)),
-			 errdetail("durable tracks at most %d databases with the extension, and all are taken.",
-					   DURABLE_MAX_DATABASES)));
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	wkr_warned_no_slot = lappend_oid(wkr_warned_no_slot, db->oid);
-	MemoryContextSwitchTo(old);
-	return NULL;
+	if (slot == NULL)
+		wkr_warn_no_slot(db);
+	return slot;
 }
 
 /*
@@ -482,7 +494,7 @@ wkr_forget_stale_starts(void)
 	int			i;
 
 	LWLockAcquire(durable_shared->lock, LW_SHARED);
-	for (i = 0; i < DURABLE_MAX_DATABASES; i++)
+	for (i = 0; i < durable_max_databases; i++)
 	{
 		DurableDbSlot *slot = &durable_shared->slots[i];
 
@@ -561,7 +573,7 @@ wkr_idle_slot_databases(void)
 	int			i;
 
 	LWLockAcquire(durable_shared->lock, LW_SHARED);
-	for (i = 0; i < DURABLE_MAX_DATABASES; i++)
+	for (i = 0; i < durable_max_databases; i++)
 	{
 		DurableDbSlot *slot = &durable_shared->slots[i];
 		bool		idle;
@@ -810,8 +822,19 @@ wkr_launch_workers(int64 now)
 			wkr_stop_tracked(db->oid);
 			continue;
 		}
-		if (wkr_is_tracked(db->oid) || wkr_ntracked >= DURABLE_MAX_DATABASES)
+		if (wkr_is_tracked(db->oid))
 			continue;
+
+		/*
+		 * As many workers as slots: each has a slot of its own (or gave it
+		 * up and waits to be reaped), so none is left for this database.
+		 */
+		if (wkr_ntracked >= durable_max_databases)
+		{
+			if (durable_db_slot(db->oid, false) == NULL && wkr_absent_until(db->oid, now) == 0)
+				wkr_warn_no_slot(db);
+			continue;
+		}
 		if (in_flight >= WKR_MAX_IN_FLIGHT)
 		{
 			next = Min(next, now + (int64) WKR_START_PACE_MS * 1000);
@@ -878,6 +901,8 @@ durable_launcher_main(Datum main_arg)
 	durable_shared->launcher_latch = MyLatch;
 	SpinLockRelease(&durable_shared->mutex);
 	wkr_forget_stale_starts();
+	wkr_tracked = MemoryContextAllocZero(TopMemoryContext,
+										 sizeof(WkrTracked) * durable_max_databases);
 
 	ereport(LOG, (errmsg("durable launcher started")));
 

@@ -1,0 +1,95 @@
+# t/020_max_databases.pl
+# durable.max_databases sizes the shared memory that tracks databases with
+# durable: each one's counters, waiting claims and background worker.  Here
+# it is 2, so the third database with durable finds every slot taken:
+#   - the launcher warns, once, that it cannot start a worker there, with
+#     the setting to raise in its hint;
+#   - the journals still work there: an admit succeeds, and its backend
+#     warns once (not at every call);
+#   - metrics() there is an error with SQLSTATE 53400 and the same hint;
+#   - once another database drops durable, the third gets the slot and its
+#     worker, and metrics() answers.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('maxdb');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'durable'
+durable.naptime = '100ms'
+durable.max_databases = 2
+});
+$node->start;
+
+is($node->safe_psql('postgres', 'SHOW durable.max_databases'), '2',
+	'durable.max_databases is read at server start');
+
+sub has_worker
+{
+	my ($db) = @_;
+	return "SELECT count(*) = 1 FROM pg_stat_activity"
+	  . " WHERE backend_type = 'durable worker' AND datname = '$db'";
+}
+
+for my $db (qw(first second))
+{
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, 'CREATE EXTENSION durable');
+	ok($node->poll_query_until($db, has_worker($db)), "database $db gets its worker");
+}
+
+my $offset = -s $node->logfile;
+$node->safe_psql('postgres', 'CREATE DATABASE third');
+$node->safe_psql('third', 'CREATE EXTENSION durable');
+
+my $warned = 0;
+for (my $i = 0; $i < 300 && !$warned; $i++)
+{
+	$warned = slurp_file($node->logfile, $offset) =~
+	  /WARNING:  durable cannot start a worker for database "third"/;
+	select(undef, undef, undef, 0.1) unless $warned;
+}
+ok($warned, 'the launcher warns that the third database gets no worker');
+like(slurp_file($node->logfile, $offset), qr/HINT:  Raise "durable.max_databases"/,
+	'and says which setting to raise');
+# The launcher keeps looking (every naptime), but warns once.
+sleep 1;
+my $launcher_warnings = () = slurp_file($node->logfile, $offset) =~
+  /durable cannot start a worker for database "third"/g;
+is($launcher_warnings, 1, 'once');
+is($node->safe_psql('third', has_worker('third')), 'f', 'no worker runs there');
+
+# The journals work without the slot; the backend warns once, not per call.
+my ($rc, $stdout, $stderr) = $node->psql(
+	'third', q{
+SELECT state FROM durable.inbox_admit('maxdb', 'm1', 'chat-1', instance => 'i1');
+SELECT state FROM durable.inbox_admit('maxdb', 'm2', 'chat-2', instance => 'i1');
+});
+is($rc, 0, 'admits succeed in the database without a slot');
+is($stdout, "leased\nleased", 'and lease their records');
+my $backend_warnings = () = $stderr =~ /WARNING:  durable tracks at most 2 databases/g;
+is($backend_warnings, 1, 'its backend warns once') or diag($stderr);
+
+($rc, $stdout, $stderr) = $node->psql(
+	'third', q{\set VERBOSITY verbose
+SELECT * FROM durable.metrics();});
+like($stderr, qr/ERROR:  53400: durable has no counters for this database/,
+	'metrics() there fails with 53400 (configuration limit exceeded)');
+like($stderr, qr/HINT:  Raise "durable.max_databases"/, 'with the hint');
+
+# A slot freed by another database goes to the third.
+$node->safe_psql('first', 'DROP EXTENSION durable');
+ok($node->poll_query_until('third', has_worker('third')),
+	'once another database drops durable, the third gets its worker');
+ok( $node->poll_query_until(
+		'third', 'SELECT inbound_journaled >= 0 FROM durable.metrics()'),
+	'and its counters');
+is($node->safe_psql('second', has_worker('second')), 't', 'the second keeps its worker');
+
+$node->stop;
+done_testing();
