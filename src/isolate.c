@@ -18,9 +18,12 @@
  * other backend's snapshot is then marked suboverflowed and looks up
  * pg_subtrans for its visibility checks, until this transaction ends.
  * Records done one by one in a batch of 1,000 with one failure commit 999
- * subtransactions; halving commits about two per level, O(failures x log
- * n).  (A subtransaction that fails rolls back, and its xid leaves the
- * cache.)
+ * subtransactions; halving commits one per level (the half that succeeds),
+ * O(failures x log n).  (A subtransaction that fails rolls back, and its
+ * xid leaves the cache.)  Ranges of HALVES_ONE_BY_ONE records or fewer are
+ * tried one record at a time: when most records fail, halving down to
+ * single records would try each about twice, and fire the triggers of the
+ * records that go with a failing one at every level.
  *
  * IDENTIFICATION
  *	  src/isolate.c
@@ -130,6 +133,9 @@ durable_error_is_momentary(const ErrorData *edata)
 		edata->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE;
 }
 
+/* Ranges this small are tried one record at a time, not halved. */
+#define HALVES_ONE_BY_ONE	8
+
 /* durable_try_halves' state: the keys and what to do with them. */
 typedef struct HalvesCall
 {
@@ -149,28 +155,47 @@ halves_apply(void *arg)
 	call->apply(call->arg, call->keys + call->lo, call->hi - call->lo);
 }
 
-/* Do keys[lo..hi) in a subtransaction, halving them when it fails. */
-static void
-halves_range(HalvesCall *call, int lo, int hi)
+/* Do keys[lo..hi) in a subtransaction; NULL, or its error. */
+static ErrorData *
+halves_try(HalvesCall *call, int lo, int hi)
 {
-	ErrorData  *edata;
-	int			mid;
-
-	check_stack_depth();
 	call->lo = lo;
 	call->hi = hi;
-	edata = durable_try(halves_apply, call);
-	if (edata == NULL)
-		return;
-	if (hi - lo == 1)
+	return durable_try(halves_apply, call);
+}
+
+/*
+ * Keys[lo..hi) failed together (their error freed): find those that fail,
+ * one at a time in a small range, else in its halves.
+ */
+static void
+halves_search(HalvesCall *call, int lo, int hi)
+{
+	int			i;
+
+	check_stack_depth();
+	if (hi - lo <= HALVES_ONE_BY_ONE)
 	{
-		call->failed(call->arg, lo, edata);
+		for (i = lo; i < hi; i++)
+		{
+			ErrorData  *edata = halves_try(call, i, i + 1);
+
+			if (edata != NULL)
+				call->failed(call->arg, i, edata);
+		}
 		return;
 	}
-	FreeErrorData(edata);
-	mid = lo + (hi - lo) / 2;
-	halves_range(call, lo, mid);
-	halves_range(call, mid, hi);
+	for (i = 0; i < 2; i++)
+	{
+		int			from = (i == 0) ? lo : lo + (hi - lo) / 2;
+		int			to = (i == 0) ? lo + (hi - lo) / 2 : hi;
+		ErrorData  *edata = halves_try(call, from, to);
+
+		if (edata == NULL)
+			continue;
+		FreeErrorData(edata);
+		halves_search(call, from, to);
+	}
 }
 
 void
@@ -179,14 +204,9 @@ durable_try_halves(const Datum *keys, int nkeys, DurableApplyKeys apply,
 {
 	HalvesCall	call = {.keys = keys, .apply = apply, .failed = failed, .arg = arg};
 
-	/* The whole set just failed: begin with its halves. */
-	if (nkeys == 1)
-		halves_range(&call, 0, 1);
-	else if (nkeys > 1)
-	{
-		halves_range(&call, 0, nkeys / 2);
-		halves_range(&call, nkeys / 2, nkeys);
-	}
+	/* The whole set just failed. */
+	if (nkeys > 0)
+		halves_search(&call, 0, nkeys);
 }
 
 void
@@ -254,4 +274,10 @@ Datum
 durable_skip_array(const DurableSkipList *list)
 {
 	return durable_key_array(list->keys, list->nkeys, list->key_type);
+}
+
+TimestampTz
+durable_skip_from(const DurableSkipList *list)
+{
+	return (list->mark == DT_NOBEGIN) ? DT_NOBEGIN : list->mark + 1;
 }

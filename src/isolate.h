@@ -51,9 +51,9 @@ typedef void (*DurableKeyFailed) (void *arg, int index, ErrorData *edata);
 /*
  * After a statement over a set of records failed: do its work on halves of
  * `keys`, each in a subtransaction (durable_try), halving again the halves
- * that fail, until the records that fail alone are found; `failed` is
- * called for each of them, in key order.  Errors about the transaction are
- * thrown on.
+ * that fail (small ones are tried one record at a time), until the records
+ * that fail alone are found; `failed` is called for each of them, in key
+ * order.  Errors about the transaction are thrown on.
  */
 extern void durable_try_halves(const Datum *keys, int nkeys, DurableApplyKeys apply,
 							   DurableKeyFailed failed, void *arg);
@@ -102,6 +102,13 @@ durable_skip_any(const DurableSkipList *list)
 
 /* The keys as an array datum (int8[] or text[]), in the current memory context. */
 extern Datum durable_skip_array(const DurableSkipList *list);
+
+/*
+ * Where the records not passed over by the mark begin (order values at or
+ * after it): DT_NOBEGIN when there is no mark, so that a batch's
+ * "order >= from" leaves nothing out, -infinity included.
+ */
+extern TimestampTz durable_skip_from(const DurableSkipList *list);
 
 /* keys[0..nkeys) of type key_type as an array datum, in the current memory context. */
 extern Datum durable_key_array(const Datum *keys, int nkeys, Oid key_type);

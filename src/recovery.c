@@ -85,7 +85,8 @@ typedef enum RecoveryScope
 typedef struct RecoveryArgs
 {
 	Datum		skip;			/* EXPIRED: the keys passed over (an array) */
-	TimestampTz mark;			/* EXPIRED: and every lease that ran out by then */
+	TimestampTz from;			/* EXPIRED: and every lease that ran out before
+								 * this (durable_skip_from) */
 	Datum		owner;			/* OWNER: the instance (text) */
 	Datum		keys;			/* KEYS: the records' ids (int8[]) or keys (text[]) */
 } RecoveryArgs;
@@ -140,7 +141,7 @@ typedef struct RecoveryArgs
 /*
  * One journal's recovery, as the sweep isolates it: how to recover, its
  * oldest expired leases for the search of the records that fail ($1 now,
- * $2 limit, $3 the skip array, $4 the mark; key and lease_until), and the
+ * $2 limit, $3 the skip array, $4 durable_skip_from; key and lease_until), and the
  * records this process passes over.
  */
 typedef struct RecoveryJournal
@@ -165,7 +166,7 @@ static RecoveryJournal recovery_journals[] = {
 		.recover = recovery_inbox,
 		.candidates_sql = "SELECT c.id, c.lease_until FROM durable.inbox c"
 		" WHERE " INBOX_OPEN_SCAN("c") " AND c.state = 'leased' AND c.lease_until < $1"
-		"   AND c.id <> ALL ($3) AND c.lease_until > $4"
+		"   AND c.id <> ALL ($3) AND c.lease_until >= $4"
 		" ORDER BY c.lease_until LIMIT $2",
 		.skip = DURABLE_SKIP_LIST(INT8OID, RECOVERY_SKIP_MAX, RECOVERY_SKIP_RETRY_MS),
 	},
@@ -174,7 +175,7 @@ static RecoveryJournal recovery_journals[] = {
 		.recover = recovery_outbox,
 		.candidates_sql = "SELECT c.key, c.lease_until FROM durable.outbox c"
 		" WHERE c.state = 'sending' AND c.lease_until < $1"
-		"   AND c.key <> ALL ($3) AND c.lease_until > $4"
+		"   AND c.key <> ALL ($3) AND c.lease_until >= $4"
 		" ORDER BY c.lease_until LIMIT $2",
 		.skip = DURABLE_SKIP_LIST(TEXTOID, RECOVERY_SKIP_MAX, RECOVERY_SKIP_RETRY_MS),
 	},
@@ -190,13 +191,13 @@ recovery_limit_param(int limit, Datum *value, char *null)
 
 /*
  * RecoveryArgs as the statements' parameters from `first` on: the skip array
- * and mark, owner, key; those the scope does not read are NULL.
+ * and its start, owner, keys; those the scope does not read are NULL.
  */
 static void
 recovery_args_params(RecoveryScope scope, const RecoveryArgs *args, Datum *values, char *nulls)
 {
 	values[0] = args->skip;
-	values[1] = TimestampTzGetDatum(args->mark);
+	values[1] = TimestampTzGetDatum(args->from);
 	values[2] = args->owner;
 	values[3] = args->keys;
 	nulls[0] = nulls[1] = (scope == RECOVER_EXPIRED) ? ' ' : 'n';
@@ -210,7 +211,7 @@ recovery_inbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, i
 	static SPIPlanPtr plans[3];
 	static const char *const sql[3] = {
 		[RECOVER_EXPIRED] = RECOVERY_INBOX_SQL("c.lease_until < $1 AND c.id <> ALL ($5)"
-											   " AND c.lease_until > $6",
+											   " AND c.lease_until >= $6",
 											   "i.lease_until < $1", "c.lease_until"),
 		[RECOVER_OWNER] = RECOVERY_INBOX_SQL("c.owner = $7", "i.owner = $7", "c.id"),
 		[RECOVER_KEYS] = RECOVERY_INBOX_SQL("c.id = ANY ($8) AND c.lease_until < $1",
@@ -267,7 +268,7 @@ recovery_outbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, 
 	static SPIPlanPtr plans[3];
 	static const char *const sql[3] = {
 		[RECOVER_EXPIRED] = RECOVERY_OUTBOX_SQL("c.lease_until < $1 AND c.key <> ALL ($3)"
-												" AND c.lease_until > $4",
+												" AND c.lease_until >= $4",
 												"o.lease_until < $1", "c.lease_until"),
 		[RECOVER_OWNER] = RECOVERY_OUTBOX_SQL("c.owner = $5", "o.owner = $5", "c.id"),
 		[RECOVER_KEYS] = RECOVERY_OUTBOX_SQL("c.key = ANY ($6) AND c.lease_until < $1",
@@ -384,7 +385,7 @@ recovery_key_failed(void *arg, int index, ErrorData *edata)
  * After a batch failed: recover up to `limit` of the journal's oldest
  * expired leases by halves (durable_try_halves), passing over those that
  * fail and remembering those that are not of the moment.  `expired` holds
- * the batch's skip array and mark, which the candidates leave out too.
+ * the batch's skip array and start, which the candidates leave out too.
  */
 static void
 recovery_halves(RecoveryHalves *halves, const RecoveryArgs *expired, int limit)
@@ -399,7 +400,7 @@ recovery_halves(RecoveryHalves *halves, const RecoveryArgs *expired, int limit)
 	values[0] = TimestampTzGetDatum(halves->now);
 	values[1] = Int64GetDatum((int64) limit);
 	values[2] = expired->skip;
-	values[3] = TimestampTzGetDatum(expired->mark);
+	values[3] = TimestampTzGetDatum(expired->from);
 	durable_exec(durable_plan(&j->candidates_plan, j->candidates_sql, 4, types),
 				 values, NULL, SPI_OK_SELECT, 0);
 	n = SPI_processed;
@@ -437,7 +438,7 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 
 	durable_skip_forget_due(&j->skip);
 	call.args.skip = durable_skip_array(&j->skip);
-	call.args.mark = j->skip.mark;
+	call.args.from = durable_skip_from(&j->skip);
 	edata = durable_try(recovery_call, &call);
 	if (edata == NULL)
 	{

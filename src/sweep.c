@@ -196,8 +196,8 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_
  * A journal's retention purge: how to delete its finished records directly
  * (direct.c) and, when it cannot be written directly, the statements that
  * do it.  The batch and candidate statements take $1 the cutoff, $2 the
- * limit, $3 the keys to pass over (an array) and $4 the mark (every record
- * finished no later than it is passed over too; DurableSkipList), and their
+ * limit, $3 the keys to pass over (an array) and $4 where the records not
+ * passed over by the mark begin (durable_skip_from), and their
  * %s the journal's foreign-key guards (sweep_fk_guards) on the candidate
  * alias c.
  */
@@ -243,13 +243,13 @@ static SweepJournal sweep_journals[] = {
 		.batch_sql = "DELETE FROM durable.inbox d"
 		" WHERE d.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c"
 		"                         WHERE c.done_at < $1 AND c.state = 'done'"
-		"                           AND c.done_at > $4 AND c.id <> ALL ($3)%s"
+		"                           AND c.done_at >= $4 AND c.id <> ALL ($3)%s"
 		"                         ORDER BY c.done_at LIMIT $2"
 		"                         FOR UPDATE SKIP LOCKED))"
 		"   AND d.state = 'done' AND d.done_at < $1",
 		.candidates_sql = "SELECT c.id, c.done_at FROM durable.inbox c"
 		" WHERE c.done_at < $1 AND c.state = 'done'"
-		"   AND c.done_at > $4 AND c.id <> ALL ($3)%s"
+		"   AND c.done_at >= $4 AND c.id <> ALL ($3)%s"
 		" ORDER BY c.done_at LIMIT $2",
 		.delete_keys_sql = "DELETE FROM durable.inbox d"
 		" WHERE d.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c"
@@ -264,13 +264,13 @@ static SweepJournal sweep_journals[] = {
 		.batch_sql = "DELETE FROM durable.outbox d"
 		" WHERE d.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c"
 		"                          WHERE c.state = 'sent' AND c.sent_at < $1"
-		"                            AND c.sent_at > $4 AND c.key <> ALL ($3)%s"
+		"                            AND c.sent_at >= $4 AND c.key <> ALL ($3)%s"
 		"                          ORDER BY c.sent_at LIMIT $2"
 		"                          FOR UPDATE SKIP LOCKED))"
 		"   AND d.state = 'sent' AND d.sent_at < $1",
 		.candidates_sql = "SELECT c.key, c.sent_at FROM durable.outbox c"
 		" WHERE c.state = 'sent' AND c.sent_at < $1"
-		"   AND c.sent_at > $4 AND c.key <> ALL ($3)%s"
+		"   AND c.sent_at >= $4 AND c.key <> ALL ($3)%s"
 		" ORDER BY c.sent_at LIMIT $2",
 		.delete_keys_sql = "DELETE FROM durable.outbox d"
 		" WHERE d.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c"
@@ -347,7 +347,7 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, SPIPlanPtr *plan,
 	values[0] = TimestampTzGetDatum(cutoff);
 	values[1] = Int64GetDatum(limit);
 	values[2] = skip ? durable_skip_array(skip) : durable_key_array(NULL, 0, j->skip.key_type);
-	values[3] = TimestampTzGetDatum(skip ? skip->mark : DT_NOBEGIN);
+	values[3] = TimestampTzGetDatum(skip ? durable_skip_from(skip) : DT_NOBEGIN);
 	if (guards[0] == '\0')
 		durable_exec(durable_plan(plan, psprintf(sql, ""), 4, types),
 					 values, NULL, expected, 0);
@@ -559,8 +559,8 @@ sweep_purge_halves(SweepJournal *j, TimestampTz cutoff, int64 limit,
  * rest of the pass — lease recovery above all, and the other journal's
  * purge — still commits, and the batch's records are deleted by halves,
  * passing over those that fail, with a WARNING naming the first failure.
- * The records these searches take on, in both journals, failed or not,
- * stay within `limit`, as the batches do.  Errors that are not about a
+ * The records deleted and those that failed, in both journals, stay
+ * within `limit`.  Errors that are not about a
  * record (durable_error_is_global) are thrown on.
  * Returns how many records were purged.  Caller must be connected to SPI.
  */
@@ -582,10 +582,10 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 	for (step = 0; step < lengthof(sweep_journals); step++)
 		durable_skip_forget_due(&sweep_journals[step].skip);
 	memset(more, true, sizeof(more));
-	for (step = 0; step < lengthof(order) && purged < limit; step++)
+	for (step = 0; step < lengthof(order) && purged + failed < limit; step++)
 	{
 		SweepJournal *j = &sweep_journals[order[step]];
-		int64		budget = (step == 0) ? (limit + 1) / 2 : limit - purged;
+		int64		budget = (step == 0) ? (limit + 1) / 2 : limit - purged - failed;
 		SweepPurgeCall call = {.cutoff = cutoff, .limit = budget, .journal = j};
 		ErrorData  *edata;
 
@@ -599,9 +599,7 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 			continue;
 		}
 		FreeErrorData(edata);
-		if (purged + failed < limit)
-			purged += sweep_purge_halves(j, cutoff, Min(budget, limit - purged - failed),
-										 &failed, &first);
+		purged += sweep_purge_halves(j, cutoff, budget, &failed, &first);
 		more[order[step]] = false;
 	}
 	if (first != NULL)
