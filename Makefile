@@ -19,6 +19,7 @@ OBJS = \
 	src/outbox.o \
 	src/instance.o \
 	src/isolate.o \
+	src/references.o \
 	src/recovery.o \
 	src/sweep.o \
 	src/worker.o \

@@ -342,3 +342,69 @@ DELETE FROM durable.permits WHERE bucket LIKE 'sec-%';
 DELETE FROM durable.permit_buckets WHERE bucket LIKE 'sec-%';
 DROP OWNED BY regress_durable_mallory;
 DROP ROLE regress_durable_mallory;
+
+-- TESTS: a role granted REFERENCES on the journals
+-- durable deletes journal records with the privileges of its owner (a
+-- superuser).  A key with ON DELETE CASCADE from a table of another role
+-- would fire that role's triggers with them, and an implicit cast of the
+-- role's own type in the purge's guard would run its function so.
+-- SETUP: trudy owns a schema and may reference both journals
+CREATE ROLE regress_durable_trudy;
+GRANT USAGE ON SCHEMA durable TO regress_durable_trudy;
+GRANT REFERENCES ON durable.inbox, durable.outbox TO regress_durable_trudy;
+CREATE SCHEMA regress_trudy AUTHORIZATION regress_durable_trudy;
+SET ROLE regress_durable_trudy;
+CREATE TABLE regress_trudy.ran (who name, what text);
+GRANT INSERT ON regress_trudy.ran TO PUBLIC;
+CREATE FUNCTION regress_trudy.log_cascade() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO regress_trudy.ran VALUES (current_user, 'cascade trigger');
+    RETURN NULL;
+END $$;
+CREATE TABLE regress_trudy.replies (send_key text REFERENCES durable.outbox (key) ON DELETE CASCADE);
+CREATE TRIGGER log_cascade AFTER DELETE ON regress_trudy.replies
+    FOR EACH ROW EXECUTE FUNCTION regress_trudy.log_cascade();
+-- an enum with an implicit cast to bigint, for a NO ACTION key to the inbox
+CREATE TYPE regress_trudy.tag AS ENUM ('one');
+CREATE FUNCTION regress_trudy.tag_to_int8(regress_trudy.tag) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO regress_trudy.ran VALUES (current_user, 'implicit cast');
+    RETURN 1;
+END $$;
+CREATE CAST (regress_trudy.tag AS bigint) WITH FUNCTION regress_trudy.tag_to_int8(regress_trudy.tag) AS IMPLICIT;
+CREATE TABLE regress_trudy.notes (tag regress_trudy.tag REFERENCES durable.inbox (id));
+INSERT INTO regress_trudy.notes VALUES (NULL);
+RESET ROLE;
+-- An old sent send that trudy's table references, and an old done inbox record
+SELECT count(*) AS sent
+  FROM durable.outbox_begin('sec-ref', 'sec-ref', '{}', 'sec-ref') b,
+       durable.outbox_sent(b.key, b.token, 'p-sec-ref') s;
+UPDATE durable.outbox SET sent_at = sent_at - interval '400 days' WHERE key = 'sec-ref';
+INSERT INTO regress_trudy.replies VALUES ('sec-ref');
+SELECT count(durable.inbox_complete(a.id, a.token)) AS done
+  FROM durable.inbox_admit('sec-ref', 'r1', 'sec-ref', instance => 'sec-ref') a;
+UPDATE durable.inbox SET done_at = done_at - interval '400 days' WHERE source = 'sec-ref';
+-- purge() by hand refuses: the cascade would run trudy's trigger as durable's owner
+\set VERBOSITY terse
+SELECT durable.purge(older_than => '1 day');
+\set VERBOSITY default
+-- So does outbox_discard()
+SELECT durable.outbox_discard('sec-ref');
+-- A sweep pass warns and purges nothing from the outbox; the inbox goes on, and
+-- its guard leaves trudy's NO ACTION key out instead of comparing through her cast
+SELECT purged FROM durable.sweep();
+SELECT key, state FROM durable.outbox WHERE key = 'sec-ref';
+SELECT count(*) AS inbox_left FROM durable.inbox WHERE source = 'sec-ref';
+-- Nothing of trudy's ran as anybody but trudy, and she is no superuser (no row)
+SELECT who, what FROM regress_trudy.ran WHERE who <> 'regress_durable_trudy';
+SELECT rolname FROM pg_roles WHERE rolname = 'regress_durable_trudy' AND rolsuper;
+-- A key from a table a superuser owns cascades as before
+ALTER TABLE regress_trudy.replies OWNER TO CURRENT_USER;
+SELECT durable.purge(older_than => '1 day');
+SELECT count(*) AS replies_left FROM regress_trudy.replies;
+-- CLEANUP
+SET client_min_messages = warning;
+DROP SCHEMA regress_trudy CASCADE;
+RESET client_min_messages;
+DROP OWNED BY regress_durable_trudy;
+DROP ROLE regress_durable_trudy;

@@ -180,6 +180,17 @@ extern Datum durable_col_copy(uint64 row, int col);
 extern void durable_srf_init(FunctionCallInfo fcinfo);
 extern void durable_srf_put(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
 
+/* ---- Foreign keys of yours that reference the journals (references.c) ---- */
+
+/* The purge's guards for them, on alias c ("" when none). */
+extern char *durable_fk_guards(const char *journal);
+
+/*
+ * The first key whose delete action durable must not set off, described
+ * (NULL when none): durable then deletes nothing from that journal.
+ */
+extern char *durable_fk_unsafe_action(const char *journal);
+
 /* Text helpers. */
 extern char *durable_text_to_cstring_datum(Datum d);
 /* Whether two text datums hold the same bytes (no collation involved). */

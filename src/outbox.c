@@ -1189,11 +1189,20 @@ durable_outbox_discard(PG_FUNCTION_ARGS)
 	Datum		values[2];
 	OutboxProbe probe;
 	int			race;
+	char	   *unsafe;
 
 	values[0] = durable_arg_id(fcinfo, 0, "key");
 	values[1] = TimestampTzGetDatum(now);
 
 	SPI_connect();
+	unsafe = durable_fk_unsafe_action("durable.outbox");
+	if (unsafe != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot discard send \"%s\": %s has an ON DELETE action",
+						TextDatumGetCString(values[0]), unsafe),
+				 errdetail("The action would run triggers of that table's owner with the privileges of durable's owner."),
+				 errhint("Have a superuser or the owner of durable.outbox own that table, or make the key ON DELETE NO ACTION.")));
 	for (race = 0;; race++)
 	{
 		durable_exec(durable_plan(&plan,

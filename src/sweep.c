@@ -198,7 +198,7 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_
  * do it.  The batch and candidate statements take $1 the cutoff, $2 the
  * limit, $3 the keys to pass over (an array) and $4 where the records not
  * passed over by the mark begin (durable_skip_from), and their
- * %s the journal's foreign-key guards (sweep_fk_guards) on the candidate
+ * %s the journal's foreign-key guards (durable_fk_guards) on the candidate
  * alias c.
  */
 typedef struct SweepJournal
@@ -222,6 +222,8 @@ typedef struct SweepJournal
 								 * FrozenTransactionId once seen committed */
 	int64		resume_set_at;	/* durable_clock_us() when it was set */
 	int64		full_walk_at;	/* durable_clock_us() of the last walk from the oldest */
+	int64		unsafe_warned_at;	/* durable_clock_us() of the last WARNING of
+									 * durable_fk_unsafe_action */
 } SweepJournal;
 
 /*
@@ -282,52 +284,6 @@ static SweepJournal sweep_journals[] = {
 };
 
 /*
- * What keeps a record that your tables reference from being purged, for a
- * journal's candidate alias c: " AND NOT EXISTS (...)" for each foreign key
- * that references the journal with ON DELETE NO ACTION or RESTRICT (deleting
- * such a record would raise 23503 and roll back the whole pass, at every
- * pass), or "" when there is none.  Keys with a delete action (CASCADE, SET
- * NULL, SET DEFAULT) let the purge go through and act.  Read from the catalog
- * at every call: the statement path is the rare one.  A text key compares
- * under the referencing column's collation, not the journal's "C": so that
- * the index on your column serves the probe, and two different collations
- * do not make the comparison fail.
- */
-static char *
-sweep_fk_guards(const char *journal)
-{
-	static SPIPlanPtr plan = NULL;
-	static const Oid types[1] = {TEXTOID};
-	Datum		values[1];
-	char	   *guards;
-
-	values[0] = CStringGetTextDatum(journal);
-	durable_exec(durable_plan(&plan,
-							  "SELECT pg_catalog.string_agg(pg_catalog.format("
-							  "  ' AND NOT EXISTS (SELECT 1 FROM %s r WHERE %s)',"
-							  "  k.conrelid::pg_catalog.regclass,"
-							  "  (SELECT pg_catalog.string_agg(pg_catalog.format('r.%I OPERATOR(pg_catalog.=) c.%I%s',"
-							  "                                                  fa.attname, pa.attname,"
-							  "                                                  CASE WHEN fa.attcollation <> 0"
-							  "                                                  THEN ' COLLATE ' OPERATOR(pg_catalog.||)"
-							  "                                                       fa.attcollation::pg_catalog.regcollation::pg_catalog.text"
-							  "                                                  ELSE '' END), ' AND ')"
-							  "     FROM ROWS FROM (pg_catalog.unnest(k.conkey), pg_catalog.unnest(k.confkey)) AS cols(fk, pk)"
-							  "     JOIN pg_catalog.pg_attribute fa ON fa.attrelid = k.conrelid AND fa.attnum = cols.fk"
-							  "     JOIN pg_catalog.pg_attribute pa ON pa.attrelid = k.confrelid AND pa.attnum = cols.pk)),"
-							  "  '' ORDER BY k.oid)"
-							  " FROM pg_catalog.pg_constraint k"
-							  " WHERE k.contype = 'f' AND k.conparentid = 0"
-							  "   AND k.confrelid = $1::pg_catalog.regclass"
-							  "   AND k.confdeltype = ANY (ARRAY['a', 'r']::pg_catalog.\"char\"[])",
-							  1, types),
-				 values, NULL, SPI_OK_SELECT, 1);
-	guards = durable_col_isnull(0, 1) ? "" : TextDatumGetCString(durable_col_copy(0, 1));
-	SPI_freetuptable(SPI_tuptable);
-	return guards;
-}
-
-/*
  * Run a journal's batch or candidates statement (`sql`) for up to `limit`
  * records finished before cutoff, passing over those of `skip` (NULL:
  * none).  Its %s takes the journal's foreign-key guards, read from the
@@ -341,7 +297,7 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, SPIPlanPtr *plan,
 	Oid			types[4] = {TIMESTAMPTZOID, INT8OID,
 		j->skip.key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID, TIMESTAMPTZOID};
 	Datum		values[4];
-	char	   *guards = sweep_fk_guards(j->name);
+	char	   *guards = durable_fk_guards(j->name);
 	int			rc;
 
 	values[0] = TimestampTzGetDatum(cutoff);
@@ -403,6 +359,36 @@ sweep_purge_from(SweepJournal *j, TimestampTz cutoff)
 }
 
 /*
+ * Whether durable may delete the journal's records with a statement: not
+ * while a key of yours would act on the delete with durable's privileges
+ * (references.c).  purge() by hand is refused with an error; a pass
+ * purges nothing from the journal, with a WARNING every 10 minutes.
+ */
+#define SWEEP_UNSAFE_WARN_MS	(10 * 60 * 1000)
+
+static bool
+sweep_may_delete(SweepJournal *j, bool pass)
+{
+	char	   *unsafe = durable_fk_unsafe_action(j->name);
+	int64		now = durable_clock_us();
+
+	if (unsafe == NULL)
+		return true;
+	if (pass && j->unsafe_warned_at != 0 &&
+		now - j->unsafe_warned_at < (int64) SWEEP_UNSAFE_WARN_MS * 1000)
+		return false;
+	if (pass)
+		j->unsafe_warned_at = now;
+	ereport(pass ? WARNING : ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("durable does not purge %s: %s has an ON DELETE action", j->name, unsafe),
+			 errdetail("The action would run triggers of that table's owner with the privileges of durable's owner."),
+			 errhint("Have a superuser or the owner of %s own that table, or make the key ON DELETE NO ACTION (the purge then keeps the records it references).",
+					 j->name)));
+	return false;
+}
+
+/*
  * Delete up to `limit` of a journal's finished records older than cutoff,
  * oldest first: directly, or with its statement when the journal cannot be
  * written directly (a foreign key references it, say: the records it
@@ -431,6 +417,8 @@ sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass)
 	}
 	if (deleted >= 0)
 		return deleted;
+	if (!sweep_may_delete(j, pass))
+		return 0;
 	sweep_journal_exec(j, j->batch_sql, &j->batch_plan, cutoff, limit,
 					   pass ? &j->skip : NULL, SPI_OK_DELETE);
 	return (int64) SPI_processed;
