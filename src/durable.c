@@ -114,12 +114,19 @@ durable_define_settings(void)
 							NULL, &durable_naptime_ms, 1000,
 							10, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
-	DefineCustomIntVariable("durable.max_databases",
-							"Databases with durable that get a background worker, counters and waiting claims.",
-							"Sizes shared memory (a few hundred bytes a database); takes effect at server start.",
-							&durable_max_databases, DURABLE_DEFAULT_MAX_DATABASES,
-							1, 10000, PGC_POSTMASTER, 0,
-							NULL, NULL, NULL);
+
+	/*
+	 * A PGC_POSTMASTER setting can only be defined while the postmaster
+	 * loads the library (a backend that loads it later would die with
+	 * FATAL); it sizes shared memory, which exists only then.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("durable.max_databases",
+								"Databases with durable that get a background worker, counters and waiting claims.",
+								"Sizes shared memory (a few hundred bytes a database); takes effect at server start.",
+								&durable_max_databases, DURABLE_DEFAULT_MAX_DATABASES,
+								1, 10000, PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
 	DefineCustomIntVariable("durable.bound_count",
 							"Waiting records above which standing() reports over_bound.",
 							NULL, &durable_bound_count, 10000,
