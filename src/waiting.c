@@ -23,8 +23,9 @@
  * of the database) for as long as the wait.  When nothing but the claim
  * itself can read with that snapshot after the wait -- READ COMMITTED, and a
  * statement that is exactly one SELECT over the claim function calling no
- * other non-built-in function, with no other snapshot registered (an open
- * cursor) -- the claimer stops advertising its xmin before it sleeps, as a
+ * other non-built-in function, with no plan node above the function scan
+ * but a Result, and no other snapshot registered (an open cursor) -- the
+ * claimer stops advertising its xmin before it sleeps, as a
  * backend does between statements, and the next attempt's snapshot
  * advertises a new one.  In any other context (REPEATABLE READ, a claim
  * inside a PL/pgSQL function, a query that also reads tables, a transaction
@@ -193,17 +194,22 @@ waiting_calls_user_function(Node *node, void *context)
 }
 
 /*
- * Whether a plan node or one below it evaluates a function that is not
+ * Whether a plan node or one below it may evaluate a function that is not
  * built in (which could read tables with the statement's snapshot), or
- * calls a function of its own other than `self` in a function scan.  The
- * arguments of the call of `self` are not looked at: they are evaluated
- * before the claim runs.
+ * calls a function of its own other than `self` in a function scan.  Only
+ * function scans and Result nodes are looked into; any other node (a
+ * sort, an aggregate, a limit, a window) may call functions its
+ * expressions do not show -- a sort operator, an aggregate's transition
+ * function -- and counts as calling others.  The arguments of the call of
+ * `self` are not looked at: they are evaluated before the claim runs.
  */
 static bool
 waiting_plan_calls_others(Plan *plan, Oid self)
 {
 	if (plan == NULL)
 		return false;
+	if (!IsA(plan, FunctionScan) && !IsA(plan, Result))
+		return true;
 	if (IsA(plan, FunctionScan))
 	{
 		FunctionScan *scan = (FunctionScan *) plan;

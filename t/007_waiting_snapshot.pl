@@ -103,6 +103,34 @@ $node->safe_psql('postgres', "SELECT * FROM durable.inbox_admit('t', 'm2', 'c2')
 like($bg->query_safe("SELECT 'after'"), qr/claimed:m2/, 'and claims as before');
 $bg->quit;
 
+# A sort with an operator class of yours calls its comparison function,
+# which reads a table, after the claim: nothing in the plan's expressions
+# names that function (the sort node holds the operator), so only the plan
+# node tells.
+$node->safe_psql('postgres', q{
+CREATE FUNCTION cmp_with_scratch(text, text) RETURNS int LANGUAGE sql STABLE
+    AS 'SELECT bttextcmp($1, $2) + 0 * (SELECT count(*) FROM scratch)::int';
+CREATE FUNCTION lt_s(text, text) RETURNS bool LANGUAGE sql STABLE AS 'SELECT cmp_with_scratch($1, $2) < 0';
+CREATE FUNCTION le_s(text, text) RETURNS bool LANGUAGE sql STABLE AS 'SELECT cmp_with_scratch($1, $2) <= 0';
+CREATE FUNCTION eq_s(text, text) RETURNS bool LANGUAGE sql STABLE AS 'SELECT cmp_with_scratch($1, $2) = 0';
+CREATE FUNCTION ge_s(text, text) RETURNS bool LANGUAGE sql STABLE AS 'SELECT cmp_with_scratch($1, $2) >= 0';
+CREATE FUNCTION gt_s(text, text) RETURNS bool LANGUAGE sql STABLE AS 'SELECT cmp_with_scratch($1, $2) > 0';
+CREATE OPERATOR <<< (LEFTARG = text, RIGHTARG = text, FUNCTION = lt_s);
+CREATE OPERATOR <<= (LEFTARG = text, RIGHTARG = text, FUNCTION = le_s);
+CREATE OPERATOR === (LEFTARG = text, RIGHTARG = text, FUNCTION = eq_s);
+CREATE OPERATOR >>= (LEFTARG = text, RIGHTARG = text, FUNCTION = ge_s);
+CREATE OPERATOR >>> (LEFTARG = text, RIGHTARG = text, FUNCTION = gt_s);
+CREATE OPERATOR CLASS scratch_text_ops FOR TYPE text USING btree AS
+    OPERATOR 1 <<<, OPERATOR 2 <<=, OPERATOR 3 ===, OPERATOR 4 >>=, OPERATOR 5 >>>,
+    FUNCTION 1 cmp_with_scratch(text, text);
+});
+($bg, $pid) = start_waiter('sort of yours',
+	"SELECT 'claimed:' || message_id FROM durable.inbox_claim('w10', 2, wait => '60 s') ORDER BY message_id USING <<<;");
+isnt(backend_xmin($pid), 'none', 'a query that sorts the claim with an operator of yours keeps its snapshot');
+$node->safe_psql('postgres', "SELECT * FROM durable.inbox_admit('t', 'm10', 'c10')");
+like($bg->query_safe("SELECT 'after'"), qr/claimed:m10/, 'and claims as before');
+$bg->quit;
+
 # ---- an admit committed by COMMIT PREPARED wakes a waiting claim too (the
 # commit of a prepared transaction fires no commit callback in the backend
 # that prepared it): the claim takes the record well before its 60 s pass
