@@ -186,8 +186,11 @@ extern void durable_srf_put(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 extern char *durable_fk_guards(const char *journal);
 
 /*
- * The first key whose delete action durable must not set off, described
- * (NULL when none): durable then deletes nothing from that journal.
+ * Lock the journal (schema-qualified name) for a delete and look at the
+ * keys a delete there would run: the first that comes from a table of an
+ * untrusted role, described (NULL when none); durable then deletes nothing
+ * from that journal.  Call it outside the subtransaction of the delete, so
+ * that its locks last until the transaction ends.
  */
 extern char *durable_fk_unsafe_action(const char *journal);
 

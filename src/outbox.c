@@ -1199,10 +1199,10 @@ durable_outbox_discard(PG_FUNCTION_ARGS)
 	if (unsafe != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot discard send \"%s\": %s has an ON DELETE action",
+				 errmsg("cannot discard send \"%s\": %s takes part in durable.outbox's deletes",
 						TextDatumGetCString(values[0]), unsafe),
-				 errdetail("The action would run triggers of that table's owner with the privileges of durable's owner."),
-				 errhint("Have a superuser or the owner of durable.outbox own that table, or make the key ON DELETE NO ACTION.")));
+				 errdetail("Only tables owned by a superuser or by the owner of durable.outbox may reference it or a table its deletes cascade to: a delete would run code of that table's owner (its key's check or action, the triggers the action fires) with the privileges of durable's owner."),
+				 errhint("Have a superuser or the owner of durable.outbox own that table and its partitions, or drop the key.")));
 	for (race = 0;; race++)
 	{
 		durable_exec(durable_plan(&plan,

@@ -10,21 +10,29 @@
  * PostgreSQL's RI triggers cascade as that owner, but the triggers the
  * cascade fires on the referencing table (AFTER triggers, queued until the
  * end of durable's statement) run as the current user, durable's owner.
- * A role granted REFERENCES on a journal could so make itself superuser.
- * Hence:
- *	- a key with a delete action (CASCADE, SET NULL, SET DEFAULT) from a
- *	  table owned by neither a superuser nor the journal's owner stops
- *	  durable from deleting that journal's records (durable_fk_unsafe_action);
- *	  skipping only the records it references would not do, since a row
- *	  committed after the purge's snapshot is cascaded to all the same;
- *	- the purge's guards (durable_fk_guards) compare a referencing column
- *	  with the journal's key only when the column's type is built in (or a
- *	  domain over one), as those comparisons and casts are all
- *	  PostgreSQL's own: an implicit cast of the referencing role's own type
- *	  would run its function as durable's owner.  A key without a guard
- *	  makes the records it references fail their delete (23503, raised by
- *	  the RI check, which runs as the referencing table's owner), and the
- *	  purge passes over them (isolate.c).
+ * A role granted REFERENCES on a journal could so make itself superuser;
+ * and any query durable plans over a table of another role runs that
+ * role's code as durable's user too (an index expression of an IMMUTABLE
+ * function of its own, a partition key, a policy).  Hence
+ * durable_fk_unsafe_action: before durable deletes from a journal, it
+ * looks at every key that references the journal, and, following the keys
+ * whose delete action changes their table (CASCADE, SET NULL, SET DEFAULT,
+ * and below the journal the update actions too), every key that
+ * references a table so reached; when one of these comes from a table
+ * (or a partition of it) owned by neither a superuser nor the journal's
+ * owner, durable deletes nothing from that journal.  Keeping only the
+ * records such a key references would not do: a row committed after the
+ * purge's snapshot is acted on all the same.  The tables are locked as the
+ * delete will need them (and ROW EXCLUSIVE where keys could be added), so
+ * what was looked at stays true until the transaction ends; the catalog is
+ * read through the relcache and syscache, as fresh as those locks, also
+ * under REPEATABLE READ.
+ *
+ * The purge's guards (durable_fk_guards) then only ever read tables of
+ * trusted roles, and compare a referencing column with the journal's key
+ * only when its type is built in (or a domain over one): a key with other
+ * columns gets no guard, and the records it references fail their delete
+ * (23503, raised by the RI check) and are passed over (isolate.c).
  *
  * IDENTIFICATION
  *	  src/references.c
@@ -33,12 +41,21 @@
  */
 #include "durable.h"
 
+#include "access/relation.h"
 #include "access/transam.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_constraint.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
 
 /*
  * What keeps a record that your tables reference from being purged, for a
@@ -79,6 +96,11 @@ durable_fk_guards(const char *journal)
 							  " WHERE k.contype = 'f' AND k.conparentid = 0"
 							  "   AND k.confrelid = $1::pg_catalog.regclass"
 							  "   AND k.confdeltype = ANY (ARRAY['a', 'r']::pg_catalog.\"char\"[])"
+							  "   AND EXISTS (SELECT 1 FROM pg_catalog.pg_class t"
+							  "                 JOIN pg_catalog.pg_roles o ON o.oid = t.relowner"
+							  "                WHERE t.oid = k.conrelid"
+							  "                  AND (o.rolsuper OR t.relowner = (SELECT j.relowner FROM pg_catalog.pg_class j"
+							  "                                                   WHERE j.oid = k.confrelid)))"
 							  "   AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(k.conkey) AS u(fk)"
 							  "                    JOIN pg_catalog.pg_attribute fa ON fa.attrelid = k.conrelid AND fa.attnum = u.fk"
 							  "                    JOIN pg_catalog.pg_type ty ON ty.oid = fa.atttypid"
@@ -91,45 +113,154 @@ durable_fk_guards(const char *journal)
 }
 
 
+/* Whether a table owned by `owner` may take part in durable's deletes. */
+static bool
+refs_trusted(Oid owner, Oid journal_owner)
+{
+	return owner == journal_owner || superuser_arg(owner);
+}
+
+/* The owner of a relation, from the syscache (as fresh as the caller's lock). */
+static Oid
+refs_owner(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
+static char *
+refs_describe(const char *conname, Oid relid, Oid owner)
+{
+	return psprintf("foreign key %s of table %s (owned by %s)",
+					quote_identifier(conname),
+					quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+											   get_rel_name(relid)),
+					quote_identifier(GetUserNameFromId(owner, false)));
+}
+
 /*
- * The first foreign key that references `journal` (schema-qualified) with a
- * delete action from a table owned by neither a superuser nor the journal's
- * owner, as "foreign key \"k\" of table t (owned by r)" (palloc'd), or NULL
- * when there is none: durable does not delete that journal's records (see
- * the file header).  The journal is locked first as a delete locks it (ROW
- * EXCLUSIVE, until the transaction ends), which keeps another such key from
- * being added (its ALTER TABLE takes SHARE ROW EXCLUSIVE on the journal)
- * before the caller's delete.  Caller must be connected to SPI.
+ * Lock a table that a delete reaches (or that a check of a key queries) and
+ * its partitions, and return the first of them not owned by a trusted role
+ * (InvalidOid: none).  The lock keeps its owner, and the keys that
+ * reference it, as they are until the transaction ends (ALTER TABLE ...
+ * OWNER TO takes ACCESS EXCLUSIVE; ADD FOREIGN KEY takes SHARE ROW
+ * EXCLUSIVE on the referenced table, which ROW EXCLUSIVE blocks).
  */
+static Oid
+refs_lock_untrusted(Oid relid, LOCKMODE lockmode, Oid journal_owner, List **partitions)
+{
+	ListCell   *lc;
+
+	LockRelationOid(relid, lockmode);
+	*partitions = NIL;
+	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+		*partitions = list_delete_first(find_all_inheritors(relid, lockmode, NULL));
+	if (!refs_trusted(refs_owner(relid), journal_owner))
+		return relid;
+	foreach(lc, *partitions)
+	{
+		if (!refs_trusted(refs_owner(lfirst_oid(lc)), journal_owner))
+			return lfirst_oid(lc);
+	}
+	return InvalidOid;
+}
+
 char *
 durable_fk_unsafe_action(const char *journal)
 {
-	static SPIPlanPtr plan = NULL;
-	static const Oid types[1] = {TEXTOID};
 	const char *dot = strchr(journal, '.');
-	Datum		values[1];
-	char	   *found = NULL;
+	Oid			journal_id;
+	Oid			journal_owner;
+	List	   *reached;
+	List	   *checked;		/* referencing tables whose owners were checked */
+	List	   *followed;		/* tables in `reached` once */
 
 	Assert(dot != NULL);
-	(void) RangeVarGetRelid(makeRangeVar(pnstrdup(journal, dot - journal), pstrdup(dot + 1), -1),
-							RowExclusiveLock, false);
-	values[0] = CStringGetTextDatum(journal);
-	durable_exec(durable_plan(&plan,
-							  "SELECT pg_catalog.format('foreign key %I of table %s (owned by %I)',"
-							  "                         k.conname, k.conrelid::pg_catalog.regclass, r.rolname)"
-							  "  FROM pg_catalog.pg_constraint k"
-							  "  JOIN pg_catalog.pg_class t ON t.oid = k.conrelid"
-							  "  JOIN pg_catalog.pg_roles r ON r.oid = t.relowner"
-							  " WHERE k.contype = 'f' AND k.confrelid = $1::pg_catalog.regclass"
-							  "   AND k.confdeltype <> ALL (ARRAY['a', 'r']::pg_catalog.\"char\"[])"
-							  "   AND NOT r.rolsuper"
-							  "   AND t.relowner <> (SELECT j.relowner FROM pg_catalog.pg_class j"
-							  "                       WHERE j.oid = $1::pg_catalog.regclass)"
-							  " ORDER BY k.oid LIMIT 1",
-							  1, types),
-				 values, NULL, SPI_OK_SELECT, 0);
-	if (SPI_processed > 0)
-		found = TextDatumGetCString(durable_col_copy(0, 1));
-	SPI_freetuptable(SPI_tuptable);
-	return found;
+	journal_id = RangeVarGetRelid(makeRangeVar(pnstrdup(journal, dot - journal),
+											   pstrdup(dot + 1), -1),
+								  RowExclusiveLock, false);
+	journal_owner = refs_owner(journal_id);
+	reached = list_make1_oid(journal_id);
+	checked = NIL;
+	followed = list_make1_oid(journal_id);
+
+	/*
+	 * Tables a delete of the journal's records modifies, breadth first: the
+	 * journal, then the tables whose keys act on a delete (or, below the
+	 * journal, whose rows change, on an update too).  Every table whose key
+	 * references one of them runs code there: its RI check or action as its
+	 * owner, and the triggers the action queues as durable's user.
+	 */
+	while (reached != NIL)
+	{
+		Oid			relid = linitial_oid(reached);
+		Relation	rel = relation_open(relid, NoLock);
+		TriggerDesc *trigdesc = rel->trigdesc;
+		int			i;
+
+		reached = list_delete_first(reached);
+		for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
+		{
+			Trigger    *trigger = &trigdesc->triggers[i];
+			HeapTuple	tuple;
+			Form_pg_constraint con;
+			bool		acts;
+			Oid			referencing;
+			Oid			untrusted;
+			List	   *partitions;
+			ListCell   *lc;
+
+			if (!trigger->tgisinternal || RI_FKey_trigger_type(trigger->tgfoid) != RI_TRIGGER_PK)
+				continue;
+			tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(trigger->tgconstraint));
+			if (!HeapTupleIsValid(tuple))
+				continue;
+			con = (Form_pg_constraint) GETSTRUCT(tuple);
+			referencing = con->conrelid;
+			acts = (con->confdeltype != FKCONSTR_ACTION_NOACTION &&
+					con->confdeltype != FKCONSTR_ACTION_RESTRICT) ||
+				(relid != journal_id &&
+				 con->confupdtype != FKCONSTR_ACTION_NOACTION &&
+				 con->confupdtype != FKCONSTR_ACTION_RESTRICT);
+			if ((!acts || list_member_oid(followed, referencing)) &&
+				list_member_oid(checked, referencing))
+			{
+				ReleaseSysCache(tuple);
+				continue;
+			}
+			untrusted = refs_lock_untrusted(referencing, acts ? RowExclusiveLock : AccessShareLock,
+											journal_owner, &partitions);
+			if (OidIsValid(untrusted))
+			{
+				char	   *found = refs_describe(NameStr(con->conname), untrusted,
+												  refs_owner(untrusted));
+
+				ReleaseSysCache(tuple);
+				relation_close(rel, NoLock);
+				return found;
+			}
+			ReleaseSysCache(tuple);
+			checked = lappend_oid(checked, referencing);
+			if (acts && !list_member_oid(followed, referencing))
+			{
+				followed = lappend_oid(followed, referencing);
+				reached = lappend_oid(reached, referencing);
+				foreach(lc, partitions)
+				{
+					if (list_member_oid(followed, lfirst_oid(lc)))
+						continue;
+					followed = lappend_oid(followed, lfirst_oid(lc));
+					reached = lappend_oid(reached, lfirst_oid(lc));
+				}
+			}
+		}
+		relation_close(rel, NoLock);
+	}
+	return NULL;
 }

@@ -359,10 +359,13 @@ sweep_purge_from(SweepJournal *j, TimestampTz cutoff)
 }
 
 /*
- * Whether durable may delete the journal's records with a statement: not
- * while a key of yours would act on the delete with durable's privileges
- * (references.c).  purge() by hand is refused with an error; a pass
- * purges nothing from the journal, with a WARNING every 10 minutes.
+ * Whether durable may delete the journal's records: not while a key of a
+ * table of another role would run its code with durable's privileges
+ * (references.c).  purge() by hand is refused with an error; a pass purges
+ * nothing from the journal, with a WARNING every 10 minutes.  Called in
+ * the pass's (or the call's) transaction itself, not in a subtransaction:
+ * the locks it takes keep what it looked at true until the transaction
+ * ends.
  */
 #define SWEEP_UNSAFE_WARN_MS	(10 * 60 * 1000)
 
@@ -381,9 +384,10 @@ sweep_may_delete(SweepJournal *j, bool pass)
 		j->unsafe_warned_at = now;
 	ereport(pass ? WARNING : ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("durable does not purge %s: %s has an ON DELETE action", j->name, unsafe),
-			 errdetail("The action would run triggers of that table's owner with the privileges of durable's owner."),
-			 errhint("Have a superuser or the owner of %s own that table, or make the key ON DELETE NO ACTION (the purge then keeps the records it references).",
+			 errmsg("durable does not purge %s: %s takes part in its deletes", j->name, unsafe),
+			 errdetail("Only tables owned by a superuser or by the owner of %s may reference it or a table its deletes cascade to: a delete would run code of that table's owner (its key's check or action, the triggers the action fires) with the privileges of durable's owner.",
+					   j->name),
+			 errhint("Have a superuser or the owner of %s own that table and its partitions, or drop the key.",
 					 j->name)));
 	return false;
 }
@@ -417,8 +421,6 @@ sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass)
 	}
 	if (deleted >= 0)
 		return deleted;
-	if (!sweep_may_delete(j, pass))
-		return 0;
 	sweep_journal_exec(j, j->batch_sql, &j->batch_plan, cutoff, limit,
 					   pass ? &j->skip : NULL, SPI_OK_DELETE);
 	return (int64) SPI_processed;
@@ -436,6 +438,8 @@ sweep_purge(TimestampTz cutoff, int64 limit)
 	int64		deleted = 0;
 	int			i;
 
+	for (i = 0; i < lengthof(sweep_journals); i++)
+		(void) sweep_may_delete(&sweep_journals[i], false);
 	for (i = 0; i < lengthof(sweep_journals) && deleted < limit; i++)
 		deleted += sweep_purge_journal(&sweep_journals[i], cutoff, limit - deleted, false);
 	return deleted;
@@ -568,8 +572,10 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 	int			step;
 
 	for (step = 0; step < lengthof(sweep_journals); step++)
+	{
 		durable_skip_forget_due(&sweep_journals[step].skip);
-	memset(more, true, sizeof(more));
+		more[step] = sweep_may_delete(&sweep_journals[step], true);
+	}
 	for (step = 0; step < lengthof(order) && purged + failed < limit; step++)
 	{
 		SweepJournal *j = &sweep_journals[order[step]];
@@ -626,8 +632,35 @@ sweep_permit_call(void *arg)
 static int64
 sweep_permits_isolated(TimestampTz now)
 {
+	static int64 unsafe_warned_at = 0;
 	SweepPermitCall call = {.now = now};
-	ErrorData  *edata = durable_try(sweep_permit_call, &call);
+	ErrorData  *edata;
+	char	   *unsafe;
+
+	/*
+	 * Nothing grants REFERENCES on durable.permit_buckets, but a key of a
+	 * table of another role there would act on the drop as on a journal's
+	 * purge (references.c).
+	 */
+	unsafe = durable_fk_unsafe_action("durable.permit_buckets");
+	if (unsafe != NULL)
+	{
+		int64		now_us = durable_clock_us();
+
+		if (unsafe_warned_at == 0 ||
+			now_us - unsafe_warned_at >= (int64) SWEEP_UNSAFE_WARN_MS * 1000)
+		{
+			unsafe_warned_at = now_us;
+			ereport(WARNING,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("durable does not drop idle rate-limit buckets: %s references durable.permit_buckets",
+							unsafe),
+					 errdetail("A delete there would run code of that table's owner with the privileges of durable's owner."),
+					 errhint("Drop that foreign key.")));
+		}
+		return 0;
+	}
+	edata = durable_try(sweep_permit_call, &call);
 
 	if (edata == NULL)
 		return call.dropped;
