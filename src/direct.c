@@ -636,7 +636,11 @@ durable_index_open(Oid index_oid, LOCKMODE lockmode)
 static void
 direct_check_writable(Relation rel, int16 event)
 {
-	TriggerDesc *trigdesc = rel->trigdesc;
+	/*
+	 * A copy: the catalog lookups below may rebuild the relcache entry,
+	 * which frees its trigdesc.
+	 */
+	TriggerDesc *trigdesc = rel->trigdesc ? CopyTriggerDesc(rel->trigdesc) : NULL;
 	TupleDesc	desc = RelationGetDescr(rel);
 	TupleConstr *constr = desc->constr;
 	int			i;

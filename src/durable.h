@@ -182,17 +182,22 @@ extern void durable_srf_put(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 
 /* ---- Foreign keys of yours that reference the journals (references.c) ---- */
 
-/* The purge's guards for them, on alias c ("" when none). */
-extern char *durable_fk_guards(const char *journal);
+/* What durable may do when it deletes from a table of its own. */
+typedef struct DurableDeleteCheck
+{
+	char	   *unsafe;			/* the first key that forbids it, described;
+								 * NULL: none */
+	char	   *guards;			/* the purge's guards on alias c ("" when none) */
+} DurableDeleteCheck;
 
 /*
- * Lock the journal (schema-qualified name) for a delete and look at the
- * keys a delete there would run: the first that comes from a table of an
- * untrusted role, described (NULL when none); durable then deletes nothing
- * from that journal.  Call it outside the subtransaction of the delete, so
- * that its locks last until the transaction ends.
+ * Lock the table (schema-qualified name) for a delete and look at the keys
+ * a delete there would run: when one comes from a table of an untrusted
+ * role, durable deletes nothing from it.  Call it in the transaction of the
+ * delete, not in a subtransaction of the delete: its locks keep what it
+ * found true until the transaction ends.
  */
-extern char *durable_fk_unsafe_action(const char *journal);
+extern void durable_delete_check(const char *table, DurableDeleteCheck *check);
 
 /* Text helpers. */
 extern char *durable_text_to_cstring_datum(Datum d);

@@ -1189,18 +1189,18 @@ durable_outbox_discard(PG_FUNCTION_ARGS)
 	Datum		values[2];
 	OutboxProbe probe;
 	int			race;
-	char	   *unsafe;
+	DurableDeleteCheck check;
 
 	values[0] = durable_arg_id(fcinfo, 0, "key");
 	values[1] = TimestampTzGetDatum(now);
 
 	SPI_connect();
-	unsafe = durable_fk_unsafe_action("durable.outbox");
-	if (unsafe != NULL)
+	durable_delete_check("durable.outbox", &check);
+	if (check.unsafe != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot discard send \"%s\": %s takes part in durable.outbox's deletes",
-						TextDatumGetCString(values[0]), unsafe),
+						TextDatumGetCString(values[0]), check.unsafe),
 				 errdetail("Only tables owned by a superuser or by the owner of durable.outbox may reference it or a table its deletes cascade to: a delete would run code of that table's owner (its key's check or action, the triggers the action fires) with the privileges of durable's owner."),
 				 errhint("Have a superuser or the owner of durable.outbox own that table and its partitions, or drop the key.")));
 	for (race = 0;; race++)

@@ -14,7 +14,7 @@
  * and any query durable plans over a table of another role runs that
  * role's code as durable's user too (an index expression of an IMMUTABLE
  * function of its own, a partition key, a policy).  Hence
- * durable_fk_unsafe_action: before durable deletes from a journal, it
+ * durable_delete_check: before durable deletes from a journal, it
  * looks at every key that references the journal, and, following the keys
  * whose delete action changes their table (CASCADE, SET NULL, SET DEFAULT,
  * and below the journal the update actions too), every key that
@@ -28,11 +28,17 @@
  * read through the relcache and syscache, as fresh as those locks, also
  * under REPEATABLE READ.
  *
- * The purge's guards (durable_fk_guards) then only ever read tables of
- * trusted roles, and compare a referencing column with the journal's key
- * only when its type is built in (or a domain over one): a key with other
- * columns gets no guard, and the records it references fail their delete
- * (23503, raised by the RI check) and are passed over (isolate.c).
+ * The purge's guards, built by the same look from the same fresh catalog,
+ * then only ever read tables of trusted roles (ONLY the table, unless it
+ * is partitioned, as PostgreSQL's own RI queries do), and compare a
+ * referencing column with the journal's key only when its type is built
+ * in (or a domain over one): a key with other columns gets no guard, and
+ * the records it references fail their delete (23503, raised by the RI
+ * check) and are passed over (isolate.c).
+ *
+ * The relcache entry of a table may be rebuilt by any catalog lookup or
+ * lock below (its trigdesc freed): the constraints are copied out of it
+ * before anything else is looked up.
  *
  * IDENTIFICATION
  *	  src/references.c
@@ -47,7 +53,6 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_inherits.h"
-#include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -55,63 +60,8 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/ruleutils.h"
 #include "utils/syscache.h"
-
-/*
- * What keeps a record that your tables reference from being purged, for a
- * journal's candidate alias c: " AND NOT EXISTS (...)" for each foreign key
- * that references the journal with ON DELETE NO ACTION or RESTRICT (deleting
- * such a record would raise 23503 and roll back the whole batch, at every
- * pass) and whose columns have built-in types (see the file header), or ""
- * when there is none.  Read from the catalog at every call: the statement
- * path is the rare one.  A text key compares under the referencing
- * column's collation, not the journal's "C": so that the index on your
- * column serves the probe, and two different collations do not make the
- * comparison fail.
- */
-char *
-durable_fk_guards(const char *journal)
-{
-	static SPIPlanPtr plan = NULL;
-	static const Oid types[1] = {TEXTOID};
-	Datum		values[1];
-	char	   *guards;
-
-	values[0] = CStringGetTextDatum(journal);
-	durable_exec(durable_plan(&plan,
-							  "SELECT pg_catalog.string_agg(pg_catalog.format("
-							  "  ' AND NOT EXISTS (SELECT 1 FROM %s r WHERE %s)',"
-							  "  k.conrelid::pg_catalog.regclass,"
-							  "  (SELECT pg_catalog.string_agg(pg_catalog.format('r.%I OPERATOR(pg_catalog.=) c.%I%s',"
-							  "                                                  fa.attname, pa.attname,"
-							  "                                                  CASE WHEN fa.attcollation <> 0"
-							  "                                                  THEN ' COLLATE ' OPERATOR(pg_catalog.||)"
-							  "                                                       fa.attcollation::pg_catalog.regcollation::pg_catalog.text"
-							  "                                                  ELSE '' END), ' AND ')"
-							  "     FROM ROWS FROM (pg_catalog.unnest(k.conkey), pg_catalog.unnest(k.confkey)) AS cols(fk, pk)"
-							  "     JOIN pg_catalog.pg_attribute fa ON fa.attrelid = k.conrelid AND fa.attnum = cols.fk"
-							  "     JOIN pg_catalog.pg_attribute pa ON pa.attrelid = k.confrelid AND pa.attnum = cols.pk)),"
-							  "  '' ORDER BY k.oid)"
-							  " FROM pg_catalog.pg_constraint k"
-							  " WHERE k.contype = 'f' AND k.conparentid = 0"
-							  "   AND k.confrelid = $1::pg_catalog.regclass"
-							  "   AND k.confdeltype = ANY (ARRAY['a', 'r']::pg_catalog.\"char\"[])"
-							  "   AND EXISTS (SELECT 1 FROM pg_catalog.pg_class t"
-							  "                 JOIN pg_catalog.pg_roles o ON o.oid = t.relowner"
-							  "                WHERE t.oid = k.conrelid"
-							  "                  AND (o.rolsuper OR t.relowner = (SELECT j.relowner FROM pg_catalog.pg_class j"
-							  "                                                   WHERE j.oid = k.confrelid)))"
-							  "   AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(k.conkey) AS u(fk)"
-							  "                    JOIN pg_catalog.pg_attribute fa ON fa.attrelid = k.conrelid AND fa.attnum = u.fk"
-							  "                    JOIN pg_catalog.pg_type ty ON ty.oid = fa.atttypid"
-							  "                   WHERE COALESCE(NULLIF(ty.typbasetype, 0), ty.oid) >= " CppAsString2(FirstNormalObjectId) ")",
-							  1, types),
-				 values, NULL, SPI_OK_SELECT, 1);
-	guards = durable_col_isnull(0, 1) ? "" : TextDatumGetCString(durable_col_copy(0, 1));
-	SPI_freetuptable(SPI_tuptable);
-	return guards;
-}
-
 
 /* Whether a table owned by `owner` may take part in durable's deletes. */
 static bool
@@ -120,7 +70,7 @@ refs_trusted(Oid owner, Oid journal_owner)
 	return owner == journal_owner || superuser_arg(owner);
 }
 
-/* The owner of a relation, from the syscache (as fresh as the caller's lock). */
+/* The owner of a relation, from the syscache. */
 static Oid
 refs_owner(Oid relid)
 {
@@ -135,35 +85,21 @@ refs_owner(Oid relid)
 }
 
 static char *
-refs_describe(const char *conname, Oid relid, Oid owner)
+refs_qualified_name(Oid relid)
 {
-	return psprintf("foreign key %s of table %s (owned by %s)",
-					quote_identifier(conname),
-					quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-											   get_rel_name(relid)),
-					quote_identifier(GetUserNameFromId(owner, false)));
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
 }
 
-/*
- * Lock a table that a delete reaches (or that a check of a key queries) and
- * its partitions, and return the first of them not owned by a trusted role
- * (InvalidOid: none).  The lock keeps its owner, and the keys that
- * reference it, as they are until the transaction ends (ALTER TABLE ...
- * OWNER TO takes ACCESS EXCLUSIVE; ADD FOREIGN KEY takes SHARE ROW
- * EXCLUSIVE on the referenced table, which ROW EXCLUSIVE blocks).
- */
+/* The first of relid and `partitions` owned by an untrusted role, or InvalidOid. */
 static Oid
-refs_lock_untrusted(Oid relid, LOCKMODE lockmode, Oid journal_owner, List **partitions)
+refs_first_untrusted(Oid relid, List *partitions, Oid journal_owner)
 {
 	ListCell   *lc;
 
-	LockRelationOid(relid, lockmode);
-	*partitions = NIL;
-	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
-		*partitions = list_delete_first(find_all_inheritors(relid, lockmode, NULL));
 	if (!refs_trusted(refs_owner(relid), journal_owner))
 		return relid;
-	foreach(lc, *partitions)
+	foreach(lc, partitions)
 	{
 		if (!refs_trusted(refs_owner(lfirst_oid(lc)), journal_owner))
 			return lfirst_oid(lc);
@@ -171,24 +107,119 @@ refs_lock_untrusted(Oid relid, LOCKMODE lockmode, Oid journal_owner, List **part
 	return InvalidOid;
 }
 
-char *
-durable_fk_unsafe_action(const char *journal)
+/*
+ * Check the owner of a table that a delete reaches (or whose key is
+ * checked) and of its partitions, in *partitions: the first one owned by an
+ * untrusted role, or InvalidOid.  They are looked at before they are
+ * locked, so that a table of such a role, which it may hold locked, is
+ * refused without waiting for it; then locked and looked at again.  The
+ * lock keeps the owners, and the keys that reference the tables, as they
+ * are until the transaction ends (ALTER TABLE ... OWNER TO takes ACCESS
+ * EXCLUSIVE; ADD FOREIGN KEY and CREATE TRIGGER take SHARE ROW EXCLUSIVE,
+ * which ROW EXCLUSIVE blocks).
+ */
+static Oid
+refs_lock_untrusted(Oid relid, LOCKMODE lockmode, Oid journal_owner, List **partitions)
 {
-	const char *dot = strchr(journal, '.');
+	bool		partitioned = (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE);
+	Oid			untrusted;
+
+	*partitions = partitioned ? list_delete_first(find_all_inheritors(relid, NoLock, NULL)) : NIL;
+	untrusted = refs_first_untrusted(relid, *partitions, journal_owner);
+	if (OidIsValid(untrusted))
+		return untrusted;
+	LockRelationOid(relid, lockmode);
+	if (partitioned)
+		*partitions = list_delete_first(find_all_inheritors(relid, lockmode, NULL));
+	return refs_first_untrusted(relid, *partitions, journal_owner);
+}
+
+/*
+ * The guard of a key that references the journal (alias c) from a trusted
+ * table: " AND NOT EXISTS (...)", or NULL when a column of the key is not
+ * of a built-in type.  A text key compares under the referencing column's
+ * collation, not the journal's "C": so that the index on your column serves
+ * the probe, and two different collations do not make the comparison fail.
+ */
+static char *
+refs_guard(HeapTuple contuple, Oid referencing, Oid journal_id)
+{
+	AttrNumber	conkey[INDEX_MAX_KEYS];
+	AttrNumber	confkey[INDEX_MAX_KEYS];
+	Oid			pf_eq_oprs[INDEX_MAX_KEYS];
+	Oid			pp_eq_oprs[INDEX_MAX_KEYS];
+	Oid			ff_eq_oprs[INDEX_MAX_KEYS];
+	int			nkeys;
+	int			i;
+	StringInfoData guard;
+
+	DeconstructFkConstraintRow(contuple, &nkeys, conkey, confkey,
+							   pf_eq_oprs, pp_eq_oprs, ff_eq_oprs, NULL, NULL);
+	initStringInfo(&guard);
+	appendStringInfo(&guard, " AND NOT EXISTS (SELECT 1 FROM %s%s r WHERE ",
+					 get_rel_relkind(referencing) == RELKIND_PARTITIONED_TABLE ? "" : "ONLY ",
+					 refs_qualified_name(referencing));
+	for (i = 0; i < nkeys; i++)
+	{
+		Oid			type;
+		int32		typmod;
+		Oid			collation;
+
+		get_atttypetypmodcoll(referencing, conkey[i], &type, &typmod, &collation);
+		if (getBaseType(type) >= FirstNormalObjectId)
+			return NULL;
+		appendStringInfo(&guard, "%sr.%s OPERATOR(pg_catalog.=) c.%s",
+						 i > 0 ? " AND " : "",
+						 quote_identifier(get_attname(referencing, conkey[i], false)),
+						 quote_identifier(get_attname(journal_id, confkey[i], false)));
+		if (OidIsValid(collation))
+			appendStringInfo(&guard, " COLLATE %s", generate_collation_name(collation));
+	}
+	appendStringInfoChar(&guard, ')');
+	return guard.data;
+}
+
+/* The constraints of the foreign keys that reference `relid`, copied out of its relcache entry. */
+static List *
+refs_referencing_keys(Oid relid)
+{
+	Relation	rel = relation_open(relid, NoLock);
+	TriggerDesc *trigdesc = rel->trigdesc;
+	List	   *keys = NIL;
+	int			i;
+
+	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+
+		if (trigger->tgisinternal && RI_FKey_trigger_type(trigger->tgfoid) == RI_TRIGGER_PK)
+			keys = list_append_unique_oid(keys, trigger->tgconstraint);
+	}
+	relation_close(rel, NoLock);
+	return keys;
+}
+
+void
+durable_delete_check(const char *table, DurableDeleteCheck *check)
+{
+	const char *dot = strchr(table, '.');
 	Oid			journal_id;
 	Oid			journal_owner;
 	List	   *reached;
-	List	   *checked;		/* referencing tables whose owners were checked */
-	List	   *followed;		/* tables in `reached` once */
+	List	   *checked = NIL;	/* referencing tables whose owners were checked */
+	List	   *followed;		/* tables put in `reached`, once each */
+	StringInfoData guards;
 
 	Assert(dot != NULL);
-	journal_id = RangeVarGetRelid(makeRangeVar(pnstrdup(journal, dot - journal),
+	check->unsafe = NULL;
+	check->guards = "";
+	journal_id = RangeVarGetRelid(makeRangeVar(pnstrdup(table, dot - table),
 											   pstrdup(dot + 1), -1),
 								  RowExclusiveLock, false);
 	journal_owner = refs_owner(journal_id);
 	reached = list_make1_oid(journal_id);
-	checked = NIL;
 	followed = list_make1_oid(journal_id);
+	initStringInfo(&guards);
 
 	/*
 	 * Tables a delete of the journal's records modifies, breadth first: the
@@ -200,27 +231,22 @@ durable_fk_unsafe_action(const char *journal)
 	while (reached != NIL)
 	{
 		Oid			relid = linitial_oid(reached);
-		Relation	rel = relation_open(relid, NoLock);
-		TriggerDesc *trigdesc = rel->trigdesc;
-		int			i;
+		List	   *keys = refs_referencing_keys(relid);
+		ListCell   *kc;
 
 		reached = list_delete_first(reached);
-		for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
+		foreach(kc, keys)
 		{
-			Trigger    *trigger = &trigdesc->triggers[i];
-			HeapTuple	tuple;
+			HeapTuple	tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(lfirst_oid(kc)));
 			Form_pg_constraint con;
 			bool		acts;
 			Oid			referencing;
 			Oid			untrusted;
-			List	   *partitions;
+			List	   *partitions = NIL;
 			ListCell   *lc;
 
-			if (!trigger->tgisinternal || RI_FKey_trigger_type(trigger->tgfoid) != RI_TRIGGER_PK)
-				continue;
-			tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(trigger->tgconstraint));
 			if (!HeapTupleIsValid(tuple))
-				continue;
+				elog(ERROR, "cache lookup failed for constraint %u", lfirst_oid(kc));
 			con = (Form_pg_constraint) GETSTRUCT(tuple);
 			referencing = con->conrelid;
 			acts = (con->confdeltype != FKCONSTR_ACTION_NOACTION &&
@@ -228,25 +254,33 @@ durable_fk_unsafe_action(const char *journal)
 				(relid != journal_id &&
 				 con->confupdtype != FKCONSTR_ACTION_NOACTION &&
 				 con->confupdtype != FKCONSTR_ACTION_RESTRICT);
-			if ((!acts || list_member_oid(followed, referencing)) &&
-				list_member_oid(checked, referencing))
+			if (!list_member_oid(checked, referencing) ||
+				(acts && !list_member_oid(followed, referencing)))
 			{
-				ReleaseSysCache(tuple);
-				continue;
+				untrusted = refs_lock_untrusted(referencing,
+												acts ? RowExclusiveLock : AccessShareLock,
+												journal_owner, &partitions);
+				if (OidIsValid(untrusted))
+				{
+					check->unsafe = psprintf("foreign key %s of table %s (owned by %s)",
+											 quote_identifier(NameStr(con->conname)),
+											 refs_qualified_name(untrusted),
+											 quote_identifier(GetUserNameFromId(refs_owner(untrusted),
+																				false)));
+					check->guards = "";
+					ReleaseSysCache(tuple);
+					return;
+				}
+				checked = lappend_oid(checked, referencing);
 			}
-			untrusted = refs_lock_untrusted(referencing, acts ? RowExclusiveLock : AccessShareLock,
-											journal_owner, &partitions);
-			if (OidIsValid(untrusted))
+			if (relid == journal_id && !acts && con->conparentid == InvalidOid)
 			{
-				char	   *found = refs_describe(NameStr(con->conname), untrusted,
-												  refs_owner(untrusted));
+				char	   *guard = refs_guard(tuple, referencing, journal_id);
 
-				ReleaseSysCache(tuple);
-				relation_close(rel, NoLock);
-				return found;
+				if (guard != NULL)
+					appendStringInfoString(&guards, guard);
 			}
 			ReleaseSysCache(tuple);
-			checked = lappend_oid(checked, referencing);
 			if (acts && !list_member_oid(followed, referencing))
 			{
 				followed = lappend_oid(followed, referencing);
@@ -260,7 +294,6 @@ durable_fk_unsafe_action(const char *journal)
 				}
 			}
 		}
-		relation_close(rel, NoLock);
 	}
-	return NULL;
+	check->guards = guards.data;
 }

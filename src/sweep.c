@@ -198,7 +198,7 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_
  * do it.  The batch and candidate statements take $1 the cutoff, $2 the
  * limit, $3 the keys to pass over (an array) and $4 where the records not
  * passed over by the mark begin (durable_skip_from), and their
- * %s the journal's foreign-key guards (durable_fk_guards) on the candidate
+ * %s the journal's foreign-key guards (durable_delete_check) on the candidate
  * alias c.
  */
 typedef struct SweepJournal
@@ -222,8 +222,10 @@ typedef struct SweepJournal
 								 * FrozenTransactionId once seen committed */
 	int64		resume_set_at;	/* durable_clock_us() when it was set */
 	int64		full_walk_at;	/* durable_clock_us() of the last walk from the oldest */
-	int64		unsafe_warned_at;	/* durable_clock_us() of the last WARNING of
-									 * durable_fk_unsafe_action */
+	int64		unsafe_warned_at;	/* durable_clock_us() of the last WARNING
+									 * that durable_delete_check forbade deletes */
+	char	   *guards;			/* this pass's (or call's) guards, from
+								 * sweep_may_delete */
 } SweepJournal;
 
 /*
@@ -297,7 +299,7 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, SPIPlanPtr *plan,
 	Oid			types[4] = {TIMESTAMPTZOID, INT8OID,
 		j->skip.key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID, TIMESTAMPTZOID};
 	Datum		values[4];
-	char	   *guards = durable_fk_guards(j->name);
+	char	   *guards = j->guards;
 	int			rc;
 
 	values[0] = TimestampTzGetDatum(cutoff);
@@ -359,37 +361,88 @@ sweep_purge_from(SweepJournal *j, TimestampTz cutoff)
 }
 
 /*
- * Whether durable may delete the journal's records: not while a key of a
- * table of another role would run its code with durable's privileges
- * (references.c).  purge() by hand is refused with an error; a pass purges
- * nothing from the journal, with a WARNING every 10 minutes.  Called in
- * the pass's (or the call's) transaction itself, not in a subtransaction:
- * the locks it takes keep what it looked at true until the transaction
- * ends.
+ * Whether durable may delete from a table of its own: not while a key of a
+ * table of another role would run that role's code with durable's
+ * privileges (durable_delete_check, references.c).  The check runs in the
+ * pass's (or the call's) transaction itself, not in the subtransactions of
+ * the deletes: the locks it takes keep what it found true until the
+ * transaction ends.  A pass deletes nothing from the table then, with a
+ * WARNING at most every SWEEP_UNSAFE_WARN_MS; purge() by hand fails.
  */
 #define SWEEP_UNSAFE_WARN_MS	(10 * 60 * 1000)
 
-static bool
-sweep_may_delete(SweepJournal *j, bool pass)
+static void
+sweep_report_unsafe(const char *table, const char *unsafe, int elevel)
 {
-	char	   *unsafe = durable_fk_unsafe_action(j->name);
+	ereport(elevel,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("durable does not delete from %s: %s takes part in its deletes", table, unsafe),
+			 errdetail("Only tables owned by a superuser or by the owner of %s may reference it or a table its deletes cascade to: a delete would run code of that table's owner (its key's check or action, the triggers the action fires) with the privileges of durable's owner.",
+					   table),
+			 errhint("Have a superuser or the owner of %s own that table and its partitions, or drop the key.",
+					 table)));
+}
+
+/* durable_delete_check for durable_try. */
+typedef struct SweepCheckCall
+{
+	const char *table;
+	DurableDeleteCheck check;
+} SweepCheckCall;
+
+static void
+sweep_check_call(void *arg)
+{
+	SweepCheckCall *call = (SweepCheckCall *) arg;
+
+	durable_delete_check(call->table, &call->check);
+}
+
+/*
+ * A pass's check, in a subtransaction of its own (whose locks pass to the
+ * pass's transaction when it succeeds): a lock it cannot have now, a
+ * deadlock, is a WARNING too, and the rest of the pass goes on.  Sets
+ * *guards when the table may be deleted from.
+ */
+static bool
+sweep_pass_may_delete(const char *table, int64 *warned_at, char **guards)
+{
+	SweepCheckCall call = {.table = table};
+	ErrorData  *edata = durable_try(sweep_check_call, &call);
 	int64		now = durable_clock_us();
 
-	if (unsafe == NULL)
+	if (edata == NULL && call.check.unsafe == NULL)
+	{
+		*guards = call.check.guards;
 		return true;
-	if (pass && j->unsafe_warned_at != 0 &&
-		now - j->unsafe_warned_at < (int64) SWEEP_UNSAFE_WARN_MS * 1000)
-		return false;
-	if (pass)
-		j->unsafe_warned_at = now;
-	ereport(pass ? WARNING : ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("durable does not purge %s: %s takes part in its deletes", j->name, unsafe),
-			 errdetail("Only tables owned by a superuser or by the owner of %s may reference it or a table its deletes cascade to: a delete would run code of that table's owner (its key's check or action, the triggers the action fires) with the privileges of durable's owner.",
-					   j->name),
-			 errhint("Have a superuser or the owner of %s own that table and its partitions, or drop the key.",
-					 j->name)));
+	}
+	if (*warned_at == 0 || now - *warned_at >= (int64) SWEEP_UNSAFE_WARN_MS * 1000)
+	{
+		*warned_at = now;
+		if (edata != NULL)
+			ereport(WARNING,
+					(errcode(edata->sqlerrcode),
+					 errmsg("durable does not delete from %s in this pass: the foreign keys that reference it could not be checked: %s",
+							table, edata->message),
+					 errhint("It is tried again at the next pass.")));
+		else
+			sweep_report_unsafe(table, call.check.unsafe, WARNING);
+	}
+	if (edata != NULL)
+		FreeErrorData(edata);
 	return false;
+}
+
+/* purge() by hand: the check in the call's transaction, an error when it forbids. */
+static void
+sweep_call_may_delete(SweepJournal *j)
+{
+	DurableDeleteCheck check;
+
+	durable_delete_check(j->name, &check);
+	if (check.unsafe != NULL)
+		sweep_report_unsafe(j->name, check.unsafe, ERROR);
+	j->guards = check.guards;
 }
 
 /*
@@ -439,7 +492,7 @@ sweep_purge(TimestampTz cutoff, int64 limit)
 	int			i;
 
 	for (i = 0; i < lengthof(sweep_journals); i++)
-		(void) sweep_may_delete(&sweep_journals[i], false);
+		sweep_call_may_delete(&sweep_journals[i]);
 	for (i = 0; i < lengthof(sweep_journals) && deleted < limit; i++)
 		deleted += sweep_purge_journal(&sweep_journals[i], cutoff, limit - deleted, false);
 	return deleted;
@@ -574,7 +627,9 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 	for (step = 0; step < lengthof(sweep_journals); step++)
 	{
 		durable_skip_forget_due(&sweep_journals[step].skip);
-		more[step] = sweep_may_delete(&sweep_journals[step], true);
+		more[step] = sweep_pass_may_delete(sweep_journals[step].name,
+										   &sweep_journals[step].unsafe_warned_at,
+										   &sweep_journals[step].guards);
 	}
 	for (step = 0; step < lengthof(order) && purged + failed < limit; step++)
 	{
@@ -635,31 +690,15 @@ sweep_permits_isolated(TimestampTz now)
 	static int64 unsafe_warned_at = 0;
 	SweepPermitCall call = {.now = now};
 	ErrorData  *edata;
-	char	   *unsafe;
+	char	   *guards;
 
 	/*
 	 * Nothing grants REFERENCES on durable.permit_buckets, but a key of a
 	 * table of another role there would act on the drop as on a journal's
-	 * purge (references.c).
+	 * purge.
 	 */
-	unsafe = durable_fk_unsafe_action("durable.permit_buckets");
-	if (unsafe != NULL)
-	{
-		int64		now_us = durable_clock_us();
-
-		if (unsafe_warned_at == 0 ||
-			now_us - unsafe_warned_at >= (int64) SWEEP_UNSAFE_WARN_MS * 1000)
-		{
-			unsafe_warned_at = now_us;
-			ereport(WARNING,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("durable does not drop idle rate-limit buckets: %s references durable.permit_buckets",
-							unsafe),
-					 errdetail("A delete there would run code of that table's owner with the privileges of durable's owner."),
-					 errhint("Drop that foreign key.")));
-		}
+	if (!sweep_pass_may_delete("durable.permit_buckets", &unsafe_warned_at, &guards))
 		return 0;
-	}
 	edata = durable_try(sweep_permit_call, &call);
 
 	if (edata == NULL)
