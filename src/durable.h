@@ -187,17 +187,20 @@ typedef struct DurableDeleteCheck
 {
 	char	   *unsafe;			/* the first key that forbids it, described;
 								 * NULL: none */
+	char	   *busy;			/* with nowait: a table whose lock was taken,
+								 * named; NULL: none */
 	char	   *guards;			/* the purge's guards on alias c ("" when none) */
 } DurableDeleteCheck;
 
 /*
  * Lock the table (schema-qualified name) for a delete and look at the keys
  * a delete there would run: when one comes from a table of an untrusted
- * role, durable deletes nothing from it.  Call it in the transaction of the
- * delete, not in a subtransaction of the delete: its locks keep what it
- * found true until the transaction ends.
+ * role, durable deletes nothing from it.  With nowait, a referencing table
+ * whose lock is taken makes it give up (busy) instead of waiting.  Call it
+ * in the transaction of the delete, not in a subtransaction of the delete:
+ * its locks keep what it found true until the transaction ends.
  */
-extern void durable_delete_check(const char *table, DurableDeleteCheck *check);
+extern void durable_delete_check(const char *table, bool nowait, DurableDeleteCheck *check);
 
 /* Text helpers. */
 extern char *durable_text_to_cstring_datum(Datum d);

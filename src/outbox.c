@@ -1195,7 +1195,7 @@ durable_outbox_discard(PG_FUNCTION_ARGS)
 	values[1] = TimestampTzGetDatum(now);
 
 	SPI_connect();
-	durable_delete_check("durable.outbox", &check);
+	durable_delete_check("durable.outbox", false, &check);
 	if (check.unsafe != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

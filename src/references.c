@@ -70,7 +70,7 @@ refs_trusted(Oid owner, Oid journal_owner)
 	return owner == journal_owner || superuser_arg(owner);
 }
 
-/* The owner of a relation, from the syscache. */
+/* The owner of a relation, from the syscache; InvalidOid once it is gone. */
 static Oid
 refs_owner(Oid relid)
 {
@@ -78,30 +78,53 @@ refs_owner(Oid relid)
 	Oid			owner;
 
 	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
+		return InvalidOid;
 	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
 	ReleaseSysCache(tuple);
 	return owner;
 }
 
+/* The quoted name of a relation's owner, or "?" once it is gone. */
+static const char *
+refs_owner_name(Oid relid)
+{
+	Oid			owner = refs_owner(relid);
+	char	   *name = OidIsValid(owner) ? GetUserNameFromId(owner, true) : NULL;
+
+	return name ? quote_identifier(name) : "?";
+}
+
+/* "schema.table", or "relation <oid>" once it is gone. */
 static char *
 refs_qualified_name(Oid relid)
 {
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  get_rel_name(relid));
+	char	   *name = get_rel_name(relid);
+	char	   *schema = name ? get_namespace_name(get_rel_namespace(relid)) : NULL;
+
+	if (name == NULL || schema == NULL)
+		return psprintf("relation %u", relid);
+	return quote_qualified_identifier(schema, name);
 }
 
-/* The first of relid and `partitions` owned by an untrusted role, or InvalidOid. */
+/*
+ * The first of relid and `partitions` owned by an untrusted role, or
+ * InvalidOid.  A partition dropped since it was listed is passed over (a
+ * table of an untrusted role may be, before it is locked).
+ */
 static Oid
 refs_first_untrusted(Oid relid, List *partitions, Oid journal_owner)
 {
 	ListCell   *lc;
+	Oid			owner = refs_owner(relid);
 
-	if (!refs_trusted(refs_owner(relid), journal_owner))
+	if (!OidIsValid(owner))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	if (!refs_trusted(owner, journal_owner))
 		return relid;
 	foreach(lc, partitions)
 	{
-		if (!refs_trusted(refs_owner(lfirst_oid(lc)), journal_owner))
+		owner = refs_owner(lfirst_oid(lc));
+		if (OidIsValid(owner) && !refs_trusted(owner, journal_owner))
 			return lfirst_oid(lc);
 	}
 	return InvalidOid;
@@ -116,21 +139,45 @@ refs_first_untrusted(Oid relid, List *partitions, Oid journal_owner)
  * lock keeps the owners, and the keys that reference the tables, as they
  * are until the transaction ends (ALTER TABLE ... OWNER TO takes ACCESS
  * EXCLUSIVE; ADD FOREIGN KEY and CREATE TRIGGER take SHARE ROW EXCLUSIVE,
- * which ROW EXCLUSIVE blocks).
+ * which ROW EXCLUSIVE blocks).  With `nowait`, a lock that is not free at
+ * once sets *busy and nothing more is locked.
  */
 static Oid
-refs_lock_untrusted(Oid relid, LOCKMODE lockmode, Oid journal_owner, List **partitions)
+refs_lock_untrusted(Oid relid, LOCKMODE lockmode, Oid journal_owner, bool nowait,
+					List **partitions, bool *busy)
 {
 	bool		partitioned = (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE);
 	Oid			untrusted;
+	ListCell   *lc;
 
+	*busy = false;
 	*partitions = partitioned ? list_delete_first(find_all_inheritors(relid, NoLock, NULL)) : NIL;
 	untrusted = refs_first_untrusted(relid, *partitions, journal_owner);
 	if (OidIsValid(untrusted))
 		return untrusted;
-	LockRelationOid(relid, lockmode);
+	if (!nowait)
+	{
+		LockRelationOid(relid, lockmode);
+		if (partitioned)
+			*partitions = list_delete_first(find_all_inheritors(relid, lockmode, NULL));
+		return refs_first_untrusted(relid, *partitions, journal_owner);
+	}
+	if (!ConditionalLockRelationOid(relid, lockmode))
+	{
+		*busy = true;
+		return InvalidOid;
+	}
+	foreach(lc, *partitions)
+	{
+		if (!ConditionalLockRelationOid(lfirst_oid(lc), lockmode))
+		{
+			*busy = true;
+			return InvalidOid;
+		}
+	}
+	/* Under the parent's lock, no partition is attached or detached now. */
 	if (partitioned)
-		*partitions = list_delete_first(find_all_inheritors(relid, lockmode, NULL));
+		*partitions = list_delete_first(find_all_inheritors(relid, NoLock, NULL));
 	return refs_first_untrusted(relid, *partitions, journal_owner);
 }
 
@@ -200,7 +247,7 @@ refs_referencing_keys(Oid relid)
 }
 
 void
-durable_delete_check(const char *table, DurableDeleteCheck *check)
+durable_delete_check(const char *table, bool nowait, DurableDeleteCheck *check)
 {
 	const char *dot = strchr(table, '.');
 	Oid			journal_id;
@@ -212,6 +259,7 @@ durable_delete_check(const char *table, DurableDeleteCheck *check)
 
 	Assert(dot != NULL);
 	check->unsafe = NULL;
+	check->busy = NULL;
 	check->guards = "";
 	journal_id = RangeVarGetRelid(makeRangeVar(pnstrdup(table, dot - table),
 											   pstrdup(dot + 1), -1),
@@ -244,6 +292,7 @@ durable_delete_check(const char *table, DurableDeleteCheck *check)
 			Oid			untrusted;
 			List	   *partitions = NIL;
 			ListCell   *lc;
+			bool		busy;
 
 			if (!HeapTupleIsValid(tuple))
 				elog(ERROR, "cache lookup failed for constraint %u", lfirst_oid(kc));
@@ -259,14 +308,20 @@ durable_delete_check(const char *table, DurableDeleteCheck *check)
 			{
 				untrusted = refs_lock_untrusted(referencing,
 												acts ? RowExclusiveLock : AccessShareLock,
-												journal_owner, &partitions);
+												journal_owner, nowait, &partitions, &busy);
+				if (busy)
+				{
+					check->busy = refs_qualified_name(referencing);
+					check->guards = "";
+					ReleaseSysCache(tuple);
+					return;
+				}
 				if (OidIsValid(untrusted))
 				{
 					check->unsafe = psprintf("foreign key %s of table %s (owned by %s)",
 											 quote_identifier(NameStr(con->conname)),
 											 refs_qualified_name(untrusted),
-											 quote_identifier(GetUserNameFromId(refs_owner(untrusted),
-																				false)));
+											 refs_owner_name(untrusted));
 					check->guards = "";
 					ReleaseSysCache(tuple);
 					return;

@@ -193,6 +193,18 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_
 }
 
 /*
+ * When this process last warned that durable_delete_check forbade deletes
+ * from a table, found a table it needs locked, or failed (durable_clock_us();
+ * each kind at most every SWEEP_UNSAFE_WARN_MS).
+ */
+typedef struct SweepCheckWarned
+{
+	int64		unsafe;
+	int64		busy;
+	int64		failed;
+} SweepCheckWarned;
+
+/*
  * A journal's retention purge: how to delete its finished records directly
  * (direct.c) and, when it cannot be written directly, the statements that
  * do it.  The batch and candidate statements take $1 the cutoff, $2 the
@@ -222,8 +234,7 @@ typedef struct SweepJournal
 								 * FrozenTransactionId once seen committed */
 	int64		resume_set_at;	/* durable_clock_us() when it was set */
 	int64		full_walk_at;	/* durable_clock_us() of the last walk from the oldest */
-	int64		unsafe_warned_at;	/* durable_clock_us() of the last WARNING
-									 * that durable_delete_check forbade deletes */
+	SweepCheckWarned warned;	/* this process's last WARNINGs of its check */
 	char	   *guards;			/* this pass's (or call's) guards, from
 								 * sweep_may_delete */
 } SweepJournal;
@@ -395,42 +406,66 @@ sweep_check_call(void *arg)
 {
 	SweepCheckCall *call = (SweepCheckCall *) arg;
 
-	durable_delete_check(call->table, &call->check);
+	durable_delete_check(call->table, true, &call->check);
+}
+
+/* Whether a WARNING of a kind last given at *at may be given now; if so, now is the last. */
+static bool
+sweep_warn_now(int64 *at)
+{
+	int64		now = durable_clock_us();
+
+	if (*at != 0 && now - *at < (int64) SWEEP_UNSAFE_WARN_MS * 1000)
+		return false;
+	*at = now;
+	return true;
 }
 
 /*
  * A pass's check, in a subtransaction of its own (whose locks pass to the
- * pass's transaction when it succeeds): a lock it cannot have now, a
- * deadlock, is a WARNING too, and the rest of the pass goes on.  Sets
- * *guards when the table may be deleted from.
+ * pass's transaction when it succeeds), and without waiting for a lock on
+ * a table of yours: a pass runs every naptime, whether there is anything
+ * to delete or not, and must not wait behind your CREATE INDEX (nor
+ * deadlock with your ALTER TABLE ... ADD FOREIGN KEY).  A table it cannot
+ * lock at once, or a failure, skips the table for this pass, with a
+ * WARNING at most every SWEEP_UNSAFE_WARN_MS.  Sets *guards when the table
+ * may be deleted from.
  */
 static bool
-sweep_pass_may_delete(const char *table, int64 *warned_at, char **guards)
+sweep_pass_may_delete(const char *table, SweepCheckWarned *warned, char **guards)
 {
 	SweepCheckCall call = {.table = table};
 	ErrorData  *edata = durable_try(sweep_check_call, &call);
-	int64		now = durable_clock_us();
 
-	if (edata == NULL && call.check.unsafe == NULL)
+	if (edata != NULL)
 	{
-		*guards = call.check.guards;
-		return true;
-	}
-	if (*warned_at == 0 || now - *warned_at >= (int64) SWEEP_UNSAFE_WARN_MS * 1000)
-	{
-		*warned_at = now;
-		if (edata != NULL)
+		if (sweep_warn_now(&warned->failed))
 			ereport(WARNING,
 					(errcode(edata->sqlerrcode),
 					 errmsg("durable does not delete from %s in this pass: the foreign keys that reference it could not be checked: %s",
 							table, edata->message),
 					 errhint("It is tried again at the next pass.")));
-		else
-			sweep_report_unsafe(table, call.check.unsafe, WARNING);
-	}
-	if (edata != NULL)
 		FreeErrorData(edata);
-	return false;
+		return false;
+	}
+	if (call.check.busy != NULL)
+	{
+		if (sweep_warn_now(&warned->busy))
+			ereport(WARNING,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("durable does not delete from %s in this pass: %s, which references it, is locked",
+							table, call.check.busy),
+					 errhint("It is tried again at every pass; this WARNING comes at most every 10 minutes.")));
+		return false;
+	}
+	if (call.check.unsafe != NULL)
+	{
+		if (sweep_warn_now(&warned->unsafe))
+			sweep_report_unsafe(table, call.check.unsafe, WARNING);
+		return false;
+	}
+	*guards = call.check.guards;
+	return true;
 }
 
 /* purge() by hand: the check in the call's transaction, an error when it forbids. */
@@ -439,7 +474,7 @@ sweep_call_may_delete(SweepJournal *j)
 {
 	DurableDeleteCheck check;
 
-	durable_delete_check(j->name, &check);
+	durable_delete_check(j->name, false, &check);
 	if (check.unsafe != NULL)
 		sweep_report_unsafe(j->name, check.unsafe, ERROR);
 	j->guards = check.guards;
@@ -628,7 +663,7 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 	{
 		durable_skip_forget_due(&sweep_journals[step].skip);
 		more[step] = sweep_pass_may_delete(sweep_journals[step].name,
-										   &sweep_journals[step].unsafe_warned_at,
+										   &sweep_journals[step].warned,
 										   &sweep_journals[step].guards);
 	}
 	for (step = 0; step < lengthof(order) && purged + failed < limit; step++)
@@ -687,7 +722,7 @@ sweep_permit_call(void *arg)
 static int64
 sweep_permits_isolated(TimestampTz now)
 {
-	static int64 unsafe_warned_at = 0;
+	static SweepCheckWarned warned;
 	SweepPermitCall call = {.now = now};
 	ErrorData  *edata;
 	char	   *guards;
@@ -697,7 +732,7 @@ sweep_permits_isolated(TimestampTz now)
 	 * table of another role there would act on the drop as on a journal's
 	 * purge.
 	 */
-	if (!sweep_pass_may_delete("durable.permit_buckets", &unsafe_warned_at, &guards))
+	if (!sweep_pass_may_delete("durable.permit_buckets", &warned, &guards))
 		return 0;
 	edata = durable_try(sweep_permit_call, &call);
 
