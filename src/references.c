@@ -140,17 +140,26 @@ refs_first_untrusted(Oid relid, List *partitions, Oid journal_owner)
  * are until the transaction ends (ALTER TABLE ... OWNER TO takes ACCESS
  * EXCLUSIVE; ADD FOREIGN KEY and CREATE TRIGGER take SHARE ROW EXCLUSIVE,
  * which ROW EXCLUSIVE blocks).  With `nowait`, a lock that is not free at
- * once sets *busy and nothing more is locked.
+ * once sets *busy to the table's OID and nothing more is locked.
+ *
+ * The partitions cannot change between the listing and the locks: ATTACH
+ * PARTITION takes only SHARE UPDATE EXCLUSIVE on the parent, but it clones
+ * the parent's keys, which locks the tables they reference SHARE ROW
+ * EXCLUSIVE, and the caller holds ROW EXCLUSIVE on the table this one
+ * references; CREATE TABLE ... PARTITION OF locks the parent ACCESS
+ * EXCLUSIVE.  Without waiting, a listing that differs all the same counts
+ * as busy.
  */
 static Oid
 refs_lock_untrusted(Oid relid, LOCKMODE lockmode, Oid journal_owner, bool nowait,
-					List **partitions, bool *busy)
+					List **partitions, Oid *busy)
 {
 	bool		partitioned = (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE);
 	Oid			untrusted;
 	ListCell   *lc;
+	List	   *locked;
 
-	*busy = false;
+	*busy = InvalidOid;
 	*partitions = partitioned ? list_delete_first(find_all_inheritors(relid, NoLock, NULL)) : NIL;
 	untrusted = refs_first_untrusted(relid, *partitions, journal_owner);
 	if (OidIsValid(untrusted))
@@ -164,20 +173,30 @@ refs_lock_untrusted(Oid relid, LOCKMODE lockmode, Oid journal_owner, bool nowait
 	}
 	if (!ConditionalLockRelationOid(relid, lockmode))
 	{
-		*busy = true;
+		*busy = relid;
 		return InvalidOid;
 	}
 	foreach(lc, *partitions)
 	{
 		if (!ConditionalLockRelationOid(lfirst_oid(lc), lockmode))
 		{
-			*busy = true;
+			*busy = lfirst_oid(lc);
 			return InvalidOid;
 		}
 	}
-	/* Under the parent's lock, no partition is attached or detached now. */
 	if (partitioned)
+	{
+		locked = *partitions;
 		*partitions = list_delete_first(find_all_inheritors(relid, NoLock, NULL));
+		foreach(lc, *partitions)
+		{
+			if (!list_member_oid(locked, lfirst_oid(lc)))
+			{
+				*busy = relid;
+				return InvalidOid;
+			}
+		}
+	}
 	return refs_first_untrusted(relid, *partitions, journal_owner);
 }
 
@@ -292,7 +311,7 @@ durable_delete_check(const char *table, bool nowait, DurableDeleteCheck *check)
 			Oid			untrusted;
 			List	   *partitions = NIL;
 			ListCell   *lc;
-			bool		busy;
+			Oid			busy;
 
 			if (!HeapTupleIsValid(tuple))
 				elog(ERROR, "cache lookup failed for constraint %u", lfirst_oid(kc));
@@ -307,11 +326,11 @@ durable_delete_check(const char *table, bool nowait, DurableDeleteCheck *check)
 				(acts && !list_member_oid(followed, referencing)))
 			{
 				untrusted = refs_lock_untrusted(referencing,
-												acts ? RowExclusiveLock : AccessShareLock,
+												acts ? RowExclusiveLock : RowShareLock,
 												journal_owner, nowait, &partitions, &busy);
-				if (busy)
+				if (OidIsValid(busy))
 				{
-					check->busy = refs_qualified_name(referencing);
+					check->busy = refs_qualified_name(busy);
 					check->guards = "";
 					ReleaseSysCache(tuple);
 					return;

@@ -407,6 +407,12 @@ sweep_check_call(void *arg)
 	SweepCheckCall *call = (SweepCheckCall *) arg;
 
 	durable_delete_check(call->table, true, &call->check);
+
+	/* Busy: roll back the locks taken so far, which the pass would keep for nothing. */
+	if (call->check.busy != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("%s is locked", call->check.busy)));
 }
 
 /* Whether a WARNING of a kind last given at *at may be given now; if so, now is the last. */
@@ -437,6 +443,17 @@ sweep_pass_may_delete(const char *table, SweepCheckWarned *warned, char **guards
 	SweepCheckCall call = {.table = table};
 	ErrorData  *edata = durable_try(sweep_check_call, &call);
 
+	if (edata != NULL && call.check.busy != NULL)
+	{
+		FreeErrorData(edata);
+		if (sweep_warn_now(&warned->busy))
+			ereport(WARNING,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("durable does not delete from %s in this pass: %s, which references it, is locked",
+							table, call.check.busy),
+					 errhint("It is tried again at every pass; this WARNING comes at most every 10 minutes.")));
+		return false;
+	}
 	if (edata != NULL)
 	{
 		if (sweep_warn_now(&warned->failed))
@@ -446,16 +463,6 @@ sweep_pass_may_delete(const char *table, SweepCheckWarned *warned, char **guards
 							table, edata->message),
 					 errhint("It is tried again at the next pass.")));
 		FreeErrorData(edata);
-		return false;
-	}
-	if (call.check.busy != NULL)
-	{
-		if (sweep_warn_now(&warned->busy))
-			ereport(WARNING,
-					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("durable does not delete from %s in this pass: %s, which references it, is locked",
-							table, call.check.busy),
-					 errhint("It is tried again at every pass; this WARNING comes at most every 10 minutes.")));
 		return false;
 	}
 	if (call.check.unsafe != NULL)
