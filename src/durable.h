@@ -59,6 +59,22 @@ durable_clock_us(void)
 	return (int64) INSTR_TIME_GET_MICROSEC(t);
 }
 
+/*
+ * Rate limit of a WARNING that would otherwise come at every call or pass:
+ * whether it may be given now, *last_us being when it was last given (0:
+ * never); if so, now becomes the last.
+ */
+static inline bool
+durable_warn_due(int64 *last_us, int64 interval_us)
+{
+	int64		now = durable_clock_us();
+
+	if (*last_us != 0 && now - *last_us < interval_us)
+		return false;
+	*last_us = now;
+	return true;
+}
+
 /* ---- Settings (durable.c) ---- */
 extern int	durable_lease_ms;
 extern int	durable_inbox_max_attempts;
@@ -201,6 +217,12 @@ typedef struct DurableDeleteCheck
  * its locks keep what it found true until the transaction ends.
  */
 extern void durable_delete_check(const char *table, bool nowait, DurableDeleteCheck *check);
+
+/*
+ * Report, at elevel, that a delete from `table` is refused because of
+ * check->unsafe: `message`, and the detail and hint that say why.
+ */
+extern void durable_delete_refused(int elevel, const char *table, const char *message);
 
 /* Text helpers. */
 extern char *durable_text_to_cstring_datum(Datum d);

@@ -139,7 +139,8 @@ durable_error_is_momentary(const ErrorData *edata)
 /* durable_try_halves' state: the keys and what to do with them. */
 typedef struct HalvesCall
 {
-	const Datum *keys;
+	Datum	   *keys;
+	TimestampTz *orders;
 	DurableApplyKeys apply;
 	DurableKeyFailed failed;
 	void	   *arg;
@@ -181,7 +182,7 @@ halves_search(HalvesCall *call, int lo, int hi)
 			ErrorData  *edata = halves_try(call, i, i + 1);
 
 			if (edata != NULL)
-				call->failed(call->arg, i, edata);
+				call->failed(call->arg, call->keys[i], call->orders[i], edata);
 		}
 		return;
 	}
@@ -199,14 +200,26 @@ halves_search(HalvesCall *call, int lo, int hi)
 }
 
 void
-durable_try_halves(const Datum *keys, int nkeys, DurableApplyKeys apply,
-				   DurableKeyFailed failed, void *arg)
+durable_try_halves(DurableApplyKeys apply, DurableKeyFailed failed, void *arg)
 {
-	HalvesCall	call = {.keys = keys, .apply = apply, .failed = failed, .arg = arg};
+	HalvesCall	call = {.apply = apply, .failed = failed, .arg = arg};
+	int			n = (int) SPI_processed;
+	int			i;
+
+	call.keys = palloc(sizeof(Datum) * Max(n, 1));
+	call.orders = palloc(sizeof(TimestampTz) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		call.keys[i] = durable_col_copy(i, 1);
+		call.orders[i] = DatumGetTimestampTz(durable_col(i, 2));
+	}
+	SPI_freetuptable(SPI_tuptable);
 
 	/* The whole set just failed. */
-	if (nkeys > 0)
-		halves_search(&call, 0, nkeys);
+	if (n > 0)
+		halves_search(&call, 0, n);
+	pfree(call.keys);
+	pfree(call.orders);
 }
 
 void

@@ -45,18 +45,22 @@ extern bool durable_error_is_momentary(const ErrorData *edata);
 /* Does the work on the records of keys[0..nkeys); raises when one fails. */
 typedef void (*DurableApplyKeys) (void *arg, const Datum *keys, int nkeys);
 
-/* keys[index] failed alone with edata, which the callee now owns. */
-typedef void (*DurableKeyFailed) (void *arg, int index, ErrorData *edata);
+/*
+ * The record of `key`, whose order value (lease expiry, finish time) is
+ * `order`, failed alone with edata, which the callee now owns.
+ */
+typedef void (*DurableKeyFailed) (void *arg, Datum key, TimestampTz order, ErrorData *edata);
 
 /*
  * After a statement over a set of records failed: do its work on halves of
- * `keys`, each in a subtransaction (durable_try), halving again the halves
- * that fail (small ones are tried one record at a time), until the records
- * that fail alone are found; `failed` is called for each of them, in key
- * order.  Errors about the transaction are thrown on.
+ * the candidates, each in a subtransaction (durable_try), halving again the
+ * halves that fail (small ones are tried one record at a time), until the
+ * records that fail alone are found; `failed` is called for each of them,
+ * in the candidates' order.  The candidates are the rows of SPI_tuptable,
+ * key in column 1 and order value (timestamptz) in column 2, oldest first;
+ * the tuptable is freed.  Errors about the transaction are thrown on.
  */
-extern void durable_try_halves(const Datum *keys, int nkeys, DurableApplyKeys apply,
-							   DurableKeyFailed failed, void *arg);
+extern void durable_try_halves(DurableApplyKeys apply, DurableKeyFailed failed, void *arg);
 
 /* ---- Records a process passes over ---- */
 

@@ -1197,12 +1197,9 @@ durable_outbox_discard(PG_FUNCTION_ARGS)
 	SPI_connect();
 	durable_delete_check("durable.outbox", false, &check);
 	if (check.unsafe != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot discard send \"%s\": %s takes part in durable.outbox's deletes",
-						TextDatumGetCString(values[0]), check.unsafe),
-				 errdetail("Only tables owned by a superuser or by the owner of durable.outbox may reference it or a table its deletes cascade to: a delete would run code of that table's owner (its key's check or action, the triggers the action fires) with the privileges of durable's owner."),
-				 errhint("Have a superuser or the owner of durable.outbox own that table and its partitions, or drop the key.")));
+		durable_delete_refused(ERROR, "durable.outbox",
+							   psprintf("cannot discard send \"%s\": %s takes part in durable.outbox's deletes",
+										TextDatumGetCString(values[0]), check.unsafe));
 	for (race = 0;; race++)
 	{
 		durable_exec(durable_plan(&plan,

@@ -50,10 +50,7 @@
 #include "durable.h"
 
 #include "catalog/pg_type.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/datum.h"
-#include "utils/lsyscache.h"
 
 #include "isolate.h"
 #include "sweep.h"
@@ -340,13 +337,11 @@ recovery_call(void *arg)
 	call->moved = call->journal->recover(call->now, call->scope, &call->args, call->limit);
 }
 
-/* The search for the records that fail: the candidates and what it found. */
+/* The search for the records that fail: its journal and what it found. */
 typedef struct RecoveryHalves
 {
 	RecoveryJournal *journal;
 	TimestampTz now;
-	Datum	   *keys;
-	TimestampTz *lease_until;	/* of each key */
 	int			moved;
 	int			failed;			/* records that failed alone */
 	int			lasting;		/* of them, those remembered (not of the moment) */
@@ -364,15 +359,14 @@ recovery_apply_keys(void *arg, const Datum *keys, int nkeys)
 }
 
 static void
-recovery_key_failed(void *arg, int index, ErrorData *edata)
+recovery_key_failed(void *arg, Datum key, TimestampTz lease_until, ErrorData *edata)
 {
 	RecoveryHalves *halves = (RecoveryHalves *) arg;
 
 	halves->failed++;
 	if (!durable_error_is_momentary(edata))
 	{
-		durable_skip_remember(&halves->journal->skip, halves->keys[index],
-							  halves->lease_until[index]);
+		durable_skip_remember(&halves->journal->skip, key, lease_until);
 		halves->lasting++;
 	}
 	if (halves->first == NULL)
@@ -394,8 +388,6 @@ recovery_halves(RecoveryHalves *halves, const RecoveryArgs *expired, int limit)
 	Oid			types[4] = {TIMESTAMPTZOID, INT8OID,
 		j->skip.key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID, TIMESTAMPTZOID};
 	Datum		values[4];
-	uint64		n;
-	uint64		i;
 
 	values[0] = TimestampTzGetDatum(halves->now);
 	values[1] = Int64GetDatum((int64) limit);
@@ -403,19 +395,7 @@ recovery_halves(RecoveryHalves *halves, const RecoveryArgs *expired, int limit)
 	values[3] = TimestampTzGetDatum(expired->from);
 	durable_exec(durable_plan(&j->candidates_plan, j->candidates_sql, 4, types),
 				 values, NULL, SPI_OK_SELECT, 0);
-	n = SPI_processed;
-	halves->keys = palloc(sizeof(Datum) * Max(n, 1));
-	halves->lease_until = palloc(sizeof(TimestampTz) * Max(n, 1));
-	for (i = 0; i < n; i++)
-	{
-		halves->keys[i] = durable_col_copy(i, 1);
-		halves->lease_until[i] = DatumGetTimestampTz(durable_col(i, 2));
-	}
-	SPI_freetuptable(SPI_tuptable);
-
-	durable_try_halves(halves->keys, (int) n, recovery_apply_keys, recovery_key_failed, halves);
-	pfree(halves->keys);
-	pfree(halves->lease_until);
+	durable_try_halves(recovery_apply_keys, recovery_key_failed, halves);
 }
 
 /*
@@ -461,18 +441,11 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 	 * over afterwards); failures of the moment, which come back at the next
 	 * pass if their cause stays, once a minute.
 	 */
-	if (first != NULL && halves.lasting == 0)
+	if (first != NULL && halves.lasting == 0 &&
+		!durable_warn_due(&j->momentary_warned_at, 60 * USECS_PER_SEC))
 	{
-		int64		now_us = durable_clock_us();
-
-		if (j->momentary_warned_at != 0 &&
-			now_us - j->momentary_warned_at < 60 * USECS_PER_SEC)
-		{
-			FreeErrorData(first);
-			first = NULL;
-		}
-		else
-			j->momentary_warned_at = now_us;
+		FreeErrorData(first);
+		first = NULL;
 	}
 	if (first != NULL)
 	{

@@ -212,15 +212,11 @@ refs_guard(HeapTuple contuple, Oid referencing, Oid journal_id)
 {
 	AttrNumber	conkey[INDEX_MAX_KEYS];
 	AttrNumber	confkey[INDEX_MAX_KEYS];
-	Oid			pf_eq_oprs[INDEX_MAX_KEYS];
-	Oid			pp_eq_oprs[INDEX_MAX_KEYS];
-	Oid			ff_eq_oprs[INDEX_MAX_KEYS];
 	int			nkeys;
 	int			i;
 	StringInfoData guard;
 
-	DeconstructFkConstraintRow(contuple, &nkeys, conkey, confkey,
-							   pf_eq_oprs, pp_eq_oprs, ff_eq_oprs, NULL, NULL);
+	DeconstructFkConstraintRow(contuple, &nkeys, conkey, confkey, NULL, NULL, NULL, NULL, NULL);
 	initStringInfo(&guard);
 	appendStringInfo(&guard, " AND NOT EXISTS (SELECT 1 FROM %s%s r WHERE ",
 					 get_rel_relkind(referencing) == RELKIND_PARTITIONED_TABLE ? "" : "ONLY ",
@@ -243,6 +239,16 @@ refs_guard(HeapTuple contuple, Oid referencing, Oid journal_id)
 	}
 	appendStringInfoChar(&guard, ')');
 	return guard.data;
+}
+
+/* Put relid in `reached`, unless it was put there once already. */
+static void
+refs_follow(List **reached, List **followed, Oid relid)
+{
+	if (list_member_oid(*followed, relid))
+		return;
+	*followed = lappend_oid(*followed, relid);
+	*reached = lappend_oid(*reached, relid);
 }
 
 /* The constraints of the foreign keys that reference `relid`, copied out of its relcache entry. */
@@ -331,7 +337,6 @@ durable_delete_check(const char *table, bool nowait, DurableDeleteCheck *check)
 				if (OidIsValid(busy))
 				{
 					check->busy = refs_qualified_name(busy);
-					check->guards = "";
 					ReleaseSysCache(tuple);
 					return;
 				}
@@ -341,7 +346,6 @@ durable_delete_check(const char *table, bool nowait, DurableDeleteCheck *check)
 											 quote_identifier(NameStr(con->conname)),
 											 refs_qualified_name(untrusted),
 											 refs_owner_name(untrusted));
-					check->guards = "";
 					ReleaseSysCache(tuple);
 					return;
 				}
@@ -355,19 +359,25 @@ durable_delete_check(const char *table, bool nowait, DurableDeleteCheck *check)
 					appendStringInfoString(&guards, guard);
 			}
 			ReleaseSysCache(tuple);
-			if (acts && !list_member_oid(followed, referencing))
+			if (acts)
 			{
-				followed = lappend_oid(followed, referencing);
-				reached = lappend_oid(reached, referencing);
+				refs_follow(&reached, &followed, referencing);
 				foreach(lc, partitions)
-				{
-					if (list_member_oid(followed, lfirst_oid(lc)))
-						continue;
-					followed = lappend_oid(followed, lfirst_oid(lc));
-					reached = lappend_oid(reached, lfirst_oid(lc));
-				}
+					refs_follow(&reached, &followed, lfirst_oid(lc));
 			}
 		}
 	}
 	check->guards = guards.data;
+}
+
+void
+durable_delete_refused(int elevel, const char *table, const char *message)
+{
+	ereport(elevel,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("%s", message),
+			 errdetail("Only tables owned by a superuser or by the owner of %s may reference it or a table its deletes cascade to: a delete would run code of that table's owner (its key's check or action, the triggers the action fires) with the privileges of durable's owner.",
+					   table),
+			 errhint("Have a superuser or the owner of %s own that table and its partitions, or drop the key.",
+					 table)));
 }

@@ -419,9 +419,7 @@ notify_queue_too_full(const char *channel)
 	}
 	if (usage < durable_notify_queue_max)
 		return false;
-	if (warned_at == 0 || now - warned_at >= 60 * USECS_PER_SEC)
-	{
-		warned_at = now;
+	if (durable_warn_due(&warned_at, 60 * USECS_PER_SEC))
 		ereport(WARNING,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("durable: NOTIFY %s dropped: the server's notification queue is %.0f%% full",
@@ -429,7 +427,6 @@ notify_queue_too_full(const char *channel)
 				 errdetail("durable.notify_queue_max is %g; the records stay in their state.",
 						   durable_notify_queue_max),
 				 errhint("Find the listener that stopped reading (pg_stat_activity: a session idle in transaction) and end it.  This WARNING comes at most once a minute.")));
-	}
 	return true;
 }
 

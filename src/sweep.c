@@ -236,7 +236,8 @@ typedef struct SweepJournal
 	int64		full_walk_at;	/* durable_clock_us() of the last walk from the oldest */
 	SweepCheckWarned warned;	/* this process's last WARNINGs of its check */
 	char	   *guards;			/* this pass's (or call's) guards, from
-								 * sweep_may_delete */
+								 * sweep_pass_may_delete or
+								 * sweep_call_may_delete */
 } SweepJournal;
 
 /*
@@ -299,9 +300,9 @@ static SweepJournal sweep_journals[] = {
 /*
  * Run a journal's batch or candidates statement (`sql`) for up to `limit`
  * records finished before cutoff, passing over those of `skip` (NULL:
- * none).  Its %s takes the journal's foreign-key guards, read from the
- * catalog at each call; its plan is cached in *plan only while there are
- * none.
+ * none).  Its %s takes the journal's foreign-key guards, which the
+ * pass's (or call's) delete check found (j->guards); its plan is cached in
+ * *plan only while there are none.
  */
 static void
 sweep_journal_exec(const SweepJournal *j, const char *sql, SPIPlanPtr *plan,
@@ -385,13 +386,9 @@ sweep_purge_from(SweepJournal *j, TimestampTz cutoff)
 static void
 sweep_report_unsafe(const char *table, const char *unsafe, int elevel)
 {
-	ereport(elevel,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("durable does not delete from %s: %s takes part in its deletes", table, unsafe),
-			 errdetail("Only tables owned by a superuser or by the owner of %s may reference it or a table its deletes cascade to: a delete would run code of that table's owner (its key's check or action, the triggers the action fires) with the privileges of durable's owner.",
-					   table),
-			 errhint("Have a superuser or the owner of %s own that table and its partitions, or drop the key.",
-					 table)));
+	durable_delete_refused(elevel, table,
+						   psprintf("durable does not delete from %s: %s takes part in its deletes",
+									table, unsafe));
 }
 
 /* durable_delete_check for durable_try. */
@@ -415,18 +412,6 @@ sweep_check_call(void *arg)
 				 errmsg("%s is locked", call->check.busy)));
 }
 
-/* Whether a WARNING of a kind last given at *at may be given now; if so, now is the last. */
-static bool
-sweep_warn_now(int64 *at)
-{
-	int64		now = durable_clock_us();
-
-	if (*at != 0 && now - *at < (int64) SWEEP_UNSAFE_WARN_MS * 1000)
-		return false;
-	*at = now;
-	return true;
-}
-
 /*
  * A pass's check, in a subtransaction of its own (whose locks pass to the
  * pass's transaction when it succeeds), and without waiting for a lock on
@@ -446,7 +431,7 @@ sweep_pass_may_delete(const char *table, SweepCheckWarned *warned, char **guards
 	if (edata != NULL && call.check.busy != NULL)
 	{
 		FreeErrorData(edata);
-		if (sweep_warn_now(&warned->busy))
+		if (durable_warn_due(&warned->busy, (int64) SWEEP_UNSAFE_WARN_MS * 1000))
 			ereport(WARNING,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 					 errmsg("durable does not delete from %s in this pass: %s, which references it, is locked",
@@ -456,7 +441,7 @@ sweep_pass_may_delete(const char *table, SweepCheckWarned *warned, char **guards
 	}
 	if (edata != NULL)
 	{
-		if (sweep_warn_now(&warned->failed))
+		if (durable_warn_due(&warned->failed, (int64) SWEEP_UNSAFE_WARN_MS * 1000))
 			ereport(WARNING,
 					(errcode(edata->sqlerrcode),
 					 errmsg("durable does not delete from %s in this pass: the foreign keys that reference it could not be checked: %s",
@@ -467,7 +452,7 @@ sweep_pass_may_delete(const char *table, SweepCheckWarned *warned, char **guards
 	}
 	if (call.check.unsafe != NULL)
 	{
-		if (sweep_warn_now(&warned->unsafe))
+		if (durable_warn_due(&warned->unsafe, (int64) SWEEP_UNSAFE_WARN_MS * 1000))
 			sweep_report_unsafe(table, call.check.unsafe, WARNING);
 		return false;
 	}
@@ -557,13 +542,11 @@ sweep_purge_batch_call(void *arg)
 	call->deleted = sweep_purge_journal(call->journal, call->cutoff, call->limit, true);
 }
 
-/* The search for the records that fail: the candidates and what it found. */
+/* The search for the records that fail: its journal and what it found. */
 typedef struct SweepHalves
 {
 	SweepJournal *journal;
 	TimestampTz cutoff;
-	Datum	   *keys;
-	TimestampTz *finished_at;	/* of each key */
 	int64		deleted;
 	int64	   *failed;			/* records that failed alone */
 	ErrorData **first;			/* the first one's error */
@@ -591,13 +574,12 @@ sweep_delete_keys(void *arg, const Datum *keys, int nkeys)
  * searched and logged at every pass.
  */
 static void
-sweep_key_failed(void *arg, int index, ErrorData *edata)
+sweep_key_failed(void *arg, Datum key, TimestampTz finished_at, ErrorData *edata)
 {
 	SweepHalves *halves = (SweepHalves *) arg;
 
 	(*halves->failed)++;
-	durable_skip_remember(&halves->journal->skip, halves->keys[index],
-						  halves->finished_at[index]);
+	durable_skip_remember(&halves->journal->skip, key, finished_at);
 	if (*halves->first == NULL)
 		*halves->first = edata;
 	else
@@ -617,24 +599,10 @@ sweep_purge_halves(SweepJournal *j, TimestampTz cutoff, int64 limit,
 				   int64 *failed, ErrorData **first)
 {
 	SweepHalves halves = {.journal = j, .cutoff = cutoff, .failed = failed, .first = first};
-	uint64		n;
-	uint64		i;
 
 	sweep_journal_exec(j, j->candidates_sql, &j->candidates_plan, cutoff, limit, &j->skip,
 					   SPI_OK_SELECT);
-	n = SPI_processed;
-	halves.keys = palloc(sizeof(Datum) * Max(n, 1));
-	halves.finished_at = palloc(sizeof(TimestampTz) * Max(n, 1));
-	for (i = 0; i < n; i++)
-	{
-		halves.keys[i] = durable_col_copy(i, 1);
-		halves.finished_at[i] = DatumGetTimestampTz(durable_col(i, 2));
-	}
-	SPI_freetuptable(SPI_tuptable);
-
-	durable_try_halves(halves.keys, (int) n, sweep_delete_keys, sweep_key_failed, &halves);
-	pfree(halves.keys);
-	pfree(halves.finished_at);
+	durable_try_halves(sweep_delete_keys, sweep_key_failed, &halves);
 	return halves.deleted;
 }
 
