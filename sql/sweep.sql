@@ -194,6 +194,37 @@ SELECT purged FROM durable.sweep();
 SELECT message_id, state FROM durable.inbox WHERE message_id LIKE 'half-%';
 DROP TRIGGER refuse_half ON durable.inbox;
 DELETE FROM durable.inbox WHERE message_id LIKE 'half-%';
+-- Records that fail count against the pass's limit: the inbox's half of the
+-- batch (125) fails whole here, so the outbox gets the other 125, not 250,
+-- and a pass stays within DURABLE_PURGE_BATCH however its deletes end
+SELECT count(*) AS done
+  FROM generate_series(1, 125) g,
+       durable.inbox_admit('limit', 'limit-' || g, 'sweep-limit-' || g, instance => 'sweep-limit') a,
+       durable.inbox_complete(a.id, a.token) c;
+SELECT count(*) AS sent
+  FROM generate_series(1, 300) g,
+       durable.outbox_begin('limit-' || g, 'sweep-limit-' || g, '{}', 'sweep-limit') b,
+       durable.outbox_sent(b.key, b.token, 'provider-limit-' || g) s;
+UPDATE durable.inbox SET done_at = now() - interval '300 days', finished_at = now() - interval '300 days'
+ WHERE message_id LIKE 'limit-%';
+UPDATE durable.outbox SET sent_at = now() - interval '300 days' WHERE key LIKE 'limit-%';
+CREATE FUNCTION pg_temp.refuse_limit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.source = 'limit' THEN RAISE EXCEPTION 'record % is under audit', OLD.message_id; END IF;
+    RETURN OLD;
+END $$;
+CREATE TRIGGER refuse_limit BEFORE DELETE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse_limit();
+\set VERBOSITY terse
+SELECT purged FROM durable.sweep();
+\set VERBOSITY default
+SELECT (SELECT count(*) FROM durable.inbox WHERE source = 'limit') AS inbox_left,
+       (SELECT count(*) FROM durable.outbox WHERE key LIKE 'limit-%') AS outbox_left;
+DROP TRIGGER refuse_limit ON durable.inbox;
+DELETE FROM durable.inbox WHERE source = 'limit';
+DELETE FROM durable.outbox WHERE key LIKE 'limit-%';
+-- (a new session: this one remembers the 125 failures)
+\c
 
 -- Errors that are not about a record are not passed over record by record:
 -- in a read-only transaction the sweep fails as a whole, as before, and
