@@ -252,6 +252,19 @@ SELECT state FROM durable.outbox_failed(repeat(chr(1), 512),
 SELECT state, length(key) AS key_chars, length(error) AS error_chars
   FROM durable.outbox WHERE key = repeat(chr(1), 512);
 
+-- An error text over durable.max_payload_bytes is clipped between
+-- characters, with a marker and a WARNING (01004), not refused: the failure
+-- is still recorded. Here 2,000 two-byte characters against a 1kB limit.
+SET durable.max_payload_bytes = 1024;
+SELECT action FROM durable.outbox_begin('rob-long', 'rob-chat-long', '{}', 'bot-1');
+SELECT state FROM durable.outbox_failed('rob-long', (SELECT token FROM durable.outbox WHERE key = 'rob-long'),
+                                        repeat('é', 2000));
+RESET durable.max_payload_bytes;
+SELECT state, octet_length(error) AS error_bytes, right(error, 30) AS error_ends,
+       left(error, 3) = 'ééé' AS starts_as_sent
+  FROM durable.outbox WHERE key = 'rob-long';
+SELECT durable.outbox_discard('rob-long');
+
 -- A dead send is answered as dead, without a token.
 SELECT action, token, state
   FROM durable.outbox_begin('rob-9', 'rob-chat-9', '{"text":"x"}', 'bot-1');
@@ -509,7 +522,7 @@ DROP EXTENSION amcheck;
 -- Counters
 ------------------------------------------------------------------------
 
--- Everything above, counted in shared memory: 47 sends journaled (29 by outbox_begin, 18
+-- Everything above, counted in shared memory: 48 sends journaled (30 by outbox_begin, 18
 -- enqueued, so 18 deferred), 23 repeated keys, 8 retries (3 failed sends leased again by
 -- outbox_begin, 1 by outbox_claim, 4 outbox_retry calls), 4 dead, 2 unknown, 1 bypass,
 -- 4 divergences, and 3 stale tokens (the stale completion and the two fenced enqueues).

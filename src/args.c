@@ -16,6 +16,7 @@
 #include "durable.h"
 
 #include "common/int.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 
@@ -85,12 +86,40 @@ durable_arg_id_or_null(FunctionCallInfo fcinfo, int argno, const char *name, Dat
 	return true;
 }
 
+/*
+ * A handler's error text is clipped, not refused: refusing would make the
+ * report of a failing handler fail, on the path least tested.  Unclipped, a
+ * client role could store any amount in every record it fails.
+ */
 Datum
-durable_arg_text(FunctionCallInfo fcinfo, int argno, const char *name)
+durable_arg_error(FunctionCallInfo fcinfo, int argno)
 {
+	text	   *error;
+	int			bytes;
+	int			kept;
+	char	   *marker;
+	StringInfoData clipped;
+
 	if (PG_ARGISNULL(argno))
-		args_null(name);
-	return PointerGetDatum(PG_GETARG_TEXT_PP(argno));
+		args_null("error");
+	error = PG_GETARG_TEXT_PP(argno);
+	bytes = VARSIZE_ANY_EXHDR(error);
+	if (bytes <= durable_max_payload_bytes)
+		return PointerGetDatum(error);
+
+	/* The marker's digits are at most those of bytes: it is sized for them */
+	marker = psprintf(" [durable clipped %d bytes]", bytes);
+	kept = pg_mbcliplen(VARDATA_ANY(error), bytes, durable_max_payload_bytes - strlen(marker));
+	marker = psprintf(" [durable clipped %d bytes]", bytes - kept);
+	initStringInfo(&clipped);
+	appendBinaryStringInfo(&clipped, VARDATA_ANY(error), kept);
+	appendStringInfoString(&clipped, marker);
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING_STRING_DATA_RIGHT_TRUNCATION),
+			 errmsg("error text clipped from %d to %d bytes", bytes, clipped.len),
+			 errdetail("A record keeps at most durable.max_payload_bytes (%d bytes) of error text; the text kept ends with \"%s\".",
+					   durable_max_payload_bytes, marker + 1)));
+	return PointerGetDatum(cstring_to_text_with_len(clipped.data, clipped.len));
 }
 
 int64

@@ -111,8 +111,11 @@ extern Datum durable_arg_id(FunctionCallInfo fcinfo, int argno, const char *name
 extern bool durable_arg_id_or_null(FunctionCallInfo fcinfo, int argno, const char *name,
 								   Datum *value);
 
-/* Non-NULL text of any length (error messages). */
-extern Datum durable_arg_text(FunctionCallInfo fcinfo, int argno, const char *name);
+/*
+ * The non-NULL error text of inbox_fail and outbox_failed, clipped between
+ * characters to durable.max_payload_bytes with a marker and a WARNING (01004).
+ */
+extern Datum durable_arg_error(FunctionCallInfo fcinfo, int argno);
 
 /* Non-NULL bigint / integer / boolean. */
 extern int64 durable_arg_int64(FunctionCallInfo fcinfo, int argno, const char *name);

@@ -901,7 +901,7 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 {
 	int64		id = durable_arg_int64(fcinfo, 0, "id");
 	int64		token = durable_arg_int64(fcinfo, 1, "token");
-	Datum		error = durable_arg_text(fcinfo, 2, "error");
+	Datum		error = durable_arg_error(fcinfo, 2);
 	bool		has_retry_in = !PG_ARGISNULL(3);
 	int64		retry_in_us = durable_arg_interval_us(fcinfo, 3, "retry_in", 0, 0,
 													  DURABLE_MAX_DELAY_US);

@@ -765,7 +765,7 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 
 	key = durable_arg_id(fcinfo, 0, "key");
 	token = durable_arg_int64(fcinfo, 1, "token");
-	error = durable_arg_text(fcinfo, 2, "error");
+	error = durable_arg_error(fcinfo, 2);
 	retryable = durable_arg_bool(fcinfo, 3, "retryable");
 	retry_in_us = durable_arg_interval_us(fcinfo, 4, "retry_in", -1, 0,
 										  DURABLE_MAX_DELAY_US);
