@@ -370,6 +370,24 @@ INSERT INTO public.delivered VALUES ('fkk1');
 SELECT durable.purge();
 SELECT key, state FROM durable.outbox WHERE key LIKE 'fkk%' ORDER BY key;
 ROLLBACK;
+-- A key column of an extension's type that an implicit binary-coercible
+-- cast leads to the journal's type (citext to text) is compared as
+-- PostgreSQL's own check compares it, relabelled to text: the purge keeps
+-- the send it references without failing on it (the key's check would raise
+-- 23503 and fail purge() by hand), and purges the other.  Creating such a
+-- cast takes a superuser, so no function of another role's runs.
+BEGIN;
+CREATE EXTENSION citext SCHEMA public;
+CREATE TABLE public.delivered (send_key public.citext REFERENCES durable.outbox (key));
+SELECT count(*) AS sent
+  FROM unnest(ARRAY['fkc1', 'fkc2']) k,
+       durable.outbox_begin(k, 'sweep-fkc', '{}', instance => 'sweep-o') b,
+       durable.outbox_sent(b.key, b.token, 'p-' || k) s;
+UPDATE durable.outbox SET sent_at = sent_at - interval '400 days' WHERE key LIKE 'fkc%';
+INSERT INTO public.delivered VALUES ('fkc1');
+SELECT durable.purge();
+SELECT key, state FROM durable.outbox WHERE key LIKE 'fkc%' ORDER BY key;
+ROLLBACK;
 
 -- 4b. Your tables may reference the journals.  A foreign key with ON DELETE
 -- NO ACTION (the default) keeps the records it references: the purge skips

@@ -32,9 +32,10 @@
  * then only ever read tables of trusted roles (ONLY the table, unless it
  * is partitioned, as PostgreSQL's own RI queries do), and compare a
  * referencing column with the journal's key only when its type is built
- * in (or a domain over one): a key with other columns gets no guard, and
- * the records it references fail their delete (23503, raised by the RI
- * check) and are passed over (isolate.c).
+ * in (or a domain over one) or binary-coercible to the key's (citext): a
+ * key with other columns gets no guard, and the records it references
+ * fail their delete (23503, raised by the RI check) and are passed over
+ * (isolate.c).
  *
  * The relcache entry of a table may be rebuilt by any catalog lookup or
  * lock below (its trigdesc freed): the constraints are copied out of it
@@ -56,6 +57,7 @@
 #include "commands/trigger.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "parser/parse_coerce.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -201,11 +203,32 @@ refs_lock_untrusted(Oid relid, LOCKMODE lockmode, Oid journal_owner, bool nowait
 }
 
 /*
+ * A referencing column of type `type` as the guard compares it: as it is
+ * when its type is built in (or a domain over one); relabelled to the
+ * journal's column type when an implicit binary-coercible cast leads there,
+ * as PostgreSQL's own RI check casts it (citext referencing the outbox's
+ * text key: no function runs, the comparison is the journal type's own
+ * equality); NULL otherwise.
+ */
+static char *
+refs_guard_column(Oid referencing, AttrNumber attnum, Oid type, Oid journal_type)
+{
+	const char *column = quote_identifier(get_attname(referencing, attnum, false));
+
+	if (getBaseType(type) < FirstNormalObjectId)
+		return psprintf("r.%s", column);
+	if (IsBinaryCoercible(type, journal_type))
+		return psprintf("r.%s::%s", column, format_type_be_qualified(journal_type));
+	return NULL;
+}
+
+/*
  * The guard of a key that references the journal (alias c) from a trusted
- * table: " AND NOT EXISTS (...)", or NULL when a column of the key is not
- * of a built-in type.  A text key compares under the referencing column's
- * collation, not the journal's "C": so that the index on your column serves
- * the probe, and two different collations do not make the comparison fail.
+ * table: " AND NOT EXISTS (...)", or NULL when a column of the key is
+ * neither of a built-in type nor binary-coercible to the journal's.  A text
+ * key compares under the referencing column's collation, not the journal's
+ * "C": so that the index on your column serves the probe, and two different
+ * collations do not make the comparison fail.
  */
 static char *
 refs_guard(HeapTuple contuple, Oid referencing, Oid journal_id)
@@ -226,13 +249,14 @@ refs_guard(HeapTuple contuple, Oid referencing, Oid journal_id)
 		Oid			type;
 		int32		typmod;
 		Oid			collation;
+		char	   *column;
 
 		get_atttypetypmodcoll(referencing, conkey[i], &type, &typmod, &collation);
-		if (getBaseType(type) >= FirstNormalObjectId)
+		column = refs_guard_column(referencing, conkey[i], type, get_atttype(journal_id, confkey[i]));
+		if (column == NULL)
 			return NULL;
-		appendStringInfo(&guard, "%sr.%s OPERATOR(pg_catalog.=) c.%s",
-						 i > 0 ? " AND " : "",
-						 quote_identifier(get_attname(referencing, conkey[i], false)),
+		appendStringInfo(&guard, "%s%s OPERATOR(pg_catalog.=) c.%s",
+						 i > 0 ? " AND " : "", column,
 						 quote_identifier(get_attname(journal_id, confkey[i], false)));
 		if (OidIsValid(collation))
 			appendStringInfo(&guard, " COLLATE %s", generate_collation_name(collation));
