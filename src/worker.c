@@ -1167,8 +1167,10 @@ durable_worker_main(Datum main_arg)
 	 * sweep, which is maintenance, as autovacuum's is: under REPEATABLE READ
 	 * or SERIALIZABLE a pass would fail on every expired lease a claimer took
 	 * over while it ran, read-only it could change nothing, a statement or
-	 * lock timeout would cut a large purge short, and as a replica its
-	 * deletes would skip the foreign keys that reference the journals.
+	 * lock timeout would cut a large purge short, as a replica its deletes
+	 * would skip the foreign keys that reference the journals, and with
+	 * exit_on_error (which a database owner may set) every record a pass
+	 * goes round would end the worker instead.
 	 * (Overridden as autovacuum does, so ALTER DATABASE/ROLE ... SET cannot
 	 * put them back.)
 	 */
@@ -1178,6 +1180,11 @@ durable_worker_main(Datum main_arg)
 	SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("session_replication_role", "origin", PGC_SUSET, PGC_S_OVERRIDE);
+	/* A record's failure, which a pass goes round (isolate.c), must not end the worker. */
+	SetConfigOption("exit_on_error", "off", PGC_SUSET, PGC_S_OVERRIDE);
+#if PG_VERSION_NUM >= 170000
+	SetConfigOption("transaction_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+#endif
 
 	if (!wkr_check_extension())
 	{
@@ -1466,7 +1473,7 @@ wkr_wake_launcher(void)
 static void
 wkr_wake_worker(void)
 {
-	DurableDbSlot *slot = durable_my_slot();
+	DurableDbSlot *slot = durable_db_slot(MyDatabaseId, false);
 	pid_t		pid;
 	PGPROC	   *proc;
 
@@ -1531,6 +1538,7 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	Node	   *parsetree = pstmt->utilityStmt;
 	volatile Oid dropped_db = InvalidOid;
 	volatile Oid blocked_db = InvalidOid;
+	volatile bool durable_existed = false;
 
 	switch (nodeTag(parsetree))
 	{
@@ -1568,6 +1576,20 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			}
 		case T_AlterTableStmt:
 			durable_refuse_column_retype((AlterTableStmt *) parsetree);
+			break;
+
+			/*
+			 * IF NOT EXISTS / IF EXISTS make these succeed for any role
+			 * that can connect, changing nothing: only a statement that
+			 * creates or drops durable wakes anyone (below).
+			 */
+		case T_CreateExtensionStmt:
+			if (strcmp(((CreateExtensionStmt *) parsetree)->extname, "durable") == 0)
+				durable_existed = OidIsValid(get_extension_oid("durable", true));
+			break;
+		case T_DropStmt:
+			if (wkr_drops_durable((DropStmt *) parsetree))
+				durable_existed = OidIsValid(get_extension_oid("durable", true));
 			break;
 		case T_TransactionStmt:
 
@@ -1618,14 +1640,15 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				durable_db_slot_free(dropped_db);
 			break;
 		case T_CreateExtensionStmt:
-			if (strcmp(((CreateExtensionStmt *) parsetree)->extname, "durable") == 0)
+			if (strcmp(((CreateExtensionStmt *) parsetree)->extname, "durable") == 0 &&
+				!durable_existed)
 			{
 				wkr_register_callback();
 				wkr_wake_launcher_at_commit = true;
 			}
 			break;
 		case T_DropStmt:
-			if (wkr_drops_durable((DropStmt *) parsetree))
+			if (durable_existed && wkr_drops_durable((DropStmt *) parsetree))
 			{
 				wkr_register_callback();
 				wkr_wake_worker_at_commit = true;

@@ -15,7 +15,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time);
+use Time::HiRes qw(time usleep);
 use Time::Local qw(timegm);
 
 my $node = PostgreSQL::Test::Cluster->new('pacing');
@@ -181,7 +181,17 @@ $node->safe_psql('postgres', "ALTER DATABASE failing SET durable.fail_point = 's
 $offset = -s $node->logfile;
 $node->safe_psql('postgres',
 	"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'durable worker' AND datname = 'failing'");
-sleep 16;
+# Meanwhile a role that can only connect runs CREATE EXTENSION IF NOT EXISTS
+# durable every half second: it succeeds (a NOTICE) without creating
+# anything, and must not cut the delays short (it did: a start a second).
+$node->safe_psql('postgres', 'CREATE ROLE tap_connect_only LOGIN');
+my $until = time + 16;
+while (time < $until)
+{
+	$node->psql('failing', 'SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS durable',
+		extra_params => [ '-U', 'tap_connect_only' ]);
+	usleep(500_000);
+}
 my $log = slurp_file($node->logfile, $offset);
 my $starts = () = $log =~ /durable worker started for database "failing"/g;
 my $failures = () = $log =~ /FATAL:  durable fail point "sweep" reached/g;

@@ -28,6 +28,10 @@ durable.retention = '1h'
 log_min_messages = debug1
 });
 $node->start;
+# exit_on_error, which a database owner may set for the database, would turn
+# every failure a pass goes round into the worker's FATAL: the worker
+# overrides it.
+$node->safe_psql('postgres', 'ALTER DATABASE postgres SET exit_on_error = on');
 $node->safe_psql('postgres', 'CREATE EXTENSION durable');
 
 my $worker_sql = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'durable worker'";
