@@ -71,6 +71,9 @@ SELECT message_id IS NULL AS idless, octet_length(content_hash) AS hash_bytes, c
 -- Per-chat order: a second message of chat-a while m1 is leased stays pending without a token
 WITH r AS (SELECT * FROM durable.inbox_admit('docs', 'm3', 'chat-a', instance => 'bot-1'))
 SELECT token, duplicate, state FROM r;
+-- Its duplicate with an instance gets no token either: m3 is pending and due, but m1, older in its chat, is unfinished
+WITH r AS (SELECT * FROM durable.inbox_admit('docs', 'm3', 'chat-a', instance => 'bot-2'))
+SELECT token, duplicate, state FROM r;
 -- A done record does not hold its chat back: once m5 is done, m6 of the same chat is leased at admit
 SELECT id AS m5, token AS m5_token FROM durable.inbox_admit('docs', 'm5', 'chat-k', instance => 'bot-1') \gset
 SELECT durable.inbox_complete(:m5, :m5_token);
@@ -208,6 +211,17 @@ SELECT state, not_before BETWEEN now() + '9s' AND now() + '13s' AS backed_off
 SELECT state, attempts, error, lease_until, not_before > now() AS not_yet_due FROM durable.inbox WHERE id = :f1;
 -- It is not claimable before its not_before
 SELECT count(*) FROM durable.inbox_claim('bot-1');
+-- Its duplicate delivered while it backs off gets no token, and leaves it as it was
+WITH r AS (SELECT * FROM durable.inbox_admit('docs', 'f1', 'chat-f', instance => 'bot-2'))
+SELECT token, duplicate, state FROM r;
+SELECT state, attempts, owner, not_before > now() AS not_yet_due FROM durable.inbox WHERE id = :f1;
+-- A record backing off holds its chat: a newer message of the chat is journaled pending,
+-- without a token, and no claim takes it while the older one is unfinished
+SELECT id AS x1, token AS x1_token FROM durable.inbox_admit('docs', 'x1', 'chat-xb', instance => 'bot-1') \gset
+SELECT state FROM durable.inbox_fail(:x1, :x1_token, 'later', retry_in => '1 hour');
+WITH r AS (SELECT * FROM durable.inbox_admit('docs', 'x2', 'chat-xb', instance => 'bot-1'))
+SELECT token, state FROM r;
+SELECT count(*) AS claimed FROM durable.inbox_claim('bot-2', 10);
 -- retry_in overrides the backoff
 UPDATE durable.inbox SET not_before = now() WHERE id = :f1;
 SELECT token AS f1_token FROM durable.inbox_claim('bot-1') \gset
@@ -217,6 +231,15 @@ SELECT state, not_before BETWEEN now() + '4 min' AND now() + '6 min' AS in_five_
 UPDATE durable.inbox SET not_before = now() WHERE id = :f1;
 SELECT token AS f1_token FROM durable.inbox_claim('bot-1') \gset
 SELECT state, not_before <= clock_timestamp() AS due_now FROM durable.inbox_fail(:f1, :f1_token, 'again', retry_in => '0');
+-- The backoff is clamped at the cap, not overflowed, at any attempt count: here the
+-- 999,999th attempt (durable.inbox_max_attempts goes up to 1,000,000) waits the cap
+-- (60s) less up to a quarter
+UPDATE durable.inbox SET attempts = 999998 WHERE id = :f1;
+SET durable.inbox_max_attempts = 1000000;
+SELECT token AS f1_token, attempts AS f1_attempts FROM durable.inbox_claim('bot-1') \gset
+SELECT :f1_attempts AS attempts, state, not_before BETWEEN now() + '44s' AND now() + '61s' AS at_the_cap
+  FROM durable.inbox_fail(:f1, :f1_token, 'again');
+UPDATE durable.inbox SET attempts = 3, not_before = now() WHERE id = :f1;
 -- The failure that uses the last attempt (durable.inbox_max_attempts) makes the record dead: no retry time
 SET durable.inbox_max_attempts = 4;
 SELECT token AS f1_token, attempts FROM durable.inbox_claim('bot-1') \gset
@@ -237,6 +260,18 @@ SELECT count(*) FROM durable.inbox_claim('bot-1');
 -- A dead record does not hold its chat back
 WITH r AS (SELECT * FROM durable.inbox_admit('docs', 'f2', 'chat-f', instance => 'bot-1'))
 SELECT token IS NOT NULL AS leased, state FROM r;
+
+--
+-- Leases are timed by the wall clock, not by the transaction's start (now()): in a
+-- transaction that began before a 200 ms lease ran out, a claim made after it ran out
+-- takes it over
+--
+TRUNCATE durable.inbox;
+SELECT state FROM durable.inbox_admit('docs', 'w1', 'chat-w', instance => 'bot-1', lease => '200 ms');
+BEGIN;
+SELECT pg_sleep(0.3);
+SELECT message_id, attempts FROM durable.inbox_claim('bot-2');
+COMMIT;
 
 --
 -- TESTS: inbox_release

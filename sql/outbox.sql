@@ -292,6 +292,17 @@ SELECT key, created, state FROM durable.outbox_enqueue('rob-e1', 'rob-chat-e', '
 SELECT key, created, state FROM durable.outbox_enqueue('rob-e1', 'rob-chat-e', '{"text":"other"}');
 SELECT payload FROM durable.outbox WHERE key = 'rob-e1';
 
+-- Nor on a key in any other state: a sent, a dead and a failed send keep their state,
+-- tokens, attempts and times (counted in outbox_deduped; the same payloads, so no WARNING).
+CREATE TEMP TABLE rob_before AS SELECT * FROM durable.outbox WHERE key IN ('rob-1', 'rob-9', 'rob-6');
+SELECT e.key, e.created, e.state
+  FROM durable.outbox o,
+       durable.outbox_enqueue(o.key, o.chat_id, o.payload, now() + interval '1 hour') e
+ WHERE o.key IN ('rob-1', 'rob-9', 'rob-6') ORDER BY e.key;
+SELECT count(*) AS unchanged
+  FROM rob_before b JOIN durable.outbox o ON o.key = b.key AND o::text = b::text;
+DROP TABLE rob_before;
+
 -- Deferred: due in an hour.
 SELECT key, created, state
   FROM durable.outbox_enqueue('rob-e2', 'rob-chat-e2', '{"text":"reminder"}', now() + interval '1 hour');
@@ -389,8 +400,12 @@ SELECT key, created FROM durable.outbox_enqueue('rob-q1', 'rob-chat-A', '{"n":1}
 SELECT key, created FROM durable.outbox_enqueue('rob-q2', 'rob-chat-A', '{"n":2}');
 SELECT key, created FROM durable.outbox_enqueue('rob-q3', 'rob-chat-B', '{"n":3}');
 SELECT key, created FROM durable.outbox_enqueue('rob-q4', 'rob-chat-C', '{"n":4}', now() + interval '1 hour');
+-- And one of chat C due now, behind q4: a pending send not yet due keeps its chat's later
+-- sends back as a sending one does.
+SELECT key, created FROM durable.outbox_enqueue('rob-q4b', 'rob-chat-C', '{"n":4.5}');
 
--- Oldest first, one per chat, due ones only: q1 and q3 (q2 waits behind q1, q4 is not due).
+-- Oldest first, one per chat, due ones only: q1 and q3 (q2 waits behind q1, q4 is not due,
+-- q4b waits behind q4).
 SELECT key, token > 0 AS leased, chat_id, payload, attempts
   FROM durable.outbox_claim('sender-1');
 
@@ -503,6 +518,19 @@ SELECT durable.outbox_retry('rob-q3');
 SELECT state, attempts FROM durable.outbox WHERE key = 'rob-q3';
 
 ------------------------------------------------------------------------
+-- The wall clock
+------------------------------------------------------------------------
+
+-- Leases are timed by the wall clock, not by the transaction's start (now()): in a
+-- transaction that began before a 200 ms lease ran out, a repeat of the key made after it
+-- ran out finds the send expired and flags it unknown.
+SELECT action FROM durable.outbox_begin('rob-w1', 'rob-chat-w', '{}', 'bot-1', lease => '200 ms');
+BEGIN;
+SELECT pg_sleep(0.3);
+SELECT action, state FROM durable.outbox_begin('rob-w1', 'rob-chat-w', '{}', 'bot-2');
+COMMIT;
+
+------------------------------------------------------------------------
 -- Index entries
 ------------------------------------------------------------------------
 
@@ -522,9 +550,9 @@ DROP EXTENSION amcheck;
 -- Counters
 ------------------------------------------------------------------------
 
--- Everything above, counted in shared memory: 48 sends journaled (30 by outbox_begin, 18
--- enqueued, so 18 deferred), 23 repeated keys, 8 retries (3 failed sends leased again by
--- outbox_begin, 1 by outbox_claim, 4 outbox_retry calls), 4 dead, 2 unknown, 1 bypass,
+-- Everything above, counted in shared memory: 50 sends journaled (31 by outbox_begin, 19
+-- enqueued, so 19 deferred), 27 repeated keys, 8 retries (3 failed sends leased again by
+-- outbox_begin, 1 by outbox_claim, 4 outbox_retry calls), 4 dead, 3 unknown, 1 bypass,
 -- 4 divergences, and 3 stale tokens (the stale completion and the two fenced enqueues).
 SELECT outbox_journaled, outbox_deduped, outbox_retried, outbox_deferred, outbox_dead,
        outbox_ambiguous, outbox_bypassed, stale_leases, outbox_diverged

@@ -320,6 +320,41 @@ ROLLBACK;
 \set VERBOSITY default
 SELECT stale_leases, outbox_journaled, outbox_deduped FROM durable.metrics();
 
+------------------------------------------------------------------------
+-- What a DR001 says: the send or inbound record, its state, its current token
+------------------------------------------------------------------------
+
+-- The SQLSTATE and detail of a statement's error, the fixtures' ids and tokens written by name.
+CREATE FUNCTION pg_temp.fence_detail(stmt text, names jsonb) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    st text; det text; t record;
+BEGIN
+    EXECUTE stmt;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, det = PG_EXCEPTION_DETAIL;
+    FOR t IN SELECT key, value FROM jsonb_each_text(names) LOOP
+        det := regexp_replace(det, '\m' || t.value || '\M', ':' || t.key, 'g');
+    END LOOP;
+    RETURN st || ': ' || det;
+END $$;
+SELECT jsonb_build_object('t_sending', :t_sending, 't_stale', :t_stale, 't_sent', :t_sent,
+                          'in_id', :in_id, 'in_old', :in_old, 'in_token', :in_token) AS names \gset
+-- A stale confirmation, and a heartbeat of a send already sent, with a token not its own
+SELECT pg_temp.fence_detail(format('SELECT durable.outbox_sent(%L, %s, %L)', 'roe-sending', :t_stale, 'tg-x'),
+                            :'names');
+SELECT pg_temp.fence_detail(format('SELECT durable.outbox_heartbeat(%L, %s)', 'roe-sent', :t_stale), :'names');
+-- A fenced-off handler: the inbound record's current token
+SELECT pg_temp.fence_detail(format('SELECT * FROM durable.outbox_begin(%L, %L, %L, %L, inbound_id => %s, inbound_token => %s)',
+                                   'roe-x', 'roe-chat-in', '{}', 'bot-1', :in_id, :in_old), :'names');
+-- The fence comes before the key is looked up: a fenced-off handler is refused also on a
+-- key already journaled and due, which would otherwise be answered `send`, and the send
+-- is left as it was
+SELECT created FROM durable.outbox_enqueue('roe-due', 'roe-chat-in', '{"text":"d"}');
+SELECT pg_temp.fence_detail(format('SELECT * FROM durable.outbox_begin(%L, %L, %L, %L, inbound_id => %s, inbound_token => %s)',
+                                   'roe-due', 'roe-chat-in', '{"text":"d"}', 'bot-1', :in_id, :in_old), :'names');
+SELECT state, token, owner, attempts FROM durable.outbox WHERE key = 'roe-due';
+
 -- CLEANUP
 DROP VIEW journal;
 DROP TABLE journal_before;
