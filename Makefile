@@ -17,6 +17,7 @@ OBJS = \
 	src/claim_floor.o \
 	src/direct.o \
 	src/outbox.o \
+	src/token.o \
 	src/instance.o \
 	src/isolate.o \
 	src/references.o \

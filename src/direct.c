@@ -937,7 +937,14 @@ direct_outbox_waiting(TupleTableSlot *slot, const DirectRels *rels)
 int64
 durable_next_token(void)
 {
+	durable_token_fence();
 	return nextval_internal(direct_rels()->token_seq, true);
+}
+
+Oid
+durable_token_seq(void)
+{
+	return direct_rels()->token_seq;
 }
 
 /* ---- Fenced confirmations ---- */
@@ -1615,7 +1622,7 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 	}
 
 	attempts = DatumGetInt32(slot_getattr(version, q->cols->attempts, &isnull));
-	c->set_value[DIRECT_CLAIM_SET_TOKEN] = Int64GetDatum(nextval_internal(rels->token_seq, true));
+	c->set_value[DIRECT_CLAIM_SET_TOKEN] = Int64GetDatum(durable_next_token());
 	c->set_value[DIRECT_CLAIM_SET_ATTEMPTS] = Int32GetDatum(attempts + 1);
 	direct_confirmed_version(version, leased, c);
 	tid = version->tts_tid;

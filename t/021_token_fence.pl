@@ -1,0 +1,83 @@
+# t/021_token_fence.pl
+# Fencing tokens across a crash (src/token.c).  A crash loses the values a
+# sequence handed out after its last flushed WAL record, and the sequence
+# hands them out again.  A client can hold such a token: from a claim in a
+# transaction that never committed, or whose asynchronous commit
+# (synchronous_commit = off) the crash lost.  Handed out again, for the same
+# record, to the replica that claims it after the restart, it would fence
+# nothing: the old holder's confirmation would pass.  Each server start
+# lifts durable.token_seq to the wall clock in microseconds before its first
+# token, so every token after a restart is above every token before it.
+# (Checked by removing the lift: the same token came back, and the old
+# holder's confirmation was accepted.)
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('fence');
+$node->init;
+# The WAL writer flushes only every 10 s, and nothing else commits: the
+# claims' WAL is still unflushed when the server goes down.
+$node->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'durable'
+wal_writer_delay = '10s'
+checkpoint_timeout = '1h'
+durable.naptime = '1h'
+});
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION durable');
+
+# A token that only a client saw, then a crash; the token the record gets
+# after the restart, and what the old holder's confirmation gets.
+sub crash_and_reclaim
+{
+	my ($name, $id, $token) = @_;
+
+	$node->stop('immediate');
+	$node->start;
+	is($node->safe_psql('postgres', "SELECT state FROM durable.inbox WHERE id = $id"),
+		'pending', "$name: the crash lost the claim");
+	my ($id_after, $token_after) = split /\|/,
+	  $node->safe_psql('postgres', "SELECT id, token FROM durable.inbox_claim('bot-b', 1, '1h')");
+	is($id_after, $id, "$name: another replica claims the record after the restart");
+	cmp_ok($token_after, '>', $token, "$name: under a token above the one the lost claim showed");
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"\\set VERBOSITY verbose\nSELECT durable.inbox_complete($id, $token)");
+	like($err, qr/DR001/, "$name: the old holder's confirmation is refused (DR001)");
+	$node->safe_psql('postgres', "SELECT durable.inbox_complete($id, $token_after)");
+}
+
+# A claim in a transaction that had not committed.  (CHECKPOINT first: the
+# claim's first token then writes the sequence's WAL anew.)
+$node->safe_psql('postgres', "SELECT count(*) FROM durable.inbox_admit('tap', 'm1', 'chat-1')");
+$node->safe_psql('postgres', 'CHECKPOINT');
+my $bg = $node->background_psql('postgres');
+my ($id, $token) =
+  $bg->query_safe("BEGIN; SELECT id || '|' || token FROM durable.inbox_claim('bot-a', 1, '1h');")
+  =~ /(\d+)\|(\d+)/;
+ok($token > 0, 'an uncommitted claim shows its token');
+crash_and_reclaim('uncommitted claim', $id, $token);
+eval { $bg->quit };
+
+# A claim committed asynchronously, answered, and lost with the WAL the
+# crash did not flush.
+$node->safe_psql('postgres', "SELECT count(*) FROM durable.inbox_admit('tap', 'm2', 'chat-2')");
+$node->safe_psql('postgres', 'CHECKPOINT');
+($id, $token) = split /\|/, $node->safe_psql('postgres',
+	"SET synchronous_commit = off; SELECT id, token FROM durable.inbox_claim('bot-a', 1, '1h');");
+crash_and_reclaim('asynchronous commit', $id, $token);
+
+# A clean restart lifts the tokens too, and they keep growing.
+my $before = $node->safe_psql('postgres', "SELECT last_value FROM durable.token_seq");
+$node->restart;
+$node->safe_psql('postgres', "SELECT count(*) FROM durable.inbox_admit('tap', 'm3', 'chat-3')");
+my $after = $node->safe_psql('postgres', "SELECT token FROM durable.inbox_claim('bot-b', 1, '1h')");
+cmp_ok($after, '>', $before, 'after a clean restart, tokens are above those before it');
+
+$node->stop;
+done_testing();
