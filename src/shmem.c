@@ -69,7 +69,7 @@ dshm_startup(void)
 			SpinLockInit(&slot->mutex);
 			for (c = 0; c < DC_NUM_COUNTERS; c++)
 				pg_atomic_init_u64(&slot->counters[c], 0);
-			pg_atomic_init_u32(&slot->tokens_lifted, 0);
+			pg_atomic_init_u32(&slot->tokens_lifted_seq, InvalidOid);
 			for (q = 0; q < DQ_NUM_QUEUES; q++)
 			{
 				ConditionVariableInit(&slot->queue_cv[q]);
@@ -116,7 +116,7 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 
 	for (c = 0; c < DC_NUM_COUNTERS; c++)
 		pg_atomic_write_u64(&slot->counters[c], 0);
-	pg_atomic_write_u32(&slot->tokens_lifted, 0);
+	pg_atomic_write_u32(&slot->tokens_lifted_seq, InvalidOid);
 	SpinLockAcquire(&slot->mutex);
 	slot->since = GetCurrentTimestamp();
 	slot->worker_pid = 0;

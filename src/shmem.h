@@ -57,7 +57,7 @@ typedef struct DurableDbSlot
 	pg_atomic_uint64 counters[DC_NUM_COUNTERS];
 	ConditionVariable queue_cv[DQ_NUM_QUEUES];	/* waiting claimers */
 	DurableFloor floors[DQ_NUM_QUEUES]; /* where each queue's claims scan from */
-	pg_atomic_uint32 tokens_lifted; /* token.c lifted durable.token_seq since the start */
+	pg_atomic_uint32 tokens_lifted_seq; /* the token_seq token.c lifted since the start */
 
 	/* The database's background worker (worker.c). */
 	pid_t		worker_pid;		/* 0: none running */

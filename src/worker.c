@@ -1584,8 +1584,8 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			 * creates or drops durable wakes anyone (below).
 			 */
 		case T_CreateExtensionStmt:
-			if (strcmp(((CreateExtensionStmt *) parsetree)->extname, "durable") == 0)
-				durable_existed = OidIsValid(get_extension_oid("durable", true));
+			/* (durable may come in as another extension's requirement: CASCADE) */
+			durable_existed = OidIsValid(get_extension_oid("durable", true));
 			break;
 		case T_DropStmt:
 			if (wkr_drops_durable((DropStmt *) parsetree))
@@ -1640,8 +1640,7 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				durable_db_slot_free(dropped_db);
 			break;
 		case T_CreateExtensionStmt:
-			if (strcmp(((CreateExtensionStmt *) parsetree)->extname, "durable") == 0 &&
-				!durable_existed)
+			if (!durable_existed && OidIsValid(get_extension_oid("durable", true)))
 			{
 				wkr_register_callback();
 				wkr_wake_launcher_at_commit = true;

@@ -79,5 +79,14 @@ $node->safe_psql('postgres', "SELECT count(*) FROM durable.inbox_admit('tap', 'm
 my $after = $node->safe_psql('postgres', "SELECT token FROM durable.inbox_claim('bot-b', 1, '1h')");
 cmp_ok($after, '>', $before, 'after a clean restart, tokens are above those before it');
 
+# durable dropped and created again within the start: a new sequence, lifted
+# too (a restore with pg_restore --clean is the same).
+$node->safe_psql('postgres', 'DROP EXTENSION durable; CREATE EXTENSION durable');
+is( $node->safe_psql(
+		'postgres', q{
+SELECT a.token >= extract(epoch FROM now() - timestamptz '2000-01-01 00:00:00+00') * 1000000
+  FROM durable.inbox_admit('tap', 'm4', 'chat-4', instance => 'bot-b') a}),
+	't', 'a durable created again within the start lifts its new sequence to the clock');
+
 $node->stop;
 done_testing();
