@@ -934,11 +934,17 @@ direct_outbox_waiting(TupleTableSlot *slot, const DirectRels *rels)
 }
 
 /* A new fencing token: the next value of durable.token_seq. */
+static int64
+direct_next_token(const DirectRels *rels)
+{
+	durable_token_fence(rels->token_seq);
+	return nextval_internal(rels->token_seq, true);
+}
+
 int64
 durable_next_token(void)
 {
-	durable_token_fence();
-	return nextval_internal(direct_rels()->token_seq, true);
+	return direct_next_token(direct_rels());
 }
 
 Oid
@@ -1622,7 +1628,7 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 	}
 
 	attempts = DatumGetInt32(slot_getattr(version, q->cols->attempts, &isnull));
-	c->set_value[DIRECT_CLAIM_SET_TOKEN] = Int64GetDatum(durable_next_token());
+	c->set_value[DIRECT_CLAIM_SET_TOKEN] = Int64GetDatum(direct_next_token(rels));
 	c->set_value[DIRECT_CLAIM_SET_ATTEMPTS] = Int32GetDatum(attempts + 1);
 	direct_confirmed_version(version, leased, c);
 	tid = version->tts_tid;

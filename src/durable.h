@@ -405,11 +405,11 @@ extern int64 durable_next_token(void);
 extern Oid	durable_token_seq(void);
 
 /*
- * Before a token is taken from durable.token_seq by SQL: lifts the sequence
- * above every token of earlier server starts once per start (token.c).
- * durable_next_token() calls it.
+ * Before a token is taken from durable.token_seq (its OID): lifts the
+ * sequence above every token of earlier server starts, once per start
+ * (token.c).  durable_next_token() calls it.
  */
-extern void durable_token_fence(void);
+extern void durable_token_fence(Oid token_seq);
 
 /* A new send for outbox_begin: journaled sending, leased to `owner`. */
 typedef struct DurableNewSend

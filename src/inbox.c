@@ -535,7 +535,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 				lease_until = now + lease_us;
 			}
 
-			durable_token_fence();
+			durable_token_fence(durable_token_seq());
 			lease_values[0] = Int64GetDatum(dup_id);
 			lease_values[1] = instance;
 			lease_values[2] = TimestampTzGetDatum(lease_until);

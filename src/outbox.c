@@ -504,7 +504,7 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 
 		if (strcmp(state, "failed") == 0)
 			durable_count(DC_OUTBOX_RETRIED, 1);
-		durable_token_fence();
+		durable_token_fence(durable_token_seq());
 		lvalues[0] = key;
 		lvalues[1] = instance;
 		lvalues[2] = TimestampTzGetDatum(now + lease_us);

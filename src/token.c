@@ -91,9 +91,8 @@ token_slot_mark(DurableDbSlot *slot, Oid token_seq)
 }
 
 void
-durable_token_fence(void)
+durable_token_fence(Oid token_seq)
 {
-	Oid			token_seq = durable_token_seq();
 	DurableDbSlot *slot;
 
 	if (likely(token_lifted_seq == token_seq))
