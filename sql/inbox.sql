@@ -247,14 +247,18 @@ SELECT :attempts AS attempts;
 SELECT state, not_before FROM durable.inbox_fail(:f1, :f1_token, 'handler crashed');
 SELECT state, attempts, error, lease_until FROM durable.inbox WHERE id = :f1;
 RESET durable.inbox_max_attempts;
--- An error text over durable.max_payload_bytes is clipped between
+-- An error text over durable.max_error_bytes (64kB) is clipped between
 -- characters, with a marker and a WARNING (01004): refusing it would lose the
 -- failure of a handler that is already failing
 SELECT id AS f3, token AS f3_token FROM durable.inbox_admit('docs', 'f3', 'chat-f3', instance => 'bot-1') \gset
-SET durable.max_payload_bytes = 1024;
+SET durable.max_error_bytes = 1024;
 SELECT state FROM durable.inbox_fail(:f3, :f3_token, repeat('é', 2000));
-RESET durable.max_payload_bytes;
 SELECT state, octet_length(error) AS error_bytes, right(error, 30) AS error_ends FROM durable.inbox WHERE id = :f3;
+-- A call refused for its token (DR001) records nothing, and says nothing of clipping
+\set VERBOSITY sqlstate
+SELECT state FROM durable.inbox_fail(:f3, :f3_token, repeat('é', 2000));
+\set VERBOSITY default
+RESET durable.max_error_bytes;
 -- A dead record is never claimed
 SELECT count(*) FROM durable.inbox_claim('bot-1');
 -- A dead record does not hold its chat back

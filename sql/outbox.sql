@@ -252,14 +252,14 @@ SELECT state FROM durable.outbox_failed(repeat(chr(1), 512),
 SELECT state, length(key) AS key_chars, length(error) AS error_chars
   FROM durable.outbox WHERE key = repeat(chr(1), 512);
 
--- An error text over durable.max_payload_bytes is clipped between
--- characters, with a marker and a WARNING (01004), not refused: the failure
--- is still recorded. Here 2,000 two-byte characters against a 1kB limit.
-SET durable.max_payload_bytes = 1024;
+-- An error text over durable.max_error_bytes is clipped between characters,
+-- with a marker and a WARNING (01004), not refused: the failure is still
+-- recorded. Here 2,000 two-byte characters against a 1kB limit.
+SET durable.max_error_bytes = 1024;
 SELECT action FROM durable.outbox_begin('rob-long', 'rob-chat-long', '{}', 'bot-1');
 SELECT state FROM durable.outbox_failed('rob-long', (SELECT token FROM durable.outbox WHERE key = 'rob-long'),
                                         repeat('é', 2000));
-RESET durable.max_payload_bytes;
+RESET durable.max_error_bytes;
 SELECT state, octet_length(error) AS error_bytes, right(error, 30) AS error_ends,
        left(error, 3) = 'ééé' AS starts_as_sent
   FROM durable.outbox WHERE key = 'rob-long';

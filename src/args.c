@@ -92,7 +92,7 @@ durable_arg_id_or_null(FunctionCallInfo fcinfo, int argno, const char *name, Dat
  * client role could store any amount in every record it fails.
  */
 Datum
-durable_arg_error(FunctionCallInfo fcinfo, int argno)
+durable_arg_error(FunctionCallInfo fcinfo, int argno, int *clipped_from)
 {
 	text	   *error;
 	int			bytes;
@@ -104,22 +104,32 @@ durable_arg_error(FunctionCallInfo fcinfo, int argno)
 		args_null("error");
 	error = PG_GETARG_TEXT_PP(argno);
 	bytes = VARSIZE_ANY_EXHDR(error);
-	if (bytes <= durable_max_payload_bytes)
+	*clipped_from = 0;
+	if (bytes <= durable_max_error_bytes)
 		return PointerGetDatum(error);
 
 	/* The marker's digits are at most those of bytes: it is sized for them */
 	marker = psprintf(" [durable clipped %d bytes]", bytes);
-	kept = pg_mbcliplen(VARDATA_ANY(error), bytes, durable_max_payload_bytes - strlen(marker));
+	kept = pg_mbcliplen(VARDATA_ANY(error), bytes, durable_max_error_bytes - strlen(marker));
 	marker = psprintf(" [durable clipped %d bytes]", bytes - kept);
 	initStringInfo(&clipped);
 	appendBinaryStringInfo(&clipped, VARDATA_ANY(error), kept);
 	appendStringInfoString(&clipped, marker);
+	*clipped_from = bytes;
+	return PointerGetDatum(cstring_to_text_with_len(clipped.data, clipped.len));
+}
+
+void
+durable_error_clipped(int clipped_from, Datum error)
+{
+	if (clipped_from == 0)
+		return;
 	ereport(WARNING,
 			(errcode(ERRCODE_WARNING_STRING_DATA_RIGHT_TRUNCATION),
-			 errmsg("error text clipped from %d to %d bytes", bytes, clipped.len),
-			 errdetail("A record keeps at most durable.max_payload_bytes (%d bytes) of error text; the text kept ends with \"%s\".",
-					   durable_max_payload_bytes, marker + 1)));
-	return PointerGetDatum(cstring_to_text_with_len(clipped.data, clipped.len));
+			 errmsg("error text clipped from %d to %d bytes", clipped_from,
+					(int) VARSIZE_ANY_EXHDR(DatumGetPointer(error))),
+			 errdetail("A record keeps at most durable.max_error_bytes (%d bytes) of error text, ending with a marker that says how much was clipped.",
+					   durable_max_error_bytes)));
 }
 
 int64

@@ -39,6 +39,7 @@ int			durable_outbox_backoff_base_ms = 1000;
 int			durable_outbox_backoff_cap_ms = 60 * 1000;
 int			durable_retention_s = 7 * 24 * 3600;
 int			durable_max_payload_bytes = 1024 * 1024;
+int			durable_max_error_bytes = 64 * 1024;
 int			durable_naptime_ms = 1000;
 int			durable_max_databases = DURABLE_DEFAULT_MAX_DATABASES;
 bool		durable_claim_floor_enabled = true;
@@ -101,6 +102,11 @@ durable_define_settings(void)
 	DefineCustomIntVariable("durable.max_payload_bytes",
 							"Largest payload journaled (inbound: larger is refused; outbound: larger bypasses the journal).",
 							NULL, &durable_max_payload_bytes, 1024 * 1024,
+							1024, MaxAllocSize, PGC_SUSET, GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.max_error_bytes",
+							"Longest error text of inbox_fail and outbox_failed a record keeps (longer is clipped).",
+							NULL, &durable_max_error_bytes, 64 * 1024,
 							1024, MaxAllocSize, PGC_SUSET, GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
 	DefineCustomBoolVariable("durable.claim_floor",

@@ -85,6 +85,7 @@ extern int	durable_outbox_backoff_base_ms;
 extern int	durable_outbox_backoff_cap_ms;
 extern int	durable_retention_s;
 extern int	durable_max_payload_bytes;
+extern int	durable_max_error_bytes;
 extern int	durable_naptime_ms;
 extern int	durable_max_databases;	/* shared memory slots, fixed at start */
 #define DURABLE_DEFAULT_MAX_DATABASES	128
@@ -113,9 +114,12 @@ extern bool durable_arg_id_or_null(FunctionCallInfo fcinfo, int argno, const cha
 
 /*
  * The non-NULL error text of inbox_fail and outbox_failed, clipped between
- * characters to durable.max_payload_bytes with a marker and a WARNING (01004).
+ * characters to durable.max_error_bytes with a marker; *clipped_from is its
+ * length when it was clipped, else 0.  Once the failure is recorded,
+ * durable_error_clipped() says so in a WARNING (01004).
  */
-extern Datum durable_arg_error(FunctionCallInfo fcinfo, int argno);
+extern Datum durable_arg_error(FunctionCallInfo fcinfo, int argno, int *clipped_from);
+extern void durable_error_clipped(int clipped_from, Datum error);
 
 /* Non-NULL bigint / integer / boolean. */
 extern int64 durable_arg_int64(FunctionCallInfo fcinfo, int argno, const char *name);

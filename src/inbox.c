@@ -902,7 +902,8 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 {
 	int64		id = durable_arg_int64(fcinfo, 0, "id");
 	int64		token = durable_arg_int64(fcinfo, 1, "token");
-	Datum		error = durable_arg_error(fcinfo, 2);
+	int			clipped_from;
+	Datum		error = durable_arg_error(fcinfo, 2, &clipped_from);
 	bool		has_retry_in = !PG_ARGISNULL(3);
 	int64		retry_in_us = durable_arg_interval_us(fcinfo, 3, "retry_in", 0, 0,
 													  DURABLE_MAX_DELAY_US);
@@ -963,6 +964,7 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 	if (SPI_processed != 1)
 		elog(ERROR, "durable: locked inbox record %lld vanished", (long long) id);
 	durable_claim_floor_lower(DQ_INBOX, id);
+	durable_error_clipped(clipped_from, error);
 
 	if (dead)
 	{

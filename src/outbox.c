@@ -753,6 +753,7 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 	Datum		key;
 	int64		token;
 	Datum		error;
+	int			clipped_from;
 	bool		retryable;
 	int64		retry_in_us;
 	OutboxProbe probe;
@@ -766,7 +767,7 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 
 	key = durable_arg_id(fcinfo, 0, "key");
 	token = durable_arg_int64(fcinfo, 1, "token");
-	error = durable_arg_error(fcinfo, 2);
+	error = durable_arg_error(fcinfo, 2, &clipped_from);
 	retryable = durable_arg_bool(fcinfo, 3, "retryable");
 	retry_in_us = durable_arg_interval_us(fcinfo, 4, "retry_in", -1, 0,
 										  DURABLE_MAX_DELAY_US);
@@ -818,6 +819,7 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 				 values, nulls, SPI_OK_UPDATE_RETURNING, 1);
 	if (!dead)
 		durable_claim_floor_comes_due(DQ_OUTBOX, durable_col_int64(0, 1), not_before);
+	durable_error_clipped(clipped_from, error);
 
 	if (dead)
 	{

@@ -32,10 +32,10 @@
  * then only ever read tables of trusted roles (ONLY the table, unless it
  * is partitioned, as PostgreSQL's own RI queries do), and compare a
  * referencing column with the journal's key only when its type is built
- * in (or a domain over one) or binary-coercible to the key's (citext): a
- * key with other columns gets no guard, and the records it references
- * fail their delete (23503, raised by the RI check) and are passed over
- * (isolate.c).
+ * in (or a domain over one) or binary-coercible to the key's and owned by
+ * a trusted role (citext): a key with other columns gets no guard, and
+ * the records it references fail their delete (23503, raised by the RI
+ * check) and are passed over (isolate.c).
  *
  * The relcache entry of a table may be rebuilt by any catalog lookup or
  * lock below (its trigdesc freed): the constraints are copied out of it
@@ -54,6 +54,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -202,22 +203,43 @@ refs_lock_untrusted(Oid relid, LOCKMODE lockmode, Oid journal_owner, bool nowait
 	return refs_first_untrusted(relid, *partitions, journal_owner);
 }
 
+/* The owner of a type, from the syscache; InvalidOid once it is gone. */
+static Oid
+refs_type_owner(Oid type)
+{
+	HeapTuple	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		return InvalidOid;
+	owner = ((Form_pg_type) GETSTRUCT(tuple))->typowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
 /*
  * A referencing column of type `type` as the guard compares it: as it is
  * when its type is built in (or a domain over one); relabelled to the
  * journal's column type when an implicit binary-coercible cast leads there,
  * as PostgreSQL's own RI check casts it (citext referencing the outbox's
  * text key: no function runs, the comparison is the journal type's own
- * equality); NULL otherwise.
+ * equality); NULL otherwise.  The guard is parsed again at each batch, and
+ * the owner of a type may drop its cast and create one that calls a
+ * function of its own: the base type must be a trusted role's.
  */
 static char *
-refs_guard_column(Oid referencing, AttrNumber attnum, Oid type, Oid journal_type)
+refs_guard_column(Oid referencing, AttrNumber attnum, Oid type, Oid journal_type,
+				  Oid journal_owner)
 {
 	const char *column = quote_identifier(get_attname(referencing, attnum, false));
+	Oid			base = getBaseType(type);
+	Oid			base_owner;
 
-	if (getBaseType(type) < FirstNormalObjectId)
+	if (base < FirstNormalObjectId)
 		return psprintf("r.%s", column);
-	if (IsBinaryCoercible(type, journal_type))
+	base_owner = refs_type_owner(base);
+	if (OidIsValid(base_owner) && refs_trusted(base_owner, journal_owner) &&
+		IsBinaryCoercible(type, journal_type))
 		return psprintf("r.%s::%s", column, format_type_be_qualified(journal_type));
 	return NULL;
 }
@@ -231,7 +253,7 @@ refs_guard_column(Oid referencing, AttrNumber attnum, Oid type, Oid journal_type
  * collations do not make the comparison fail.
  */
 static char *
-refs_guard(HeapTuple contuple, Oid referencing, Oid journal_id)
+refs_guard(HeapTuple contuple, Oid referencing, Oid journal_id, Oid journal_owner)
 {
 	AttrNumber	conkey[INDEX_MAX_KEYS];
 	AttrNumber	confkey[INDEX_MAX_KEYS];
@@ -252,7 +274,8 @@ refs_guard(HeapTuple contuple, Oid referencing, Oid journal_id)
 		char	   *column;
 
 		get_atttypetypmodcoll(referencing, conkey[i], &type, &typmod, &collation);
-		column = refs_guard_column(referencing, conkey[i], type, get_atttype(journal_id, confkey[i]));
+		column = refs_guard_column(referencing, conkey[i], type, get_atttype(journal_id, confkey[i]),
+								   journal_owner);
 		if (column == NULL)
 			return NULL;
 		appendStringInfo(&guard, "%s%s OPERATOR(pg_catalog.=) c.%s",
@@ -377,7 +400,7 @@ durable_delete_check(const char *table, bool nowait, DurableDeleteCheck *check)
 			}
 			if (relid == journal_id && !acts && con->conparentid == InvalidOid)
 			{
-				char	   *guard = refs_guard(tuple, referencing, journal_id);
+				char	   *guard = refs_guard(tuple, referencing, journal_id, journal_owner);
 
 				if (guard != NULL)
 					appendStringInfoString(&guards, guard);

@@ -20,13 +20,15 @@ use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('fence');
 $node->init;
-# The WAL writer flushes only every 10 s, and nothing else commits: the
-# claims' WAL is still unflushed when the server goes down.
+# The WAL writer flushes only every 10 s, and nothing else commits (no
+# autovacuum, no worker pass): the claims' WAL is still unflushed when the
+# server goes down.
 $node->append_conf(
 	'postgresql.conf', qq{
 shared_preload_libraries = 'durable'
 wal_writer_delay = '10s'
 checkpoint_timeout = '1h'
+autovacuum = off
 durable.naptime = '1h'
 });
 $node->start;
