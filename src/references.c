@@ -73,18 +73,29 @@ refs_trusted(Oid owner, Oid journal_owner)
 	return owner == journal_owner || superuser_arg(owner);
 }
 
-/* The owner of a relation, from the syscache; InvalidOid once it is gone. */
+/*
+ * The owner of a catalog object (column owner_attnum of its row in the
+ * syscache cacheid); InvalidOid once it is gone.
+ */
 static Oid
-refs_owner(Oid relid)
+refs_object_owner(int cacheid, Oid objid, AttrNumber owner_attnum)
 {
-	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	HeapTuple	tuple = SearchSysCache1(cacheid, ObjectIdGetDatum(objid));
+	bool		isnull;
 	Oid			owner;
 
 	if (!HeapTupleIsValid(tuple))
 		return InvalidOid;
-	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	owner = DatumGetObjectId(SysCacheGetAttr(cacheid, tuple, owner_attnum, &isnull));
 	ReleaseSysCache(tuple);
-	return owner;
+	return isnull ? InvalidOid : owner;
+}
+
+/* The owner of a relation; InvalidOid once it is gone. */
+static Oid
+refs_owner(Oid relid)
+{
+	return refs_object_owner(RELOID, relid, Anum_pg_class_relowner);
 }
 
 /* The quoted name of a relation's owner, or "?" once it is gone. */
@@ -203,20 +214,6 @@ refs_lock_untrusted(Oid relid, LOCKMODE lockmode, Oid journal_owner, bool nowait
 	return refs_first_untrusted(relid, *partitions, journal_owner);
 }
 
-/* The owner of a type, from the syscache; InvalidOid once it is gone. */
-static Oid
-refs_type_owner(Oid type)
-{
-	HeapTuple	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tuple))
-		return InvalidOid;
-	owner = ((Form_pg_type) GETSTRUCT(tuple))->typowner;
-	ReleaseSysCache(tuple);
-	return owner;
-}
-
 /*
  * A referencing column of type `type` as the guard compares it: as it is
  * when its type is built in (or a domain over one); relabelled to the
@@ -237,7 +234,7 @@ refs_guard_column(Oid referencing, AttrNumber attnum, Oid type, Oid journal_type
 
 	if (base < FirstNormalObjectId)
 		return psprintf("r.%s", column);
-	base_owner = refs_type_owner(base);
+	base_owner = refs_object_owner(TYPEOID, base, Anum_pg_type_typowner);
 	if (OidIsValid(base_owner) && refs_trusted(base_owner, journal_owner) &&
 		IsBinaryCoercible(type, journal_type))
 		return psprintf("r.%s::%s", column, format_type_be_qualified(journal_type));

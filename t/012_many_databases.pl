@@ -45,9 +45,10 @@ $node->safe_psql('postgres', join('', map { "CREATE DATABASE plain$_;\n" } 1 .. 
 # From a start with every database there, as after a restart or a crash:
 # the launcher has all of them to look at in its first look.  The log goes
 # on across the restart; what follows starts where the new launcher does
-# (as the server is ready, before pg_ctl sees it).
+# (as the server is ready; on a loaded machine pg_ctl may see it ready first).
 my $offset = -s $node->logfile;
 $node->restart;
+$node->wait_for_log(qr/durable launcher started/, $offset);
 my $restarted = slurp_file($node->logfile, $offset);
 die 'no launcher after the restart' unless $restarted =~ /durable launcher started/;
 $offset += $-[0];
