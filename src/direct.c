@@ -947,12 +947,6 @@ durable_next_token(void)
 	return direct_next_token(direct_rels());
 }
 
-Oid
-durable_token_seq(void)
-{
-	return direct_rels()->token_seq;
-}
-
 /* ---- Fenced confirmations ---- */
 
 /* The most columns a confirmation (or a claim) sets. */

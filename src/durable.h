@@ -405,13 +405,10 @@ extern uint64 durable_claim_direct(DurableQueue queue, DurableClaim *claim,
 /* A new fencing token (durable.token_seq). */
 extern int64 durable_next_token(void);
 
-/* durable.token_seq's OID (direct.c's cache). */
-extern Oid	durable_token_seq(void);
-
 /*
  * Before a token is taken from durable.token_seq (its OID): lifts the
  * sequence above every token of earlier server starts, once per start
- * (token.c).  durable_next_token() calls it.
+ * (token.c).  Every token comes through durable_next_token(), which calls it.
  */
 extern void durable_token_fence(Oid token_seq);
 

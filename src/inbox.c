@@ -520,8 +520,9 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 
 		if (has_instance && dup_due)
 		{
-			static const Oid lease_types[4] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-			Datum		lease_values[4];
+			static const Oid lease_types[5] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+			INT8OID};
+			Datum		lease_values[5];
 
 			/*
 			 * The existing record may belong to another chat than the one
@@ -535,21 +536,22 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 				lease_until = now + lease_us;
 			}
 
-			durable_token_fence(durable_token_seq());
 			lease_values[0] = Int64GetDatum(dup_id);
 			lease_values[1] = instance;
 			lease_values[2] = TimestampTzGetDatum(lease_until);
 			lease_values[3] = TimestampTzGetDatum(now);
+			/* (a token the UPDATE does not use leaves a gap, which is harmless) */
+			lease_values[4] = Int64GetDatum(durable_next_token());
 			durable_exec(durable_plan(&inbox_lease_duplicate_plan,
 									  "UPDATE durable.inbox i"
 									  "   SET state = 'leased',"
-									  "       token = pg_catalog.nextval('durable.token_seq'::pg_catalog.regclass),"
+									  "       token = $5,"
 									  "       owner = $2, lease_until = $3,"
 									  "       attempts = i.attempts + 1, sends = 0"
 									  " WHERE i.id = $1 AND i.state = 'pending' AND i.not_before <= $4"
 									  "   AND NOT EXISTS " INBOX_OPEN_IN_CHAT("i", "<")
 									  " RETURNING i.token",
-									  4, lease_types),
+									  5, lease_types),
 						 lease_values, NULL, SPI_OK_UPDATE_RETURNING, 1);
 			if (SPI_processed == 1)
 			{

@@ -415,7 +415,7 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 	static SPIPlanPtr plan_lease = NULL;
 	static SPIPlanPtr plan_unknown = NULL;
 	static const Oid lock_types[3] = {TEXTOID, TEXTOID, JSONBOID};
-	static const Oid lease_types[3] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
+	static const Oid lease_types[4] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8OID};
 	static const Oid unknown_types[1] = {TEXTOID};
 	static const char *const read_sql =
 		"SELECT state, lease_until, not_before, provider_message_id, chat_id,"
@@ -500,21 +500,21 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 	}
 	else if ((strcmp(state, "pending") == 0 || strcmp(state, "failed") == 0) && due)
 	{
-		Datum		lvalues[3];
+		Datum		lvalues[4];
 
 		if (strcmp(state, "failed") == 0)
 			durable_count(DC_OUTBOX_RETRIED, 1);
-		durable_token_fence(durable_token_seq());
 		lvalues[0] = key;
 		lvalues[1] = instance;
 		lvalues[2] = TimestampTzGetDatum(now + lease_us);
+		lvalues[3] = Int64GetDatum(durable_next_token());
 		durable_exec(durable_plan(&plan_lease,
 								  "UPDATE durable.outbox"
 								  " SET state = 'sending', attempts = attempts + 1,"
-								  " token = pg_catalog.nextval('durable.token_seq'),"
+								  " token = $4,"
 								  " owner = $2, lease_until = $3"
 								  " WHERE key = $1 RETURNING token",
-								  3, lease_types),
+								  4, lease_types),
 					 lvalues, NULL, SPI_OK_UPDATE_RETURNING, 0);
 		if (SPI_processed != 1)
 			elog(ERROR, "durable: locked send vanished");

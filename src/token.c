@@ -97,7 +97,7 @@ durable_token_fence(Oid token_seq)
 
 	if (likely(token_lifted_seq == token_seq))
 		return;
-	slot = durable_shmem_available() ? durable_my_slot() : NULL;
+	slot = durable_my_slot();
 	if (!token_slot_lifted(slot, token_seq))
 	{
 		LockRelationOid(token_seq, ShareUpdateExclusiveLock);

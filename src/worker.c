@@ -1647,7 +1647,8 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			}
 			break;
 		case T_DropStmt:
-			if (durable_existed && wkr_drops_durable((DropStmt *) parsetree))
+			/* (set above only for a statement that drops durable) */
+			if (durable_existed)
 			{
 				wkr_register_callback();
 				wkr_wake_worker_at_commit = true;
