@@ -40,9 +40,10 @@ REGRESS = inbox inbox_errors outbox outbox_errors instance sweep sessions permit
 REGRESS_OPTS = --inputdir=. --load-extension=durable
 ISOLATION = claim_disjoint outbox_claim_disjoint stale_complete chat_order heartbeat_takeover outbox_same_key outbox_stale_sent enqueue_twice claim_vs_sweep purge_vs_replay notify permit_contention outbox_chat_wake confirm_waits admit_twice unchanged_key claim_replaced chat_lock_private rr_fresh_lease lease_after_wait purge_resume purge_locked_reference purge_key_race claim_wakes
 ISOLATION_OPTS = --inputdir=test --load-extension=durable
-# The suites need shared_preload_libraries=durable; they run against the
-# throwaway cluster of scripts/test rather than a temp instance.
-NO_INSTALLCHECK = 0
+# The suites need shared_preload_libraries=durable, so there is no temp
+# instance (`make check`); `make installcheck` runs them against the
+# server of PGHOST/PGPORT.  (pgxs.mk tests NO_INSTALLCHECK with ifndef:
+# setting it to anything, 0 included, removes the target.)
 
 PG_CPPFLAGS = -I$(srcdir)/src -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
 # The library checks that the database's tables are its version's (pgxs.mk

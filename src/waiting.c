@@ -303,7 +303,7 @@ waiting_lock_awaited(Oid relid)
 	return awaited;
 }
 
-/* Whether this transaction holds a weak lock on relation relid. */
+/* Whether this transaction holds any lock on relation relid. */
 static bool
 waiting_holds_lock(Oid relid)
 {
@@ -313,7 +313,12 @@ waiting_holds_lock(Oid relid)
 #if PG_VERSION_NUM >= 170000
 	return LockHeldByMe(&tag, AccessShareLock, true);
 #else
-	return LockHeldByMe(&tag, AccessShareLock) || LockHeldByMe(&tag, RowExclusiveLock);
+	for (LOCKMODE mode = AccessShareLock; mode <= MaxLockMode; mode++)
+	{
+		if (LockHeldByMe(&tag, mode))
+			return true;
+	}
+	return false;
 #endif
 }
 
