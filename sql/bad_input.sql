@@ -69,6 +69,9 @@ SELECT 'permit_buckets', count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY
 UNION ALL
 SELECT 'permits', count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM durable.permits t;
 CREATE TEMP TABLE fingerprint_before AS SELECT * FROM fingerprint;
+-- The counters outlive a rollback (shared memory): a refused call that
+-- counted before it checked its arguments would show here, not in the tables.
+CREATE TEMP TABLE metrics_before AS SELECT * FROM durable.metrics();
 
 -- The cases: (call, expected outcome); 'ok' where the contract accepts the value
 CREATE TEMP TABLE cases (n serial, call text, expect text, got text, message text);
@@ -351,6 +354,19 @@ SELECT b.relation, b.n AS rows_before, a.n AS rows_after
   FROM fingerprint_before b JOIN fingerprint a USING (relation)
  WHERE a.md5 <> b.md5;
 
+-- Nor counted: only the refused stale tokens moved stale_leases (one each),
+-- and the one accepted oversized send outbox_bypassed.  (inbound_dead and
+-- outbox_ambiguous are left out: the worker's lease recovery may count
+-- leftovers of earlier files at any moment.)
+SELECT b.key AS counter, a.value::bigint - b.value::bigint AS delta,
+       CASE b.key WHEN 'stale_leases' THEN (SELECT count(*) FROM cases WHERE got = 'DR001')
+                  WHEN 'outbox_bypassed' THEN 1 END AS expected
+  FROM metrics_before mb,
+       jsonb_each_text(to_jsonb(mb) - 'since') b
+       JOIN jsonb_each_text((SELECT to_jsonb(m) - 'since' FROM durable.metrics() m)) a USING (key)
+ WHERE a.value <> b.value AND b.key NOT IN ('inbound_dead', 'outbox_ambiguous')
+ ORDER BY 1;
+
 -- The fixtures are as they were: the live record still leased under its token
 SELECT message_id, state, token = (SELECT value::bigint FROM fx WHERE name = 'live.token') AS same_token
   FROM durable.inbox WHERE source = 'regress-bad' ORDER BY message_id;
@@ -362,4 +378,4 @@ SELECT 1 AS alive;
 DELETE FROM durable.inbox WHERE source = 'regress-bad';
 DELETE FROM durable.outbox WHERE key LIKE 'bad-%';
 DROP VIEW fingerprint;
-DROP TABLE fingerprint_before, cases, fx;
+DROP TABLE fingerprint_before, metrics_before, cases, fx;

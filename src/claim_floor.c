@@ -419,6 +419,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	int64		clock;
 	int64		current;
 	int64		from;
+	bool		recompute;
 	Oid			relid;
 	uint64		gen;
 
@@ -443,7 +444,8 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	f->busy_until = clock + (int64) FLOOR_REFRESH_TIMEOUT_MS * 1000;
 	gen = f->gen;
 	relid = f->relid;
-	from = (clock >= f->from_head_at + (int64) FLOOR_MAX_AGE_MS * 1000) ? 0 : current;
+	recompute = clock >= f->from_head_at + (int64) FLOOR_MAX_AGE_MS * 1000;
+	from = recompute ? 0 : current;
 	SpinLockRelease(&f->mutex);
 
 	PG_TRY();
@@ -462,9 +464,12 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	SpinLockAcquire(&f->mutex);
 	current = floor_effective(f, now);
 	SpinLockRelease(&f->mutex);
-	/* t/009_claim_floor reads this line. */
+	/*
+	 * t/009_claim_floor reads this line.  "From the head" names the periodic
+	 * recompute, not a floor of 0 (an empty index) refreshed from there.
+	 */
 	elog(DEBUG2, "durable: %s claim floor " INT64_FORMAT "%s", floor_queue_names[queue],
-		 current, from == 0 ? " (from the head)" : "");
+		 current, recompute ? " (from the head)" : "");
 	return current;
 }
 

@@ -161,7 +161,7 @@ is($node->safe_psql('late', 'SHOW default_transaction_read_only'),
 $took = expire_and_wait($node, 'late', 'w-read-only');
 ok(defined $took && $took < 5,
 	'the worker still returns an expired lease to pending, read-write at READ COMMITTED');
-ok(!$node->log_contains(qr/read-only transaction|could not serialize/, $offset),
+ok(!$node->log_contains(qr/read-only transaction|could not serialize|lock timeout/, $offset),
 	'and no pass failed');
 $node->safe_psql('postgres', 'ALTER DATABASE late RESET ALL');
 

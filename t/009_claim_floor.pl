@@ -64,17 +64,26 @@ sub floor_now
 	return wantarray ? ($floor, $from_head) : $floor;
 }
 
-# Refresh until a refresh scans from the head: the next one that does is
-# 5 s away, so what follows within a second is seen by refreshes that
-# start from the floor only.
+# Refresh until a refresh recomputes the floor from the head: the next one
+# that does is 5 s away, so what follows within a second is seen by
+# refreshes that start from the floor only.  Returns the floor it computed
+# (undef if none came).  The probing claims roll back: they lease nothing
+# (the floor lives in shared memory and stays refreshed).
 sub after_head_refresh
 {
+	my ($queue) = @_;
+	$queue //= 'inbox';
 	for (1 .. 400)
 	{
-		my ($floor, $from_head) = floor_now();
-		return 1 if $from_head;
+		my $err;
+		$node->psql(
+			'postgres',
+			"SET client_min_messages = debug2; BEGIN; SELECT pg_sleep(0.02);"
+			  . " SELECT count(*) FROM durable.${queue}_claim('head-probe', 1); ROLLBACK;",
+			stderr => \$err);
+		return $1 if $err =~ /durable: $queue claim floor (\d+) \(from the head\)/;
 	}
-	return 0;
+	return undef;
 }
 
 # Admit a message and claim it under `instance`, leased for `lease`;
@@ -96,6 +105,41 @@ sub claim_one
 	my $name = $queue eq 'inbox' ? 'message_id' : 'key';
 	return $node->safe_psql('postgres',
 		"SELECT coalesce(max($name), 'nothing') FROM durable.${queue}_claim('taker', 1)");
+}
+
+# A transition that makes record $id of $queue claimable out of the clock's
+# order must lower the floor to it: right after a refresh from the head (so
+# that no other refresh comes back for the record within 5 s), with the
+# floor above the record, run $transition (SQL); then one claim by a fresh
+# instance must take the record ($expected), and must be a claim that
+# started at the floor.
+sub claimed_at_floor_after
+{
+	my ($queue, $id, $transition, $expected, $what) = @_;
+	cmp_ok(after_head_refresh($queue) // -1, '>', $id, "($what: first, a floor above the record)");
+	$node->safe_psql('postgres', $transition);
+	claimed_at_floor($queue, $expected, $what);
+	return;
+}
+
+# One claim of $queue by a fresh instance must take $expected, and not by a
+# refresh that rescanned from the head (which finds every claimable record
+# whether the floor was lowered or not).
+sub claimed_at_floor
+{
+	my ($queue, $expected, $what) = @_;
+	my $name = $queue eq 'inbox' ? 'message_id' : 'key';
+	my ($out, $err);
+	$node->psql(
+		'postgres',
+		"SET client_min_messages = debug2;"
+		  . " SELECT coalesce(max($name), 'nothing') FROM durable.${queue}_claim('taker', 1)",
+		stdout => \$out,
+		stderr => \$err);
+	is($out, $expected, $what);
+	unlike($err, qr/claim floor \d+ \(from the head\)/, "... by a claim that started at the floor")
+	  or diag($err);
+	return;
 }
 
 # The claim floor after a rollback: two records of `$queue` ('$tag' and
@@ -141,7 +185,7 @@ sub entries_per_claim_behind_held
 
 # ---- Behind a transaction held open, claims read few index entries.
 my $per_claim = entries_per_claim_behind_held('inbox', 'inbox_unfinished_idx', \&cycles, '');
-cmp_ok($per_claim, '<', 300,
+cmp_ok($per_claim, '<', 60,
 	"behind a held transaction a claim reads few entries ($per_claim per claim, 3,000+ finished behind it)");
 
 # ---- The floor moves on (refreshes that scan from above "shortened"), and
@@ -150,7 +194,7 @@ my ($shortened, $shortened_token) = split /\|/, admit_and_hold('shortened', 'c',
 cycles(5, 'more');
 floor_now() for 1 .. 3;
 cmp_ok(floor_now(), '>', $shortened, 'the floor passes the record held for 60 s');
-ok(after_head_refresh(), 'a refresh from the head is seen');
+ok(defined after_head_refresh(), 'a refresh from the head is seen');
 my $shortened_at = time;
 $node->safe_psql('postgres', "SELECT durable.inbox_heartbeat($shortened, $shortened_token, '1 s')");
 cycles(5, 'evenmore');
@@ -162,35 +206,44 @@ is(claim_one(), 'shortened', 'a lease shortened by a heartbeat below the floor i
 # ---- The floor passes records held under a lease, and comes back for
 # each of them when it becomes claimable.
 my ($released, $released_token) = split /\|/, admit_and_hold('released', 'a', '60 s');
-my $expiring_from = time;
-my ($expiring) = split /\|/, admit_and_hold('expiring', 'a', '10 s');
+my ($failed, $failed_token) = split /\|/, admit_and_hold('failed', 'a', '60 s');
 my ($restarted) = split /\|/, admit_and_hold('restarted', 'b', '60 s');
 cycles(20, 'after');
 cmp_ok(floor_now(), '>', $restarted, 'the floor passes records held under a lease');
 
-$node->safe_psql('postgres', "SELECT durable.inbox_release($released, $released_token)");
-is(claim_one(), 'released', 'a record released below the floor is claimed at once');
-
-$node->safe_psql('postgres', "SELECT durable.instance_start('b')");
-is(claim_one(), 'restarted', 'a lease recovered by instance_start below the floor is claimed at once');
+claimed_at_floor_after('inbox', $released, "SELECT durable.inbox_release($released, $released_token)",
+	'released', 'a record released below the floor is claimed at once');
+claimed_at_floor_after('inbox', $failed,
+	"SELECT FROM durable.inbox_fail($failed, $failed_token, 'handler failed', retry_in => '0')",
+	'failed', 'a record failed below the floor, due at once, is claimed at once');
+claimed_at_floor_after('inbox', $restarted, "SELECT durable.instance_start('b')",
+	'restarted', 'a lease recovered by instance_start below the floor is claimed at once');
 
 my $done = $node->safe_psql('postgres',
 	"SELECT id FROM durable.inbox WHERE message_id = 'before-1'");
 cmp_ok(floor_now(), '>', $done, 'the floor is above a done record');
-$node->safe_psql('postgres', "SELECT durable.inbox_replay($done)");
-is(claim_one(), 'before-1', 'a record replayed below the floor is claimed at once');
+claimed_at_floor_after('inbox', $done, "SELECT durable.inbox_replay($done)",
+	'before-1', 'a record replayed below the floor is claimed at once');
 
 # An admit that draws an id below the floor (as one can that draws its id
 # while a refresh scans, and inserts its index entries after).
 cmp_ok(floor_now(), '>', 600, 'the floor is above id 600');
 $node->safe_psql('postgres', "SELECT setval('durable.inbox_id_seq', 600)");
-$node->safe_psql('postgres', "SELECT FROM durable.inbox_admit('t', 'late', 'chat-late')");
-is(claim_one(), 'late', 'a record admitted below the floor is claimed at once');
+claimed_at_floor_after('inbox', 601, "SELECT FROM durable.inbox_admit('t', 'late', 'chat-late')",
+	'late', 'a record admitted below the floor is claimed at once');
 
-ok(time - $expiring_from < 10, 'the lease of "expiring" was still valid until now')
-  or diag('the steps above took too long for the lease of 10 s');
-usleep(100_000) while time - $expiring_from < 10.3;
-is(claim_one(), 'expiring', 'a lease that expired below the floor is taken over');
+# A lease that runs out below the floor comes due by the clock: right after
+# a refresh from the head (the next is 5 s away), a record leased for 3 s
+# is passed by the floor; the claim after its lease ends starts at the floor.
+ok(defined after_head_refresh(), '(a lease running out: a refresh from the head comes first)');
+my $expiring_from = time;
+my ($expiring) = split /\|/, admit_and_hold('expiring', 'a', '3 s');
+cycles(5, 'past-expiring');
+cmp_ok(floor_now(), '>', $expiring, 'the floor passes a record leased for 3 s');
+ok(time - $expiring_from < 3, 'the lease of "expiring" was still valid until now')
+  or diag('the steps above took too long for the lease of 3 s');
+usleep(50_000) while time - $expiring_from < 3.3;
+claimed_at_floor('inbox', 'expiring', 'a lease that expired below the floor is taken over');
 
 # A claim's own transaction: a record that an earlier claim of the same
 # transaction leased is pending again if it rolls back.  The refresh sees
@@ -258,7 +311,7 @@ sub enqueue_and_hold
 # ---- Behind a transaction held open, outbox claims read few index entries
 # (before the outbox had a floor: every one since the transaction began).
 $per_claim = entries_per_claim_behind_held('outbox', 'outbox_waiting_idx', \&send_cycles, 's');
-cmp_ok($per_claim, '<', 300,
+cmp_ok($per_claim, '<', 60,
 	"behind a held transaction an outbox claim reads few entries ($per_claim per claim, 3,000+ sent behind it)");
 
 # ---- The floor passes sends being sent and sends deferred, and comes back
@@ -266,35 +319,42 @@ cmp_ok($per_claim, '<', 300,
 my ($failing, $failing_token, $failing_id) = split /\|/, enqueue_and_hold('failing', 's1');
 my ($later, $later_token, $later_id) = split /\|/, enqueue_and_hold('later', 's1');
 my ($killed, $killed_token, $killed_id) = split /\|/, enqueue_and_hold('killed', 's1');
-my $deferred_from = time;
-$node->safe_psql('postgres',
-	"SELECT FROM durable.outbox_enqueue('deferred', 'chat-deferred', '{}', not_before => now() + interval '15 s')");
 send_cycles(20, 'safter');
-cmp_ok(floor_now('outbox'), '>', $killed_id, 'the outbox floor passes sends being sent and a deferred send');
-
+cmp_ok(floor_now('outbox'), '>', $killed_id, 'the outbox floor passes sends being sent');
+# Sends being sent have no entry in the claims' index, and the entries of
+# sent ones may be cleaned away: with none left, a scan from the head finds
+# no record and the floor is 0, below everything (correct, but then no claim
+# below would show that the floor was lowered).  A send deferred past the
+# end of the test, the newest of the waiting ones, keeps it above them.
 $node->safe_psql('postgres',
-	"SELECT FROM durable.outbox_failed('$failing', $failing_token, 'timeout', retry_in => '0')");
-is(claim_one('outbox'), 'failing', 'a send failed below the floor, due at once, is claimed at once');
+	"SELECT FROM durable.outbox_enqueue('sentinel', 'chat-sentinel', '{}', not_before => now() + interval '1 hour')");
 
+claimed_at_floor_after('outbox', $failing_id,
+	"SELECT FROM durable.outbox_failed('$failing', $failing_token, 'timeout', retry_in => '0')",
+	'failing', 'a send failed below the floor, due at once, is claimed at once');
+
+# A retry brought forward comes due by the clock (the next refresh from the
+# head is 5 s away from the one below).
+ok(defined after_head_refresh('outbox'), '(a retry in 3 s: a refresh from the head comes first)');
 my $later_at = time;
 $node->safe_psql('postgres',
-	"SELECT FROM durable.outbox_failed('$later', $later_token, 'timeout', retry_in => '4 s')");
+	"SELECT FROM durable.outbox_failed('$later', $later_token, 'timeout', retry_in => '3 s')");
 send_cycles(5, 'smore');
 floor_now('outbox') for 1 .. 3;
 SKIP:
 {
-	skip 'the steps above took too long for the retry in 4 s', 1 if time - $later_at > 3;
+	skip 'the steps above took too long for the retry in 3 s', 1 if time - $later_at > 2;
 	is(claim_one('outbox'), 'nothing', 'a send failed below the floor is not claimed before its retry is due');
 }
-usleep(50_000) while time - $later_at < 4.2;
-is(claim_one('outbox'), 'later', 'and is claimed once it is due');
+usleep(50_000) while time - $later_at < 3.2;
+claimed_at_floor('outbox', 'later', 'and is claimed once it is due');
 
 $node->safe_psql('postgres',
 	"SELECT FROM durable.outbox_failed('$killed', $killed_token, 'rejected', retryable => false)");
 send_cycles(5, 'sevenmore');
 floor_now('outbox') for 1 .. 3;
-$node->safe_psql('postgres', "SELECT durable.outbox_retry('$killed')");
-is(claim_one('outbox'), 'killed', 'a dead send retried below the floor is claimed at once');
+claimed_at_floor_after('outbox', $killed_id, "SELECT durable.outbox_retry('$killed')",
+	'killed', 'a dead send retried below the floor is claimed at once');
 
 # A sender's own transaction: a send that an earlier claim of the same
 # transaction leased (an update that takes it out of the claim's index) is
@@ -304,13 +364,23 @@ claimed_first_after_rollback('outbox', 'srolled', "SELECT FROM durable.outbox_cl
 
 cmp_ok(floor_now('outbox'), '>', 600, 'the outbox floor is above id 600');
 $node->safe_psql('postgres', "SELECT setval('durable.outbox_id_seq', 600)");
-$node->safe_psql('postgres', "SELECT FROM durable.outbox_enqueue('slate', 'chat-slate', '{}')");
-is(claim_one('outbox'), 'slate', 'a send enqueued below the floor is claimed at once');
+claimed_at_floor_after('outbox', 601, "SELECT FROM durable.outbox_enqueue('slate', 'chat-slate', '{}')",
+	'slate', 'a send enqueued below the floor is claimed at once');
+$node->safe_psql('postgres', "SELECT setval('durable.outbox_id_seq', 5000)");
 
-ok(time - $deferred_from < 15, 'the deferred send was not yet due until now')
-  or diag('the steps above took too long for the deferral of 15 s');
-usleep(100_000) while time - $deferred_from < 15.3;
-is(claim_one('outbox'), 'deferred', 'a deferred send below the floor is claimed once due');
+# A deferred send comes due by the clock: passed by the floor right after a
+# refresh from the head, claimed at the floor once due.
+ok(defined after_head_refresh('outbox'), '(a deferral of 3 s: a refresh from the head comes first)');
+my $deferred_from = time;
+$node->safe_psql('postgres',
+	"SELECT FROM durable.outbox_enqueue('deferred', 'chat-deferred', '{}', not_before => now() + interval '3 s')");
+my $deferred_id = $node->safe_psql('postgres', "SELECT id FROM durable.outbox WHERE key = 'deferred'");
+send_cycles(5, 'sdeferred');
+cmp_ok(floor_now('outbox'), '>', $deferred_id, 'the outbox floor passes a deferred send');
+ok(time - $deferred_from < 3, 'the deferred send was not yet due until now')
+  or diag('the steps above took too long for the deferral of 3 s');
+usleep(50_000) while time - $deferred_from < 3.3;
+claimed_at_floor('outbox', 'deferred', 'a deferred send below the floor is claimed once due');
 
 $node->stop;
 done_testing();

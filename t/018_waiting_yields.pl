@@ -70,11 +70,16 @@ my ($in_b, $out_b, $err_b) = ('', '', '');
 my $second = IPC::Run::start(
 	[ 'psql', '-X', '-q', '-d', $node->connstr('postgres'), '-c', 'ANALYZE durable.inbox' ],
 	'<' => \$in_b, '>' => \$out_b, '2>' => \$err_b);
+ok( $node->poll_query_until(
+		'postgres', "SELECT count(*) = 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+		  WHERE NOT l.granted AND l.relation = 'durable.inbox'::regclass AND a.query = 'ANALYZE durable.inbox'"),
+	'the second ANALYZE queues for the journal behind the first, beside the waiting claim');
 $claim->finish;
 my $claim_seconds = time - $start;
 $in_a .= "COMMIT;\n\\q\n";
 $analyze->finish;
 $second->finish;
+is(($second->results)[0], 0, 'and runs once the first commits') or diag($err_b);
 ok($claim_seconds > 2.5,
 	sprintf('a claim beside an ANALYZE waiting for another waits its 3 s (%.1f s)', $claim_seconds));
 
