@@ -76,15 +76,19 @@ ok($node->poll_query_until('late', has_worker('late')),
 	'a database that installs durable when every slot is taken gets its worker');
 is($node->safe_psql('late', "SELECT inbound_journaled FROM durable.metrics()"), '0',
 	'and its counters');
-like(slurp_file($node->logfile), qr/database \d+ takes the slot of database \d+, which has no durable/,
-	'by taking the slot of a database without durable');
+my $late_oid = $node->safe_psql('postgres', "SELECT oid FROM pg_database WHERE datname = 'late'");
+my ($taken) = slurp_file($node->logfile) =~
+  /database $late_oid takes the slot of database (\d+), which has no durable/;
+ok(defined $taken, 'by taking the slot of a database without durable');
 
 # A database whose slot was taken is still checked: installing durable there
 # gets it a worker too (CREATE EXTENSION wakes the launcher; at worst the
 # database waits for its next check, 30 s).
-$node->safe_psql('plain1', 'CREATE EXTENSION durable');
-ok($node->poll_query_until('plain1', has_worker('plain1')),
-	'a database checked before, whose slot went to another, gets its worker once it installs durable');
+my $victim = $node->safe_psql('postgres', "SELECT datname FROM pg_database WHERE oid = " . ($taken // 0));
+like($victim, qr/^plain\d+$/, "the slot taken was that of $victim, checked before");
+$node->safe_psql($victim, 'CREATE EXTENSION durable') if $victim ne '';
+ok($node->poll_query_until($victim || 'postgres', has_worker($victim)),
+	"a database checked before, whose slot went to another ($victim), gets its worker once it installs durable");
 ok($node->poll_query_until('late', has_worker('late')), 'and the first keeps its worker');
 
 $node->stop;
