@@ -14,6 +14,14 @@
  * provider.  The statements are the sweep's (recovery.c), with "held by this
  * instance" in place of "expired", and are fenced the same way: a record
  * that another caller holds locked or changed meanwhile is left alone.
+ * Those are usually gone by the next statement (a takeover that commits),
+ * but one may stay locked: the dead process's own backend, not yet found
+ * gone, inside a handler transaction whose outbox_enqueue or outbox_begin
+ * holds the record FOR SHARE for its fence.  Its lease must not move while
+ * that transaction may still commit, and waiting for it could hold a
+ * booting replica for as long as the server takes to notice the dead
+ * connection; so the call counts the leases it left and says so in a
+ * WARNING (the sweep recovers them once they are free and expired).
  *
  * IDENTIFICATION
  *	  src/instance.c
@@ -22,9 +30,46 @@
  */
 #include "durable.h"
 
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+
 #include "sweep.h"
 
 PG_FUNCTION_INFO_V1(durable_instance_start);
+
+/* Leases still held under the instance once its recovery has run. */
+static void
+instance_warn_left(Datum instance)
+{
+	static SPIPlanPtr left_plan = NULL;
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {instance};
+	int64		inbox_left;
+	int64		outbox_left;
+
+	durable_exec(durable_plan(&left_plan,
+							  "SELECT"
+							  " (SELECT pg_catalog.count(*) FROM durable.inbox c"
+							  "   WHERE " INBOX_OPEN_SCAN("c")
+							  "     AND c.state = 'leased' AND c.owner = $1),"
+							  " (SELECT pg_catalog.count(*) FROM durable.outbox c"
+							  "   WHERE c.state = 'sending' AND c.owner = $1)",
+							  1, types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	inbox_left = durable_col_int64(0, 1);
+	outbox_left = durable_col_int64(0, 2);
+	if (inbox_left + outbox_left == 0)
+		return;
+	ereport(WARNING,
+			(errmsg("instance_start left %lld lease%s of instance \"%s\" that another transaction holds",
+					(long long) (inbox_left + outbox_left), inbox_left + outbox_left == 1 ? "" : "s",
+					TextDatumGetCString(instance)),
+			 errdetail("%lld inbox record%s leased, %lld send%s sending.",
+					   (long long) inbox_left, inbox_left == 1 ? "" : "s",
+					   (long long) outbox_left, outbox_left == 1 ? "" : "s"),
+			 errhint("Another transaction holds them locked: the previous process's, if the server has not yet found its connection gone. "
+					 "Call instance_start again once it has ended; otherwise the sweep recovers them when their leases expire.")));
+}
 
 /*
  * instance_start(instance) -> (inbox_recovered, outbox_ambiguous)
@@ -48,6 +93,7 @@ durable_instance_start(PG_FUNCTION_ARGS)
 	SPI_connect();
 	inbox_recovered = durable_recover_instance_inbox(now, instance);
 	outbox_ambiguous = durable_recover_instance_outbox(now, instance);
+	instance_warn_left(instance);
 	DURABLE_FAIL_POINT("instance_start");
 	SPI_finish();
 

@@ -13,7 +13,7 @@
  *
  * Fencing (lessons.md #1, River #1302).  The statements pick their rows with
  *	  WHERE id = ANY (ARRAY(SELECT id ... WHERE state = 'leased' AND <lost>
- *							ORDER BY ... LIMIT n FOR UPDATE SKIP LOCKED))
+ *							ORDER BY ... LIMIT n FOR NO KEY UPDATE SKIP LOCKED))
  *		AND state = 'leased' AND <lost>
  * The row lock is taken on the row's latest version and the outer condition
  * is re-checked on it, so a completion or a fresh takeover that committed
@@ -21,8 +21,14 @@
  * only moves a record whose lease is still the lost one it looked at.
  * SKIP LOCKED means recovery never waits for a row that a confirmation or a
  * claim holds (that record is someone else's business this time round),
+ * or that an outbox_begin/outbox_enqueue fenced by the record's lease holds
+ * FOR SHARE until its commit (moving the lease would break the fence),
  * two concurrent sweeps never move the same record, and since recovery
  * locks only rows it does not wait for, it cannot take part in a deadlock.
+ * FOR NO KEY UPDATE, the lock the UPDATE takes anyway (it changes no
+ * column a foreign key can reference): a record that a foreign key of yours
+ * holds FOR KEY SHARE (a row of your table inserted beside the handler's
+ * work) is recovered, not passed over.
  * Under REPEATABLE READ a record changed after the caller's snapshot makes
  * the statement fail with a serialization error rather than overwrite it.
  *
@@ -111,7 +117,7 @@ typedef struct RecoveryArgs
 	"                          WHERE " INBOX_OPEN_SCAN("c") \
 	"                            AND c.state = 'leased' AND " lost_c \
 	"                          ORDER BY " order_c " LIMIT $2" \
-	"                          FOR UPDATE SKIP LOCKED))" \
+	"                          FOR NO KEY UPDATE SKIP LOCKED))" \
 	"    AND i.state = 'leased' AND " lost_i \
 	"  RETURNING i.id, i.state, i.error)" \
 	" SELECT m.id, m.state = 'dead', m.error FROM moved m ORDER BY m.id"
@@ -129,7 +135,7 @@ typedef struct RecoveryArgs
 	"  WHERE o.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c" \
 	"                           WHERE c.state = 'sending' AND " lost_c \
 	"                           ORDER BY " order_c " LIMIT $2" \
-	"                           FOR UPDATE SKIP LOCKED))" \
+	"                           FOR NO KEY UPDATE SKIP LOCKED))" \
 	"    AND o.state = 'sending' AND " lost_o \
 	"  RETURNING o.id, o.key, o.chat_id)" \
 	" SELECT f.key, f.chat_id, f.id FROM flagged f ORDER BY f.id"
