@@ -929,7 +929,7 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 	values[0] = Int64GetDatum(id);
 	durable_exec(durable_plan(&inbox_fail_lock_plan,
 							  "SELECT i.state, i.token, i.attempts FROM durable.inbox i"
-							  " WHERE i.id = $1 FOR UPDATE",
+							  " WHERE i.id = $1 FOR NO KEY UPDATE",
 							  1, lock_types),
 				 values, NULL, SPI_OK_SELECT, 1);
 	if (SPI_processed == 0)

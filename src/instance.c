@@ -16,12 +16,14 @@
  * that another caller holds locked or changed meanwhile is left alone.
  * Those are usually gone by the next statement (a takeover that commits),
  * but one may stay locked: the dead process's own backend, not yet found
- * gone, inside a handler transaction whose outbox_enqueue or outbox_begin
- * holds the record FOR SHARE for its fence.  Its lease must not move while
- * that transaction may still commit, and waiting for it could hold a
- * booting replica for as long as the server takes to notice the dead
- * connection; so the call counts the leases it left and says so in a
- * WARNING (the sweep recovers them once they are free and expired).
+ * gone, inside a handler transaction that holds the record — FOR SHARE for
+ * a fenced outbox_enqueue or outbox_begin, by the derived key's counter
+ * update, or by a confirmation or heartbeat not yet committed.  Its lease
+ * must not move while that transaction may still commit, and waiting for it
+ * could hold a booting replica for as long as the server takes to notice
+ * the dead connection; so the call counts the leases it left and says so
+ * in a WARNING (the sweep recovers them once they are free and expired).
+ * A lease the old backend has not yet committed is seen by neither.
  *
  * IDENTIFICATION
  *	  src/instance.c
@@ -67,8 +69,9 @@ instance_warn_left(Datum instance)
 			 errdetail("%lld inbox record%s leased, %lld send%s sending.",
 					   (long long) inbox_left, inbox_left == 1 ? "" : "s",
 					   (long long) outbox_left, outbox_left == 1 ? "" : "s"),
-			 errhint("Another transaction holds them locked: the previous process's, if the server has not yet found its connection gone. "
-					 "Call instance_start again once it has ended; otherwise the sweep recovers them when their leases expire.")));
+			 errhint("Another transaction holds them locked: the previous process's, if the server has not yet found its connection gone "
+					 "(pg_stat_activity: idle in transaction). End that backend with pg_terminate_backend() before this process claims or begins anything, "
+					 "then call instance_start again; otherwise the sweep recovers them when their leases expire.")));
 }
 
 /*

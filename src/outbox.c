@@ -778,7 +778,7 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 	values[0] = key;
 	durable_exec(durable_plan(&plan_lock,
 							  "SELECT state, token, attempts FROM durable.outbox"
-							  " WHERE key = $1 FOR UPDATE",
+							  " WHERE key = $1 FOR NO KEY UPDATE",
 							  1, lock_types),
 				 values, NULL, SPI_OK_SELECT, 1);
 	memset(&probe, 0, sizeof(probe));

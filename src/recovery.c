@@ -22,7 +22,8 @@
  * SKIP LOCKED means recovery never waits for a row that a confirmation or a
  * claim holds (that record is someone else's business this time round),
  * or that an outbox_begin/outbox_enqueue fenced by the record's lease holds
- * FOR SHARE until its commit (moving the lease would break the fence),
+ * until its commit (FOR SHARE, or the derived key's counter update: moving
+ * the lease would break the fence),
  * two concurrent sweeps never move the same record, and since recovery
  * locks only rows it does not wait for, it cannot take part in a deadlock.
  * FOR NO KEY UPDATE, the lock the UPDATE takes anyway (it changes no
