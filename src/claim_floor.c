@@ -339,8 +339,9 @@ floor_unpublish(DurableFloor *f, uint64 raising)
  * that is missing or damaged raises the error the claim would raise next.
  * `now` is the wall clock the records' times are
  * compared with, `clock` durable_clock_us() for the refresh's own pacing.
+ * Returns whether it scanned from the head.
  */
-static void
+static bool
 floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64 gen,
 			  TimestampTz now, int64 clock)
 {
@@ -401,6 +402,7 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	SpinLockRelease(&f->mutex);
 	if (published != 0)
 		floor_unpublish(f, published);
+	return from == 0;
 }
 
 /* This database's floor of `queue`, or NULL without shared memory. */
@@ -419,7 +421,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	int64		clock;
 	int64		current;
 	int64		from;
-	bool		recompute;
+	bool		from_head = false;
 	Oid			relid;
 	uint64		gen;
 
@@ -444,13 +446,12 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	f->busy_until = clock + (int64) FLOOR_REFRESH_TIMEOUT_MS * 1000;
 	gen = f->gen;
 	relid = f->relid;
-	recompute = clock >= f->from_head_at + (int64) FLOOR_MAX_AGE_MS * 1000;
-	from = recompute ? 0 : current;
+	from = (clock >= f->from_head_at + (int64) FLOOR_MAX_AGE_MS * 1000) ? 0 : current;
 	SpinLockRelease(&f->mutex);
 
 	PG_TRY();
 	{
-		floor_refresh(queue, f, from, relid, gen, now, clock);
+		from_head = floor_refresh(queue, f, from, relid, gen, now, clock);
 	}
 	PG_CATCH();
 	{
@@ -465,11 +466,12 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	current = floor_effective(f, now);
 	SpinLockRelease(&f->mutex);
 	/*
-	 * t/009_claim_floor reads this line.  "From the head" names the periodic
-	 * recompute, not a floor of 0 (an empty index) refreshed from there.
+	 * t/009_claim_floor reads this line: a refresh from the head (the
+	 * periodic recompute, a floor of 0, a journal created anew) finds every
+	 * claimable record whether the floor was lowered for it or not.
 	 */
 	elog(DEBUG2, "durable: %s claim floor " INT64_FORMAT "%s", floor_queue_names[queue],
-		 current, recompute ? " (from the head)" : "");
+		 current, from_head ? " (from the head)" : "");
 	return current;
 }
 

@@ -72,7 +72,9 @@ my $second = IPC::Run::start(
 	'<' => \$in_b, '>' => \$out_b, '2>' => \$err_b);
 ok( $node->poll_query_until(
 		'postgres', "SELECT count(*) = 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-		  WHERE NOT l.granted AND l.relation = 'durable.inbox'::regclass AND a.query = 'ANALYZE durable.inbox'"),
+		  WHERE NOT l.granted AND l.relation = 'durable.inbox'::regclass AND a.query = 'ANALYZE durable.inbox'
+		    AND EXISTS (SELECT FROM pg_stat_activity w
+		                 WHERE w.wait_event = 'Extension' AND w.query LIKE '%beside-analyze%')"),
 	'the second ANALYZE queues for the journal behind the first, beside the waiting claim');
 $claim->finish;
 my $claim_seconds = time - $start;
