@@ -142,6 +142,16 @@ sub claimed_at_floor
 	return;
 }
 
+# Once the record's $due (SQL: a condition on it) holds by the server's
+# clock, one claim of $queue must take it ($expected), starting at the floor.
+sub claimed_at_floor_once_due
+{
+	my ($queue, $due, $expected, $what) = @_;
+	$node->poll_query_until('postgres', "SELECT $due") or die "\"$expected\" never came due";
+	claimed_at_floor($queue, $expected, $what);
+	return;
+}
+
 # The claim floor after a rollback: two records of `$queue` ('$tag' and
 # '$tag-next', chats of their own); a transaction runs `$first` (a change
 # to '$tag'), waits past the floor's refresh interval, claims again (a
@@ -244,10 +254,8 @@ cycles(5, 'past-expiring');
 cmp_ok(floor_now(), '>', $expiring, 'the floor passes a record leased for 3 s');
 ok(time - $expiring_from < 3, 'the lease of "expiring" was still valid until now')
   or diag('the steps above took too long for the lease of 3 s');
-$node->poll_query_until('postgres',
-	"SELECT lease_until < clock_timestamp() FROM durable.inbox WHERE id = $expiring")
-  or die 'the lease of "expiring" never ran out';
-claimed_at_floor('inbox', 'expiring', 'a lease that expired below the floor is taken over');
+claimed_at_floor_once_due('inbox', "lease_until < clock_timestamp() FROM durable.inbox WHERE id = $expiring",
+	'expiring', 'a lease that expired below the floor is taken over');
 
 # A claim's own transaction: a record that an earlier claim of the same
 # transaction leased is pending again if it rolls back.  The refresh sees
@@ -350,10 +358,8 @@ SKIP:
 	skip 'the steps above took too long for the retry in 3 s', 1 if time - $later_at > 2;
 	is(claim_one('outbox'), 'nothing', 'a send failed below the floor is not claimed before its retry is due');
 }
-$node->poll_query_until('postgres',
-	"SELECT not_before <= clock_timestamp() FROM durable.outbox WHERE key = 'later'")
-  or die 'the retry of "later" never came due';
-claimed_at_floor('outbox', 'later', 'and is claimed once it is due');
+claimed_at_floor_once_due('outbox', "not_before <= clock_timestamp() FROM durable.outbox WHERE key = 'later'",
+	'later', 'and is claimed once it is due');
 
 $node->safe_psql('postgres',
 	"SELECT FROM durable.outbox_failed('$killed', $killed_token, 'rejected', retryable => false)");
@@ -385,10 +391,8 @@ send_cycles(5, 'sdeferred');
 cmp_ok(floor_now('outbox'), '>', $deferred_id, 'the outbox floor passes a deferred send');
 ok(time - $deferred_from < 3, 'the deferred send was not yet due until now')
   or diag('the steps above took too long for the deferral of 3 s');
-$node->poll_query_until('postgres',
-	"SELECT not_before <= clock_timestamp() FROM durable.outbox WHERE key = 'deferred'")
-  or die 'the deferred send never came due';
-claimed_at_floor('outbox', 'deferred', 'a deferred send below the floor is claimed once due');
+claimed_at_floor_once_due('outbox', "not_before <= clock_timestamp() FROM durable.outbox WHERE key = 'deferred'",
+	'deferred', 'a deferred send below the floor is claimed once due');
 
 $node->stop;
 done_testing();
