@@ -42,6 +42,27 @@ sub entries_read
 		"SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = '$index'");
 }
 
+# One claim of $queue (max 1) by $instance in a transaction of its own, with
+# the floor's DEBUG2 line.  $select: what to return of the claimed rows;
+# $before: SQL run first in the transaction; $end: COMMIT or ROLLBACK.
+# Returns what the claim returned, the floor its refresh set (-1: it did
+# not refresh) and whether that refresh scanned from the head.
+sub logged_claim
+{
+	my ($queue, $instance, $select, $before, $end) = @_;
+	my ($out, $err);
+	my $ret = $node->psql(
+		'postgres',
+		"SET client_min_messages = debug2; BEGIN; $before"
+		  . " SELECT $select FROM durable.${queue}_claim('$instance', 1); $end;",
+		stdout => \$out,
+		stderr => \$err);
+	die "the claim of $queue failed: $err" if $ret != 0;
+	my @floors = $err =~ /durable: $queue claim floor (\d+)( \(from the head\))?/g;
+	my ($floor, $from_head) = @floors ? ($floors[-2], defined $floors[-1]) : (-1, 0);
+	return ((split /\n/, $out)[-1] // '', $floor, $from_head, $err);
+}
+
 # The floor of $queue ('inbox' unless given) after a claim that refreshes
 # it (one that finds nothing to claim); in list context also whether that
 # refresh scanned from the head.  With $in_writer, the claim runs in a
@@ -52,15 +73,8 @@ sub floor_now
 	my ($queue, $in_writer) = @_;
 	$queue //= 'inbox';
 	my $xid = $in_writer ? 'SELECT pg_catalog.txid_current();' : '';
-	my ($out, $err);
-	$node->psql(
-		'postgres',
-		"SET client_min_messages = debug2; BEGIN; $xid SELECT pg_sleep(0.02);"
-		  . " SELECT count(*) FROM durable.${queue}_claim('probe', 1); COMMIT;",
-		stdout => \$out,
-		stderr => \$err);
-	my @floors = $err =~ /durable: $queue claim floor (\d+)( \(from the head\))?/g;
-	my ($floor, $from_head) = @floors ? ($floors[-2], defined $floors[-1]) : (-1, 0);
+	my (undef, $floor, $from_head) =
+	  logged_claim($queue, 'probe', 'count(*)', "$xid SELECT pg_sleep(0.02);", 'COMMIT');
 	return wantarray ? ($floor, $from_head) : $floor;
 }
 
@@ -75,13 +89,9 @@ sub after_head_refresh
 	$queue //= 'inbox';
 	for (1 .. 400)
 	{
-		my $err;
-		$node->psql(
-			'postgres',
-			"SET client_min_messages = debug2; BEGIN; SELECT pg_sleep(0.02);"
-			  . " SELECT count(*) FROM durable.${queue}_claim('head-probe', 1); ROLLBACK;",
-			stderr => \$err);
-		return $1 if $err =~ /durable: $queue claim floor (\d+) \(from the head\)/;
+		my (undef, $floor, $from_head) =
+		  logged_claim($queue, 'head-probe', 'count(*)', 'SELECT pg_sleep(0.02);', 'ROLLBACK');
+		return $floor if $from_head;
 	}
 	return undef;
 }
@@ -129,16 +139,10 @@ sub claimed_at_floor
 {
 	my ($queue, $expected, $what) = @_;
 	my $name = $queue eq 'inbox' ? 'message_id' : 'key';
-	my ($out, $err);
-	$node->psql(
-		'postgres',
-		"SET client_min_messages = debug2;"
-		  . " SELECT coalesce(max($name), 'nothing') FROM durable.${queue}_claim('taker', 1)",
-		stdout => \$out,
-		stderr => \$err);
-	is($out, $expected, $what);
-	unlike($err, qr/claim floor \d+ \(from the head\)/, "... by a claim that started at the floor")
-	  or diag($err);
+	my ($got, undef, $from_head, $log) =
+	  logged_claim($queue, 'taker', "coalesce(max($name), 'nothing')", '', 'COMMIT');
+	is($got, $expected, $what);
+	ok(!$from_head, "... by a claim that started at the floor") or diag($log);
 	return;
 }
 
