@@ -176,9 +176,15 @@ SELECT durable.inbox_heartbeat(:h1, :h1_token, '1 min') > now() AS revived;
 SELECT durable.inbox_complete(:h1, :h1_token);
 SELECT state, done_at IS NOT NULL AS has_done_at, lease_until, token = :h1_token AS token_kept
   FROM durable.inbox WHERE id = :h1;
--- A repeated complete with the same token is a no-op (a client retrying after a lost connection)
-SELECT durable.inbox_complete(:h1, :h1_token);
-SELECT state FROM durable.inbox WHERE id = :h1;
+-- Completing it again in a later transaction is refused, even under the same token (DR003:
+-- the retry of a handler transaction whose COMMIT succeeded would apply its effects twice;
+-- see inbox_errors).  Within the transaction that completed it, a repeated complete is a no-op
+BEGIN;
+SELECT id AS h2, token AS h2_token FROM durable.inbox_admit('docs', 'h2', 'chat-h2', instance => 'bot-1') \gset
+SELECT durable.inbox_complete(:h2, :h2_token);
+SELECT durable.inbox_complete(:h2, :h2_token);
+COMMIT;
+SELECT state FROM durable.inbox WHERE id = :h2;
 -- In the handler's transaction, the handler's effects and the completion commit together
 CREATE TEMP TABLE effects (message_id text);
 BEGIN;
@@ -193,10 +199,18 @@ SELECT count(*) FROM (
 CREATE TEMP TABLE batch AS SELECT id, token FROM durable.inbox_claim('bot-1', 10);
 SELECT durable.inbox_complete((SELECT array_agg(id) FROM batch), (SELECT array_agg(token) FROM batch));
 SELECT count(*) AS done FROM durable.inbox WHERE id IN (SELECT id FROM batch) AND state = 'done';
--- The same batch again is a no-op that still reports the records done, as the single form does
-SELECT durable.inbox_complete((SELECT array_agg(id) FROM batch), (SELECT array_agg(token) FROM batch));
+-- The same batch again in the same transaction is a no-op that still reports the records done,
+-- as the single form is; in a later transaction it is refused (DR003, see inbox_errors)
+BEGIN;
+SELECT count(*) FROM (
+  SELECT durable.inbox_admit('docs', 'b' || g, 'chat-b' || g) FROM generate_series(4, 5) g) admitted;
+CREATE TEMP TABLE batch2 AS SELECT id, token FROM durable.inbox_claim('bot-1', 10);
+SELECT durable.inbox_complete((SELECT array_agg(id) FROM batch2), (SELECT array_agg(token) FROM batch2));
+SELECT durable.inbox_complete((SELECT array_agg(id) FROM batch2), (SELECT array_agg(token) FROM batch2));
+COMMIT;
 -- An id given twice counts once
-SELECT durable.inbox_complete(ARRAY[:h1, :h1], ARRAY[:h1_token, :h1_token]);
+SELECT id AS b6, token AS b6_token FROM durable.inbox_admit('docs', 'b6', 'chat-b6', instance => 'bot-1') \gset
+SELECT durable.inbox_complete(ARRAY[:b6, :b6], ARRAY[:b6_token, :b6_token]);
 -- An empty batch completes nothing
 SELECT durable.inbox_complete('{}'::bigint[], '{}'::bigint[]);
 

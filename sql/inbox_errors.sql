@@ -10,6 +10,18 @@ TRUNCATE durable.inbox;
 -- Ids from 1, so that the error messages below do not depend on the tests run before this one
 ALTER SEQUENCE durable.inbox_id_seq RESTART;
 SELECT durable.metrics_reset();
+-- Runs a statement and returns the hint of its error
+CREATE FUNCTION pg_temp.hint_of(stmt text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    hint text;
+BEGIN
+    EXECUTE stmt;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
+    RETURN hint;
+END
+$$;
 -- One leased record (a1), one pending record (p1)
 SELECT id AS a1, token AS a1_token FROM durable.inbox_admit('errs', 'a1', 'chat-1', instance => 'bot-1') \gset
 SELECT id AS p1 FROM durable.inbox_admit('errs', 'p1', 'chat-2') \gset
@@ -204,6 +216,23 @@ SELECT pg_temp.error_of(format('SELECT durable.inbox_complete(%s, %s)', :a1, :a1
 \set VERBOSITY terse
 SELECT * FROM durable.inbox_fail(:a1, :a1_token2, 'again');
 SELECT durable.inbox_complete(ARRAY[:a1], ARRAY[:a1_token2]);
+-- A record an earlier transaction completed is refused even under the token that completed
+-- it (DR003, not counted as a stale lease): the retry of a handler transaction whose COMMIT
+-- succeeded but got no answer rolls back, its effects with it, instead of applying them twice
+SELECT stale_leases AS stale_before FROM durable.metrics() \gset
+BEGIN;
+INSERT INTO effects VALUES (2);
+SELECT durable.inbox_complete(:p1, :p1_token);
+COMMIT;
+\set VERBOSITY default
+SELECT count(*) AS effects FROM effects WHERE n = 2;
+SELECT pg_temp.error_of(format('SELECT durable.inbox_complete(%s, %s)', :p1, :p1_token),
+                        ARRAY['<its token>'], ARRAY[:p1_token]);
+SELECT pg_temp.error_of(format('SELECT durable.inbox_complete(ARRAY[%s], ARRAY[%s])', :p1, :p1_token),
+                        ARRAY['<its token>'], ARRAY[:p1_token]);
+SELECT pg_temp.hint_of(format('SELECT durable.inbox_complete(%s, %s)', :p1, :p1_token));
+SELECT stale_leases - :stale_before AS counted_stale FROM durable.metrics();
+\set VERBOSITY terse
 -- Only dead or done records can be replayed
 SELECT state FROM durable.inbox_admit('errs', 'p2', 'chat-3');
 SELECT durable.inbox_replay(id) FROM durable.inbox WHERE message_id = 'p2';

@@ -275,37 +275,45 @@ inbox_lock_chat(Datum chat_id)
 /*
  * Read the current state and token of a record into *state (palloc'd in
  * the SPI context) and *token (0 and *has_token false when NULL), FOR SHARE
- * under snapshot isolation (durable_exec_explaining).  Returns false when
+ * under snapshot isolation (durable_exec_explaining), and whether this
+ * transaction wrote the version read (*written_here).  Returns false when
  * there is no such record.  Caller must be connected to SPI.
  */
 static bool
-inbox_read_state(int64 id, char **state, int64 *token, bool *has_token)
+inbox_read_state(int64 id, char **state, int64 *token, bool *has_token, bool *written_here)
 {
 	Oid			types[1] = {INT8OID};
 	Datum		values[1];
 
 	values[0] = Int64GetDatum(id);
 	durable_exec_explaining(inbox_state_plans,
-							"SELECT i.state, i.token FROM durable.inbox i WHERE i.id = $1",
+							"SELECT i.state, i.token, i.xmin FROM durable.inbox i WHERE i.id = $1",
 							1, types, values);
 	if (SPI_processed == 0)
 		return false;
 	*state = durable_text_to_cstring_datum(durable_col(0, 1));
 	*has_token = !durable_col_isnull(0, 2);
 	*token = *has_token ? durable_col_int64(0, 2) : 0;
+	*written_here = TransactionIdIsCurrentTransactionId(DatumGetTransactionId(durable_col(0, 3)));
 	return true;
 }
 
 /*
  * Raise the error that explains why a fenced confirmation of record id
  * under token matched nothing, given what the record holds now (found,
- * state, current token).  Returns normally only for the one case that is
- * not an error: completing a record that is already done under the same
- * token (a client retrying after a lost connection).
+ * state, current token, whether this transaction wrote it).  Returns
+ * normally only for the one case that is not an error: completing again,
+ * under the same token, a record this transaction completed.
+ *
+ * A record an earlier transaction completed under the same token is
+ * refused (DR003), although the caller holds the token that did it: the
+ * caller is most likely retrying a handler transaction whose COMMIT
+ * succeeded but whose answer was lost.  Accepting it would commit the
+ * handler's effects a second time.
  */
 static void
 inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
-					 const char *state, int64 current, bool has_current)
+					 const char *state, int64 current, bool has_current, bool written_here)
 {
 	if (!found)
 		ereport(ERROR,
@@ -315,7 +323,18 @@ inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
 	if (has_current && current == token)
 	{
 		if (what == IC_COMPLETE && strcmp(state, "done") == 0)
-			return;
+		{
+			if (written_here)
+				return;
+			ereport(ERROR,
+					(errcode(ERRCODE_DURABLE_WRONG_STATE),
+					 errmsg("inbox record %lld is already done", (long long) id),
+					 errdetail("An earlier transaction completed it under token %lld.",
+							   (long long) token),
+					 errhint("If this transaction retries one whose COMMIT got no answer, that COMMIT "
+							 "succeeded and its effects are in place: roll this one back. A retry "
+							 "of the completion alone can take this error as success.")));
+		}
 		if ((what == IC_COMPLETE || what == IC_FAIL) && strcmp(state, "dead") == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_DURABLE_WRONG_STATE),
@@ -346,9 +365,10 @@ inbox_diagnose(InboxConfirm what, int64 id, int64 token)
 	char	   *state = NULL;
 	int64		current = 0;
 	bool		has_current = false;
-	bool		found = inbox_read_state(id, &state, &current, &has_current);
+	bool		written_here = false;
+	bool		found = inbox_read_state(id, &state, &current, &has_current, &written_here);
 
-	inbox_confirm_failed(what, id, token, found, state, current, has_current);
+	inbox_confirm_failed(what, id, token, found, state, current, has_current, written_here);
 }
 
 /*
@@ -800,9 +820,9 @@ inbox_cmp_int64(const void *a, const void *b)
  *
  * All or nothing: one UPDATE over the pairs; when it matched fewer rows
  * than pairs were given, every pair is checked in order and the first one
- * that is neither done now under its token (by this call or an earlier
- * one) raises, which rolls back the caller's transaction, batch included.
- * A repeated id counts once.
+ * that is not done now under its token by this transaction (this call or
+ * an earlier one) raises, which rolls back the caller's transaction, batch
+ * included.  A repeated id counts once.
  *
  * Waiting claimers are woken at commit whenever a record was completed:
  * once per batch, which costs less than probing each record's chat for a
@@ -853,7 +873,7 @@ durable_inbox_complete_batch(PG_FUNCTION_ARGS)
 		 * the UPDATE above, so the pairs it completed read as done.
 		 */
 		durable_exec(durable_plan(&inbox_batch_diagnose_plan,
-								  "SELECT b.id, b.token, i.state, i.token"
+								  "SELECT b.id, b.token, i.state, i.token, i.xmin"
 								  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
 								  "       WITH ORDINALITY AS b(id, token, ord)"
 								  "  LEFT JOIN durable.inbox i ON i.id = b.id"
@@ -869,11 +889,15 @@ durable_inbox_complete_batch(PG_FUNCTION_ARGS)
 			bool		has_current = found && !durable_col_isnull(row, 4);
 			char	   *state = found ? durable_text_to_cstring_datum(durable_col(row, 3)) : NULL;
 			int64		current = has_current ? durable_col_int64(row, 4) : 0;
+			bool		written_here = found &&
+				TransactionIdIsCurrentTransactionId(DatumGetTransactionId(durable_col(row, 5)));
 
-			if (!found || !has_current || current != token || strcmp(state, "done") != 0)
+			if (!found || !has_current || current != token || strcmp(state, "done") != 0 ||
+				!written_here)
 			{
-				inbox_confirm_failed(IC_COMPLETE, id, token, found, state, current, has_current);
-				/* Only done under the same token returns; it cannot get here. */
+				inbox_confirm_failed(IC_COMPLETE, id, token, found, state, current, has_current,
+									 written_here);
+				/* Only done under the same token by this transaction returns. */
 				elog(ERROR, "durable: inbox record %lld failed to complete", (long long) id);
 			}
 			seen[row] = id;
@@ -933,14 +957,14 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 							  1, lock_types),
 				 values, NULL, SPI_OK_SELECT, 1);
 	if (SPI_processed == 0)
-		inbox_confirm_failed(IC_FAIL, id, token, false, NULL, 0, false);
+		inbox_confirm_failed(IC_FAIL, id, token, false, NULL, 0, false, false);
 	state = durable_text_to_cstring_datum(durable_col(0, 1));
 	has_current = !durable_col_isnull(0, 2);
 	if (has_current)
 		current = durable_col_int64(0, 2);
 	attempts = durable_col_int32(0, 3);
 	if (!has_current || current != token || strcmp(state, "leased") != 0)
-		inbox_confirm_failed(IC_FAIL, id, token, true, state, current, has_current);
+		inbox_confirm_failed(IC_FAIL, id, token, true, state, current, has_current, false);
 
 	dead = attempts >= durable_inbox_max_attempts;
 	if (!dead)
@@ -1101,8 +1125,9 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 		char	   *state = NULL;
 		int64		current;
 		bool		has_current;
+		bool		written_here;
 
-		if (!inbox_read_state(id, &state, &current, &has_current))
+		if (!inbox_read_state(id, &state, &current, &has_current, &written_here))
 			ereport(ERROR,
 					(errcode(ERRCODE_DURABLE_NO_SUCH_RECORD),
 					 errmsg("inbox record %lld does not exist", (long long) id)));
