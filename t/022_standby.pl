@@ -31,7 +31,7 @@ shared_preload_libraries = 'durable'
 durable.naptime = '100ms'
 });
 $primary->start;
-$primary->safe_psql('postgres', 'CREATE EXTENSION durable');
+$primary->safe_psql('postgres', 'CREATE EXTENSION durable; CREATE EXTENSION amcheck');
 
 $primary->backup('base');
 my $standby = PostgreSQL::Test::Cluster->new('standby');
@@ -81,6 +81,22 @@ my $bot_a_record = $primary->safe_psql('postgres',
 my ($old_id, $old_token) = split /\|/, $bot_a_record;
 
 # --- On the standby -------------------------------------------------------
+
+# Most of durable's writes skip the executor: their WAL, replayed, must give
+# the standby indexes that agree with its heap.
+sub amcheck
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres', qq{
+SELECT count(*) || ' indexes, '
+       || (SELECT count(*) FROM verify_heapam('durable.inbox'))
+        + (SELECT count(*) FROM verify_heapam('durable.outbox')) || ' heap corruptions'
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid,
+       LATERAL bt_index_check(i.indexrelid, true)
+ WHERE c.relnamespace = 'durable'::regnamespace});
+}
+like(amcheck($standby), qr/^1[0-9] indexes, 0 heap corruptions$/,
+	'amcheck on the standby: every index of durable\'s agrees with the replayed heap');
 
 is(durable_processes($standby), 0, 'the standby runs neither the launcher nor a worker');
 
@@ -225,5 +241,8 @@ my $claimed = $waiter->query_safe('');
 like($claimed, qr/after-failover/, 'and takes the message admitted there');
 cmp_ok(time - $start, '<', 30, '... when it is admitted, not when its wait ends');
 $waiter->quit;
+
+like(amcheck($standby), qr/^1[0-9] indexes, 0 heap corruptions$/,
+	'amcheck on the promoted standby after its own writes: intact');
 
 done_testing();
