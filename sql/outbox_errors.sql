@@ -146,9 +146,10 @@ SELECT durable.outbox_sent('roe-missing', 1, 'tg-x');
 -- A stale token (the send was leased again since): DR001.
 SELECT durable.outbox_sent('roe-sending', :t_stale, 'tg-x');
 \echo :LAST_ERROR_SQLSTATE
--- The same token on a dead or a failed send: DR003 (only sending or unknown can be sent).
+-- The same token on a dead send: DR003 (only sending or unknown can be sent).
 SELECT durable.outbox_sent('roe-dead', :t_dead, 'tg-x');
 \echo :LAST_ERROR_SQLSTATE
+-- The same token on a failed send: DR001, like a stale token (its lease ended with the failure).
 SELECT durable.outbox_sent('roe-failed', :t_failed, 'tg-x');
 \echo :LAST_ERROR_SQLSTATE
 -- A token of another send: DR001.
@@ -180,10 +181,15 @@ SELECT * FROM durable.outbox_failed('roe-missing', 1, 'e');
 -- A stale token: DR001.
 SELECT * FROM durable.outbox_failed('roe-sending', :t_stale, 'e');
 \echo :LAST_ERROR_SQLSTATE
--- The same token on a send that is not sending (sent, unknown): DR003.
+-- The same token on a send that is not sending (sent, unknown, dead): DR003.
 SELECT * FROM durable.outbox_failed('roe-sent', :t_sent, 'e');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM durable.outbox_failed('roe-unknown', :t_unknown, 'e');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM durable.outbox_failed('roe-dead', :t_dead, 'e');
+\echo :LAST_ERROR_SQLSTATE
+-- The same token on a send that already failed: DR001 (its lease ended with the failure).
+SELECT * FROM durable.outbox_failed('roe-failed', :t_failed, 'e');
 \echo :LAST_ERROR_SQLSTATE
 
 ------------------------------------------------------------------------
@@ -315,7 +321,7 @@ BEGIN;
 SELECT durable.outbox_sent('roe-sending', :t_stale, 'tg-x');
 ROLLBACK;
 
--- stale_leases counts every DR001 above: 3 of outbox_begin, 2 of outbox_sent, 1 of
+-- stale_leases counts every DR001 above: 3 of outbox_begin, 3 of outbox_sent, 2 of
 -- outbox_failed, 1 of outbox_enqueue, 3 of outbox_heartbeat, and the rolled-back one.
 \set VERBOSITY default
 SELECT stale_leases, outbox_journaled, outbox_deduped FROM durable.metrics();

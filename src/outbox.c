@@ -119,6 +119,7 @@ typedef struct OutboxBeginResult
 /* Each raises its error: they never return. */
 static void outbox_error_missing(Datum key) pg_attribute_noreturn();
 static void outbox_error_stale(Datum key, const OutboxProbe *probe) pg_attribute_noreturn();
+static void outbox_error_lease_ended(Datum key, const OutboxProbe *probe) pg_attribute_noreturn();
 static void outbox_error_state(Datum key, const char *state,
 							   const char *detail) pg_attribute_noreturn();
 static void outbox_error_inbound(int64 inbound_id, bool found, const char *state,
@@ -156,6 +157,31 @@ outbox_error_stale(Datum key, const OutboxProbe *probe)
 				 errmsg("lease of send \"%s\" is not held by this token", k),
 				 errdetail("Send \"%s\" is %s and has never been leased.",
 						   k, probe->state)));
+}
+
+/*
+ * DR001 for the token that held the send's last lease, when that lease ended
+ * without the send being sent: an operator's outbox_retry, or the sender's
+ * own outbox_failed, made it pending or failed.  "The lease is no longer
+ * held" (api.md), as when another sender has leased it since.
+ */
+static bool
+outbox_lease_ended(const char *state)
+{
+	return strcmp(state, "pending") == 0 || strcmp(state, "failed") == 0;
+}
+
+static void
+outbox_error_lease_ended(Datum key, const OutboxProbe *probe)
+{
+	char	   *k = TextDatumGetCString(key);
+
+	durable_count(DC_STALE_LEASES, 1);
+	ereport(ERROR,
+			(errcode(ERRCODE_DURABLE_STALE_LEASE),
+			 errmsg("lease of send \"%s\" is not held by this token", k),
+			 errdetail("Send \"%s\" is %s: the lease of token %lld ended with an outbox_retry or an outbox_failed.",
+					   k, probe->state, (long long) probe->token)));
 }
 
 /* DR003: the send's state does not allow the operation; detail says which do. */
@@ -726,6 +752,8 @@ durable_outbox_sent(PG_FUNCTION_ARGS)
 		outbox_error_missing(values[0]);
 	if (!probe.has_token || probe.token != DatumGetInt64(values[1]))
 		outbox_error_stale(values[0], &probe);
+	if (outbox_lease_ended(probe.state))
+		outbox_error_lease_ended(values[0], &probe);
 	if (strcmp(probe.state, "sent") != 0)
 		outbox_error_state(values[0], probe.state,
 						   "Only a send in state sending or unknown can be confirmed as sent.");
@@ -792,6 +820,8 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 	attempts = durable_col_int32(0, 3);
 	if (!probe.has_token || probe.token != token)
 		outbox_error_stale(key, &probe);
+	if (outbox_lease_ended(probe.state))
+		outbox_error_lease_ended(key, &probe);
 	if (strcmp(probe.state, "sending") != 0)
 		outbox_error_state(key, probe.state,
 						   "Only a send in state sending can fail.");
