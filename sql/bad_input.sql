@@ -108,6 +108,7 @@ INSERT INTO cases (call, expect) VALUES
 ($$inbox_claim(instance => 'bad-bot', max => -1)$$, '22023'),
 ($$inbox_claim(instance => 'bad-bot', max => -2147483648)$$, '22023'),
 ($$inbox_claim(instance => 'bad-bot', max => 2147483647)$$, 'ok'),
+($$inbox_claim(instance => 'bad-bot', wait => NULL)$$, 'ok'),
 ($$inbox_claim(instance => 'bad-bot', lease => '0')$$, '22023'),
 ($$inbox_claim(instance => 'bad-bot', lease => '-1 s')$$, '22023'),
 ($$inbox_claim(instance => 'bad-bot', lease => '19 ms')$$, '22023'),
@@ -231,6 +232,7 @@ INSERT INTO cases (call, expect) VALUES
 ($$outbox_claim(instance => 'bad-bot', max => 0)$$, '22023'),
 ($$outbox_claim(instance => 'bad-bot', max => -1)$$, '22023'),
 ($$outbox_claim(instance => 'bad-bot', max => 2147483647)$$, 'ok'),
+($$outbox_claim(instance => 'bad-bot', wait => NULL)$$, 'ok'),
 ($$outbox_claim(instance => 'bad-bot', lease => '0')$$, '22023'),
 ($$outbox_claim(instance => 'bad-bot', lease => '19 ms')$$, '22023'),
 ($$outbox_claim(instance => 'bad-bot', lease => '178000000 years')$$, '22023'),
@@ -261,7 +263,9 @@ INSERT INTO cases (call, expect) VALUES
 ($$instance_start(instance => NULL)$$, '22023'),
 ($$instance_start(instance => '')$$, '22023'),
 ($$instance_start(instance => repeat('i', 513))$$, '22023'),
--- purge(older_than, batch): a NULL batch means the default, as for every optional argument
+-- purge(older_than, batch): NULL means durable.retention and 10,000 (README "Reference":
+-- which optional arguments take NULL as their default and which refuse it)
+($$purge(older_than => NULL)$$, 'ok'),
 ($$purge(older_than => '-1 s')$$, '22023'),
 ($$purge(older_than => '-178000000 years')$$, '22023'),
 ($$purge(batch => NULL)$$, 'ok'),
@@ -293,6 +297,7 @@ INSERT INTO cases (call, expect) VALUES
 ($$session_load(bot => 'bad-bot', shard => 0, resume_url => 'wss://gw', total_shards => NULL)$$, '22023'),
 ($$session_load(bot => 'bad-bot', shard => 0, resume_url => 'wss://gw', total_shards => 0)$$, '22023'),
 ($$session_load(bot => 'bad-bot', shard => 0, resume_url => 'wss://gw', total_shards => 1, max_age => '-1 s')$$, '22023'),
+($$session_load(bot => 'bad-bot', shard => 0, resume_url => 'wss://gw', total_shards => 1, max_age => NULL)$$, 'ok'),
 -- permit(bucket, max, per)
 ($$permit(bucket => NULL, max => 1, per => '1 s')$$, '22023'),
 ($$permit(bucket => '', max => 1, per => '1 s')$$, '22023'),
