@@ -892,6 +892,20 @@ direct_chat_scan(Oid heap_oid, Oid index_oid, Datum chat_id, StrategyNumber cmp,
 }
 
 /*
+ * Take the lock a write of `queue`'s journal takes (RowExclusiveLock),
+ * before a call's first read of it.  A call that reads the journal under a
+ * weaker lock and then writes it asks for the stronger lock while holding
+ * the weaker one and the read's index locks: a REINDEX (or CREATE INDEX)
+ * that took its SHARE lock on the table in between waits for those index
+ * locks, and the two deadlock.  Taken first, the lock makes the DDL wait.
+ */
+void
+durable_lock_journal_for_write(DurableQueue queue)
+{
+	LockRelationOid(direct_rels()->claims[queue].heap, RowExclusiveLock);
+}
+
+/*
  * Has chat `chat_id` an open (pending or leased) record?
  *
  * The index holds only open records, and an update that finishes a record

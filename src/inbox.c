@@ -411,6 +411,8 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	durable_srf_init(fcinfo);
 	SPI_connect();
 
+	/* The probe below reads the journal that the insert then writes. */
+	durable_lock_journal_for_write(DQ_INBOX);
 	inbox_lock_chat(chat_id);
 
 	/* After the lock, which may have waited: the wait is not the lease's. */
@@ -949,6 +951,7 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
+	durable_lock_journal_for_write(DQ_INBOX);
 
 	values[0] = Int64GetDatum(id);
 	durable_exec(durable_plan(&inbox_fail_lock_plan,
@@ -1069,6 +1072,7 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 
 	SPI_connect();
+	durable_lock_journal_for_write(DQ_INBOX);
 
 	/*
 	 * Per-chat order.  The replayed record becomes the oldest open record of

@@ -337,7 +337,9 @@ outbox_derive_key(int64 inbound_id, bool with_token, int64 inbound_token)
  * The inbound fence when the caller names its key: inbox record
  * inbound_id must be leased with inbound_token.  FOR SHARE makes a
  * concurrent takeover or sweep of the record wait for the caller's
- * transaction.  Raises DR002 or DR001.  Caller must be connected to SPI.
+ * transaction.  The inbox is locked as for a write first: the handler's
+ * transaction goes on to complete or fail the record.  Raises DR002 or
+ * DR001.  Caller must be connected to SPI.
  */
 static void
 outbox_fence_inbound(int64 inbound_id, int64 inbound_token)
@@ -349,6 +351,7 @@ outbox_fence_inbound(int64 inbound_id, int64 inbound_token)
 	bool		has_token;
 	int64		token = 0;
 
+	durable_lock_journal_for_write(DQ_INBOX);
 	values[0] = Int64GetDatum(inbound_id);
 	durable_exec(durable_plan(&plan,
 							  "SELECT state, token FROM durable.inbox WHERE id = $1 FOR SHARE",
@@ -802,6 +805,7 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
+	durable_lock_journal_for_write(DQ_OUTBOX);
 
 	values[0] = key;
 	durable_exec(durable_plan(&plan_lock,
