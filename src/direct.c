@@ -294,7 +294,7 @@ direct_relid(const char *name, Oid nsp)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("relation \"durable.%s\" does not exist", name),
-				 errhint("The durable extension is damaged: drop it and create it again.")));
+				 errhint(DURABLE_DAMAGED_HINT)));
 	return relid;
 }
 
@@ -332,7 +332,7 @@ direct_attnum(Oid relid, const char *name)
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("column \"%s\" of relation \"%s\" does not exist",
 						name, get_rel_name(relid)),
-				 errhint("The durable extension is damaged: drop it and create it again.")));
+				 errhint(DURABLE_DAMAGED_HINT)));
 	get_atttypetypmodcoll(relid, attnum, &type, &typmod, &collation);
 	for (i = 0; i < lengthof(direct_col_types); i++)
 	{
@@ -572,7 +572,7 @@ direct_index_open_current(Oid index_oid, LOCKMODE lockmode)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"durable.%s\" is not an index", RelationGetRelationName(index)),
-				 errhint("The durable extension is damaged: drop it and create it again.")));
+				 errhint(DURABLE_DAMAGED_HINT)));
 	if (index != NULL && index->rd_index->indisvalid)
 		return index;
 	renamed = direct_index_renamed(index_oid);
@@ -581,8 +581,8 @@ direct_index_open_current(Oid index_oid, LOCKMODE lockmode)
 	if (!OidIsValid(renamed))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("an index of durable's journals was dropped"),
-				 errhint("The durable extension is damaged: drop it and create it again.")));
+				 errmsg("an index of durable's journals was dropped or renamed"),
+				 errhint(DURABLE_DAMAGED_HINT)));
 	if (index != NULL)
 		relation_close(index, lockmode);
 	return index_open(renamed, lockmode);

@@ -30,6 +30,14 @@
 #define ERRCODE_DURABLE_NO_SUCH_RECORD	MAKE_SQLSTATE('D','R','0','0','2')
 #define ERRCODE_DURABLE_WRONG_STATE		MAKE_SQLSTATE('D','R','0','0','3')
 
+/*
+ * The hint of an error about one of durable's tables, columns or indexes
+ * that is missing or changed.  Not "drop the extension and create it
+ * again": that deletes the journals.
+ */
+#define DURABLE_DAMAGED_HINT \
+	"An object of durable's was dropped, renamed or changed by hand: put it back as durable's install script defines it. DROP EXTENSION would delete the journals."
+
 /* Ids, keys, instance names and other identifying text: at most this many bytes. */
 #define DURABLE_MAX_ID_BYTES	512
 
