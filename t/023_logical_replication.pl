@@ -81,13 +81,15 @@ sub claim_one
 	$publisher->safe_psql('postgres', $sql);
 	return $id;
 }
+# (A released record is due again at once: the release comes last, so that
+# no later claim takes it back.)
 claim_one('SELECT durable.inbox_complete($id, $token)');
 claim_one("SELECT durable.inbox_fail(\$id, \$token, 'temporary', '1h')");
-claim_one("SELECT durable.inbox_fail(\$id, \$token, 'for good', '0')");
-claim_one('SELECT durable.inbox_release($id, $token)');
+claim_one("SET durable.inbox_max_attempts = 1; SELECT durable.inbox_fail(\$id, \$token, 'for good')");
 claim_one("SELECT durable.inbox_heartbeat(\$id, \$token, '2h')");
 my $replayed = claim_one('SELECT durable.inbox_complete($id, $token)');
 $publisher->safe_psql('postgres', "SELECT durable.inbox_replay($replayed)");
+claim_one('SELECT durable.inbox_release($id, $token)');
 $publisher->safe_psql('postgres', qq{
 SELECT durable.inbox_complete(array_agg(id), array_agg(token))
   FROM durable.inbox_claim('bot-c', 10, '1h');
@@ -162,6 +164,11 @@ foreach my $table (sort keys %order)
 	unlike($there, qr/^0 rows/, "... and holds rows");
 }
 
+is( $subscriber->safe_psql('postgres',
+		"SELECT string_agg(state || ' ' || n, ', ' ORDER BY state) FROM"
+		  . " (SELECT state, count(*) AS n FROM durable.inbox GROUP BY state) AS s"),
+	'dead 1, done 10, leased 5, pending 38',
+	'every inbox state arrived (one dead record among them)');
 is( $subscriber->safe_psql('postgres',
 		"SELECT length(payload->>'blob') FROM durable.inbox WHERE message_id = 'big'"),
 	'12800',
