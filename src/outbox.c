@@ -616,6 +616,12 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 	durable_srf_init(fcinfo);
 	SPI_connect();
 
+	/*
+	 * An oversized payload is not inserted: its first access is a read of
+	 * the send, which may then lease it or flag it.
+	 */
+	if (oversized)
+		durable_lock_journal_for_write(DQ_OUTBOX);
 	if (has_inbound && has_key)
 		outbox_fence_inbound(inbound_id, inbound_token);
 	else if (has_inbound)

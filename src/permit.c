@@ -54,7 +54,9 @@
  */
 #include "durable.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "nodes/makefuncs.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 
@@ -204,6 +206,12 @@ durable_permit_expire(TimestampTz now, int limit)
 
 	if (limit <= 0)
 		return 0;
+
+	/*
+	 * The lock of the deletes below first, before the read that locks the
+	 * rows (durable_lock_journal_for_write says why).
+	 */
+	(void) RangeVarGetRelid(makeRangeVar("durable", "permit_buckets", -1), RowExclusiveLock, false);
 
 	/*
 	 * Lock the idle buckets.  The condition reads the bucket row only, so

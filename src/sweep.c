@@ -734,6 +734,14 @@ durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 	oldest_writer = sweep_oldest_writer();
 
 	/*
+	 * The lock of the pass's writes, before its first read of either
+	 * journal; taken here, outside the steps' subtransactions, it also
+	 * outlives a step that fails and is searched by halves.
+	 */
+	durable_lock_journal_for_write(DQ_INBOX);
+	durable_lock_journal_for_write(DQ_OUTBOX);
+
+	/*
 	 * Announcements come after recovery, so that records it just made
 	 * pending (due now) are announced in this pass.  The inbox's scans every
 	 * open record and is skipped with recovery; its next window covers the
