@@ -272,12 +272,20 @@ inbox_lock_chat(Datum chat_id)
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
+/* Whether this transaction wrote the version in SPI result row `row`, whose column `col` is its xmin. */
+static bool
+inbox_written_here(uint64 row, int col)
+{
+	return TransactionIdIsCurrentTransactionId(DatumGetTransactionId(durable_col(row, col)));
+}
+
 /*
  * Read the current state and token of a record into *state (palloc'd in
  * the SPI context) and *token (0 and *has_token false when NULL), FOR SHARE
- * under snapshot isolation (durable_exec_explaining), and whether this
- * transaction wrote the version read (*written_here).  Returns false when
- * there is no such record.  Caller must be connected to SPI.
+ * under snapshot isolation (durable_exec_explaining), and, when
+ * written_here is not NULL, whether this transaction wrote the version
+ * read.  Returns false when there is no such record.  Caller must be
+ * connected to SPI.
  */
 static bool
 inbox_read_state(int64 id, char **state, int64 *token, bool *has_token, bool *written_here)
@@ -294,7 +302,8 @@ inbox_read_state(int64 id, char **state, int64 *token, bool *has_token, bool *wr
 	*state = durable_text_to_cstring_datum(durable_col(0, 1));
 	*has_token = !durable_col_isnull(0, 2);
 	*token = *has_token ? durable_col_int64(0, 2) : 0;
-	*written_here = TransactionIdIsCurrentTransactionId(DatumGetTransactionId(durable_col(0, 3)));
+	if (written_here != NULL)
+		*written_here = inbox_written_here(0, 3);
 	return true;
 }
 
@@ -891,8 +900,7 @@ durable_inbox_complete_batch(PG_FUNCTION_ARGS)
 			bool		has_current = found && !durable_col_isnull(row, 4);
 			char	   *state = found ? durable_text_to_cstring_datum(durable_col(row, 3)) : NULL;
 			int64		current = has_current ? durable_col_int64(row, 4) : 0;
-			bool		written_here = found &&
-				TransactionIdIsCurrentTransactionId(DatumGetTransactionId(durable_col(row, 5)));
+			bool		written_here = found && inbox_written_here(row, 5);
 
 			if (!found || !has_current || current != token || strcmp(state, "done") != 0 ||
 				!written_here)
@@ -1129,9 +1137,8 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 		char	   *state = NULL;
 		int64		current;
 		bool		has_current;
-		bool		written_here;
 
-		if (!inbox_read_state(id, &state, &current, &has_current, &written_here))
+		if (!inbox_read_state(id, &state, &current, &has_current, NULL))
 			ereport(ERROR,
 					(errcode(ERRCODE_DURABLE_NO_SUCH_RECORD),
 					 errmsg("inbox record %lld does not exist", (long long) id)));

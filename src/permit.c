@@ -54,9 +54,7 @@
  */
 #include "durable.h"
 
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
-#include "nodes/makefuncs.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 
@@ -208,10 +206,10 @@ durable_permit_expire(TimestampTz now, int limit)
 		return 0;
 
 	/*
-	 * The lock of the deletes below first, before the read that locks the
-	 * rows (durable_lock_journal_for_write says why).
+	 * The caller's delete check (sweep.c, sweep_permits_isolated) has taken
+	 * the deletes' lock on durable.permit_buckets already, before this read
+	 * (durable_lock_journal_for_write says why that order matters).
 	 */
-	(void) RangeVarGetRelid(makeRangeVar("durable", "permit_buckets", -1), RowExclusiveLock, false);
 
 	/*
 	 * Lock the idle buckets.  The condition reads the bucket row only, so
