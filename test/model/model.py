@@ -1,0 +1,1464 @@
+#!/usr/bin/env python3
+"""A model-based random test of durable's SQL API (test/model/run runs it).
+
+One connection makes random calls of every function (valid and invalid
+arguments, live and stale tokens, short leases that expire between calls)
+and checks each answer against a model of the journals written from the
+contract (api.md) and the README: the rows returned, the SQLSTATE of every
+error, the states and attempts of every record, the metrics' increments,
+the NOTIFYs, standing(), and every 25 calls the whole of both tables.
+
+Time is handled without guessing: every call is bracketed by the client's
+clock, and before a call whose answer depends on a deadline (a lease, a
+not_before) that falls within a few milliseconds of now, the test waits
+until the deadline has clearly passed.  So a loaded machine slows the test
+but does not change its verdict.  The worker of the test's database must be
+idle (durable.naptime = '1h', as in test/durable.conf): the test runs
+sweep() itself.
+
+A discrepancy is printed as a FINDING with the call, the answer, what the
+model expected and the last calls; the model then reloads the journals and
+goes on.  Exit status 1 when there was a finding or the harness failed.
+
+    model.py SEED CALLS          (libpq's environment names the database)
+"""
+import collections
+import json
+import random
+import re
+import sys
+import time
+import traceback
+
+import psycopg
+
+SEED = int(sys.argv[1]) if len(sys.argv) > 1 else int(time.time())
+NOPS = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+print("SEED", SEED, "NOPS", NOPS, flush=True)
+R = random.Random(SEED)
+
+# Slack around the client's clock readings, for the server's own clock reads.
+EPS = 0.004
+
+# Settings of the test's session: small enough that records die, retry and
+# come due within the run.
+MAXATT = 3
+RETRIES = 2
+IBASE, ICAP = 0.02, 0.08
+OBASE, OCAP = 0.02, 0.08
+BOUND_COUNT = 6
+BOUND_AGE = 1.0
+
+conn = psycopg.connect(autocommit=True)
+notices = []
+conn.add_notice_handler(lambda d: notices.append((d.sqlstate, d.message_primary)))
+conn.add_notify_handler(lambda n: NOTES.append((n.channel, json.loads(n.payload))))
+for ch in ("durable_dead", "durable_ambiguous", "durable_ready"):
+    conn.execute(f"LISTEN {ch}")
+cur = conn.cursor()
+cur.execute("TRUNCATE durable.inbox, durable.outbox")
+for setting, value in [
+        ("durable.inbox_max_attempts", MAXATT),
+        ("durable.outbox_retries", RETRIES),
+        ("durable.inbox_backoff_base", f"{int(IBASE * 1000)}ms"),
+        ("durable.inbox_backoff_cap", f"{int(ICAP * 1000)}ms"),
+        ("durable.outbox_backoff_base", f"{int(OBASE * 1000)}ms"),
+        ("durable.outbox_backoff_cap", f"{int(OCAP * 1000)}ms"),
+        ("durable.max_payload_bytes", "1kB"),
+        ("durable.max_error_bytes", "1kB"),
+        ("durable.bound_count", BOUND_COUNT),
+        ("durable.bound_age", f"{int(BOUND_AGE)}s")]:
+    cur.execute("SELECT pg_catalog.set_config(%s, %s, false)", [setting, str(value)])
+
+METRIC_NAMES = ['inbound_journaled', 'inbound_duplicates', 'inbound_replayed', 'inbound_dead',
+                'outbox_journaled', 'outbox_deduped', 'outbox_retried', 'outbox_deferred',
+                'outbox_dead', 'outbox_ambiguous', 'outbox_bypassed', 'stale_leases',
+                'outbox_diverged']
+
+
+def read_metrics():
+    c2 = conn.cursor()
+    c2.execute("SELECT " + ",".join(METRIC_NAMES) + " FROM durable.metrics()")
+    return dict(zip(METRIC_NAMES, c2.fetchone()))
+
+
+FINDINGS = collections.OrderedDict()  # signature -> first detail
+EXPM = collections.Counter()  # the metrics' expected increments by this call
+EXPN = []  # the NOTIFYs expected from this call: (channel, payload; "*" matches any value)
+NOTES = []  # the NOTIFYs received since the call began
+STATS = collections.Counter()  # calls made, by function and SQLSTATE
+CHOICES = collections.Counter()  # which of several allowed answers came
+
+
+def em(k, n=1):
+    EXPM[k] += n
+
+
+def finding(sig, detail):
+    if sig not in FINDINGS:
+        FINDINGS[sig] = detail
+        print("\n### FINDING", sig, "\n", detail, flush=True)
+    else:
+        STATS["dup:" + sig] += 1
+
+
+class Rec:  # inbox record
+    pass
+
+
+class Snd:  # outbox send
+    pass
+
+
+inbox = {}        # id -> Rec
+dedupe = {}       # dedupe key -> id
+outbox = {}       # key -> Snd
+maxtok = [0]
+oldtokens = []
+ops_log = collections.deque(maxlen=12)
+
+
+def canon(p):
+    return json.dumps(p, sort_keys=True, separators=(",", ":"))
+
+
+def ts(x):
+    return None if x is None else x.timestamp()
+
+
+def call(sql, params=()):
+    notices.clear()
+    t0 = time.time()
+    try:
+        cur.execute(sql, params)
+        rows = cur.fetchall() if cur.description else []
+        t1 = time.time()
+        return ("ok", rows, t0, t1)
+    except psycopg.Error as e:
+        t1 = time.time()
+        if e.sqlstate == "DR001":
+            em("stale_leases")
+        return ("err", e.sqlstate, t0, t1, str(e).split("\n")[0])
+
+
+def fmtsql(sql, params):
+    try:
+        return psycopg.sql.SQL(sql).as_string(conn) if not params else cur.mogrify(sql, params)
+    except Exception:
+        return sql + " " + repr(params)
+
+
+def newtoken(tok, where):
+    if tok is None:
+        finding("token-null:" + where, "null token from " + where)
+        return
+    if tok <= maxtok[0]:
+        finding("token-not-growing", f"{where}: token {tok} <= previous max {maxtok[0]}")
+    maxtok[0] = max(maxtok[0], tok)
+
+
+def lease_secs(l):
+    return {None: 60.0, "30 milliseconds": 0.03, "60 milliseconds": 0.06, "10 minutes": 600.0, "25 milliseconds": 0.025}[l]
+
+
+def now():
+    return time.time()
+
+
+def settle(extra=()):
+    """sleep until no time boundary is ambiguous"""
+    while True:
+        t = now()
+        worst = None
+        bounds = list(extra)
+        for r in inbox.values():
+            if r.state == "leased":
+                bounds.append((r.llo, r.lhi))
+            elif r.state == "pending":
+                bounds.append((r.nlo, r.nhi))
+        for s in outbox.values():
+            if s.state == "sending":
+                bounds.append((s.llo, s.lhi))
+            elif s.state in ("pending", "failed"):
+                bounds.append((s.nlo, s.nhi))
+        for lo, hi in bounds:
+            if lo - EPS <= t <= hi + EPS:
+                worst = max(worst or 0, hi + EPS)
+        if worst is None:
+            return
+        STATS["settle_sleeps"] += 1
+        time.sleep(max(0.0005, worst - t + 0.001))
+
+
+def expired(lo, hi):
+    return now() > hi + EPS  # settle() ran: certain
+
+
+# ---------------------------------------------------------------- pickers
+SOURCES = ["tg", "sl"]
+CHATS = ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7"]
+PAYLOADS = [{"t": 1}, {"t": 2}, {"a": 1, "b": 2}, {}]
+INSTANCES = ["i1", "i2", "i3"]
+LONGERR = "\u00e9" * 1000 + "x" * 100
+LEASES = [None, None, None, "10 minutes", "30 milliseconds", "60 milliseconds"]
+
+
+def pick_lease():
+    return R.choice(LEASES)
+
+
+def pick_rec(pref=("leased",)):
+    x = R.random()
+    if x < 0.7:
+        c = [r for r in inbox.values() if r.state in pref]
+        if c:
+            return R.choice(c)
+    if inbox and x < 0.95:
+        return R.choice(list(inbox.values()))
+    return None
+
+
+def pick_token(rec):
+    x = R.random()
+    if rec is not None and rec.token is not None and x < 0.7:
+        return rec.token
+    if rec is not None and rec.tokhist and x < 0.85:
+        return R.choice(rec.tokhist)
+    if x < 0.95 and oldtokens:
+        return R.choice(oldtokens)
+    return None if R.random() < 0.5 else 12345
+
+
+def chat_open(chat, ids_state=("pending", "leased")):
+    return sorted(r.id for r in inbox.values() if r.chat == chat and r.state in ids_state)
+
+
+def lease_rec(r, inst, lease, t0, t1, tok):
+    if r.token is not None:
+        r.tokhist.append(r.token)
+        oldtokens.append(r.token)
+    r.state = "leased"
+    r.attempts += 1
+    r.token = tok
+    r.owner = inst
+    L = lease_secs(lease)
+    r.llo, r.lhi = t0 + L, t1 + L
+    r.sends = 0
+
+
+def mismatch(opname, sql, params, exp, res, extra=""):
+    if res[0] == "ok":
+        got = "ok " + repr(res[1])
+    else:
+        got = f"ERROR {res[1]} {res[4]}"
+    sig = f"{opname}: expected {exp} got {got if res[0]=='err' else 'ok'}"
+    if res[0] == "err":
+        sig = f"{opname}: expected {exp} got {res[1]}"
+    detail = f"  call: {fmtsql(sql, params)}\n  expected: {exp}\n  got: {got}\n  {extra}\n  recent: " + "\n    ".join(ops_log)
+    return sig, detail
+
+
+def resync():
+    """reload model from the journal after a discrepancy"""
+    STATS["resync"] += 1
+    RESYNCED[0] = True
+    cur.execute("SELECT id, source, message_id, chat_id, kind, payload::text, state, attempts, token, owner, lease_until, not_before, error, sends, done_at FROM durable.inbox")
+    seen = set()
+    for row in cur.fetchall():
+        (id_, src, mid, chat, kind, pl, st, att, tok, own, lu, nb, err, sends, done_at) = row
+        seen.add(id_)
+        r = inbox.get(id_)
+        if r is None:
+            r = Rec()
+            r.id = id_
+            r.tokhist = []
+            inbox[id_] = r
+            r.token = None
+            r.source, r.mid, r.chat, r.kind, r.payload = src, mid, chat, kind, canon(json.loads(pl))
+            r.dkey = (src, mid) if mid is not None else (src, "H", chat, kind, r.payload)
+            dedupe[r.dkey] = id_
+        r.state, r.attempts, r.owner, r.error = st, att, own, err
+        if tok != r.token and r.token is not None:
+            r.tokhist.append(r.token)
+        r.token = tok
+        r.llo = r.lhi = ts(lu) if lu else 0
+        r.nlo = r.nhi = ts(nb) if nb else 0
+        r.sends = sends
+        r.done_t = (ts(done_at), ts(done_at)) if done_at else None
+    for id_ in list(inbox):
+        if id_ not in seen:
+            del dedupe[inbox[id_].dkey]
+            del inbox[id_]
+    cur.execute("SELECT key, chat_id, payload::text, state, attempts, token, owner, lease_until, greatest(not_before, created_at), provider_message_id, error, id, sent_at FROM durable.outbox")
+    seen = set()
+    for row in cur.fetchall():
+        (k, chat, pl, st, att, tok, own, lu, nb, pm, err, oid, sent_at) = row
+        seen.add(k)
+        s = outbox.get(k)
+        if s is None:
+            s = Snd()
+            s.key = k
+            s.tokhist = []
+            outbox[k] = s
+            s.token = None
+            s.chat, s.payload, s.seq = chat, canon(json.loads(pl)), oid
+        s.state, s.attempts, s.owner, s.pmid, s.error = st, att, own, pm, err
+        if tok != s.token and s.token is not None:
+            s.tokhist.append(s.token)
+        s.token = tok
+        s.llo = s.lhi = ts(lu) if lu else 0
+        s.nlo = s.nhi = ts(nb) if nb else 0
+        s.sent_t = (ts(sent_at), ts(sent_at)) if sent_at else None
+    for k in list(outbox):
+        if k not in seen:
+            del outbox[k]
+
+
+RESYNCED = [False]
+
+
+def check(opname, sql, params, exp_err, res, extra=""):
+    """exp_err: None (expect success) or set of acceptable SQLSTATEs. returns True if consistent"""
+    STATS[opname] += 1
+    if exp_err is None and res[0] == "ok":
+        return True
+    if exp_err is not None and res[0] == "err" and res[1] in exp_err:
+        if len(exp_err) > 1:
+            CHOICES[f"{opname}:{'/'.join(sorted(exp_err))}->{res[1]}"] += 1
+        STATS[opname + ":" + res[1]] += 1
+        return True
+    exp = "success" if exp_err is None else "ERROR " + "/".join(sorted(exp_err))
+    sig, detail = mismatch(opname, sql, params, exp, res, extra)
+    finding(sig, detail)
+    resync()
+    return False
+
+
+def note(s):
+    ops_log.append(s)
+
+
+# ---------------------------------------------------------------- inbox ops
+def op_admit():
+    src = R.choice(SOURCES)
+    mid = None if R.random() < 0.25 else f"m{R.randrange(40)}"
+    chat = R.choice(CHATS)
+    pl = R.choice(PAYLOADS)
+    kind = R.choice(["message", "message", "callback"])
+    inst = R.choice(INSTANCES) if R.random() < 0.6 else None
+    lease = pick_lease() if inst else None
+    settle()
+    sql = "SELECT id, token, duplicate, state FROM durable.inbox_admit(source => %s, message_id => %s, chat_id => %s, payload => %s::jsonb"
+    params = [src, mid, chat, json.dumps(pl)]
+    if kind != "message" or R.random() < 0.3:
+        sql += ", kind => %s"
+        params.append(kind)
+    if inst is not None or R.random() < 0.2:
+        sql += ", instance => %s"
+        params.append(inst)
+    if lease is not None:
+        sql += ", lease => %s::interval"
+        params.append(lease)
+    sql += ")"
+    dk = (src, mid) if mid is not None else (src, "H", chat, kind, canon(pl))
+    res = call(sql, params)
+    note(f"admit {src} {mid} {chat} {kind} {canon(pl)} inst={inst} lease={lease} -> {res[:2]}")
+    if not check("inbox_admit", sql, params, None, res):
+        return
+    (id_, tok, dup, st), = res[1]
+    t0, t1 = res[2], res[3]
+    if dk in dedupe:
+        r = inbox[dedupe[dk]]
+        # Leased to the caller only if an instance is named and the record is
+        # pending, due (settle() made that certain) and first of its chat.
+        older_open = [i for i in chat_open(r.chat) if i < r.id]
+        should = inst is not None and r.state == "pending" and r.nhi < t0 and not older_open
+        exp_state = "leased" if should else r.state
+        if id_ != r.id or dup is not True or (tok is not None) != should or st != exp_state:
+            sig = f"inbox_admit duplicate: expected (dup, token={'yes' if should else 'null'}, state={exp_state}) got (dup={dup}, token={'yes' if tok else 'null'}, state={st})"
+            finding(sig, f"  call: {fmtsql(sql, params)}\n  existing id {r.id} state {r.state} attempts {r.attempts} chat {r.chat} older_open {older_open}\n  got {res[1]}\n  recent: " + "\n    ".join(ops_log))
+            resync()
+            return
+        em("inbound_duplicates")
+        if should:
+            newtoken(tok, "admit-dup")
+            lease_rec(r, inst, lease, t0, t1, tok)
+        if r.chat != chat:
+            if not any(n[0] == "23505" for n in notices):
+                finding("admit-dup-other-chat-no-warning", f"  {fmtsql(sql, params)} existing chat {r.chat}: notices {notices}")
+        return
+    # new record
+    if dup is not False or id_ in inbox:
+        finding("inbox_admit new: dup flag", f"  {fmtsql(sql, params)} -> {res[1]}; model has no record for key {dk}")
+        resync()
+        return
+    r = Rec()
+    r.id = id_
+    r.source, r.mid, r.chat, r.kind, r.payload, r.dkey = src, mid, chat, kind, canon(pl), dk
+    r.state, r.attempts, r.token, r.owner, r.error, r.tokhist = "pending", 0, None, None, None, []
+    r.nlo, r.nhi = t0, t1
+    r.llo = r.lhi = 0
+    r.sends = 0
+    r.done_t = None
+    older_open = chat_open(chat)
+    inbox[id_] = r
+    dedupe[dk] = id_
+    em("inbound_journaled")
+    should = inst is not None and not older_open
+    exp_state = "leased" if should else "pending"
+    if (tok is not None) != should or st != exp_state:
+        finding(f"inbox_admit new: expected token={'yes' if should else 'null'} state={exp_state}, got token={'yes' if tok else 'null'} state={st}",
+                f"  {fmtsql(sql, params)} -> {res[1]}; older open of chat: {older_open}\n  recent: " + "\n    ".join(ops_log))
+        resync()
+        return
+    if should:
+        newtoken(tok, "admit")
+        lease_rec(r, inst, lease, t0, t1, tok)
+
+
+def claimable_inbox(t):
+    out = []
+    chats_first = {}
+    for r in sorted(inbox.values(), key=lambda r: r.id):
+        if r.state in ("pending", "leased") and r.chat not in chats_first:
+            chats_first[r.chat] = r.id
+    for r in sorted(inbox.values(), key=lambda r: r.id):
+        if chats_first.get(r.chat) != r.id:
+            continue
+        if r.state == "pending" and r.nhi < t:
+            out.append(r)
+        elif r.state == "leased" and r.lhi < t and r.attempts < MAXATT:
+            out.append(r)
+    return out
+
+
+def op_claim():
+    inst = R.choice(INSTANCES)
+    mx = R.choice([1, 1, 2, 3, 10])
+    lease = pick_lease()
+    settle()
+    sql = "SELECT id, token, source, message_id, chat_id, kind, payload::text, attempts FROM durable.inbox_claim(instance => %s, max => %s"
+    params = [inst, mx]
+    if lease:
+        sql += ", lease => %s::interval"
+        params.append(lease)
+    sql += ")"
+    t = now()
+    exp = claimable_inbox(t)[:mx]
+    res = call(sql, params)
+    note(f"claim {inst} max={mx} lease={lease} -> {res[:2]}")
+    if not check("inbox_claim", sql, params, None, res):
+        return
+    got_ids = [row[0] for row in res[1]]
+    exp_ids = [r.id for r in exp]
+    if got_ids != exp_ids:
+        det = "\n".join(f"    id {r.id} chat {r.chat} {r.state} att {r.attempts} nb {r.nhi - t:+.3f} lease {r.lhi - t:+.3f}" for r in sorted(inbox.values(), key=lambda r: r.id) if r.state in ("pending", "leased"))
+        finding("inbox_claim set differs", f"  {fmtsql(sql, params)}\n  expected ids {exp_ids}\n  got ids {got_ids}\n  open records (rel. times):\n{det}\n  recent: " + "\n    ".join(ops_log))
+        resync()
+        return
+    for row in res[1]:
+        r = inbox[row[0]]
+        newtoken(row[1], "claim")
+        lease_rec(r, inst, lease, res[2], res[3], row[1])
+        if row[7] != r.attempts or row[4] != r.chat or row[3] != r.mid or row[2] != r.source or row[5] != r.kind or canon(json.loads(row[6])) != r.payload:
+            finding("inbox_claim row fields", f"  row {row} model att {r.attempts} {r.source} {r.mid} {r.chat} {r.kind} {r.payload}")
+
+
+def stale_errs(r, tok, op):
+    """The error an inbox confirmation (op) of record r under tok raises: a
+    set of SQLSTATEs, or None for success.  Every call commits on its own, so
+    a record done is done by an earlier transaction: "already done"."""
+    if tok is None:
+        return {"22023"}
+    if r is None:
+        return {"DR002"}
+    if tok == r.token:
+        if r.state == "leased":
+            return None
+        if op == "complete" and r.state == "done":
+            return {"DR003"}
+        if op in ("complete", "fail") and r.state == "dead":
+            return {"DR003"}
+    return {"DR001"}
+
+
+def op_complete():
+    r = pick_rec()
+    tok = pick_token(r)
+    id_ = r.id if r else 999999999
+    settle()
+    sql = "SELECT durable.inbox_complete(id => %s::bigint, token => %s::bigint)"
+    params = [id_, tok]
+    exp = stale_errs(r, tok, "complete")
+    res = call(sql, params)
+    note(f"complete {id_} {tok} -> {res[:2]}")
+    if not check("inbox_complete", sql, params, exp, res, extra=f"model: {r and (r.state, r.token, r.attempts)}"):
+        return
+    if res[0] == "ok" and r.state == "leased":
+        r.state = "done"
+        r.done_t = (res[2], res[3])
+
+
+def op_complete_batch():
+    """The batch form: all or nothing; an id given twice under its token is
+    completed once and counted once."""
+    n = R.choice([0, 1, 2, 3])
+    recs = [pick_rec() for _ in range(n)]
+    toks = [pick_token(r) for r in recs]
+    ids = [r.id if r else 999999999 for r in recs]
+    if R.random() < 0.05:
+        toks = toks + [1]
+    settle()
+    sql = "SELECT durable.inbox_complete(ids => %s::bigint[], tokens => %s::bigint[])"
+    params = [ids, toks]
+    if len(toks) != len(ids) or None in toks:
+        exp = {"22023"}
+    else:
+        errs = [e for e in (stale_errs(r, t, "complete") for r, t in zip(recs, toks)) if e is not None]
+        exp = set().union(*errs) if errs else None
+    res = call(sql, params)
+    note(f"complete[] {ids} {toks} -> {res[:2]}")
+    if not check("inbox_complete[]", sql, params, exp, res,
+                 extra=f"model: {[(r and (r.id, r.state, r.token)) for r in recs]}"):
+        return
+    if res[0] == "ok":
+        completed = {r.id: r for r in recs}
+        if res[1][0][0] != len(completed):
+            finding("inbox_complete[] count",
+                    f"  {fmtsql(sql, params)} returned {res[1][0][0]}, distinct records {len(completed)}")
+        for r in completed.values():
+            r.state = "done"
+            r.done_t = (res[2], res[3])
+
+
+def op_fail():
+    r = pick_rec()
+    tok = pick_token(r)
+    id_ = r.id if r else 999999999
+    retry = R.choice([None, None, "0", "40 milliseconds", "10 minutes", "-1 second"])
+    err = R.choice(["boom", "x" * 10, None, LONGERR]) if R.random() < 0.12 else "boom"
+    settle()
+    sql = "SELECT state, not_before FROM durable.inbox_fail(id => %s, token => %s, error => %s"
+    params = [id_, tok, err]
+    if retry is not None:
+        sql += ", retry_in => %s::interval"
+        params.append(retry)
+    sql += ")"
+    exp = stale_errs(r, tok, "fail")
+    if retry == "-1 second" or err is None:
+        exp = {"22023"}  # arguments are checked before the record
+    res = call(sql, params)
+    note(f"fail {id_} {tok} retry={retry} err={err} -> {res[:2]}")
+    if not check("inbox_fail", sql, params, exp, res, extra=f"model: {r and (r.state, r.token, r.attempts)}"):
+        return
+    if res[0] == "err":
+        return
+    st, nb = res[1][0]
+    t0, t1 = res[2], res[3]
+    if r.attempts >= MAXATT:
+        if st != "dead":
+            finding("inbox_fail last attempt not dead", f"  {fmtsql(sql, params)} -> {res[1]} attempts {r.attempts} max {MAXATT}")
+        r.state = "dead"
+        r.error = err
+        check_err_stored("inbox", r.id, err)
+        em("inbound_dead")
+        EXPN.append(("durable_dead", {"kind": "inbox", "id": r.id, "error": "*" if err == LONGERR else err}))
+        return
+    if st != "pending":
+        finding("inbox_fail state", f"  {fmtsql(sql, params)} -> {res[1]} attempts {r.attempts}")
+        resync()
+        return
+    nbt = ts(nb)
+    if retry is not None:
+        d = {"0": 0, "40 milliseconds": 0.04, "10 minutes": 600}[retry]
+        lo, hi = t0 + d - EPS, t1 + d + EPS
+    else:
+        d = min(IBASE * 2 ** (r.attempts - 1), 1e9)
+        lo = t0 + min(d, 0.75 * ICAP) - EPS
+        hi = t1 + min(1.25 * d, ICAP) + EPS
+    if not (lo <= nbt <= hi):
+        finding(f"inbox_fail not_before range (retry_in={retry})", f"  {fmtsql(sql, params)} -> delay {nbt - t0:.4f}s, expected [{lo - t0:.4f}, {hi - t0:.4f}] attempts {r.attempts}")
+    r.state = "pending"
+    r.error = err
+    r.nlo = r.nhi = nbt
+    check_err_stored("inbox", r.id, err)
+
+
+def check_err_stored(tab, ident, err):
+    if err != LONGERR:
+        return
+    c2 = conn.cursor()
+    if tab == "inbox":
+        c2.execute("SELECT error FROM durable.inbox WHERE id = %s", [ident])
+    else:
+        c2.execute("SELECT error FROM durable.outbox WHERE key = %s", [ident])
+    stored = c2.fetchone()[0]
+    b = err.encode()
+    sb = (stored or "").encode()
+    m = re.search(r"\[durable clipped (\d+) bytes\]$", stored or "")
+    warned = any(n[0] == "01004" for n in notices)
+    ok = m is not None and warned and len(sb) <= 1024
+    if m:
+        prefix = stored[:m.start()]
+        if prefix.endswith(" "):
+            prefix = prefix[:-1]
+        if not err.startswith(prefix) or len(prefix.encode()) + int(m.group(1)) != len(b):
+            ok = False
+    if not ok:
+        finding(f"error clipping {tab}", f"  stored {len(sb)} bytes, tail {stored[-40:]!r}, warned {warned}, notices {notices}")
+
+
+def op_release():
+    r = pick_rec()
+    tok = pick_token(r)
+    id_ = r.id if r else 999999999
+    settle()
+    sql = "SELECT durable.inbox_release(id => %s, token => %s)"
+    params = [id_, tok]
+    exp = stale_errs(r, tok, "release")
+    res = call(sql, params)
+    note(f"release {id_} {tok} -> {res[:2]}")
+    if not check("inbox_release", sql, params, exp, res, extra=f"model: {r and (r.state, r.token, r.attempts)}"):
+        return
+    if res[0] == "ok":
+        r.state = "pending"
+        r.attempts -= 1
+        r.nlo, r.nhi = res[2], res[3]
+
+
+def op_heartbeat():
+    r = pick_rec()
+    tok = pick_token(r)
+    id_ = r.id if r else 999999999
+    lease = pick_lease()
+    settle()
+    sql = "SELECT durable.inbox_heartbeat(id => %s, token => %s"
+    params = [id_, tok]
+    if lease:
+        sql += ", lease => %s::interval"
+        params.append(lease)
+    sql += ")"
+    exp = stale_errs(r, tok, "heartbeat")
+    res = call(sql, params)
+    note(f"heartbeat {id_} {tok} {lease} -> {res[:2]}")
+    if not check("inbox_heartbeat", sql, params, exp, res, extra=f"model: {r and (r.state, r.token, r.attempts)}"):
+        return
+    if res[0] == "ok":
+        lu = ts(res[1][0][0])
+        L = lease_secs(lease)
+        if not (res[2] + L - EPS <= lu <= res[3] + L + EPS):
+            finding("inbox_heartbeat lease_until", f"  {fmtsql(sql, params)} -> {lu - res[2]:.4f}s expected {L}")
+        r.llo = r.lhi = lu
+
+
+def op_replay():
+    r = pick_rec(("done", "dead"))
+    id_ = r.id if r else 999999999
+    settle()
+    sql = "SELECT durable.inbox_replay(id => %s)"
+    params = [id_]
+    if r is None:
+        exp = {"DR002"}
+    elif r.state in ("pending", "leased"):
+        exp = {"DR003"}
+    else:
+        newer_leased = [x for x in inbox.values() if x.chat == r.chat and x.id > r.id and x.state == "leased"]
+        exp = {"DR003"} if newer_leased else None
+    res = call(sql, params)
+    note(f"replay {id_} -> {res[:2]}")
+    if not check("inbox_replay", sql, params, exp, res, extra=f"model: {r and (r.state, r.token, r.attempts)}"):
+        return
+    if res[0] == "ok":
+        r.state = "pending"
+        r.attempts = 0
+        r.nlo, r.nhi = res[2], res[3]
+        r.done_t = None
+        em("inbound_replayed")
+
+
+# ---------------------------------------------------------------- outbox ops
+def pick_key():
+    return f"k{R.randrange(25)}"
+
+
+def inbound_check(iid, itok, need_token):
+    """The error an inbound fence (inbound_id iid, inbound_token itok)
+    raises, or None; and the inbound record."""
+    r = inbox.get(iid)
+    if itok is None:
+        return ({"22023"} if need_token else None), r
+    if r is None:
+        return {"DR002"}, r
+    if r.state == "leased" and r.token == itok:
+        return None, r
+    return {"DR001"}, r
+
+
+def derived_key(r):
+    """The key of the next keyless send of r's handler run."""
+    return f"{r.id}:{r.sends + 1}"
+
+
+def op_begin():
+    mode = R.random()
+    inbound = None
+    itok = None
+    key = pick_key()
+    if mode < 0.35 and inbox:
+        rr = R.choice([x for x in inbox.values() if x.state == "leased"] or list(inbox.values()))
+        inbound = rr.id
+        itok = pick_token(rr) if R.random() < 0.95 else None
+        if R.random() < 0.6:
+            key = None
+    elif mode < 0.4:
+        key = None
+    chat = R.choice(CHATS)
+    pl = R.choice(PAYLOADS)
+    big = False
+    if inbound is None and R.random() < 0.06:
+        pl = {"big": "y" * 1500}
+        big = True
+    inst = R.choice(INSTANCES)
+    lease = pick_lease()
+    settle()
+    sql = "SELECT action, key, token, provider_message_id, state, journaled_chat_id, journaled_payload::text FROM durable.outbox_begin(idempotency_key => %s, chat_id => %s, payload => %s::jsonb, instance => %s"
+    params = [key, chat, json.dumps(pl), inst]
+    if lease:
+        sql += ", lease => %s::interval"
+        params.append(lease)
+    if inbound is not None:
+        sql += ", inbound_id => %s, inbound_token => %s"
+        params += [inbound, itok]
+    sql += ")"
+    exp = None
+    rin = None
+    if inbound is not None:
+        exp, rin = inbound_check(inbound, itok, True)
+    res = call(sql, params)
+    note(f"begin key={key} {chat} {canon(pl)} {inst} lease={lease} in={inbound}/{itok} -> {res[:2]}")
+    if not check("outbox_begin", sql, params, exp, res, extra=f"inbound model: {rin and (rin.state, rin.token)}"):
+        return
+    if res[0] == "err":
+        return
+    (act, k, tok, pmid, st, jchat, jpl), = res[1]
+    t0, t1 = res[2], res[3]
+    if key is None and inbound is not None:
+        if k != derived_key(rin):
+            finding("outbox_begin derived key", f"  {fmtsql(sql, params)} -> key {k}, expected {derived_key(rin)}\n  recent: " + "\n    ".join(ops_log))
+            resync()
+            return
+        rin.sends += 1
+    if key is not None and k != key:
+        finding("outbox_begin key", f"{fmtsql(sql, params)} -> {k}")
+    s = outbox.get(k)
+    if s is None and big:
+        em("outbox_bypassed")
+        if act != "bypass" or tok is not None or not notices:
+            finding("outbox_begin bypass", f"  {fmtsql(sql, params)} -> {res[1]} notices {notices}")
+        c2 = conn.cursor()
+        c2.execute("SELECT count(*) FROM durable.outbox WHERE key = %s", [k])
+        if c2.fetchone()[0] != 0:
+            finding("outbox_begin bypass journaled", f"  {fmtsql(sql, params)} -> {res[1]}")
+            resync()
+        return
+    if s is None:
+        if act != "send" or st != "sending" or tok is None or jchat is not None or jpl is not None:
+            finding("outbox_begin new", f"  {fmtsql(sql, params)} -> {res[1]}")
+            resync()
+            return
+        newtoken(tok, "begin")
+        s = Snd()
+        s.key = k
+        s.seq = dbid(k)
+        s.chat, s.payload = chat, canon(pl)
+        s.state, s.attempts, s.token, s.owner, s.pmid, s.error, s.tokhist = "sending", 1, tok, inst, None, None, []
+        L = lease_secs(lease)
+        s.llo, s.lhi = t0 + L, t1 + L
+        s.nlo = s.nhi = 0
+        s.sent_t = None
+        outbox[k] = s
+        em("outbox_journaled")
+        return
+    em("outbox_deduped")
+    diverged = s.chat != chat or s.payload != canon(pl)
+    # expected action
+    if s.state == "sent":
+        ea = "sent"
+    elif s.state == "sending":
+        ea = "busy" if s.lhi >= t0 else "unknown"
+    elif s.state in ("pending", "failed"):
+        ea = "send" if s.nhi < t0 else "wait"
+    else:
+        ea = s.state  # dead / unknown
+    est = {"sent": "sent", "busy": "sending", "unknown": "unknown", "send": "sending", "wait": s.state, "dead": "dead"}[ea]
+    bad = act != ea or st != est
+    if ea == "sent" and pmid != s.pmid:
+        bad = True
+    if ea == "send" and tok is None:
+        bad = True
+    if ea != "send" and tok is not None:
+        bad = True
+    if diverged and (jchat != s.chat or jpl is None or canon(json.loads(jpl)) != s.payload):
+        bad = True
+    if not diverged and (jchat is not None or jpl is not None):
+        bad = True
+    if diverged and not any(n[0] == "01000" or "diverg" in (n[1] or "").lower() or k in (n[1] or "") for n in notices):
+        finding("outbox_begin diverged no WARNING", f"  {fmtsql(sql, params)} notices {notices}")
+    if bad:
+        finding(f"outbox_begin existing {s.state}{' expired' if ea=='unknown' and s.state=='sending' else ''}: expected ({ea},{est}{',diverged' if diverged else ''}) got ({act},{st})",
+                f"  {fmtsql(sql, params)}\n  -> {res[1]}\n  model send: state {s.state} att {s.attempts} tok {s.token} pmid {s.pmid} chat {s.chat} payload {s.payload} lease {s.lhi - t0:+.3f} nb {s.nhi - t0:+.3f}\n  recent: " + "\n    ".join(ops_log))
+        resync()
+        return
+    if diverged:
+        em("outbox_diverged")
+    if ea == "unknown" and s.state == "sending":
+        s.state = "unknown"
+        em("outbox_ambiguous")
+        EXPN.append(("durable_ambiguous", {"key": s.key, "chat_id": s.chat}))
+    if ea == "send" and s.state == "failed":
+        em("outbox_retried")
+    if ea == "send":
+        newtoken(tok, "begin-existing")
+        if s.token is not None:
+            s.tokhist.append(s.token)
+        s.state, s.attempts, s.token, s.owner = "sending", s.attempts + 1, tok, inst
+        L = lease_secs(lease)
+        s.llo, s.lhi = t0 + L, t1 + L
+
+
+def op_enqueue():
+    mode = R.random()
+    inbound = None
+    itok = None
+    key = pick_key()
+    use_tok = False
+    if mode < 0.3 and inbox:
+        rr = R.choice([x for x in inbox.values() if x.state == "leased"] or list(inbox.values()))
+        inbound = rr.id
+        use_tok = R.random() < 0.6
+        itok = pick_token(rr) if use_tok else None
+        if itok is None:
+            use_tok = False
+        if R.random() < 0.6:
+            key = None
+    elif mode < 0.35:
+        key = None
+    chat = R.choice(CHATS)
+    pl = R.choice(PAYLOADS)
+    nbopt = R.choice(["default", "default", "null", "past", "50ms", "10min", "400d"])
+    settle()
+    sql = "SELECT key, created, state FROM durable.outbox_enqueue(idempotency_key => %s, chat_id => %s, payload => %s::jsonb"
+    params = [key, chat, json.dumps(pl)]
+    off = {"past": -5, "50ms": 0.05, "10min": 600, "400d": 400 * 86400}.get(nbopt)
+    if nbopt == "null":
+        sql += ", not_before => NULL"
+    elif off is not None:
+        sql += ", not_before => clock_timestamp() + %s::interval"
+        params.append(f"{off} seconds")
+    if inbound is not None:
+        sql += ", inbound_id => %s"
+        params.append(inbound)
+        if use_tok:
+            sql += ", inbound_token => %s"
+            params.append(itok)
+    sql += ")"
+    exp = None
+    rin = inbox.get(inbound) if inbound is not None else None
+    if inbound is not None:
+        if use_tok:
+            exp, rin = inbound_check(inbound, itok, True)
+        elif key is None:
+            # a derived key needs the record leased, to anyone
+            if rin is None:
+                exp = {"DR002"}
+            elif rin.state != "leased":
+                exp = {"DR001"}
+    if nbopt == "400d":
+        exp = {"22023"}
+    res = call(sql, params)
+    note(f"enqueue key={key} {chat} {canon(pl)} nb={nbopt} in={inbound}/{itok if use_tok else '-'} -> {res[:2]}")
+    if not check("outbox_enqueue", sql, params, exp, res, extra=f"inbound model: {rin and (rin.state, rin.token)}"):
+        return
+    if res[0] == "err":
+        return
+    (k, created, st), = res[1]
+    t0, t1 = res[2], res[3]
+    if key is None and inbound is not None:
+        if k != derived_key(rin):
+            finding("outbox_enqueue derived key", f"  {fmtsql(sql, params)} -> key {k}, expected {derived_key(rin)}\n  recent: " + "\n    ".join(ops_log))
+            resync()
+            return
+        rin.sends += 1
+    s = outbox.get(k)
+    if s is None:
+        if created is not True or st != "pending":
+            finding("outbox_enqueue new", f"  {fmtsql(sql, params)} -> {res[1]}")
+            resync()
+            return
+        s = Snd()
+        s.key = k
+        s.seq = dbid(k)
+        s.chat, s.payload = chat, canon(pl)
+        s.state, s.attempts, s.token, s.owner, s.pmid, s.error, s.tokhist = "pending", 0, None, None, None, None, []
+        s.llo = s.lhi = 0
+        if off is None or off < 0:
+            s.nlo, s.nhi = t0 - 0.001, t1  # now() = transaction start (autocommit: statement start)
+        else:
+            s.nlo, s.nhi = t0 + off, t1 + off
+        s.sent_t = None
+        outbox[k] = s
+        em("outbox_journaled")
+        em("outbox_deferred")
+        return
+    em("outbox_deduped")
+    if s.chat != chat or s.payload != canon(pl):
+        em("outbox_diverged")
+    if created is not False or st != s.state:
+        finding(f"outbox_enqueue existing {s.state}: got created={created} state={st}", f"  {fmtsql(sql, params)} -> {res[1]}")
+        resync()
+
+
+def dbid(k):
+    c2 = conn.cursor()
+    c2.execute("SELECT id FROM durable.outbox WHERE key = %s", [k])
+    row = c2.fetchone()
+    return row[0] if row else 10**12
+
+
+def claimable_outbox(t):
+    first = {}
+    for s in sorted(outbox.values(), key=lambda s: s.seq):
+        if s.state in ("pending", "sending", "failed") and s.chat not in first:
+            first[s.chat] = s.key
+    out = []
+    for s in sorted(outbox.values(), key=lambda s: s.seq):
+        if first.get(s.chat) == s.key and s.state in ("pending", "failed") and s.nhi < t:
+            out.append(s)
+    return out
+
+
+def op_oclaim():
+    inst = R.choice(INSTANCES)
+    mx = R.choice([1, 2, 10, None])
+    lease = pick_lease()
+    settle()
+    sql = "SELECT key, token, chat_id, payload::text, attempts FROM durable.outbox_claim(instance => %s"
+    params = [inst]
+    if mx is not None:
+        sql += ", max => %s"
+        params.append(mx)
+    if lease:
+        sql += ", lease => %s::interval"
+        params.append(lease)
+    sql += ")"
+    t = now()
+    exp = claimable_outbox(t)[:mx or 10]
+    res = call(sql, params)
+    note(f"oclaim {inst} max={mx} lease={lease} -> {res[:2]}")
+    if not check("outbox_claim", sql, params, None, res):
+        return
+    got = [row[0] for row in res[1]]
+    expk = [s.key for s in exp]
+    if got != expk:
+        det = "\n".join(f"    {s.key} seq {s.seq} chat {s.chat} {s.state} att {s.attempts} nb {s.nhi - t:+.3f} lease {s.lhi - t:+.3f}" for s in sorted(outbox.values(), key=lambda s: s.seq) if s.state in ("pending", "failed", "sending"))
+        finding("outbox_claim set differs", f"  {fmtsql(sql, params)}\n  expected {expk}\n  got {got}\n  open sends:\n{det}\n  recent: " + "\n    ".join(ops_log))
+        resync()
+        return
+    for row in res[1]:
+        s = outbox[row[0]]
+        newtoken(row[1], "oclaim")
+        if s.token is not None:
+            s.tokhist.append(s.token)
+        if s.state == "failed":
+            em("outbox_retried")
+        s.state, s.attempts, s.token, s.owner = "sending", s.attempts + 1, row[1], inst
+        L = lease_secs(lease)
+        s.llo, s.lhi = res[2] + L, res[3] + L
+        if row[4] != s.attempts or row[2] != s.chat or canon(json.loads(row[3])) != s.payload:
+            finding("outbox_claim row fields", f"  row {row} model att {s.attempts} chat {s.chat} payload {s.payload}")
+
+
+def pick_send(pref=("sending",)):
+    x = R.random()
+    if x < 0.6:
+        c = [s for s in outbox.values() if s.state in pref]
+        if c:
+            return R.choice(c)
+    if outbox and x < 0.95:
+        return R.choice(list(outbox.values()))
+    return None
+
+
+def pick_otoken(s):
+    x = R.random()
+    if s is not None and s.token is not None and x < 0.75:
+        return s.token
+    if s is not None and s.tokhist and x < 0.9:
+        return R.choice(s.tokhist)
+    return None if R.random() < 0.4 else 777
+
+
+def sent_errs(s, tok, op):
+    """The error an outbox confirmation (op: sent, failed, heartbeat) of send s
+    under tok raises: a set of SQLSTATEs, or None for success."""
+    if tok is None:
+        return {"22023"}
+    if s is None:
+        return {"DR002"}
+    if tok != s.token:
+        return {"DR001"}
+    if s.state == "sending":
+        return None
+    if op == "heartbeat" or s.state in ("pending", "failed"):
+        return {"DR001"}  # the lease ended (outbox_retry, outbox_failed)
+    if op == "sent" and s.state in ("unknown", "sent"):
+        return None  # resolves an ambiguous send; a repeat is a no-op
+    return {"DR003"}
+
+
+def op_sent():
+    s = pick_send()
+    tok = pick_otoken(s)
+    k = s.key if s else "nokey"
+    pm = R.choice(["p1", "p2"]) if R.random() < 0.97 else None
+    settle()
+    sql = "SELECT durable.outbox_sent(key => %s, token => %s, provider_message_id => %s)"
+    params = [k, tok, pm]
+    exp = sent_errs(s, tok, "sent")
+    if pm is None or tok is None:
+        exp = {"22023"}
+    res = call(sql, params)
+    note(f"sent {k} {tok} {pm} -> {res[:2]}")
+    if not check("outbox_sent", sql, params, exp, res, extra=f"model: {s and (s.state, s.token, s.attempts, s.tokhist)}"):
+        return
+    if res[0] == "ok":
+        if s.state == "sent":
+            CHOICES["sent-repeat-ok"] += 1
+            return
+        s.state, s.pmid = "sent", pm
+        s.sent_t = (res[2], res[3])
+
+
+def op_ofailed():
+    s = pick_send()
+    tok = pick_otoken(s)
+    k = s.key if s else "nokey"
+    retryable = R.random() < 0.8
+    retry = R.choice([None, None, "0", "30 milliseconds", "10 minutes"])
+    settle()
+    sql = "SELECT state, not_before FROM durable.outbox_failed(key => %s, token => %s, error => %s, retryable => %s"
+    oerr = LONGERR if R.random() < 0.05 else "err"
+    params = [k, tok, oerr, retryable]
+    if retry:
+        sql += ", retry_in => %s::interval"
+        params.append(retry)
+    sql += ")"
+    exp = sent_errs(s, tok, "failed")
+    res = call(sql, params)
+    note(f"failed {k} {tok} retryable={retryable} retry={retry} -> {res[:2]}")
+    if not check("outbox_failed", sql, params, exp, res, extra=f"model: {s and (s.state, s.token, s.attempts)}"):
+        return
+    if res[0] == "err":
+        return
+    st, nb = res[1][0]
+    t0, t1 = res[2], res[3]
+    if not retryable or s.attempts >= RETRIES + 1:
+        if st != "dead" or nb is not None:
+            finding(f"outbox_failed expected dead (retryable={retryable}, attempts={s.attempts}, retries={RETRIES})", f"  {fmtsql(sql, params)} -> {res[1]}\n  recent: " + "\n    ".join(ops_log))
+            resync()
+            return
+        s.state = "dead"
+        s.error = oerr
+        check_err_stored("outbox", s.key, oerr)
+        em("outbox_dead")
+        EXPN.append(("durable_dead", {"kind": "outbox", "key": s.key, "error": "*" if oerr == LONGERR else oerr}))
+        return
+    if st != "failed":
+        finding(f"outbox_failed expected failed (attempts={s.attempts}, retries={RETRIES})", f"  {fmtsql(sql, params)} -> {res[1]}\n  recent: " + "\n    ".join(ops_log))
+        resync()
+        return
+    nbt = ts(nb)
+    if retry is not None:
+        d = {"0": 0, "30 milliseconds": 0.03, "10 minutes": 600}[retry]
+        lo, hi = t0 + d - EPS, t1 + d + EPS
+    else:
+        d = OBASE * 2 ** (s.attempts - 1)
+        lo = t0 + min(d, 0.75 * OCAP) - EPS
+        hi = t1 + min(1.25 * d, OCAP) + EPS
+    if not (lo <= nbt <= hi):
+        finding(f"outbox_failed not_before range (retry_in={retry})", f"  {fmtsql(sql, params)} -> delay {nbt - t0:.4f}s, expected [{lo - t0:.4f}, {hi - t0:.4f}] attempts {s.attempts}")
+    s.state = "failed"
+    s.error = oerr
+    s.nlo = s.nhi = nbt
+    check_err_stored("outbox", s.key, oerr)
+
+
+def op_oheartbeat():
+    s = pick_send()
+    tok = pick_otoken(s)
+    k = s.key if s else "nokey"
+    lease = pick_lease()
+    settle()
+    sql = "SELECT durable.outbox_heartbeat(key => %s, token => %s"
+    params = [k, tok]
+    if lease:
+        sql += ", lease => %s::interval"
+        params.append(lease)
+    sql += ")"
+    exp = sent_errs(s, tok, "heartbeat")
+    res = call(sql, params)
+    note(f"oheartbeat {k} {tok} {lease} -> {res[:2]}")
+    if not check("outbox_heartbeat", sql, params, exp, res, extra=f"model: {s and (s.state, s.token, s.attempts)}"):
+        return
+    if res[0] == "ok":
+        lu = ts(res[1][0][0])
+        L = lease_secs(lease)
+        if not (res[2] + L - EPS <= lu <= res[3] + L + EPS):
+            finding("outbox_heartbeat lease_until", f"  {fmtsql(sql, params)} -> {lu - res[2]:.4f}s expected {L}")
+        s.llo = s.lhi = lu
+
+
+def op_oretry():
+    s = pick_send(("dead", "failed", "unknown"))
+    k = s.key if s else "nokey"
+    settle()
+    sql = "SELECT durable.outbox_retry(key => %s)"
+    params = [k]
+    if s is None:
+        exp = {"DR002"}
+    elif s.state in ("dead", "failed", "unknown"):
+        exp = None
+    else:
+        exp = {"DR003"}
+    res = call(sql, params)
+    note(f"oretry {k} -> {res[:2]}")
+    if not check("outbox_retry", sql, params, exp, res, extra=f"model: {s and (s.state, s.token, s.attempts)}"):
+        return
+    if res[0] == "ok":
+        s.state, s.attempts = "pending", 0
+        s.nlo, s.nhi = res[2], res[3]
+        em("outbox_retried")
+
+
+def op_odiscard():
+    s = pick_send()
+    k = s.key if s else "nokey"
+    settle()
+    sql = "SELECT durable.outbox_discard(key => %s)"
+    params = [k]
+    t = now()
+    exp = None
+    if s is not None and s.state == "sending" and s.lhi >= t:
+        exp = {"DR003"}
+    res = call(sql, params)
+    note(f"odiscard {k} -> {res[:2]}")
+    if not check("outbox_discard", sql, params, exp, res, extra=f"model: {s and (s.state, s.token, s.lhi - t)}"):
+        return
+    if res[0] == "ok":
+        v = res[1][0][0]
+        if v != (s is not None):
+            finding("outbox_discard result", f"  {fmtsql(sql, params)} -> {v}, model has {s is not None}")
+        if s is not None:
+            del outbox[k]
+
+
+# ---------------------------------------------------------------- instances / sweep / purge
+def op_instance_start():
+    inst = R.choice(INSTANCES)
+    settle()
+    sql = "SELECT inbox_recovered, outbox_ambiguous FROM durable.instance_start(instance => %s)"
+    params = [inst]
+    ri = [r for r in inbox.values() if r.state == "leased" and r.owner == inst]
+    so = [s for s in outbox.values() if s.state == "sending" and s.owner == inst]
+    res = call(sql, params)
+    note(f"instance_start {inst} -> {res[:2]}")
+    if not check("instance_start", sql, params, None, res):
+        return
+    a, b = res[1][0]
+    if (a, b) != (len(ri), len(so)):
+        finding("instance_start counts", f"  {fmtsql(sql, params)} -> {(a, b)} expected {(len(ri), len(so))}\n  recent: " + "\n    ".join(ops_log))
+    for r in ri:
+        if r.attempts >= MAXATT:
+            r.state = "dead"
+            em("inbound_dead")
+            EXPN.append(("durable_dead", {"kind": "inbox", "id": r.id, "error": "*"}))
+        else:
+            r.state = "pending"
+            r.nlo, r.nhi = res[2], res[3]
+    for s in so:
+        s.state = "unknown"
+        em("outbox_ambiguous")
+        EXPN.append(("durable_ambiguous", {"key": s.key, "chat_id": s.chat}))
+
+
+def op_sweep():
+    settle()
+    t = now()
+    ri = [r for r in inbox.values() if r.state == "leased" and r.lhi < t]
+    so = [s for s in outbox.values() if s.state == "sending" and s.lhi < t]
+    sql = "SELECT inbox_expired, outbox_ambiguous, outbox_due, purged FROM durable.sweep()"
+    res = call(sql)
+    note(f"sweep -> {res[:2]}")
+    if not check("sweep", sql, [], None, res):
+        return
+    a, b, c, d = res[1][0]
+    if (a, b) != (len(ri), len(so)):
+        finding("sweep counts", f"  sweep -> {res[1]} expected inbox_expired {len(ri)} (of which dead {sum(r.attempts >= MAXATT for r in ri)}), outbox_ambiguous {len(so)}\n  recent: " + "\n    ".join(ops_log))
+    for r in ri:
+        if r.attempts >= MAXATT:
+            r.state = "dead"
+            em("inbound_dead")
+            EXPN.append(("durable_dead", {"kind": "inbox", "id": r.id, "error": "*"}))
+        else:
+            r.state = "pending"
+            r.nlo, r.nhi = res[2], res[3]
+    for s in so:
+        s.state = "unknown"
+        em("outbox_ambiguous")
+        EXPN.append(("durable_ambiguous", {"key": s.key, "chat_id": s.chat}))
+    if d != 0:
+        finding("sweep purged within the retention (7 days)", f"{res[1]}")
+
+
+def op_purge():
+    older = R.choice([None, "0", "1 hour"])
+    # done/sent boundaries
+    extra = []
+    for r in inbox.values():
+        if r.state == "done" and r.done_t:
+            extra.append(r.done_t)
+    for s in outbox.values():
+        if s.state == "sent" and s.sent_t:
+            extra.append(s.sent_t)
+    if older == "0":
+        settle(extra)
+    else:
+        settle()
+    sql = "SELECT durable.purge(older_than => %s::interval)"
+    params = [older]
+    t = now()
+    if older == "0":
+        ri = [r for r in inbox.values() if r.state == "done" and r.done_t[1] < t]
+        so = [s for s in outbox.values() if s.state == "sent" and s.sent_t[1] < t]
+    else:
+        ri, so = [], []
+    res = call(sql, params)
+    note(f"purge {older} -> {res[:2]}")
+    if not check("purge", sql, params, None, res):
+        return
+    n = res[1][0][0]
+    if n != len(ri) + len(so):
+        finding(f"purge count (older_than={older})", f"  {fmtsql(sql, params)} -> {n} expected {len(ri) + len(so)}\n  recent: " + "\n    ".join(ops_log))
+        resync()
+        return
+    for r in ri:
+        del dedupe[r.dkey]
+        del inbox[r.id]
+    for s in so:
+        del outbox[s.key]
+
+
+def op_sleep():
+    time.sleep(R.choice([0.03, 0.07, 0.1]))
+    note("sleep")
+
+
+# ---------------------------------------------------------------- bad arguments
+BAD = [
+    ("SELECT * FROM durable.inbox_admit(source => '', message_id => 'x', chat_id => 'c0')", {"22023"}),
+    ("SELECT * FROM durable.inbox_admit(source => NULL, message_id => 'x', chat_id => 'c0')", {"22023"}),
+    ("SELECT * FROM durable.inbox_admit(source => 'tg', message_id => 'x', chat_id => '')", {"22023"}),
+    ("SELECT * FROM durable.inbox_admit(source => 'tg', message_id => 'x', chat_id => NULL)", {"22023"}),
+    ("SELECT * FROM durable.inbox_admit(source => 'tg', message_id => repeat('m', 513), chat_id => 'c0')", {"22023"}),
+    ("SELECT * FROM durable.inbox_admit(source => 'tg', message_id => 'x', chat_id => repeat('c', 513))", {"22023"}),
+    ("SELECT * FROM durable.inbox_admit(source => 'tg', message_id => 'x', chat_id => 'c0', instance => '')", {"22023"}),
+    ("SELECT * FROM durable.inbox_admit(source => 'tg', message_id => 'x', chat_id => 'c0', instance => 'i1', lease => '10 ms')", {"22023"}),
+    ("SELECT * FROM durable.inbox_admit(source => 'tg', message_id => 'x', chat_id => 'c0', instance => 'i1', lease => '8 days')", {"22023"}),
+    ("SELECT * FROM durable.inbox_admit(source => 'tg', message_id => 'x', chat_id => 'c0', payload => jsonb_build_object('p', repeat('x', 2000)))", {"54000"}),
+    ("SELECT * FROM durable.inbox_claim(instance => '')", {"22023"}),
+    ("SELECT * FROM durable.inbox_claim(instance => NULL)", {"22023"}),
+    ("SELECT * FROM durable.inbox_claim(instance => 'i1', max => 0)", {"22023"}),
+    ("SELECT * FROM durable.inbox_claim(instance => 'i1', max => -5)", {"22023"}),
+    ("SELECT * FROM durable.inbox_claim(instance => 'i1', lease => '19 ms')", {"22023"}),
+    ("SELECT * FROM durable.inbox_claim(instance => 'i1', lease => '-1 s')", {"22023"}),
+    ("SELECT * FROM durable.inbox_claim(instance => 'i1', wait => '-1 s')", {"22023"}),
+    ("SELECT * FROM durable.inbox_claim(instance => repeat('i', 513))", {"22023"}),
+    ("SELECT * FROM durable.outbox_begin(idempotency_key => '', chat_id => 'c0', payload => '{}', instance => 'i1')", {"22023"}),
+    ("SELECT * FROM durable.outbox_begin(idempotency_key => 'kk', chat_id => '', payload => '{}', instance => 'i1')", {"22023"}),
+    ("SELECT * FROM durable.outbox_begin(idempotency_key => 'kk', chat_id => 'c0', payload => '{}', instance => '')", {"22023"}),
+    ("SELECT * FROM durable.outbox_begin(idempotency_key => 'kk', chat_id => 'c0', payload => '{}', instance => NULL)", {"22023"}),
+    ("SELECT * FROM durable.outbox_begin(idempotency_key => repeat('k', 513), chat_id => 'c0', payload => '{}', instance => 'i1')", {"22023"}),
+    ("SELECT * FROM durable.outbox_begin(idempotency_key => 'kk', chat_id => 'c0', payload => '{}', instance => 'i1', lease => '5 ms')", {"22023"}),
+    ("SELECT * FROM durable.outbox_enqueue(idempotency_key => 'kk', chat_id => NULL, payload => '{}')", {"22023"}),
+    ("SELECT * FROM durable.outbox_enqueue(idempotency_key => 'kk', chat_id => 'c0', payload => jsonb_build_object('p', repeat('x', 2000)))", {"54000"}),
+    ("SELECT * FROM durable.outbox_enqueue(idempotency_key => 'kk', chat_id => 'c0', payload => '{}', not_before => now() + interval '400 days')", {"22023"}),
+    ("SELECT * FROM durable.outbox_claim(instance => 'i1', max => 0)", {"22023"}),
+    ("SELECT * FROM durable.outbox_claim(instance => '')", {"22023"}),
+    ("SELECT * FROM durable.outbox_claim(instance => 'i1', lease => '1 ms')", {"22023"}),
+    ("SELECT durable.outbox_heartbeat(key => 'nokey', token => 1, lease => '1 ms')", {"22023"}),
+    ("SELECT durable.inbox_heartbeat(id => 1, token => 1, lease => '8 days')", {"22023"}),
+    ("SELECT durable.outbox_retry(key => NULL)", {"22023"}),
+    ("SELECT durable.outbox_retry(key => '')", {"22023"}),
+    ("SELECT durable.outbox_discard(key => NULL)", {"22023"}),
+    ("SELECT durable.inbox_replay(id => NULL)", {"22023"}),
+    ("SELECT durable.outbox_sent(key => NULL, token => 1, provider_message_id => 'p')", {"22023"}),
+    ("SELECT durable.instance_start(instance => '')", {"22023"}),
+    ("SELECT durable.instance_start(instance => NULL)", {"22023"}),
+    ("SELECT durable.purge(batch => 0)", {"22023"}),
+    ("SELECT durable.purge(older_than => '-1 day')", {"22023"}),
+    ("SELECT durable.inbox_complete(ids => ARRAY[1,2]::bigint[], tokens => ARRAY[1]::bigint[])", {"22023"}),
+    ("SELECT durable.inbox_fail(id => 1, token => 1, error => 'e', retry_in => '-1 s')", {"22023"}),
+]
+
+
+def op_bad():
+    sql, exp = R.choice(BAD)
+    settle()
+    res = call(sql)
+    note(f"bad {sql} -> {res[:2]}")
+    check("bad:" + sql[:60], sql, [], exp, res)
+    if res[0] == "ok":
+        resync()
+
+
+def compare_all():
+    cur.execute("SELECT id, state, attempts, token, owner, error FROM durable.inbox")
+    db = {row[0]: row for row in cur.fetchall()}
+    bad = []
+    for id_, r in inbox.items():
+        row = db.get(id_)
+        if row is None:
+            bad.append(f"inbox {id_} missing in db (model {r.state})")
+            continue
+        if row[1] != r.state or row[2] != r.attempts or (r.state == "leased" and (row[3] != r.token or row[4] != r.owner)):
+            bad.append(f"inbox {id_}: db {row[1:5]} model {(r.state, r.attempts, r.token, r.owner)}")
+    for id_ in db:
+        if id_ not in inbox:
+            bad.append(f"inbox {id_} extra in db {db[id_]}")
+    cur.execute("SELECT key, state, attempts, token, owner, provider_message_id FROM durable.outbox")
+    db = {row[0]: row for row in cur.fetchall()}
+    for k, s in outbox.items():
+        row = db.get(k)
+        if row is None:
+            bad.append(f"outbox {k} missing in db (model {s.state})")
+            continue
+        if row[1] != s.state or row[2] != s.attempts or (s.state == "sending" and (row[3] != s.token or row[4] != s.owner)) or (s.state == "sent" and row[5] != s.pmid):
+            bad.append(f"outbox {k}: db {row[1:]} model {(s.state, s.attempts, s.token, s.owner, s.pmid)}")
+    for k in db:
+        if k not in outbox:
+            bad.append(f"outbox {k} extra in db {db[k]}")
+    if bad:
+        for b in bad:
+            finding("state-compare " + b[:140], "  " + b + "\n  recent: " + "\n    ".join(ops_log))
+        resync()
+
+
+OPS = [
+    (op_admit, 10), (op_claim, 8), (op_complete, 8), (op_complete_batch, 2), (op_fail, 5), (op_release, 3),
+    (op_heartbeat, 3), (op_replay, 3), (op_begin, 10), (op_sent, 5), (op_ofailed, 5), (op_enqueue, 6),
+    (op_oclaim, 5), (op_oheartbeat, 2), (op_oretry, 3), (op_odiscard, 2), (op_instance_start, 1),
+    (op_sweep, 2), (op_purge, 1), (op_sleep, 3), (op_bad, 2),
+]
+fns = [f for f, w in OPS]
+ws = [w for f, w in OPS]
+
+def standing_check():
+    settle()
+    t = now()
+    c2 = conn.cursor()
+    c2.execute("SELECT * FROM durable.standing()")
+    row = c2.fetchone()
+    t2 = now()
+    cnt = collections.Counter(r.state for r in inbox.values())
+    ocnt = collections.Counter(x.state for x in outbox.values())
+    expc = (cnt["pending"], cnt["leased"], cnt["dead"], ocnt["pending"], ocnt["sending"], ocnt["failed"], ocnt["dead"], ocnt["unknown"])
+    if tuple(row[:8]) != expc:
+        finding("standing counts", f"  standing {row[:8]} model {expc}\n  recent: " + "\n    ".join(ops_log))
+        return
+    waiting = [(r.nlo, r.nhi) for r in inbox.values() if r.state == "pending" and r.nhi < t] + \
+              [(x.nlo, x.nhi) for x in outbox.values() if x.state in ("pending", "failed") and x.nhi < t]
+    if waiting:
+        lo = min(w[0] for w in waiting)
+        hi = min(w[1] for w in waiting)
+        op = ts(row[8])
+        if op is None or not (lo - 0.006 <= op <= hi + 0.006):
+            finding("standing oldest_pending", f"  oldest_pending {op and op - t:+.4f} model [{lo - t:+.4f}, {hi - t:+.4f}] ({len(waiting)} waiting)\n  recent: " + "\n    ".join(ops_log))
+            return
+        age_lo, age_hi = t - hi, t2 - lo
+        cond_cnt = len(waiting) > BOUND_COUNT
+        if not cond_cnt and age_lo - 0.01 < BOUND_AGE < age_hi + 0.01:
+            return
+        exp_over = cond_cnt or age_lo > BOUND_AGE
+    else:
+        if row[8] is not None:
+            finding("standing oldest_pending not null", f"  {row}")
+        exp_over = False
+    if row[9] != exp_over:
+        finding(f"standing over_bound expected {exp_over}", f"  {row} waiting {len(waiting)}\n  recent: " + "\n    ".join(ops_log))
+    STATS["standing_checked"] += 1
+
+
+def post_check(fname, m0):
+    """The metrics moved and the NOTIFYs came as the model expects."""
+    if RESYNCED[0]:
+        return
+    m1 = read_metrics()
+    for k in METRIC_NAMES:
+        if m1[k] - m0[k] != EXPM[k]:
+            finding(f"metrics {k} after {fname}: expected +{EXPM[k]} got +{m1[k] - m0[k]}",
+                    "  recent: " + "\n    ".join(ops_log))
+    for c, p in NOTES:
+        if c == "durable_ready" and (set(p) != {"kind"} or p["kind"] not in ("inbox", "outbox")):
+            finding("durable_ready payload", f"  {p}")
+    missing = list(EXPN)
+    unexpected = []
+    for c, p in NOTES:
+        if c == "durable_ready":
+            continue
+        match = next((e for e in missing if e[0] == c and set(e[1]) == set(p)
+                      and all(v == "*" or p[kk] == v for kk, v in e[1].items())), None)
+        if match:
+            missing.remove(match)
+        else:
+            unexpected.append((c, p))
+    if missing or unexpected:
+        finding(f"notify after {fname}: missing {[e[0] for e in missing]} unexpected {[g[0] for g in unexpected]}",
+                f"  expected {EXPN}\n  got {NOTES}\n  recent: " + "\n    ".join(ops_log))
+
+
+def main():
+    start = time.time()
+    harness_errors = 0
+    for i in range(NOPS):
+        f = R.choices(fns, ws)[0]
+        m0 = read_metrics()
+        EXPM.clear()
+        EXPN.clear()
+        NOTES.clear()
+        RESYNCED[0] = False
+        try:
+            f()
+            post_check(f.__name__, m0)
+            if i % 5 == 0 and not RESYNCED[0]:
+                standing_check()
+        except Exception:
+            harness_errors += 1
+            print("harness exception at call", i, f.__name__)
+            traceback.print_exc()
+            resync()
+        if i % 25 == 24:
+            compare_all()
+        # Keep the model small enough to check as a whole every 25 calls.
+        if len(inbox) > 150 or len(outbox) > 150:
+            cur.execute("TRUNCATE durable.inbox, durable.outbox")
+            resync()
+            STATS["truncate"] += 1
+    compare_all()
+    print(f"\nSEED {SEED}: {NOPS} calls in {time.time() - start:.1f}s; "
+          f"{len(FINDINGS)} findings, {harness_errors} harness exceptions")
+    print("STATS", dict(sorted(STATS.items())))
+    print("CHOICES", dict(sorted(CHOICES.items())))
+    return 1 if FINDINGS or harness_errors else 0
+
+
+sys.exit(main())
