@@ -317,7 +317,7 @@ def resync():
 RESYNCED = [False]
 
 
-def check(opname, sql, params, exp_err, res, extra=""):
+def check(opname, sql, params, exp_err, res, extra="", in_tx=False):
     """exp_err: None (expect success) or set of acceptable SQLSTATEs. returns True if consistent"""
     STATS[opname] += 1
     if exp_err is None and res[0] == "ok":
@@ -330,6 +330,8 @@ def check(opname, sql, params, exp_err, res, extra=""):
     exp = "success" if exp_err is None else "ERROR " + "/".join(sorted(exp_err))
     sig, detail = mismatch(opname, sql, params, exp, res, extra)
     finding(sig, detail)
+    if in_tx:
+        cur.execute("ROLLBACK")
     resync()
     return False
 
@@ -918,6 +920,85 @@ def op_enqueue():
         resync()
 
 
+def op_handler_tx():
+    """A handler's transaction: its replies enqueued under the inbound lease
+    (derived keys), the completion (sometimes twice: a repeat within the
+    transaction is a no-op), then COMMIT, or ROLLBACK as if the handler
+    failed or its process died before committing: nothing of it stays but
+    the counters of calls."""
+    r = pick_rec()
+    tok = pick_token(r)
+    replies = R.choice([0, 1, 2])
+    twice = R.random() < 0.3
+    commit = R.random() < 0.7
+    if r is None or tok is None:
+        return
+    settle()
+    begun = now()
+    cur.execute("BEGIN")
+    sends_before = r.sends
+    created = []
+    failed = None
+    for _ in range(replies):
+        sql = ("SELECT key, created, state FROM durable.outbox_enqueue(idempotency_key => NULL, chat_id => %s,"
+               " payload => %s::jsonb, inbound_id => %s, inbound_token => %s)")
+        params = [r.chat, json.dumps({"reply": r.id}), r.id, tok]
+        exp, _ = inbound_check(r.id, tok, True)
+        res = call(sql, params)
+        note(f"tx enqueue reply of {r.id}/{tok} -> {res[:2]}")
+        if not check("tx:outbox_enqueue", sql, params, exp, res, in_tx=True):
+            return
+        if res[0] == "err":
+            failed = res
+            break
+        (k, was_created, st), = res[1]
+        if k != derived_key(r):
+            finding("tx outbox_enqueue derived key", f"  {fmtsql(sql, params)} -> {k}, expected {derived_key(r)}")
+            cur.execute("ROLLBACK")
+            resync()
+            return
+        r.sends += 1
+        if k in outbox:
+            em("outbox_deduped")
+            if (outbox[k].chat, outbox[k].payload) != (r.chat, canon({"reply": r.id})):
+                em("outbox_diverged")
+            if was_created is not False:
+                finding("tx outbox_enqueue existing key created", f"  {fmtsql(sql, params)} -> {res[1]}")
+        else:
+            created.append(k)
+            if was_created is not True or st != "pending":
+                finding("tx outbox_enqueue new", f"  {fmtsql(sql, params)} -> {res[1]}")
+    for _ in range(2 if twice else 1):
+        if failed:
+            break
+        sql = "SELECT durable.inbox_complete(id => %s::bigint, token => %s::bigint)"
+        params = [r.id, tok]
+        res = call(sql, params)
+        note(f"tx complete {r.id} {tok} -> {res[:2]}")
+        if not check("tx:inbox_complete", sql, params, stale_errs(r, tok, "complete"), res, in_tx=True):
+            return
+        if res[0] == "err":
+            failed = res
+    keep = commit and not failed
+    cur.execute("COMMIT" if keep else "ROLLBACK")
+    note(f"tx {'COMMIT' if keep else 'ROLLBACK'}")
+    if not keep:
+        r.sends = sends_before
+        return
+    r.state = "done"
+    r.done_t = (begun, now())
+    for k in created:
+        s = Snd()
+        s.key, s.seq, s.chat, s.payload = k, dbid(k), r.chat, canon({"reply": r.id})
+        s.state, s.attempts, s.token, s.owner, s.pmid, s.error, s.tokhist = "pending", 0, None, None, None, None, []
+        s.llo = s.lhi = 0
+        s.nlo, s.nhi = begun - 0.001, now()  # due at now(): the transaction's start
+        s.sent_t = None
+        outbox[k] = s
+        em("outbox_journaled")
+        em("outbox_deferred")
+
+
 def dbid(k):
     c2 = conn.cursor()
     c2.execute("SELECT id FROM durable.outbox WHERE key = %s", [k])
@@ -1357,7 +1438,7 @@ OPS = [
     (op_admit, 10), (op_claim, 8), (op_complete, 8), (op_complete_batch, 2), (op_fail, 5), (op_release, 3),
     (op_heartbeat, 3), (op_replay, 3), (op_begin, 10), (op_sent, 5), (op_ofailed, 5), (op_enqueue, 6),
     (op_oclaim, 5), (op_oheartbeat, 2), (op_oretry, 3), (op_odiscard, 2), (op_instance_start, 1),
-    (op_sweep, 2), (op_purge, 1), (op_sleep, 3), (op_bad, 2),
+    (op_sweep, 2), (op_purge, 1), (op_sleep, 3), (op_bad, 2), (op_handler_tx, 4),
 ]
 fns = [f for f, w in OPS]
 ws = [w for f, w in OPS]
@@ -1445,6 +1526,8 @@ def main():
             harness_errors += 1
             print("harness exception at call", i, f.__name__)
             traceback.print_exc()
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                cur.execute("ROLLBACK")
             resync()
         if i % 25 == 24:
             compare_all()
