@@ -39,6 +39,11 @@ SELECT state, provider_message_id, sent_at <= clock_timestamp() AS sent_now, lea
 -- A client retrying outbox_sent with the same token: a no-op success.
 SELECT durable.outbox_sent('rob-1', (SELECT token FROM durable.outbox WHERE key = 'rob-1'), 'tg-1001');
 
+-- A repeat that names another provider id is a no-op too, but a WARNING says so: two ids
+-- for one send mean the provider was called twice.  The first id stays.
+SELECT durable.outbox_sent('rob-1', (SELECT token FROM durable.outbox WHERE key = 'rob-1'), 'tg-1002');
+SELECT provider_message_id FROM durable.outbox WHERE key = 'rob-1';
+
 -- A repeat of a sent key is answered from the journal: action sent with the provider's id
 -- and no token (do not call the provider).
 SELECT action, key, token, provider_message_id, state

@@ -98,6 +98,7 @@ typedef struct OutboxProbe
 	int64		token;
 	bool		has_lease;
 	TimestampTz lease_until;
+	char	   *provider_message_id;	/* NULL until sent */
 } OutboxProbe;
 
 /* outbox_begin's answer: one result row, filled in by whichever path decides. */
@@ -241,7 +242,8 @@ outbox_probe(Datum key, OutboxProbe *probe)
 
 	values[0] = key;
 	durable_exec_explaining(plans,
-							"SELECT state, token, lease_until FROM durable.outbox WHERE key = $1",
+							"SELECT state, token, lease_until, provider_message_id"
+							" FROM durable.outbox WHERE key = $1",
 							1, types, values);
 	memset(probe, 0, sizeof(*probe));
 	probe->found = (SPI_processed == 1);
@@ -254,6 +256,8 @@ outbox_probe(Datum key, OutboxProbe *probe)
 	probe->has_lease = !durable_col_isnull(0, 3);
 	if (probe->has_lease)
 		probe->lease_until = DatumGetTimestampTz(durable_col(0, 3));
+	if (!durable_col_isnull(0, 4))
+		probe->provider_message_id = TextDatumGetCString(durable_col(0, 4));
 }
 
 /* Read an inbox record's state and token to explain a refused fence. */
@@ -389,6 +393,26 @@ outbox_count_repeat(Datum key, bool diverged, bool detail_for_begin)
 				 detail_for_begin ?
 				 errhint("On action send, send the journaled payload to the journaled chat, not this call's.") : 0));
 	}
+}
+
+/*
+ * A repeated outbox_sent is a no-op, but not silently when it names another
+ * provider message id than the one recorded: the provider was called twice
+ * for one send, and the chat has the message twice.
+ */
+static void
+outbox_warn_other_provider_id(Datum key, const OutboxProbe *probe, Datum provider_message_id)
+{
+	char	   *given = TextDatumGetCString(provider_message_id);
+
+	if (probe->provider_message_id == NULL || strcmp(probe->provider_message_id, given) == 0)
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("send \"%s\" was already confirmed with provider message id \"%s\"",
+					TextDatumGetCString(key), probe->provider_message_id),
+			 errdetail("The recorded id stands; \"%s\" is not recorded.", given),
+			 errhint("Two provider message ids for one send mean that the provider was called twice: the chat may show the message twice.")));
 }
 
 /* ---- outbox_begin ---- */
@@ -723,7 +747,9 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
  * send.  Accepted from the token's holder while the send is sending, or
  * unknown (flagged after its lease expired: the holder's confirmation
  * resolves the ambiguity truthfully).  A repeat by the same token once sent
- * is a no-op (a client retrying after a lost connection).
+ * is a no-op (a client retrying after a lost connection); one that names
+ * another provider message id keeps the first and warns, for two ids of one
+ * send mean that the provider was called twice.
  */
 Datum
 durable_outbox_sent(PG_FUNCTION_ARGS)
@@ -766,6 +792,7 @@ durable_outbox_sent(PG_FUNCTION_ARGS)
 	if (strcmp(probe.state, "sent") != 0)
 		outbox_error_state(values[0], probe.state,
 						   "Only a send in state sending or unknown can be confirmed as sent.");
+	outbox_warn_other_provider_id(values[0], &probe, values[2]);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

@@ -1114,7 +1114,11 @@ def op_sent():
         return
     if res[0] == "ok":
         if s.state == "sent":
-            CHOICES["sent-repeat-ok"] += 1
+            # A repeat: a no-op that keeps the first provider id, and warns
+            # when it names another one (the provider was called twice).
+            warned = any(n[0] == "23505" for n in notices)
+            if warned != (pm != s.pmid):
+                finding("outbox_sent repeat warning", f"  {fmtsql(sql, params)} recorded {s.pmid}: notices {notices}")
             return
         s.state, s.pmid = "sent", pm
         s.sent_t = (res[2], res[3])
