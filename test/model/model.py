@@ -1406,32 +1406,60 @@ def op_bad():
         resync()
 
 
+def within(t, lo, hi):
+    return t is not None and lo - EPS <= ts(t) <= hi + EPS
+
+
 def compare_all():
-    cur.execute("SELECT id, state, attempts, token, owner, error FROM durable.inbox")
-    db = {row[0]: row for row in cur.fetchall()}
+    """Both journals, whole, against the model; and the rules every row keeps
+    whatever the model says (README, "The journals"; tests.md's invariants)."""
     bad = []
-    for id_, r in inbox.items():
-        row = db.get(id_)
-        if row is None:
-            bad.append(f"inbox {id_} missing in db (model {r.state})")
-            continue
-        if row[1] != r.state or row[2] != r.attempts or (r.state == "leased" and (row[3] != r.token or row[4] != r.owner)):
-            bad.append(f"inbox {id_}: db {row[1:5]} model {(r.state, r.attempts, r.token, r.owner)}")
-    for id_ in db:
-        if id_ not in inbox:
-            bad.append(f"inbox {id_} extra in db {db[id_]}")
-    cur.execute("SELECT key, state, attempts, token, owner, provider_message_id FROM durable.outbox")
+    cur.execute("SELECT id, state, attempts, token, owner, error, lease_until, not_before, finished_at, done_at"
+                " FROM durable.inbox")
     db = {row[0]: row for row in cur.fetchall()}
-    for k, s in outbox.items():
-        row = db.get(k)
-        if row is None:
-            bad.append(f"outbox {k} missing in db (model {s.state})")
+    for id_, (_, state, attempts, token, owner, error, lease_until, not_before, finished_at, done_at) in db.items():
+        rules = {
+            "finished_at is NULL exactly while pending or leased": (finished_at is None) == (state in ("pending", "leased")),
+            "done_at is set exactly when done": (done_at is not None) == (state == "done"),
+            "a lease exactly while leased": (lease_until is not None) == (state == "leased"),
+            "a leased record has a token and an owner": state != "leased" or (token is not None and owner is not None),
+            "attempts within 0..max": 0 <= attempts <= MAXATT,
+            "a dead record used every attempt and says why": state != "dead" or (attempts == MAXATT and error),
+        }
+        bad += [f"inbox {id_} ({state}): {rule}" for rule, ok in rules.items() if not ok]
+        r = inbox.get(id_)
+        if r is None:
+            bad.append(f"inbox {id_} extra in db {db[id_][:6]}")
             continue
-        if row[1] != s.state or row[2] != s.attempts or (s.state == "sending" and (row[3] != s.token or row[4] != s.owner)) or (s.state == "sent" and row[5] != s.pmid):
-            bad.append(f"outbox {k}: db {row[1:]} model {(s.state, s.attempts, s.token, s.owner, s.pmid)}")
-    for k in db:
-        if k not in outbox:
-            bad.append(f"outbox {k} extra in db {db[k]}")
+        if state != r.state or attempts != r.attempts or (r.state == "leased" and (token != r.token or owner != r.owner)):
+            bad.append(f"inbox {id_}: db {(state, attempts, token, owner)} model {(r.state, r.attempts, r.token, r.owner)}")
+        elif state == "leased" and not within(lease_until, r.llo, r.lhi):
+            bad.append(f"inbox {id_}: lease_until {lease_until} outside the model's [{r.llo}, {r.lhi}]")
+        elif state == "pending" and not within(not_before, r.nlo, r.nhi):
+            bad.append(f"inbox {id_}: not_before {not_before} outside the model's [{r.nlo}, {r.nhi}]")
+    bad += [f"inbox {id_} missing in db (model {r.state})" for id_, r in inbox.items() if id_ not in db]
+    cur.execute("SELECT key, state, attempts, token, owner, provider_message_id, lease_until, sent_at"
+                " FROM durable.outbox")
+    db = {row[0]: row for row in cur.fetchall()}
+    for k, (_, state, attempts, token, owner, pmid, lease_until, sent_at) in db.items():
+        rules = {
+            "a lease exactly while sending": (lease_until is not None) == (state == "sending"),
+            "a sending send has a token and an owner": state != "sending" or (token is not None and owner is not None),
+            "sent_at and the provider id exactly when sent": ((sent_at is not None) == (state == "sent")
+                                                               and (pmid is not None) == (state == "sent")),
+            "attempts within 0..retries + 1": 0 <= attempts <= RETRIES + 1,
+        }
+        bad += [f"outbox {k} ({state}): {rule}" for rule, ok in rules.items() if not ok]
+        s = outbox.get(k)
+        if s is None:
+            bad.append(f"outbox {k} extra in db {db[k][:6]}")
+            continue
+        if (state != s.state or attempts != s.attempts or (s.state == "sending" and (token != s.token or owner != s.owner))
+                or (s.state == "sent" and pmid != s.pmid)):
+            bad.append(f"outbox {k}: db {db[k][1:6]} model {(s.state, s.attempts, s.token, s.owner, s.pmid)}")
+        elif state == "sending" and not within(lease_until, s.llo, s.lhi):
+            bad.append(f"outbox {k}: lease_until {lease_until} outside the model's [{s.llo}, {s.lhi}]")
+    bad += [f"outbox {k} missing in db (model {s.state})" for k, s in outbox.items() if k not in db]
     if bad:
         for b in bad:
             finding("state-compare " + b[:140], "  " + b + "\n  recent: " + "\n    ".join(ops_log))
