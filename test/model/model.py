@@ -207,26 +207,46 @@ def pick_lease():
     return R.choice(LEASES)
 
 
-def pick_rec(pref=("leased",)):
+def pick(journal, pref, p_pref):
+    """Mostly a record or send in one of the states pref; else any; else
+    none (a call on a record that does not exist)."""
     x = R.random()
-    if x < 0.7:
-        c = [r for r in inbox.values() if r.state in pref]
+    if x < p_pref:
+        c = [r for r in journal.values() if r.state in pref]
         if c:
             return R.choice(c)
-    if inbox and x < 0.95:
-        return R.choice(list(inbox.values()))
+    if journal and x < 0.95:
+        return R.choice(list(journal.values()))
     return None
 
 
-def pick_token(rec):
+def pick_rec(pref=("leased",)):
+    return pick(inbox, pref, 0.7)
+
+
+def pick_send(pref=("sending",)):
+    return pick(outbox, pref, 0.6)
+
+
+def pick_any_token(rec, p_current, p_earlier, others, made_up):
+    """Mostly rec's current token; else one it held before; else one of
+    others; else NULL or a token never handed out."""
     x = R.random()
-    if rec is not None and rec.token is not None and x < 0.7:
+    if rec is not None and rec.token is not None and x < p_current:
         return rec.token
-    if rec is not None and rec.tokhist and x < 0.85:
+    if rec is not None and rec.tokhist and x < p_earlier:
         return R.choice(rec.tokhist)
-    if x < 0.95 and oldtokens:
-        return R.choice(oldtokens)
-    return None if R.random() < 0.5 else 12345
+    if x < 0.95 and others:
+        return R.choice(others)
+    return None if R.random() < 0.5 else made_up
+
+
+def pick_token(rec):
+    return pick_any_token(rec, 0.7, 0.85, oldtokens, 12345)
+
+
+def pick_otoken(s):
+    return pick_any_token(s, 0.75, 0.9, [], 777)
 
 
 def chat_open(chat, ids_state=("pending", "leased")):
@@ -484,19 +504,24 @@ def stale_errs(r, tok, op):
     return {"DR001"}
 
 
-def op_complete():
+def inbox_confirm(op, sql):
+    """A confirmation (id, token) of a picked record: the record and the
+    answer when it is what the model expects, else None."""
     r = pick_rec()
     tok = pick_token(r)
-    id_ = r.id if r else 999999999
+    params = [r.id if r else 999999999, tok]
     settle()
-    sql = "SELECT durable.inbox_complete(id => %s::bigint, token => %s::bigint)"
-    params = [id_, tok]
-    exp = stale_errs(r, tok, "complete")
     res = call(sql, params)
-    note(f"complete {id_} {tok} -> {res[:2]}")
-    if not check("inbox_complete", sql, params, exp, res, extra=f"model: {r and (r.state, r.token, r.attempts)}"):
-        return
-    if res[0] == "ok" and r.state == "leased":
+    note(f"{op} {params} -> {res[:2]}")
+    if not check(f"inbox_{op}", sql, params, stale_errs(r, tok, op), res,
+                 extra=f"model: {r and (r.state, r.token, r.attempts)}"):
+        return None
+    return r, res
+
+
+def op_complete():
+    r, res = inbox_confirm("complete", "SELECT durable.inbox_complete(id => %s::bigint, token => %s::bigint)") or (None, None)
+    if res and res[0] == "ok":
         r.state = "done"
         r.done_t = (res[2], res[3])
 
@@ -570,20 +595,31 @@ def op_fail():
         finding("inbox_fail state", f"  {fmtsql(sql, params)} -> {res[1]} attempts {r.attempts}")
         resync()
         return
-    nbt = ts(nb)
-    if retry is not None:
-        d = {"0": 0, "40 milliseconds": 0.04, "10 minutes": 600}[retry]
-        lo, hi = t0 + d - EPS, t1 + d + EPS
-    else:
-        d = min(IBASE * 2 ** (r.attempts - 1), 1e9)
-        lo = t0 + min(d, 0.75 * ICAP) - EPS
-        hi = t1 + min(1.25 * d, ICAP) + EPS
-    if not (lo <= nbt <= hi):
-        finding(f"inbox_fail not_before range (retry_in={retry})", f"  {fmtsql(sql, params)} -> delay {nbt - t0:.4f}s, expected [{lo - t0:.4f}, {hi - t0:.4f}] attempts {r.attempts}")
+    nbt = check_due("inbox_fail", sql, params, nb, t0, t1, retry, r.attempts, IBASE, ICAP)
     r.state = "pending"
     r.error = err
     r.nlo = r.nhi = nbt
     check_err_stored("inbox", r.id, err)
+
+
+RETRY_IN = {"0": 0, "30 milliseconds": 0.03, "40 milliseconds": 0.04, "10 minutes": 600}
+
+
+def check_due(opname, sql, params, nb, t0, t1, retry, attempts, base, cap):
+    """A failure's not_before: retry_in from the call, or the backoff (base
+    doubling per attempt, plus up to 25 % jitter; past the cap drawn again up
+    to 25 % below it).  Returns it as the client's clock reads it."""
+    nbt = ts(nb)
+    if retry is not None:
+        lo, hi = t0 + RETRY_IN[retry] - EPS, t1 + RETRY_IN[retry] + EPS
+    else:
+        d = base * 2 ** (attempts - 1)
+        lo = t0 + min(d, 0.75 * cap) - EPS
+        hi = t1 + min(1.25 * d, cap) + EPS
+    if not (lo <= nbt <= hi):
+        finding(f"{opname} not_before range (retry_in={retry})",
+                f"  {fmtsql(sql, params)} -> delay {nbt - t0:.4f}s, expected [{lo - t0:.4f}, {hi - t0:.4f}] attempts {attempts}")
+    return nbt
 
 
 def check_err_stored(tab, ident, err):
@@ -611,46 +647,37 @@ def check_err_stored(tab, ident, err):
 
 
 def op_release():
-    r = pick_rec()
-    tok = pick_token(r)
-    id_ = r.id if r else 999999999
-    settle()
-    sql = "SELECT durable.inbox_release(id => %s, token => %s)"
-    params = [id_, tok]
-    exp = stale_errs(r, tok, "release")
-    res = call(sql, params)
-    note(f"release {id_} {tok} -> {res[:2]}")
-    if not check("inbox_release", sql, params, exp, res, extra=f"model: {r and (r.state, r.token, r.attempts)}"):
-        return
-    if res[0] == "ok":
+    r, res = inbox_confirm("release", "SELECT durable.inbox_release(id => %s, token => %s)") or (None, None)
+    if res and res[0] == "ok":
         r.state = "pending"
         r.attempts -= 1
         r.nlo, r.nhi = res[2], res[3]
 
 
-def op_heartbeat():
-    r = pick_rec()
-    tok = pick_token(r)
-    id_ = r.id if r else 999999999
-    lease = pick_lease()
-    settle()
-    sql = "SELECT durable.inbox_heartbeat(id => %s, token => %s"
-    params = [id_, tok]
+def heartbeat(opname, sql, params, lease, exp, rec, extra):
+    """inbox_heartbeat / outbox_heartbeat: the new lease runs lease from the call."""
     if lease:
         sql += ", lease => %s::interval"
         params.append(lease)
     sql += ")"
-    exp = stale_errs(r, tok, "heartbeat")
     res = call(sql, params)
-    note(f"heartbeat {id_} {tok} {lease} -> {res[:2]}")
-    if not check("inbox_heartbeat", sql, params, exp, res, extra=f"model: {r and (r.state, r.token, r.attempts)}"):
+    note(f"{opname} {params} -> {res[:2]}")
+    if not check(opname, sql, params, exp, res, extra=extra) or res[0] != "ok":
         return
-    if res[0] == "ok":
-        lu = ts(res[1][0][0])
-        L = lease_secs(lease)
-        if not (res[2] + L - EPS <= lu <= res[3] + L + EPS):
-            finding("inbox_heartbeat lease_until", f"  {fmtsql(sql, params)} -> {lu - res[2]:.4f}s expected {L}")
-        r.llo = r.lhi = lu
+    lu = ts(res[1][0][0])
+    L = lease_secs(lease)
+    if not (res[2] + L - EPS <= lu <= res[3] + L + EPS):
+        finding(f"{opname} lease_until", f"  {fmtsql(sql, params)} -> {lu - res[2]:.4f}s expected {L}")
+    rec.llo = rec.lhi = lu
+
+
+def op_heartbeat():
+    r = pick_rec()
+    tok = pick_token(r)
+    settle()
+    heartbeat("inbox_heartbeat", "SELECT durable.inbox_heartbeat(id => %s, token => %s",
+              [r.id if r else 999999999, tok], pick_lease(), stale_errs(r, tok, "heartbeat"), r,
+              f"model: {r and (r.state, r.token, r.attempts)}")
 
 
 def op_replay():
@@ -1059,26 +1086,6 @@ def op_oclaim():
             finding("outbox_claim row fields", f"  row {row} model att {s.attempts} chat {s.chat} payload {s.payload}")
 
 
-def pick_send(pref=("sending",)):
-    x = R.random()
-    if x < 0.6:
-        c = [s for s in outbox.values() if s.state in pref]
-        if c:
-            return R.choice(c)
-    if outbox and x < 0.95:
-        return R.choice(list(outbox.values()))
-    return None
-
-
-def pick_otoken(s):
-    x = R.random()
-    if s is not None and s.token is not None and x < 0.75:
-        return s.token
-    if s is not None and s.tokhist and x < 0.9:
-        return R.choice(s.tokhist)
-    return None if R.random() < 0.4 else 777
-
-
 def sent_errs(s, tok, op):
     """The error an outbox confirmation (op: sent, failed, heartbeat) of send s
     under tok raises: a set of SQLSTATEs, or None for success."""
@@ -1162,16 +1169,7 @@ def op_ofailed():
         finding(f"outbox_failed expected failed (attempts={s.attempts}, retries={RETRIES})", f"  {fmtsql(sql, params)} -> {res[1]}\n  recent: " + "\n    ".join(ops_log))
         resync()
         return
-    nbt = ts(nb)
-    if retry is not None:
-        d = {"0": 0, "30 milliseconds": 0.03, "10 minutes": 600}[retry]
-        lo, hi = t0 + d - EPS, t1 + d + EPS
-    else:
-        d = OBASE * 2 ** (s.attempts - 1)
-        lo = t0 + min(d, 0.75 * OCAP) - EPS
-        hi = t1 + min(1.25 * d, OCAP) + EPS
-    if not (lo <= nbt <= hi):
-        finding(f"outbox_failed not_before range (retry_in={retry})", f"  {fmtsql(sql, params)} -> delay {nbt - t0:.4f}s, expected [{lo - t0:.4f}, {hi - t0:.4f}] attempts {s.attempts}")
+    nbt = check_due("outbox_failed", sql, params, nb, t0, t1, retry, s.attempts, OBASE, OCAP)
     s.state = "failed"
     s.error = oerr
     s.nlo = s.nhi = nbt
@@ -1181,26 +1179,10 @@ def op_ofailed():
 def op_oheartbeat():
     s = pick_send()
     tok = pick_otoken(s)
-    k = s.key if s else "nokey"
-    lease = pick_lease()
     settle()
-    sql = "SELECT durable.outbox_heartbeat(key => %s, token => %s"
-    params = [k, tok]
-    if lease:
-        sql += ", lease => %s::interval"
-        params.append(lease)
-    sql += ")"
-    exp = sent_errs(s, tok, "heartbeat")
-    res = call(sql, params)
-    note(f"oheartbeat {k} {tok} {lease} -> {res[:2]}")
-    if not check("outbox_heartbeat", sql, params, exp, res, extra=f"model: {s and (s.state, s.token, s.attempts)}"):
-        return
-    if res[0] == "ok":
-        lu = ts(res[1][0][0])
-        L = lease_secs(lease)
-        if not (res[2] + L - EPS <= lu <= res[3] + L + EPS):
-            finding("outbox_heartbeat lease_until", f"  {fmtsql(sql, params)} -> {lu - res[2]:.4f}s expected {L}")
-        s.llo = s.lhi = lu
+    heartbeat("outbox_heartbeat", "SELECT durable.outbox_heartbeat(key => %s, token => %s",
+              [s.key if s else "nokey", tok], pick_lease(), sent_errs(s, tok, "heartbeat"), s,
+              f"model: {s and (s.state, s.token, s.attempts)}")
 
 
 def op_oretry():
@@ -1262,6 +1244,12 @@ def op_instance_start():
     a, b = res[1][0]
     if (a, b) != (len(ri), len(so)):
         finding("instance_start counts", f"  {fmtsql(sql, params)} -> {(a, b)} expected {(len(ri), len(so))}\n  recent: " + "\n    ".join(ops_log))
+    recover(ri, so, res)
+
+
+def recover(ri, so, res):
+    """Leases taken back (instance_start, sweep): inbox records pending now,
+    or dead on their last attempt; sends unknown."""
     for r in ri:
         if r.attempts >= MAXATT:
             r.state = "dead"
@@ -1289,18 +1277,7 @@ def op_sweep():
     a, b, c, d = res[1][0]
     if (a, b) != (len(ri), len(so)):
         finding("sweep counts", f"  sweep -> {res[1]} expected inbox_expired {len(ri)} (of which dead {sum(r.attempts >= MAXATT for r in ri)}), outbox_ambiguous {len(so)}\n  recent: " + "\n    ".join(ops_log))
-    for r in ri:
-        if r.attempts >= MAXATT:
-            r.state = "dead"
-            em("inbound_dead")
-            EXPN.append(("durable_dead", {"kind": "inbox", "id": r.id, "error": "*"}))
-        else:
-            r.state = "pending"
-            r.nlo, r.nhi = res[2], res[3]
-    for s in so:
-        s.state = "unknown"
-        em("outbox_ambiguous")
-        EXPN.append(("durable_ambiguous", {"key": s.key, "chat_id": s.chat}))
+    recover(ri, so, res)
     if d != 0:
         finding("sweep purged within the retention (7 days)", f"{res[1]}")
 
