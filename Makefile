@@ -122,12 +122,15 @@ CPPCHECK = cppcheck --quiet --error-exitcode=1 --enable=warning,performance,port
 CLANG_TIDY = clang-tidy --quiet --warnings-as-errors='*' \
 	--checks='-*,clang-analyzer-*,bugprone-*,-bugprone-reserved-identifier,-bugprone-easily-swappable-parameters,-bugprone-narrowing-conversions,-bugprone-sizeof-expression,-bugprone-branch-clone,-bugprone-implicit-widening-of-multiplication-result,-clang-analyzer-security.insecureAPI.*,-clang-analyzer-deadcode.DeadStores'
 CLIENT_SOURCES = cli/durablectl.c cli/text.c examples/c/bot.c
+PYTHON_SOURCES = examples/python/bot.py test/model/model.py test/memcheck/errors.py
+
 lint:
 	$(CPPCHECK) -I src -I $(PG_INCLUDEDIR_SERVER) -D__GNUC__ -DDURABLE_VERSION='"$(DURABLE_VERSION)"' src/*.c
 	$(CPPCHECK) -I $(shell $(PG_CONFIG) --includedir) $(CLIENT_SOURCES) test/crash/botsim.c
 	$(CLANG_TIDY) src/*.c -- -I src -I $(PG_INCLUDEDIR_SERVER) -I$(shell $(PG_CONFIG) --includedir) \
 		-DDURABLE_VERSION='"$(DURABLE_VERSION)"'
 	$(CLANG_TIDY) $(CLIENT_SOURCES) -- -I$(shell $(PG_CONFIG) --includedir)
+	/usr/bin/python3 -m pyflakes $(PYTHON_SOURCES)
 
 .PHONY: test demo bench bench-instructions
 test:

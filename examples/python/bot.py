@@ -34,7 +34,6 @@ PGUSER, PGDATABASE) or --dsn.  Requires the Debian package python3-psycopg.
 """
 
 import argparse
-import json
 import os
 import signal
 import sys
