@@ -95,6 +95,12 @@ def em(k, n=1):
 
 
 def finding(sig, detail):
+    if UNCERTAIN[0]:
+        # A deadline passed between settle() and the server's clock read
+        # (a loaded machine): the model's expectation may be the wrong one.
+        STATS["unverified (a deadline passed during the call)"] += 1
+        resync()
+        return
     if sig not in FINDINGS:
         FINDINGS[sig] = detail
         print("\n### FINDING", sig, "\n", detail, flush=True)
@@ -132,13 +138,15 @@ def call(sql, params=()):
     try:
         cur.execute(sql, params)
         rows = cur.fetchall() if cur.description else []
-        t1 = time.time()
-        return ("ok", rows, t0, t1)
+        res = ("ok", rows, t0, time.time())
     except psycopg.Error as e:
-        t1 = time.time()
         if e.sqlstate == "DR001":
             em("stale_leases")
-        return ("err", e.sqlstate, t0, t1, str(e).split("\n")[0])
+        res = ("err", e.sqlstate, t0, time.time(), str(e).split("\n")[0])
+    t1 = res[3]
+    if any(lo <= t1 and hi >= SETTLED_AT[0] for lo, hi in deadlines(SETTLE_EXTRA[0])):
+        UNCERTAIN[0] = True
+    return res
 
 
 def fmtsql(sql, params):
@@ -165,33 +173,46 @@ def now():
     return time.time()
 
 
+# When settle() last returned, and whether a deadline has passed since, before
+# the end of a call of this operation (set by call(), cleared per operation).
+SETTLED_AT = [0.0]
+UNCERTAIN = [False]
+SETTLE_EXTRA = [()]
+
+
+def deadlines(extra=()):
+    """The (lo, hi) brackets of every deadline the model knows: leases and
+    due times, and extra."""
+    bounds = list(extra)
+    for r in inbox.values():
+        if r.state == "leased":
+            bounds.append((r.llo, r.lhi))
+        elif r.state == "pending":
+            bounds.append((r.nlo, r.nhi))
+    for s in outbox.values():
+        if s.state == "sending":
+            bounds.append((s.llo, s.lhi))
+        elif s.state in ("pending", "failed"):
+            bounds.append((s.nlo, s.nhi))
+    return bounds
+
+
 def settle(extra=()):
-    """sleep until no time boundary is ambiguous"""
+    """Sleep until no deadline is within EPS of now, so that the call that
+    follows meets every deadline clearly passed or clearly ahead -- if it
+    reads the server's clock within EPS (call() checks that it did)."""
     while True:
         t = now()
         worst = None
-        bounds = list(extra)
-        for r in inbox.values():
-            if r.state == "leased":
-                bounds.append((r.llo, r.lhi))
-            elif r.state == "pending":
-                bounds.append((r.nlo, r.nhi))
-        for s in outbox.values():
-            if s.state == "sending":
-                bounds.append((s.llo, s.lhi))
-            elif s.state in ("pending", "failed"):
-                bounds.append((s.nlo, s.nhi))
-        for lo, hi in bounds:
+        for lo, hi in deadlines(extra):
             if lo - EPS <= t <= hi + EPS:
                 worst = max(worst or 0, hi + EPS)
         if worst is None:
+            SETTLED_AT[0] = t
+            SETTLE_EXTRA[0] = extra
             return
         STATS["settle_sleeps"] += 1
         time.sleep(max(0.0005, worst - t + 0.001))
-
-
-def expired(lo, hi):
-    return now() > hi + EPS  # settle() ran: certain
 
 
 # ---------------------------------------------------------------- pickers
@@ -253,6 +274,13 @@ def chat_open(chat, ids_state=("pending", "leased")):
     return sorted(r.id for r in inbox.values() if r.chat == chat and r.state in ids_state)
 
 
+def due(rec, lo, hi, deferred=True):
+    """rec is due at a time between lo and hi; deferred when that is later
+    than its creation (what the sweep's durable_ready announces)."""
+    rec.nlo, rec.nhi = lo, hi
+    rec.deferred = deferred
+
+
 def lease_rec(r, inst, lease, t0, t1, tok):
     if r.token is not None:
         r.tokhist.append(r.token)
@@ -282,10 +310,11 @@ def resync():
     """reload model from the journal after a discrepancy"""
     STATS["resync"] += 1
     RESYNCED[0] = True
-    cur.execute("SELECT id, source, message_id, chat_id, kind, payload::text, state, attempts, token, owner, lease_until, not_before, error, sends, done_at FROM durable.inbox")
+    cur.execute("SELECT id, source, message_id, chat_id, kind, payload::text, state, attempts, token, owner, lease_until,"
+                " not_before, error, sends, done_at, not_before > created_at FROM durable.inbox")
     seen = set()
     for row in cur.fetchall():
-        (id_, src, mid, chat, kind, pl, st, att, tok, own, lu, nb, err, sends, done_at) = row
+        (id_, src, mid, chat, kind, pl, st, att, tok, own, lu, nb, err, sends, done_at, deferred) = row
         seen.add(id_)
         r = inbox.get(id_)
         if r is None:
@@ -303,16 +332,19 @@ def resync():
         r.token = tok
         r.llo = r.lhi = ts(lu) if lu else 0
         r.nlo = r.nhi = ts(nb) if nb else 0
+        r.deferred = deferred
         r.sends = sends
         r.done_t = (ts(done_at), ts(done_at)) if done_at else None
     for id_ in list(inbox):
         if id_ not in seen:
             del dedupe[inbox[id_].dkey]
             del inbox[id_]
-    cur.execute("SELECT key, chat_id, payload::text, state, attempts, token, owner, lease_until, greatest(not_before, created_at), provider_message_id, error, id, sent_at FROM durable.outbox")
+    cur.execute("SELECT key, chat_id, payload::text, state, attempts, token, owner, lease_until,"
+                " greatest(not_before, created_at), provider_message_id, error, id, sent_at,"
+                " not_before > created_at FROM durable.outbox")
     seen = set()
     for row in cur.fetchall():
-        (k, chat, pl, st, att, tok, own, lu, nb, pm, err, oid, sent_at) = row
+        (k, chat, pl, st, att, tok, own, lu, nb, pm, err, oid, sent_at, deferred) = row
         seen.add(k)
         s = outbox.get(k)
         if s is None:
@@ -328,6 +360,7 @@ def resync():
         s.token = tok
         s.llo = s.lhi = ts(lu) if lu else 0
         s.nlo = s.nhi = ts(nb) if nb else 0
+        s.deferred = deferred
         s.sent_t = (ts(sent_at), ts(sent_at)) if sent_at else None
     for k in list(outbox):
         if k not in seen:
@@ -418,7 +451,7 @@ def op_admit():
     r.id = id_
     r.source, r.mid, r.chat, r.kind, r.payload, r.dkey = src, mid, chat, kind, canon(pl), dk
     r.state, r.attempts, r.token, r.owner, r.error, r.tokhist = "pending", 0, None, None, None, []
-    r.nlo, r.nhi = t0, t1
+    due(r, t0, t1, deferred=False)
     r.llo = r.lhi = 0
     r.sends = 0
     r.done_t = None
@@ -598,7 +631,7 @@ def op_fail():
     nbt = check_due("inbox_fail", sql, params, nb, t0, t1, retry, r.attempts, IBASE, ICAP)
     r.state = "pending"
     r.error = err
-    r.nlo = r.nhi = nbt
+    due(r, nbt, nbt)
     check_err_stored("inbox", r.id, err)
 
 
@@ -651,7 +684,7 @@ def op_release():
     if res and res[0] == "ok":
         r.state = "pending"
         r.attempts -= 1
-        r.nlo, r.nhi = res[2], res[3]
+        due(r, res[2], res[3])
 
 
 def heartbeat(opname, sql, params, lease, exp, rec, extra):
@@ -700,7 +733,7 @@ def op_replay():
     if res[0] == "ok":
         r.state = "pending"
         r.attempts = 0
-        r.nlo, r.nhi = res[2], res[3]
+        due(r, res[2], res[3])
         r.done_t = None
         em("inbound_replayed")
 
@@ -803,7 +836,7 @@ def op_begin():
         s.state, s.attempts, s.token, s.owner, s.pmid, s.error, s.tokhist = "sending", 1, tok, inst, None, None, []
         L = lease_secs(lease)
         s.llo, s.lhi = t0 + L, t1 + L
-        s.nlo = s.nhi = 0
+        due(s, 0, 0, deferred=False)
         s.sent_t = None
         outbox[k] = s
         em("outbox_journaled")
@@ -931,9 +964,9 @@ def op_enqueue():
         s.state, s.attempts, s.token, s.owner, s.pmid, s.error, s.tokhist = "pending", 0, None, None, None, None, []
         s.llo = s.lhi = 0
         if off is None or off < 0:
-            s.nlo, s.nhi = t0 - 0.001, t1  # now() = transaction start (autocommit: statement start)
+            due(s, t0 - 0.001, t1, deferred=False)  # now() = transaction start (autocommit: statement start)
         else:
-            s.nlo, s.nhi = t0 + off, t1 + off
+            due(s, t0 + off, t1 + off)
         s.sent_t = None
         outbox[k] = s
         em("outbox_journaled")
@@ -1019,7 +1052,7 @@ def op_handler_tx():
         s.key, s.seq, s.chat, s.payload = k, dbid(k), r.chat, canon({"reply": r.id})
         s.state, s.attempts, s.token, s.owner, s.pmid, s.error, s.tokhist = "pending", 0, None, None, None, None, []
         s.llo = s.lhi = 0
-        s.nlo, s.nhi = begun - 0.001, now()  # due at now(): the transaction's start
+        due(s, begun - 0.001, now(), deferred=False)  # due at now(): the transaction's start
         s.sent_t = None
         outbox[k] = s
         em("outbox_journaled")
@@ -1172,7 +1205,7 @@ def op_ofailed():
     nbt = check_due("outbox_failed", sql, params, nb, t0, t1, retry, s.attempts, OBASE, OCAP)
     s.state = "failed"
     s.error = oerr
-    s.nlo = s.nhi = nbt
+    due(s, nbt, nbt)
     check_err_stored("outbox", s.key, oerr)
 
 
@@ -1203,7 +1236,7 @@ def op_oretry():
         return
     if res[0] == "ok":
         s.state, s.attempts = "pending", 0
-        s.nlo, s.nhi = res[2], res[3]
+        due(s, res[2], res[3])
         em("outbox_retried")
 
 
@@ -1257,14 +1290,38 @@ def recover(ri, so, res):
             EXPN.append(("durable_dead", {"kind": "inbox", "id": r.id, "error": "*"}))
         else:
             r.state = "pending"
-            r.nlo, r.nhi = res[2], res[3]
+            due(r, res[2], res[3])
     for s in so:
         s.state = "unknown"
         em("outbox_ambiguous")
         EXPN.append(("durable_ambiguous", {"key": s.key, "chat_id": s.chat}))
 
 
+# Where the next sweep's due-work window starts, as the client's clock
+# brackets it: the previous sweep's now, or 30 s before the first one's.
+SWEEP_WINDOW = [None]
+
+
+def came_due(recs, start, t0):
+    """Of recs (pending or failed, deferred), how many came due after the
+    window's start (bracketed by start) and by the sweep's now (after t0,
+    settle() having made every due time clearly past or clearly ahead):
+    (certainly, possibly)."""
+    certain = possible = 0
+    for x in recs:
+        if not x.deferred or x.nhi > t0:
+            continue
+        if x.nlo > start[1] + EPS:
+            certain += 1
+        elif x.nhi >= start[0] - EPS:
+            possible += 1
+    return certain, possible
+
+
 def op_sweep():
+    """One pass by hand: expired leases recovered, and durable_ready with
+    outbox_due for deferred or retried work that came due in the window since
+    the previous pass (README, "NOTIFY channels")."""
     settle()
     t = now()
     ri = [r for r in inbox.values() if r.state == "leased" and r.lhi < t]
@@ -1274,12 +1331,30 @@ def op_sweep():
     note(f"sweep -> {res[:2]}")
     if not check("sweep", sql, [], None, res):
         return
-    a, b, c, d = res[1][0]
+    a, b, outbox_due, purged = res[1][0]
     if (a, b) != (len(ri), len(so)):
         finding("sweep counts", f"  sweep -> {res[1]} expected inbox_expired {len(ri)} (of which dead {sum(r.attempts >= MAXATT for r in ri)}), outbox_ambiguous {len(so)}\n  recent: " + "\n    ".join(ops_log))
     recover(ri, so, res)
-    if d != 0:
+    if purged != 0:
         finding("sweep purged within the retention (7 days)", f"{res[1]}")
+    t0, t1 = res[2], res[3]
+    start = SWEEP_WINDOW[0] or (t0 - 30, t1 - 30)
+    SWEEP_WINDOW[0] = (t0, t1)
+    # Records the pass recovered are due at its now: inside the window.
+    i_certain, i_possible = came_due([r for r in inbox.values() if r.state == "pending"], start, t1)
+    o_certain, o_possible = came_due([x for x in outbox.values() if x.state in ("pending", "failed")], start, t1)
+    if not o_certain <= outbox_due <= o_certain + o_possible:
+        finding("sweep outbox_due", f"  sweep -> {res[1]}: expected {o_certain} (+{o_possible} at the window's start)"
+                "\n  recent: " + "\n    ".join(ops_log))
+    kinds = {p["kind"] for c, p in NOTES if c == "durable_ready"}
+    STATS["sweep_outbox_due>0"] += outbox_due > 0
+    STATS["sweep_ready:" + ",".join(sorted(kinds))] += 1
+    for kind, certain, possible in (("inbox", i_certain, i_possible), ("outbox", o_certain, o_possible)):
+        if (kind in kinds and certain + possible == 0) or (kind not in kinds and certain > 0):
+            finding(f"sweep durable_ready {kind}", f"  sweep -> {res[1]}: announced {sorted(kinds)}, "
+                    f"{certain} (+{possible}) {kind} records came due\n  recent: " + "\n    ".join(ops_log))
+    if len([1 for c, _ in NOTES if c == "durable_ready"]) != len(kinds):
+        finding("sweep durable_ready twice", f"  {NOTES}")
 
 
 def op_purge():
@@ -1526,6 +1601,7 @@ def main():
         EXPN.clear()
         NOTES.clear()
         RESYNCED[0] = False
+        UNCERTAIN[0] = False
         try:
             f()
             post_check(f.__name__, m0)
