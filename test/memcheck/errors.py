@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
 """Read valgrind's logs (one per process) and print the errors that are
-durable's: an error whose stack reaches durable's code before PostgreSQL's
-own transaction or startup machinery, or whose uninitialised value was
-created in durable's code.  PostgreSQL's packages are not built with
-USE_VALGRIND, so the server itself reports a few known false positives
-(padding bytes written to WAL, SLRU pages and the relcache init file): those
-reach durable's frames only through CommitTransactionCommand, InitPostgres
-and the like, and are counted apart.  Exit status 1 when durable has one.
+durable's: any error with a frame of durable's code in one of its stacks
+(the error's, the allocation's or free's, the uninitialised value's
+origin), durable's frames known by the function names durable.so defines.
+PostgreSQL's packages are not built with USE_VALGRIND, so the server itself
+reports a few known false positives: padding bytes written by a syscall
+(WAL, SLRU pages, the relcache init file).  Those are the one kind of error
+that is not durable's when its frames are reached only through
+CommitTransactionCommand, InitPostgres and the like; they are counted apart.
+Exit status 1 when durable has one.
 
-    errors.py LOGDIR
+    errors.py LOGDIR DURABLE_SO
 """
 import collections
 import glob
 import os
 import re
+import subprocess
 import sys
 
 # Frames of PostgreSQL's own machinery: an error whose first durable frame
@@ -41,34 +44,52 @@ def blocks(path):
         yield current
 
 
-def durable_first(frames):
+def function_names(library):
+    """Every function durable.so defines (static ones too: it is not stripped)."""
+    out = subprocess.run(["nm", "--defined-only", library], capture_output=True, text=True, check=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.split()[1:2] and line.split()[1] in "tT"}
+
+
+FRAME = re.compile(r"(?:at|by) 0x[0-9A-F]+: (\S+) \((.*)\)$")
+
+
+def in_durable(line, names):
+    m = FRAME.search(line)
+    return bool(m) and (m.group(1) in names or "/durable.so" in m.group(2))
+
+
+def durable_first(frames, names):
     """Whether the stack reaches durable's code before PostgreSQL's machinery."""
     for line in frames:
         if CORE_BOUNDARY.search(line):
             return False
-        if "durable" in line and ("(in " in line or ".c:" in line):
+        if in_durable(line, names):
             return True
     return False
 
 
-def is_durable(block):
-    """The error's own stack, or the stack that created the uninitialised
-    value, reaches durable's code first."""
-    origin = next((i for i, line in enumerate(block) if "was created by" in line), len(block))
-    return durable_first(block[:origin]) or durable_first(block[origin:])
+def is_durable(block, names):
+    """A syscall's padding is durable's only when the stack reaches durable
+    first; any other error is durable's when any of its stacks shows one of
+    durable's frames."""
+    if block[0].startswith("Syscall param"):
+        origin = next((i for i, line in enumerate(block) if "was created by" in line), len(block))
+        return durable_first(block[:origin], names) or durable_first(block[origin:], names)
+    return any(in_durable(line, names) for line in block)
 
 
 def main():
     logdir = sys.argv[1]
+    names = function_names(sys.argv[2])
     ours = collections.Counter()
     example = {}
     core = 0
     for path in sorted(glob.glob(os.path.join(logdir, "*.log"))):
         for block in blocks(path):
-            if not re.match(r"(Invalid|Conditional|Use of|Syscall|Source and|Mismatched|Argument|"
-                            r"Jump|\d+ bytes in)", block[0]):
+            if not re.match(r"(Invalid|Conditional|Use of|Syscall|Source and|Mismatched|Argument|Jump)",
+                            block[0]):
                 continue
-            if is_durable(block):
+            if is_durable(block, names):
                 key = block[0] + " | " + " <- ".join(block[1:4])
                 ours[key] += 1
                 example.setdefault(key, (path, block))

@@ -98,8 +98,11 @@ def finding(sig, detail):
     if UNCERTAIN[0]:
         # A deadline passed between settle() and the server's clock read
         # (a loaded machine): the model's expectation may be the wrong one.
-        STATS["unverified (a deadline passed during the call)"] += 1
-        resync()
+        STATS["findings not judged"] += 1
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            resync()
+        else:
+            RESYNC_AFTER_OP[0] = True  # not from inside the operation's transaction
         return
     if sig not in FINDINGS:
         FINDINGS[sig] = detail
@@ -144,8 +147,9 @@ def call(sql, params=()):
             em("stale_leases")
         res = ("err", e.sqlstate, t0, time.time(), str(e).split("\n")[0])
     t1 = res[3]
-    if any(lo <= t1 and hi >= SETTLED_AT[0] for lo, hi in deadlines(SETTLE_EXTRA[0])):
+    if not UNCERTAIN[0] and any(lo <= t1 and hi >= SETTLED_AT[0] for lo, hi in deadlines(SETTLE_EXTRA[0])):
         UNCERTAIN[0] = True
+        STATS["calls not judged"] += 1
     return res
 
 
@@ -172,6 +176,8 @@ def lease_secs(l):
 def now():
     return time.time()
 
+
+RESYNC_AFTER_OP = [False]
 
 # When settle() last returned, and whether a deadline has passed since, before
 # the end of a call of this operation (set by call(), cleared per operation).
@@ -382,9 +388,9 @@ def check(opname, sql, params, exp_err, res, extra="", in_tx=False):
         return True
     exp = "success" if exp_err is None else "ERROR " + "/".join(sorted(exp_err))
     sig, detail = mismatch(opname, sql, params, exp, res, extra)
-    finding(sig, detail)
     if in_tx:
         cur.execute("ROLLBACK")
+    finding(sig, detail)
     resync()
     return False
 
@@ -815,7 +821,7 @@ def op_begin():
     s = outbox.get(k)
     if s is None and big:
         em("outbox_bypassed")
-        if act != "bypass" or tok is not None or not notices:
+        if act != "bypass" or tok is not None or not any(n[0] == "54000" for n in notices):
             finding("outbox_begin bypass", f"  {fmtsql(sql, params)} -> {res[1]} notices {notices}")
         c2 = conn.cursor()
         c2.execute("SELECT count(*) FROM durable.outbox WHERE key = %s", [k])
@@ -864,8 +870,8 @@ def op_begin():
         bad = True
     if not diverged and (jchat is not None or jpl is not None):
         bad = True
-    if diverged and not any(n[0] == "01000" or "diverg" in (n[1] or "").lower() or k in (n[1] or "") for n in notices):
-        finding("outbox_begin diverged no WARNING", f"  {fmtsql(sql, params)} notices {notices}")
+    if diverged != any(n[0] == "23505" and k in (n[1] or "") for n in notices):
+        finding("outbox_begin diverged WARNING", f"  {fmtsql(sql, params)} notices {notices}")
     if bad:
         finding(f"outbox_begin existing {s.state}{' expired' if ea=='unknown' and s.state=='sending' else ''}: expected ({ea},{est}{',diverged' if diverged else ''}) got ({act},{st})",
                 f"  {fmtsql(sql, params)}\n  -> {res[1]}\n  model send: state {s.state} att {s.attempts} tok {s.token} pmid {s.pmid} chat {s.chat} payload {s.payload} lease {s.lhi - t0:+.3f} nb {s.nhi - t0:+.3f}\n  recent: " + "\n    ".join(ops_log))
@@ -1013,8 +1019,8 @@ def op_handler_tx():
             break
         (k, was_created, st), = res[1]
         if k != derived_key(r):
-            finding("tx outbox_enqueue derived key", f"  {fmtsql(sql, params)} -> {k}, expected {derived_key(r)}")
             cur.execute("ROLLBACK")
+            finding("tx outbox_enqueue derived key", f"  {fmtsql(sql, params)} -> {k}, expected {derived_key(r)}")
             resync()
             return
         r.sends += 1
@@ -1160,6 +1166,8 @@ def op_sent():
             if warned != (pm != s.pmid):
                 finding("outbox_sent repeat warning", f"  {fmtsql(sql, params)} recorded {s.pmid}: notices {notices}")
             return
+        if notices:
+            finding("outbox_sent notice", f"  {fmtsql(sql, params)}: notices {notices}")
         s.state, s.pmid = "sent", pm
         s.sent_t = (res[2], res[3])
 
@@ -1490,10 +1498,10 @@ def compare_all():
         elif state == "pending" and not within(not_before, r.nlo, r.nhi):
             bad.append(f"inbox {id_}: not_before {not_before} outside the model's [{r.nlo}, {r.nhi}]")
     bad += [f"inbox {id_} missing in db (model {r.state})" for id_, r in inbox.items() if id_ not in db]
-    cur.execute("SELECT key, state, attempts, token, owner, provider_message_id, lease_until, sent_at"
-                " FROM durable.outbox")
+    cur.execute("SELECT key, state, attempts, token, owner, provider_message_id, lease_until, sent_at,"
+                " greatest(not_before, created_at) FROM durable.outbox")
     db = {row[0]: row for row in cur.fetchall()}
-    for k, (_, state, attempts, token, owner, pmid, lease_until, sent_at) in db.items():
+    for k, (_, state, attempts, token, owner, pmid, lease_until, sent_at, due_at) in db.items():
         rules = {
             "a lease exactly while sending": (lease_until is not None) == (state == "sending"),
             "a sending send has a token and an owner": state != "sending" or (token is not None and owner is not None),
@@ -1511,6 +1519,8 @@ def compare_all():
             bad.append(f"outbox {k}: db {db[k][1:6]} model {(s.state, s.attempts, s.token, s.owner, s.pmid)}")
         elif state == "sending" and not within(lease_until, s.llo, s.lhi):
             bad.append(f"outbox {k}: lease_until {lease_until} outside the model's [{s.llo}, {s.lhi}]")
+        elif state in ("pending", "failed") and not within(due_at, s.nlo, s.nhi):
+            bad.append(f"outbox {k}: due at {due_at}, outside the model's [{s.nlo}, {s.nhi}]")
     bad += [f"outbox {k} missing in db (model {s.state})" for k, s in outbox.items() if k not in db]
     if bad:
         for b in bad:
@@ -1534,6 +1544,9 @@ def standing_check():
     c2.execute("SELECT * FROM durable.standing()")
     row = c2.fetchone()
     t2 = now()
+    if any(lo <= t2 and hi >= SETTLED_AT[0] for lo, hi in deadlines()):
+        STATS["standing overtaken by a deadline"] += 1
+        return
     cnt = collections.Counter(r.state for r in inbox.values())
     ocnt = collections.Counter(x.state for x in outbox.values())
     expc = (cnt["pending"], cnt["leased"], cnt["dead"], ocnt["pending"], ocnt["sending"], ocnt["failed"], ocnt["dead"], ocnt["unknown"])
@@ -1604,7 +1617,11 @@ def main():
         UNCERTAIN[0] = False
         try:
             f()
+            if RESYNC_AFTER_OP[0]:
+                RESYNC_AFTER_OP[0] = False
+                resync()
             post_check(f.__name__, m0)
+            UNCERTAIN[0] = False
             if i % 5 == 0 and not RESYNCED[0]:
                 standing_check()
         except Exception:
@@ -1622,10 +1639,16 @@ def main():
             resync()
             STATS["truncate"] += 1
     compare_all()
+    unjudged = STATS["calls not judged"]
     print(f"\nSEED {SEED}: {NOPS} calls in {time.time() - start:.1f}s; "
-          f"{len(FINDINGS)} findings, {harness_errors} harness exceptions")
+          f"{len(FINDINGS)} findings, {harness_errors} harness exceptions, "
+          f"{unjudged} calls overtaken by a deadline ({STATS['findings not judged']} findings not judged)")
     print("STATS", dict(sorted(STATS.items())))
     print("CHOICES", dict(sorted(CHOICES.items())))
+    if unjudged > NOPS * 0.05:
+        print(f"too many calls overtaken by a deadline ({unjudged} of {NOPS}): the machine is too slow "
+              "for this test's 30 ms leases to say anything")
+        return 1
     return 1 if FINDINGS or harness_errors else 0
 
 
