@@ -454,64 +454,6 @@ direct_rels(void)
 	return &direct_rels_cache;
 }
 
-/* Whether relation `rv` (may be missing) is in durable's schema. */
-static bool
-direct_in_durable_schema(RangeVar *rv, Oid nsp, Oid *relid)
-{
-	*relid = RangeVarGetRelid(rv, NoLock, true);
-	return OidIsValid(*relid) && get_rel_namespace(*relid) == nsp;
-}
-
-/*
- * Refuse, outside durable's own scripts, the ALTER TABLE commands that
- * would change the type of a column of a table in durable's schema: ALTER
- * COLUMN ... TYPE on it, and making it a child (INHERIT, ATTACH PARTITION)
- * of a table whose column types the owner could change with it.  The C
- * code reads and writes those columns as the types the scripts created,
- * and another type would be misread (direct_attnum refuses the journals'
- * direct writes, but not every statement's reads).  Called by the utility
- * hook, before the command runs.
- */
-void
-durable_refuse_column_retype(AlterTableStmt *stmt)
-{
-	Oid			nsp;
-	Oid			relid;
-	Oid			child;
-	bool		ours;
-	ListCell   *lc;
-
-	if (creating_extension || stmt->relation == NULL)
-		return;
-	nsp = get_namespace_oid("durable", true);
-	if (!OidIsValid(nsp))
-		return;
-	ours = direct_in_durable_schema(stmt->relation, nsp, &relid);
-	foreach(lc, stmt->cmds)
-	{
-		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
-
-		if (ours && cmd->subtype == AT_AlterColumnType)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot change the type of column \"%s\" of \"durable.%s\"",
-							cmd->name, get_rel_name(relid)),
-					 errdetail("durable reads and writes its tables' columns as the types it created them with."),
-					 errhint("Keep data of your own in a table of your own that references the journal.")));
-		if (ours && cmd->subtype == AT_AddInherit)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("\"durable.%s\" cannot inherit from another table", get_rel_name(relid)),
-					 errdetail("A change of the parent's column types would change durable's.")));
-		if (cmd->subtype == AT_AttachPartition &&
-			direct_in_durable_schema(castNode(PartitionCmd, cmd->def)->name, nsp, &child))
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("\"durable.%s\" cannot be a partition of another table", get_rel_name(child)),
-					 errdetail("A change of the parent's column types would change durable's.")));
-	}
-}
-
 /* durable's indexes that the direct writes open by the OID of their name. */
 static const struct
 {

@@ -400,8 +400,6 @@ typedef struct DurableQueueRels
 extern void durable_queue_rels(DurableQueue queue, DurableQueueRels *rels);
 /* Open an index of durable's that must hold every entry, by its looked-up OID. */
 extern Relation durable_index_open(Oid index_oid, LOCKMODE lockmode);
-/* The utility hook's refusal of column type changes in durable's schema. */
-extern void durable_refuse_column_retype(AlterTableStmt *stmt);
 
 /*
  * Lease them in `queue`, passing each one to sink, oldest first; how many.
@@ -496,5 +494,8 @@ extern int64 durable_outbox_purge_direct(TimestampTz from, TimestampTz cutoff, i
 			durable_fail_point_hit(name); \
 	} while (0)
 extern void durable_fail_point_hit(const char *name);
+
+/* ddl_guard.c: the utility hook's refusals, before a command runs. */
+extern void durable_ddl_guard(Node *parsetree);
 
 #endif							/* DURABLE_H */

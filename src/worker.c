@@ -47,7 +47,9 @@
  * database has its worker back at once; after a successful DROP DATABASE
  * the slot is freed instead.  Only the database's owner (or a superuser)
  * stops a worker this way, so nobody else can use a doomed DROP DATABASE to
- * keep a database unswept.
+ * keep a database unswept.  The hook first hands every command to
+ * durable_ddl_guard (ddl_guard.c), which refuses what would change the
+ * journals' column types or queue a lock on them before a permission check.
  *
  * Slot protocol (fields of DurableDbSlot, under the slot's spinlock):
  *	- worker_starting: set by the launcher when it registers a worker, and
@@ -1540,6 +1542,7 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	volatile Oid blocked_db = InvalidOid;
 	volatile bool durable_existed = false;
 
+	durable_ddl_guard(parsetree);
 	switch (nodeTag(parsetree))
 	{
 		case T_DropdbStmt:
@@ -1574,10 +1577,6 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					blocked_db = wkr_stop_worker(stmt->dbname, false);
 				break;
 			}
-		case T_AlterTableStmt:
-			durable_refuse_column_retype((AlterTableStmt *) parsetree);
-			break;
-
 			/*
 			 * IF NOT EXISTS / IF EXISTS make these succeed for any role
 			 * that can connect, changing nothing: only a statement that

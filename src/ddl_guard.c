@@ -1,0 +1,314 @@
+/*-------------------------------------------------------------------------
+ *
+ * ddl_guard.c
+ *		The utility hook's refusals, made before a command runs: commands
+ *		on durable's relations that durable cannot live with, or that
+ *		PostgreSQL lets wait for a lock before it checks the role's right.
+ *
+ * Column types.  The C code reads and writes the journals' columns as the
+ * types durable's scripts created; ALTER COLUMN ... TYPE, or making a
+ * journal the child of a table whose column types the owner could change
+ * with it, is refused.
+ *
+ * Locks taken before the permission check.  Some commands lock the
+ * relation they name first and check the role's right on it afterwards:
+ * CREATE RULE (ACCESS EXCLUSIVE), CREATE TRIGGER (SHARE ROW EXCLUSIVE),
+ * a foreign key that references it (SHARE ROW EXCLUSIVE), a partition
+ * created of it or detached from a table (ACCESS EXCLUSIVE), a child
+ * table's INHERITS, CREATE STATISTICS and COMMENT (SHARE UPDATE
+ * EXCLUSIVE).  They fail once they get the lock, but while they wait —
+ * behind any open transaction that wrote the journal — every later lock
+ * request on it queues behind theirs: admits, claims, confirmations and
+ * the worker.  So any role with USAGE on schema durable (pg_monitor among
+ * them) could stall every bot for as long as it kept a transaction of its
+ * own open.  For a relation in durable's schema the hook makes the same
+ * check first, without a lock, and raises the error the command would
+ * have raised after its wait; a role that has the right goes on to the
+ * command, which checks again (spec lock_guard).
+ *
+ * IDENTIFICATION
+ *	  src/ddl_guard.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "durable.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
+
+/* Whether relation `rv` (may be missing) is in durable's schema. */
+static bool
+guard_in_durable_schema(RangeVar *rv, Oid nsp, Oid *relid)
+{
+	*relid = RangeVarGetRelid(rv, NoLock, true);
+	return OidIsValid(*relid) && get_rel_namespace(*relid) == nsp;
+}
+
+/*
+ * Refuse, outside durable's own scripts, the ALTER TABLE commands that
+ * would change the type of a column of a table in durable's schema: ALTER
+ * COLUMN ... TYPE on it, and making it a child (INHERIT, ATTACH PARTITION)
+ * of a table whose column types the owner could change with it.  The C
+ * code reads and writes those columns as the types the scripts created,
+ * and another type would be misread (direct_attnum refuses the journals'
+ * direct writes, but not every statement's reads).
+ */
+static void
+guard_column_retype(AlterTableStmt *stmt, Oid nsp)
+{
+	Oid			relid;
+	Oid			child;
+	bool		ours;
+	ListCell   *lc;
+
+	if (creating_extension || stmt->relation == NULL)
+		return;
+	ours = guard_in_durable_schema(stmt->relation, nsp, &relid);
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+		if (ours && cmd->subtype == AT_AlterColumnType)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot change the type of column \"%s\" of \"durable.%s\"",
+							cmd->name, get_rel_name(relid)),
+					 errdetail("durable reads and writes its tables' columns as the types it created them with."),
+					 errhint("Keep data of your own in a table of your own that references the journal.")));
+		if (ours && cmd->subtype == AT_AddInherit)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("\"durable.%s\" cannot inherit from another table", get_rel_name(relid)),
+					 errdetail("A change of the parent's column types would change durable's.")));
+		if (cmd->subtype == AT_AttachPartition &&
+			guard_in_durable_schema(castNode(PartitionCmd, cmd->def)->name, nsp, &child))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("\"durable.%s\" cannot be a partition of another table", get_rel_name(child)),
+					 errdetail("A change of the parent's column types would change durable's.")));
+	}
+}
+
+static const char *
+guard_relkind_word(Oid relid)
+{
+	switch (get_rel_relkind(relid))
+	{
+		case RELKIND_VIEW:
+			return "view";
+		case RELKIND_SEQUENCE:
+			return "sequence";
+		case RELKIND_INDEX:
+			return "index";
+		default:
+			return "table";
+	}
+}
+
+static bool
+guard_owns(Oid relid)
+{
+#if PG_VERSION_NUM >= 160000
+	return object_ownercheck(RelationRelationId, relid, GetUserId());
+#else
+	return pg_class_ownercheck(relid, GetUserId());
+#endif
+}
+
+static void
+guard_refuse(Oid relid, const char *command, const char *lock, bool ownership)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 ownership ?
+			 errmsg("must be owner of %s durable.%s", guard_relkind_word(relid), get_rel_name(relid)) :
+			 errmsg("permission denied for %s durable.%s", guard_relkind_word(relid), get_rel_name(relid)),
+			 errdetail("%s would wait for a %s lock on it before finding this out, and hold up every call on it while it waited.",
+					   command, lock)));
+}
+
+/* `command` on `rv` needs the role to own it, if it is durable's. */
+static void
+guard_require_owner(RangeVar *rv, Oid nsp, const char *command, const char *lock)
+{
+	Oid			relid;
+
+	if (guard_in_durable_schema(rv, nsp, &relid) && !guard_owns(relid))
+		guard_refuse(relid, command, lock, true);
+}
+
+/*
+ * `command` on `rv` needs `privilege` on it (on the table or, for
+ * REFERENCES, on any of its columns: the command checks the columns it
+ * names), if it is durable's.
+ */
+static void
+guard_require_privilege(RangeVar *rv, Oid nsp, AclMode privilege, const char *command,
+						const char *lock)
+{
+	Oid			relid;
+	Oid			role = GetUserId();
+
+	if (!guard_in_durable_schema(rv, nsp, &relid) ||
+		pg_class_aclcheck(relid, role, privilege) == ACLCHECK_OK ||
+		pg_attribute_aclcheck_all(relid, role, privilege, ACLMASK_ANY) == ACLCHECK_OK)
+		return;
+	guard_refuse(relid, command, lock, false);
+}
+
+/* The foreign keys among table elements or constraints (Constraint, ColumnDef). */
+static void
+guard_foreign_keys(List *elements, Oid nsp)
+{
+	ListCell   *lc;
+
+	foreach(lc, elements)
+	{
+		Node	   *node = lfirst(lc);
+
+		if (IsA(node, ColumnDef))
+			guard_foreign_keys(((ColumnDef *) node)->constraints, nsp);
+		else if (IsA(node, Constraint) && ((Constraint *) node)->contype == CONSTR_FOREIGN)
+			guard_require_privilege(((Constraint *) node)->pktable, nsp, ACL_REFERENCES,
+									"A foreign key", "SHARE ROW EXCLUSIVE");
+	}
+}
+
+static void
+guard_create_table(CreateStmt *stmt, Oid nsp)
+{
+	ListCell   *lc;
+
+	guard_foreign_keys(stmt->tableElts, nsp);
+	guard_foreign_keys(stmt->constraints, nsp);
+	foreach(lc, stmt->inhRelations)
+		guard_require_owner(lfirst_node(RangeVar, lc), nsp,
+							stmt->partbound ? "CREATE TABLE ... PARTITION OF" : "CREATE TABLE ... INHERITS",
+							stmt->partbound ? "ACCESS EXCLUSIVE" : "SHARE UPDATE EXCLUSIVE");
+}
+
+static void
+guard_alter_table(AlterTableStmt *stmt, Oid nsp)
+{
+	ListCell   *lc;
+
+	guard_column_retype(stmt, nsp);
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+		switch (cmd->subtype)
+		{
+			case AT_AddConstraint:
+			case AT_AddColumn:
+				guard_foreign_keys(list_make1(cmd->def), nsp);
+				break;
+			case AT_AddInherit:
+				guard_require_owner(castNode(RangeVar, cmd->def), nsp,
+									"ALTER TABLE ... INHERIT", "SHARE UPDATE EXCLUSIVE");
+				break;
+			case AT_DetachPartition:
+			case AT_DetachPartitionFinalize:
+				guard_require_owner(castNode(PartitionCmd, cmd->def)->name, nsp,
+									"ALTER TABLE ... DETACH PARTITION", "ACCESS EXCLUSIVE");
+				break;
+			default:
+				break;
+		}
+	}
+}
+
+/* COMMENT ON a relation or one of its columns. */
+static void
+guard_comment(CommentStmt *stmt, Oid nsp)
+{
+	List	   *names;
+
+	switch (stmt->objtype)
+	{
+		case OBJECT_TABLE:
+		case OBJECT_VIEW:
+		case OBJECT_SEQUENCE:
+		case OBJECT_INDEX:
+		case OBJECT_MATVIEW:
+		case OBJECT_FOREIGN_TABLE:
+			names = castNode(List, stmt->object);
+			break;
+		case OBJECT_COLUMN:
+			names = castNode(List, stmt->object);
+			if (list_length(names) < 2)
+				return;
+			names = list_truncate(list_copy(names), list_length(names) - 1);
+			break;
+		default:
+			return;
+	}
+	guard_require_owner(makeRangeVarFromNameList(names), nsp, "COMMENT", "SHARE UPDATE EXCLUSIVE");
+}
+
+/*
+ * Refuse `parsetree` before it runs if it is one of the commands of the
+ * file header; called by the utility hook.
+ */
+void
+durable_ddl_guard(Node *parsetree)
+{
+	Oid			nsp;
+	ListCell   *lc;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_RuleStmt:
+		case T_CreateTrigStmt:
+		case T_CreateStmt:
+		case T_CreateForeignTableStmt:
+		case T_AlterTableStmt:
+		case T_CreateStatsStmt:
+		case T_CommentStmt:
+			break;
+		default:
+			return;
+	}
+	nsp = get_namespace_oid("durable", true);
+	if (!OidIsValid(nsp))
+		return;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_RuleStmt:
+			guard_require_owner(((RuleStmt *) parsetree)->relation, nsp,
+								"CREATE RULE", "ACCESS EXCLUSIVE");
+			break;
+		case T_CreateTrigStmt:
+			guard_require_privilege(((CreateTrigStmt *) parsetree)->relation, nsp, ACL_TRIGGER,
+									"CREATE TRIGGER", "SHARE ROW EXCLUSIVE");
+			break;
+		case T_CreateStmt:
+			guard_create_table((CreateStmt *) parsetree, nsp);
+			break;
+		case T_CreateForeignTableStmt:
+			guard_create_table(&((CreateForeignTableStmt *) parsetree)->base, nsp);
+			break;
+		case T_AlterTableStmt:
+			guard_alter_table((AlterTableStmt *) parsetree, nsp);
+			break;
+		case T_CreateStatsStmt:
+			foreach(lc, ((CreateStatsStmt *) parsetree)->relations)
+			{
+				if (IsA(lfirst(lc), RangeVar))
+					guard_require_owner(lfirst_node(RangeVar, lc), nsp,
+										"CREATE STATISTICS", "SHARE UPDATE EXCLUSIVE");
+			}
+			break;
+		case T_CommentStmt:
+			guard_comment((CommentStmt *) parsetree, nsp);
+			break;
+		default:
+			break;
+	}
+}
