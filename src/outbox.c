@@ -230,8 +230,8 @@ outbox_error_inbound(int64 inbound_id, bool found, const char *state,
 /*
  * Read the state, token and lease of the send `key` (used to explain why a
  * fenced statement matched nothing; FOR SHARE under snapshot isolation:
- * durable_exec_explaining).  probe->state is allocated in the SPI context.
- * Caller must be connected to SPI.
+ * durable_exec_explaining).  probe->state and probe->provider_message_id
+ * are allocated in the SPI context.  Caller must be connected to SPI.
  */
 static void
 outbox_probe(Datum key, OutboxProbe *probe)
