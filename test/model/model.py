@@ -2,19 +2,24 @@
 """A model-based random test of durable's SQL API (test/model/run runs it).
 
 One connection makes random calls of every function (valid and invalid
-arguments, live and stale tokens, short leases that expire between calls)
-and checks each answer against a model of the journals written from the
-contract (api.md) and the README: the rows returned, the SQLSTATE of every
-error, the states and attempts of every record, the metrics' increments,
-the NOTIFYs, standing(), and every 25 calls the whole of both tables.
+arguments, live and stale tokens, short leases that expire between calls,
+claims that wait in the server) and checks each answer against a model of
+the journals written from the contract (api.md) and the README: the rows
+returned, the SQLSTATE of every error, the states and attempts of every
+record, the metrics' increments and their reset, the NOTIFYs, standing(),
+purge()'s batches, the gateway sessions (session_save/session_load), the
+permits of permit()'s sliding windows, and every 25 calls the whole of both
+journals and of the sessions table.
 
 Time is handled without guessing: every call is bracketed by the client's
 clock, and before a call whose answer depends on a deadline (a lease, a
-not_before) that falls within a few milliseconds of now, the test waits
-until the deadline has clearly passed.  So a loaded machine slows the test
-but does not change its verdict.  The worker of the test's database must be
-idle (durable.naptime = '1h', as in test/durable.conf): the test runs
-sweep() itself.
+not_before, a permit leaving its window, a session's max_age) that falls
+within a few milliseconds of now, the test waits until the deadline has
+clearly passed; a claim that waits in the server with nothing claimable is
+made only when no deadline falls within its wait.  So a loaded machine
+slows the test but does not change its verdict.  The worker of the test's
+database must be idle (durable.naptime = '1h', as in test/durable.conf):
+the test runs sweep() itself.
 
 A discrepancy is printed as a FINDING with the call, the answer, what the
 model expected and the last calls; the model then reloads the journals and
@@ -56,7 +61,7 @@ conn.add_notify_handler(lambda n: NOTES.append((n.channel, json.loads(n.payload)
 for ch in ("durable_dead", "durable_ambiguous", "durable_ready"):
     conn.execute(f"LISTEN {ch}")
 cur = conn.cursor()
-cur.execute("TRUNCATE durable.inbox, durable.outbox")
+cur.execute("TRUNCATE durable.inbox, durable.outbox, durable.sessions, durable.permits, durable.permit_buckets")
 for setting, value in [
         ("durable.inbox_max_attempts", MAXATT),
         ("durable.outbox_retries", RETRIES),
@@ -119,9 +124,16 @@ class Snd:  # outbox send
     pass
 
 
+class Sess:  # a gateway session saved
+    pass
+
+
 inbox = {}        # id -> Rec
 dedupe = {}       # dedupe key -> id
 outbox = {}       # key -> Snd
+sessions = {}     # (bot, shard) -> Sess
+grants = collections.defaultdict(list)  # permit bucket -> (lo, hi) of its grants in its window, oldest first
+LAST_ERR = [None]  # the exception of the last call that failed
 maxtok = [0]
 oldtokens = []
 ops_log = collections.deque(maxlen=12)
@@ -145,6 +157,7 @@ def call(sql, params=()):
     except psycopg.Error as e:
         if e.sqlstate == "DR001":
             em("stale_leases")
+        LAST_ERR[0] = e
         res = ("err", e.sqlstate, t0, time.time(), str(e).split("\n")[0])
     t1 = res[3]
     if not UNCERTAIN[0] and any(lo <= t1 and hi >= SETTLED_AT[0] for lo, hi in deadlines(SETTLE_EXTRA[0])):
@@ -371,6 +384,14 @@ def resync():
     for k in list(outbox):
         if k not in seen:
             del outbox[k]
+    sessions.clear()
+    cur.execute("SELECT bot, shard, session_id, sequence, resume_url, total_shards, saved_at FROM durable.sessions")
+    for bot, shard, sid, seq, url, total, saved_at in cur.fetchall():
+        sessions[(bot, shard)] = new_sess(sid, seq, url, total, ts(saved_at), ts(saved_at))
+    grants.clear()
+    cur.execute("SELECT bucket, granted_at FROM durable.permits ORDER BY granted_at")
+    for b, g in cur.fetchall():
+        grants[b].append((ts(g), ts(g)))
 
 
 RESYNCED = [False]
@@ -493,21 +514,72 @@ def claimable_inbox(t):
     return out
 
 
+WAITS = {"10 milliseconds": 0.01, "30 milliseconds": 0.03, "50 milliseconds": 0.05, "2 seconds": 2.0}
+
+
+def settle_ahead(span):
+    """settle(), then wait on until no deadline falls within span seconds
+    either: a claim that waits that long in the server, with nothing
+    claimable, meets no record coming due (which would end its wait)."""
+    while True:
+        settle()
+        t = SETTLED_AT[0]
+        ahead = [hi for lo, hi in deadlines() if lo <= t + span and hi >= t]
+        if not ahead:
+            return
+        STATS["settle_ahead_sleeps"] += 1
+        time.sleep(max(ahead) - t + EPS + 0.001)
+
+
+def claim_wait(claimable, mx):
+    """settle() before a claim, and its wait argument: mostly none; else
+    10-50 ms, or 2 s when something is claimable (it must come at once).
+    Nothing claimable: first waits until no deadline falls within the wait.
+    Returns (wait, the time the expectation is for, the expected records)."""
+    wait = R.choice(list(WAITS)[:3]) if R.random() < 0.3 else None
+    settle()
+    t = now()
+    exp = claimable(t)[:mx]
+    if wait and not exp:
+        settle_ahead(WAITS[wait] + 0.02)
+        t = now()
+        exp = claimable(t)[:mx]
+    if wait and exp and R.random() < 0.3:
+        wait = "2 seconds"
+    return wait, t, exp
+
+
+def claim_waited(opname, sql, params, wait, exp, res):
+    """A claim that waited, its rows as the model expects: it came at once
+    when it had something to claim, else after its wait (a loose bound)."""
+    if wait is None:
+        return
+    took = res[3] - res[2]
+    STATS[f"{opname} wait:{'claimed' if exp else 'nothing'}"] += 1
+    if exp and wait == "2 seconds" and took > 1.0:
+        finding(f"{opname}: a wait with work claimable did not return at once",
+                f"  {fmtsql(sql, params)} took {took:.3f}s for {len(exp)} rows\n  recent: " + "\n    ".join(ops_log))
+    if not exp and took < 0.8 * WAITS[wait]:
+        finding(f"{opname}: nothing claimable, returned before its wait",
+                f"  {fmtsql(sql, params)} took {took:.4f}s\n  recent: " + "\n    ".join(ops_log))
+
+
 def op_claim():
     inst = R.choice(INSTANCES)
     mx = R.choice([1, 1, 2, 3, 10])
     lease = pick_lease()
-    settle()
+    wait, t, exp = claim_wait(claimable_inbox, mx)
     sql = "SELECT id, token, source, message_id, chat_id, kind, payload::text, attempts FROM durable.inbox_claim(instance => %s, max => %s"
     params = [inst, mx]
     if lease:
         sql += ", lease => %s::interval"
         params.append(lease)
+    if wait:
+        sql += ", wait => %s::interval"
+        params.append(wait)
     sql += ")"
-    t = now()
-    exp = claimable_inbox(t)[:mx]
     res = call(sql, params)
-    note(f"claim {inst} max={mx} lease={lease} -> {res[:2]}")
+    note(f"claim {inst} max={mx} lease={lease} wait={wait} -> {res[:2]}")
     if not check("inbox_claim", sql, params, None, res):
         return
     got_ids = [row[0] for row in res[1]]
@@ -517,6 +589,7 @@ def op_claim():
         finding("inbox_claim set differs", f"  {fmtsql(sql, params)}\n  expected ids {exp_ids}\n  got ids {got_ids}\n  open records (rel. times):\n{det}\n  recent: " + "\n    ".join(ops_log))
         resync()
         return
+    claim_waited("inbox_claim", sql, params, wait, exp, res)
     for row in res[1]:
         r = inbox[row[0]]
         newtoken(row[1], "claim")
@@ -1088,7 +1161,7 @@ def op_oclaim():
     inst = R.choice(INSTANCES)
     mx = R.choice([1, 2, 10, None])
     lease = pick_lease()
-    settle()
+    wait, t, exp = claim_wait(claimable_outbox, mx or 10)
     sql = "SELECT key, token, chat_id, payload::text, attempts FROM durable.outbox_claim(instance => %s"
     params = [inst]
     if mx is not None:
@@ -1097,11 +1170,12 @@ def op_oclaim():
     if lease:
         sql += ", lease => %s::interval"
         params.append(lease)
+    if wait:
+        sql += ", wait => %s::interval"
+        params.append(wait)
     sql += ")"
-    t = now()
-    exp = claimable_outbox(t)[:mx or 10]
     res = call(sql, params)
-    note(f"oclaim {inst} max={mx} lease={lease} -> {res[:2]}")
+    note(f"oclaim {inst} max={mx} lease={lease} wait={wait} -> {res[:2]}")
     if not check("outbox_claim", sql, params, None, res):
         return
     got = [row[0] for row in res[1]]
@@ -1111,6 +1185,7 @@ def op_oclaim():
         finding("outbox_claim set differs", f"  {fmtsql(sql, params)}\n  expected {expk}\n  got {got}\n  open sends:\n{det}\n  recent: " + "\n    ".join(ops_log))
         resync()
         return
+    claim_waited("outbox_claim", sql, params, wait, exp, res)
     for row in res[1]:
         s = outbox[row[0]]
         newtoken(row[1], "oclaim")
@@ -1365,47 +1440,292 @@ def op_sweep():
         finding("sweep durable_ready twice", f"  {NOTES}")
 
 
+# purge()'s older_than: the finish time a record must be older than (NULL:
+# durable.retention, 7 days).
+PURGE_AGE = {None: 7 * 86400.0, "0": 0.0, "50 milliseconds": 0.05, "1 hour": 3600.0}
+
+
 def op_purge():
-    older = R.choice([None, "0", "1 hour"])
-    # done/sent boundaries
-    extra = []
-    for r in inbox.values():
-        if r.state == "done" and r.done_t:
-            extra.append(r.done_t)
-    for s in outbox.values():
-        if s.state == "sent" and s.sent_t:
-            extra.append(s.sent_t)
-    if older == "0":
-        settle(extra)
-    else:
-        settle()
-    sql = "SELECT durable.purge(older_than => %s::interval)"
+    """purge(older_than, batch): up to batch (NULL or omitted: 10,000) of the
+    done and sent records finished more than older_than ago.  Which ones when
+    more are old enough the README does not say: any batch of them, and
+    nothing else (the journals say which went)."""
+    older = R.choice(list(PURGE_AGE))
+    batch = R.choice(["omit", "omit", "omit", "NULL", 1, 1, 2, 3])
+    age = PURGE_AGE[older]
+    fin = [(r, r.done_t) for r in inbox.values() if r.state == "done" and r.done_t] + \
+          [(s, s.sent_t) for s in outbox.values() if s.state == "sent" and s.sent_t]
+    settle([(lo + age, hi + age) for _, (lo, hi) in fin])
+    sql = "SELECT durable.purge(older_than => %s::interval"
     params = [older]
+    if batch != "omit":
+        sql += ", batch => %s"
+        params.append(None if batch == "NULL" else batch)
+    sql += ")"
     t = now()
-    if older == "0":
-        ri = [r for r in inbox.values() if r.state == "done" and r.done_t[1] < t]
-        so = [s for s in outbox.values() if s.state == "sent" and s.sent_t[1] < t]
-    else:
-        ri, so = [], []
+    old = [x for x, (lo, hi) in fin if hi + age < t]
+    limit = 10000 if batch in ("omit", "NULL") else batch
     res = call(sql, params)
-    note(f"purge {older} -> {res[:2]}")
+    note(f"purge {older} batch={batch} -> {res[:2]}")
     if not check("purge", sql, params, None, res):
         return
     n = res[1][0][0]
-    if n != len(ri) + len(so):
-        finding(f"purge count (older_than={older})", f"  {fmtsql(sql, params)} -> {n} expected {len(ri) + len(so)}\n  recent: " + "\n    ".join(ops_log))
+    if n != min(limit, len(old)):
+        finding(f"purge count (older_than={older}, batch={batch})",
+                f"  {fmtsql(sql, params)} -> {n} expected {min(limit, len(old))} ({len(old)} old enough)\n  recent: " + "\n    ".join(ops_log))
         resync()
         return
-    for r in ri:
-        del dedupe[r.dkey]
-        del inbox[r.id]
-    for s in so:
-        del outbox[s.key]
+    c2 = conn.cursor()
+    c2.execute("SELECT array(SELECT id FROM durable.inbox), array(SELECT key FROM durable.outbox)")
+    ids, keys = map(set, c2.fetchone())
+    gone = [r for r in inbox.values() if r.id not in ids] + [x for x in outbox.values() if x.key not in keys]
+    if len(gone) != n or any(x not in old for x in gone):
+        finding(f"purge deleted other records than {n} of the old enough (older_than={older}, batch={batch})",
+                f"  {fmtsql(sql, params)} -> {n}; gone {[getattr(x, 'id', None) or x.key for x in gone]}, "
+                f"old enough {[getattr(x, 'id', None) or x.key for x in old]}\n  recent: " + "\n    ".join(ops_log))
+        resync()
+        return
+    if n < len(old):
+        # Not in the README: what this build chose (inbox first, then oldest first).
+        first = sorted(old, key=lambda x: (isinstance(x, Snd), (x.sent_t if isinstance(x, Snd) else x.done_t)[0]))[:n]
+        CHOICES["purge batch: " + ("inbox first, oldest first" if set(first) == set(gone) else "another order")] += 1
+    for x in gone:
+        if isinstance(x, Snd):
+            del outbox[x.key]
+        else:
+            del dedupe[x.dkey]
+            del inbox[x.id]
 
 
 def op_sleep():
     time.sleep(R.choice([0.03, 0.07, 0.1]))
     note("sleep")
+
+
+# ---------------------------------------------------------------- sessions, permits, metrics_reset
+BOTS = ["b1", "b2"]
+URLS = ["wss://gateway.example/?v=10", "wss://gateway.example/?v=9"]
+TOTALS = [1, 2, 4]
+SECRET = "SECRET-7f3a9c"
+FUTURE = 5.0  # a session saved further ahead of the clock than this is not trusted
+MAX_AGES = {"omit": 60.0, None: 60.0, "0": 0.0, "50 milliseconds": 0.05, "150 milliseconds": 0.15,
+            "1 day": 86400.0, "366 days": 366 * 86400.0}
+SESSION_TYPES = {"bot": "text", "shard": "int", "session_id": "text", "sequence": "bigint",
+                 "resume_url": "text", "total_shards": "int", "max_age": "interval"}
+# One argument refused (22023; "total": the shard as high as total_shards).
+SAVE_BAD = [("bot", None), ("bot", ""), ("bot", "b" * 513), ("shard", None), ("shard", -1), ("shard", "total"),
+            ("session_id", None), ("session_id", ""), ("session_id", SECRET * 40), ("sequence", None),
+            ("sequence", -1), ("resume_url", None), ("resume_url", ""), ("resume_url", "u" * 2049),
+            ("total_shards", None), ("total_shards", 0), ("total_shards", 16385)]
+LOAD_BAD = [(k, v) for k, v in SAVE_BAD if k not in ("session_id", "sequence")] + \
+           [("max_age", "-1 second"), ("max_age", "367 days"), ("max_age", "13 mons")]
+
+
+def new_sess(sid, seq, url, total, lo, hi):
+    x = Sess()
+    x.sid, x.seq, x.url, x.total, x.slo, x.shi = sid, seq, url, total, lo, hi
+    return x
+
+
+def session_call(fn, args):
+    return (f"SELECT * FROM durable.{fn}(" + ", ".join(f"{k} => %s::{SESSION_TYPES[k]}" for k in args) + ")",
+            list(args.values()))
+
+
+def bad_arg(opname, sql, params, name, secret=None):
+    """A call with one argument refused: 22023, with a message that names the
+    argument (README, "Errors") and never shows the session id."""
+    res = call(sql, params)
+    note(f"{opname} bad {name} -> {res[:2]}")
+    if not check(opname, sql, params, {"22023"}, res) or res[0] != "err":
+        return
+    d = LAST_ERR[0].diag
+    if name not in (d.message_primary or ""):
+        finding(f"{opname}: the message does not name {name}", f"  {fmtsql(sql, params)}: {d.message_primary!r}")
+    if secret and any(secret in (m or "") for m in (d.message_primary, d.message_detail, d.message_hint, d.context)):
+        finding(f"{opname}: an error shows the session id", f"  {fmtsql(sql, params)}: {d.message_primary!r}")
+
+
+def op_session_save():
+    """session_save: the shard's session, replacing the last one whatever its
+    sequence, stamped with the clock of the call; nothing saved when an
+    argument is refused or the transaction rolls back."""
+    total = R.choice(TOTALS)
+    args = {"bot": R.choice(BOTS), "shard": R.randrange(total), "session_id": f"sid-{R.randrange(10**6)}",
+            "sequence": R.choice([0, R.randrange(1, 10**6), 2**63 - 1]), "resume_url": R.choice(URLS),
+            "total_shards": total}
+    settle()
+    if R.random() < 0.2:
+        name, v = R.choice(SAVE_BAD)
+        secret = args["session_id"] if name != "session_id" else SECRET if v else None
+        args[name] = total if v == "total" else v
+        bad_arg("session_save", *session_call("session_save", args), name, secret)
+        return
+    sql, params = session_call("session_save", args)
+    rollback = R.random() < 0.1
+    if rollback:
+        cur.execute("BEGIN")
+    res = call(sql, params)
+    note(f"session_save {params}{' ROLLBACK' if rollback else ''} -> {res[:2]}")
+    if not check("session_save", sql, params, None, res, in_tx=rollback):
+        return
+    if rollback:
+        cur.execute("ROLLBACK")
+        return
+    sessions[(args["bot"], args["shard"])] = new_sess(args["session_id"], args["sequence"], args["resume_url"],
+                                                      total, res[2], res[3])
+
+
+def op_session_load():
+    """session_load: no row when nothing is saved; else the session, or
+    session_id and sequence NULL and the first reason that applies in
+    ignored: expired (older than max_age, NULL or omitted: 60 s), future
+    (saved over 5 s ahead of the clock), resume_url, total_shards; saved_at
+    either way."""
+    if sessions and R.random() < 0.8:
+        (bot, shard), x = R.choice(list(sessions.items()))
+        url = x.url if R.random() < 0.7 else R.choice(URLS)
+        total = x.total if R.random() < 0.7 else R.choice([n for n in TOTALS if n > shard])
+    else:
+        bot, total, url = R.choice(BOTS), R.choice(TOTALS), R.choice(URLS)
+        shard = R.randrange(total)
+    ma = R.choice(["omit", "omit"] + list(MAX_AGES)[1:])
+    args = {"bot": bot, "shard": shard, "resume_url": url, "total_shards": total}
+    if ma != "omit":
+        args["max_age"] = ma
+    if R.random() < 0.12:
+        name, v = R.choice(LOAD_BAD)
+        args[name] = total if v == "total" else v
+        settle()
+        bad_arg("session_load", *session_call("session_load", args), name)
+        return
+    sql, params = session_call("session_load", args)
+    x = sessions.get((bot, shard))
+    age = MAX_AGES[ma]
+    # The moments its age passes max_age, and it stops being too far ahead.
+    settle([(x.slo + age, x.shi + age), (x.slo - FUTURE, x.shi - FUTURE)] if x else ())
+    t = now()
+    if x is None:
+        exp = []
+    else:
+        ignored = ("expired" if x.shi + age < t else "future" if x.slo - FUTURE > t else
+                   "resume_url" if url != x.url else "total_shards" if total != x.total else None)
+        exp = [(None, None, ignored)] if ignored else [(x.sid, x.seq, None)]
+    res = call(sql, params)
+    note(f"session_load {bot}/{shard} {url} {total} max_age={ma} -> {res[:2]}")
+    if not check("session_load", sql, params, None, res):
+        return
+    got = [(row[0], row[1], row[3]) for row in res[1]]
+    STATS["session_load:" + (exp[0][2] or "resumable" if exp else "none saved")] += 1
+    if got != exp or (x and not within(res[1][0][2], x.slo, x.shi)):
+        what = ["no row" if not rows else rows[0][2] or "the session" for rows in (exp, got)]
+        finding(f"session_load: expected {what[0]} got {what[1]}",
+                f"  {fmtsql(sql, params)}\n  -> {res[1]}\n  expected {exp}\n  model: "
+                + (f"{x.sid} seq {x.seq} {x.url} total {x.total} saved [{x.slo - t:+.4f}, {x.shi - t:+.4f}]" if x else "nothing saved")
+                + "\n  recent: " + "\n    ".join(ops_log))
+        resync()
+
+
+def op_session_skew():
+    """A session whose saved_at is ahead of the database's clock (a dump
+    restored from a server whose clock ran ahead), set by hand: 2 s ahead is
+    tolerated, a minute is ignored as 'future' until it is 5 s ahead."""
+    if not sessions:
+        return
+    (bot, shard), x = R.choice(list(sessions.items()))
+    ahead = R.choice([2, 60, 60])
+    settle()
+    sql = "UPDATE durable.sessions SET saved_at = clock_timestamp() + %s::interval WHERE bot = %s AND shard = %s"
+    params = [f"{ahead} seconds", bot, shard]
+    res = call(sql, params)
+    note(f"session saved_at {bot}/{shard} +{ahead}s (by hand) -> {res[:2]}")
+    if check("session_skew (by hand)", sql, params, None, res):
+        x.slo, x.shi = res[2] + ahead, res[3] + ahead
+
+
+# permit() buckets: the per of all their calls (one per bucket, as the README
+# asks), in seconds, and the max they name (pd raises and lowers it).
+BUCKETS = {"pa": ("100 milliseconds", 0.1, [2]), "pb": ("50 milliseconds", 0.05, [1]),
+           "pc": ("1 hour", 3600.0, [3]), "pd": ("200 milliseconds", 0.2, [1, 2, 3]),
+           "pe": ("7 days", 7 * 86400.0, [1000000]), "pf": ("1 millisecond", 0.001, [1])}
+PERMIT_BAD = [("bucket", None), ("bucket", ""), ("bucket", "x" * 513), ("max", None), ("max", 0), ("max", -1),
+              ("max", 1000001), ("per", None), ("per", "0"), ("per", "-1 second"), ("per", "0.5 milliseconds"),
+              ("per", "7 days 1 second"), ("per", "1 mon")]
+
+
+def op_permit():
+    """permit(bucket, max, per), a few calls in a row: 0 and a grant when
+    fewer than max grants are younger than per, else how long until the grant
+    that keeps the window full leaves it, nothing consumed; a refused
+    argument consumes nothing, nor does a grant rolled back."""
+    b = R.choice(list(BUCKETS))
+    per_text, per, maxes = BUCKETS[b]
+    sql = "SELECT durable.permit(bucket => %s::text, max => %s::int, per => %s::interval)"
+    for _ in range(R.choice([1, 1, 2, 3, 4])):
+        args = {"bucket": b, "max": R.choice(maxes), "per": per_text}
+        if R.random() < 0.08:
+            name, v = R.choice(PERMIT_BAD)
+            args[name] = v
+            settle()
+            bad_arg("permit", sql, list(args.values()), name)
+            continue
+        mine = grants[b]
+        settle([(lo + per, hi + per) for lo, hi in mine])
+        t = now()
+        mine[:] = [g for g in mine if g[0] + per > t]  # the others left the window for good
+        mx = args["max"]
+        params = list(args.values())
+        rollback = R.random() < 0.1
+        if rollback:
+            cur.execute("BEGIN")
+        res = call(sql, params)
+        note(f"permit {b} {mx} {per_text}{' ROLLBACK' if rollback else ''} ({len(mine)} in the window) -> {res[:2]}")
+        if not check("permit", sql, params, None, res, in_tx=rollback):
+            return
+        if rollback:
+            cur.execute("ROLLBACK")
+        w = res[1][0][0].total_seconds()
+        window = ", ".join(f"[{lo + per - t:+.4f}, {hi + per - t:+.4f}]" for lo, hi in mine)
+        if len(mine) < mx:
+            STATS["permit:granted"] += 1
+            if w != 0:
+                finding("permit: a wait with a permit free", f"  {fmtsql(sql, params)} -> {w:.4f}s with {len(mine)} in the "
+                        f"window (they leave at {window})\n  recent: " + "\n    ".join(ops_log))
+                resync()
+                return
+            if not rollback:
+                mine.append((res[2], res[3]))
+        else:
+            STATS["permit:wait"] += 1
+            lo, hi = mine[len(mine) - mx]
+            wlo, whi = lo + per - res[3] - EPS, hi + per - res[2] + EPS
+            if not (w > 0 and wlo <= w <= whi):
+                finding(f"permit: wait with the window full{' (0: granted)' if w == 0 else ''}",
+                        f"  {fmtsql(sql, params)} -> {w:.4f}s expected [{wlo:.4f}, {whi:.4f}] ({len(mine)} in the "
+                        f"window, they leave at {window})\n  recent: " + "\n    ".join(ops_log))
+                resync()
+                return
+
+
+def op_metrics_reset():
+    """metrics_reset(): every counter 0 (post_check reads them after the
+    call), since the moment of the call."""
+    c2 = conn.cursor()
+    c2.execute("SELECT since FROM durable.metrics()")
+    since0 = c2.fetchone()[0]
+    before = read_metrics()
+    settle()
+    sql = "SELECT durable.metrics_reset()"
+    res = call(sql)
+    note(f"metrics_reset -> {res[:2]}")
+    if not check("metrics_reset", sql, [], None, res):
+        return
+    for k, v in before.items():
+        em(k, -v)
+    c2.execute("SELECT since FROM durable.metrics()")
+    since = c2.fetchone()[0]
+    if not (within(since, res[2], res[3]) and since > since0):
+        finding("metrics_reset since", f"  since {since} (before {since0}), the call [{res[2]}, {res[3]}]")
 
 
 # ---------------------------------------------------------------- bad arguments
@@ -1427,6 +1747,9 @@ BAD = [
     ("SELECT * FROM durable.inbox_claim(instance => 'i1', lease => '19 ms')", {"22023"}),
     ("SELECT * FROM durable.inbox_claim(instance => 'i1', lease => '-1 s')", {"22023"}),
     ("SELECT * FROM durable.inbox_claim(instance => 'i1', wait => '-1 s')", {"22023"}),
+    ("SELECT * FROM durable.inbox_claim(instance => 'i1', wait => '61 minutes')", {"22023"}),
+    ("SELECT * FROM durable.outbox_claim(instance => 'i1', wait => '-1 s')", {"22023"}),
+    ("SELECT * FROM durable.outbox_claim(instance => 'i1', wait => '61 minutes')", {"22023"}),
     ("SELECT * FROM durable.inbox_claim(instance => repeat('i', 513))", {"22023"}),
     ("SELECT * FROM durable.outbox_begin(idempotency_key => '', chat_id => 'c0', payload => '{}', instance => 'i1')", {"22023"}),
     ("SELECT * FROM durable.outbox_begin(idempotency_key => 'kk', chat_id => '', payload => '{}', instance => 'i1')", {"22023"}),
@@ -1450,6 +1773,7 @@ BAD = [
     ("SELECT durable.instance_start(instance => '')", {"22023"}),
     ("SELECT durable.instance_start(instance => NULL)", {"22023"}),
     ("SELECT durable.purge(batch => 0)", {"22023"}),
+    ("SELECT durable.purge(batch => -1)", {"22023"}),
     ("SELECT durable.purge(older_than => '-1 day')", {"22023"}),
     ("SELECT durable.inbox_complete(ids => ARRAY[1,2]::bigint[], tokens => ARRAY[1]::bigint[])", {"22023"}),
     ("SELECT durable.inbox_fail(id => 1, token => 1, error => 'e', retry_in => '-1 s')", {"22023"}),
@@ -1471,8 +1795,9 @@ def within(t, lo, hi):
 
 
 def compare_all():
-    """Both journals, whole, against the model; and the rules every row keeps
-    whatever the model says (README, "The journals"; tests.md's invariants)."""
+    """Both journals and the sessions, whole, against the model; and the rules
+    every row keeps whatever the model says (README, "The journals";
+    tests.md's invariants)."""
     bad = []
     cur.execute("SELECT id, state, attempts, token, owner, error, lease_until, not_before, finished_at, done_at"
                 " FROM durable.inbox")
@@ -1522,6 +1847,15 @@ def compare_all():
         elif state in ("pending", "failed") and not within(due_at, s.nlo, s.nhi):
             bad.append(f"outbox {k}: due at {due_at}, outside the model's [{s.nlo}, {s.nhi}]")
     bad += [f"outbox {k} missing in db (model {s.state})" for k, s in outbox.items() if k not in db]
+    cur.execute("SELECT bot, shard, session_id, sequence, resume_url, total_shards, saved_at FROM durable.sessions")
+    db = {row[:2]: row for row in cur.fetchall()}
+    for k, (_, _, sid, seq, url, total, saved_at) in db.items():
+        x = sessions.get(k)
+        if x is None:
+            bad.append(f"session {k} extra in db {(sid, seq, url, total)}")
+        elif (sid, seq, url, total) != (x.sid, x.seq, x.url, x.total) or not within(saved_at, x.slo, x.shi):
+            bad.append(f"session {k}: db {(sid, seq, url, total, saved_at)} model {(x.sid, x.seq, x.url, x.total, x.slo, x.shi)}")
+    bad += [f"session {k} missing in db" for k in sessions if k not in db]
     if bad:
         for b in bad:
             finding("state-compare " + b[:140], "  " + b + "\n  recent: " + "\n    ".join(ops_log))
@@ -1532,7 +1866,8 @@ OPS = [
     (op_admit, 10), (op_claim, 8), (op_complete, 8), (op_complete_batch, 2), (op_fail, 5), (op_release, 3),
     (op_heartbeat, 3), (op_replay, 3), (op_begin, 10), (op_sent, 5), (op_ofailed, 5), (op_enqueue, 6),
     (op_oclaim, 5), (op_oheartbeat, 2), (op_oretry, 3), (op_odiscard, 2), (op_instance_start, 1),
-    (op_sweep, 2), (op_purge, 1), (op_sleep, 3), (op_bad, 2), (op_handler_tx, 4),
+    (op_sweep, 2), (op_purge, 2), (op_sleep, 3), (op_bad, 2), (op_handler_tx, 4),
+    (op_session_save, 2), (op_session_load, 3), (op_session_skew, 0.5), (op_permit, 3), (op_metrics_reset, 0.5),
 ]
 fns = [f for f, w in OPS]
 ws = [w for f, w in OPS]
