@@ -41,10 +41,17 @@
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 
-/* Whether relation `rv` (may be missing) is in durable's schema. */
+/*
+ * Whether relation `rv` (may be missing) is in durable's schema.  A name
+ * qualified with another schema is not looked up: the lookup's own errors
+ * (no USAGE on that schema) are the command's to raise, or not.
+ */
 static bool
 guard_in_durable_schema(RangeVar *rv, Oid nsp, Oid *relid)
 {
+	*relid = InvalidOid;
+	if (rv->schemaname != NULL && strcmp(rv->schemaname, "durable") != 0)
+		return false;
 	*relid = RangeVarGetRelid(rv, NoLock, true);
 	return OidIsValid(*relid) && get_rel_namespace(*relid) == nsp;
 }

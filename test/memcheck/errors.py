@@ -8,7 +8,9 @@ reports a few known false positives: padding bytes written by a syscall
 (WAL, SLRU pages, the relcache init file).  Those are the one kind of error
 that is not durable's when its frames are reached only through
 CommitTransactionCommand, InitPostgres and the like; they are counted apart.
-Exit status 1 when durable has one.
+durable's utility hook calls standard_ProcessUtility for every command: its
+frame above that call is a caller's, not durable's work, and does not make
+an error durable's.  Exit status 1 when durable has one.
 
     errors.py LOGDIR DURABLE_SO
 """
@@ -24,7 +26,10 @@ import sys
 CORE_BOUNDARY = re.compile(
     r"\b(CommitTransactionCommand|AbortCurrentTransaction|StartTransactionCommand|InitPostgres"
     r"|BackgroundWorkerInitializeConnection\w*|PreCommit_Notify|AtCommit_Notify|XLogFlush"
-    r"|ProcessCompletedNotifies|SimpleLru\w+)\b")
+    r"|ProcessCompletedNotifies|SimpleLru\w+|standard_ProcessUtility)\b")
+
+# durable's frame that only hands the command on (the utility hook).
+PASS_THROUGH = re.compile(r"\bstandard_ProcessUtility\b")
 
 
 def blocks(path):
@@ -58,6 +63,12 @@ def in_durable(line, names):
     return bool(m) and (m.group(1) in names or "/durable.so" in m.group(2))
 
 
+def durable_frame(lines, i, names):
+    """Whether line i is a frame of durable's own work: not the utility
+    hook's call of standard_ProcessUtility (the frame below it)."""
+    return in_durable(lines[i], names) and not (i > 0 and PASS_THROUGH.search(lines[i - 1]))
+
+
 def durable_first(frames, names):
     """Whether the stack reaches durable's code before PostgreSQL's machinery."""
     for line in frames:
@@ -75,7 +86,7 @@ def is_durable(block, names):
     if block[0].startswith("Syscall param"):
         origin = next((i for i, line in enumerate(block) if "was created by" in line), len(block))
         return durable_first(block[:origin], names) or durable_first(block[origin:], names)
-    return any(in_durable(line, names) for line in block)
+    return any(durable_frame(block, i, names) for i in range(len(block)))
 
 
 def main():
