@@ -343,6 +343,19 @@ DELETE FROM durable.permit_buckets WHERE bucket LIKE 'sec-%';
 DROP OWNED BY regress_durable_mallory;
 DROP ROLE regress_durable_mallory;
 
+-- TESTS: commands that lock a table before they check the role's right
+-- A role with USAGE on the schema and no right on the tables is refused,
+-- before any lock, what PostgreSQL checks only once it holds the table's
+-- lock (spec lock_guard shows the lock queue this avoids)
+CREATE ROLE regress_durable_lurker;
+GRANT USAGE ON SCHEMA durable TO regress_durable_lurker;
+SET ROLE regress_durable_lurker;
+CREATE RULE lurk AS ON INSERT TO durable.outbox DO INSTEAD NOTHING;
+CREATE TEMP TABLE lurk (send_key text REFERENCES durable.outbox (key));
+COMMENT ON TABLE durable.sessions IS 'lurking';
+RESET ROLE;
+DROP OWNED BY regress_durable_lurker;
+DROP ROLE regress_durable_lurker;
 -- TESTS: a role granted REFERENCES on the journals
 -- durable deletes journal records with the privileges of its owner (a
 -- superuser).  A key with ON DELETE CASCADE from a table of another role

@@ -135,7 +135,7 @@ guard_refuse(Oid relid, const char *command, const char *lock, bool ownership)
 			 ownership ?
 			 errmsg("must be owner of %s durable.%s", guard_relkind_word(relid), get_rel_name(relid)) :
 			 errmsg("permission denied for %s durable.%s", guard_relkind_word(relid), get_rel_name(relid)),
-			 errdetail("%s would wait for a %s lock on it before finding this out, and hold up every call on it while it waited.",
+			 errdetail("%s would lock it (%s) before checking this, and later lock requests on it would queue behind it while it waited.",
 					   command, lock)));
 }
 
