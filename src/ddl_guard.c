@@ -10,6 +10,13 @@
  * journal the child of a table whose column types the owner could change
  * with it, is refused.
  *
+ * Column defaults and NOT NULL.  The direct inserts write NULL into every
+ * column they do not know, and refuse a journal where INSERT would write
+ * anything else (direct_new_row).  A column added with a default (serial,
+ * identity and stored generated columns included) or NOT NULL, or a
+ * default or NOT NULL given to a column later, would make every admit or
+ * send fail from then on; the DBA's command is refused instead.
+ *
  * Locks taken before the permission check.  Some commands lock the
  * relation they name first and check the role's right on it afterwards:
  * CREATE RULE (ACCESS EXCLUSIVE), CREATE TRIGGER (SHARE ROW EXCLUSIVE),
@@ -56,17 +63,68 @@ guard_in_durable_schema(RangeVar *rv, Oid nsp, Oid *relid)
 	return OidIsValid(*relid) && get_rel_namespace(*relid) == nsp;
 }
 
+/* Whether an added column would get a value on INSERT, or refuse NULL. */
+static bool
+guard_column_filled(ColumnDef *def)
+{
+	static const char *const serials[] = {"smallserial", "serial2", "serial", "serial4",
+	"bigserial", "serial8"};
+	ListCell   *lc;
+
+	if (def->raw_default != NULL || def->cooked_default != NULL || def->is_not_null ||
+		def->identity != '\0' || def->generated != '\0')
+		return true;
+	if (def->typeName != NULL && list_length(def->typeName->names) == 1)
+	{
+		const char *type = strVal(linitial(def->typeName->names));
+
+		for (int i = 0; i < lengthof(serials); i++)
+			if (strcmp(type, serials[i]) == 0)
+				return true;
+	}
+	foreach(lc, def->constraints)
+	{
+		switch (((Constraint *) lfirst(lc))->contype)
+		{
+			case CONSTR_DEFAULT:
+			case CONSTR_NOTNULL:
+			case CONSTR_IDENTITY:
+			case CONSTR_GENERATED:
+			case CONSTR_PRIMARY:
+				return true;
+			default:
+				break;
+		}
+	}
+	return false;
+}
+
+static void
+guard_refuse_filled(const char *column, Oid relid, bool added)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 added ?
+			 errmsg("column \"%s\" added to \"durable.%s\" must allow NULL and have no default",
+					column, get_rel_name(relid)) :
+			 errmsg("cannot give column \"%s\" of \"durable.%s\" a default or NOT NULL",
+					column, get_rel_name(relid)),
+			 errdetail("durable writes its journals directly and leaves the columns it does not know NULL: every insert would fail."),
+			 errhint("Keep data of your own in a table of your own that references the journal.")));
+}
+
 /*
  * Refuse, outside durable's own scripts, the ALTER TABLE commands that
- * would change the type of a column of a table in durable's schema: ALTER
- * COLUMN ... TYPE on it, and making it a child (INHERIT, ATTACH PARTITION)
- * of a table whose column types the owner could change with it.  The C
- * code reads and writes those columns as the types the scripts created,
- * and another type would be misread (direct_attnum refuses the journals'
+ * would change the type of a column of a table in durable's schema (ALTER
+ * COLUMN ... TYPE on it, and making it a child, by INHERIT or ATTACH
+ * PARTITION, of a table whose column types the owner could change with it),
+ * or that would make its inserts fail (a default, NOT NULL).  The C code
+ * reads and writes those columns as the types the scripts created, and
+ * another type would be misread (direct_attnum refuses the journals'
  * direct writes, but not every statement's reads).
  */
 static void
-guard_column_retype(AlterTableStmt *stmt, Oid nsp)
+guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 {
 	Oid			relid;
 	Oid			child;
@@ -92,6 +150,12 @@ guard_column_retype(AlterTableStmt *stmt, Oid nsp)
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("\"durable.%s\" cannot inherit from another table", get_rel_name(relid)),
 					 errdetail("A change of the parent's column types would change durable's.")));
+		if (ours && cmd->subtype == AT_AddColumn &&
+			guard_column_filled(castNode(ColumnDef, cmd->def)))
+			guard_refuse_filled(castNode(ColumnDef, cmd->def)->colname, relid, true);
+		if (ours && ((cmd->subtype == AT_ColumnDefault && cmd->def != NULL) ||
+					 cmd->subtype == AT_SetNotNull || cmd->subtype == AT_AddIdentity))
+			guard_refuse_filled(cmd->name, relid, false);
 		if (cmd->subtype == AT_AttachPartition &&
 			guard_in_durable_schema(castNode(PartitionCmd, cmd->def)->name, nsp, &child))
 			ereport(ERROR,
@@ -204,7 +268,7 @@ guard_alter_table(AlterTableStmt *stmt, Oid nsp)
 {
 	ListCell   *lc;
 
-	guard_column_retype(stmt, nsp);
+	guard_journal_shape(stmt, nsp);
 	foreach(lc, stmt->cmds)
 	{
 		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);

@@ -194,5 +194,31 @@ q1('ALTER TABLE durable.inbox ALTER COLUMN token TYPE bigint');
 like(q1("SELECT token FROM durable.inbox_admit('np', 'm8', 'c8', instance => 'np-bot')"), qr/^\d+$/,
 	'... and, changed back, the admit works again');
 
+# ---------------------------------------------------------------------------
+# A default, NOT NULL or a stored generated column added by hand (no hook
+# refuses the ALTER without preloading): the direct writes refuse the journal
+# rather than write NULL where INSERT would not, or leave a generated column
+# stale.
+# ---------------------------------------------------------------------------
+q1("ALTER TABLE durable.inbox ADD COLUMN tag text DEFAULT 'x'");
+like(error_of("SELECT * FROM durable.inbox_admit('np', 'm9', 'c9')"),
+	qr/^0A000: column "tag" of "durable.inbox" is not supported/,
+	'a column with a default, added by hand, is refused by the inserts');
+q1('ALTER TABLE durable.inbox DROP COLUMN tag');
+q1("UPDATE durable.inbox SET owner = 'someone' WHERE owner IS NULL");
+q1('ALTER TABLE durable.inbox ALTER COLUMN owner SET NOT NULL');
+like(error_of("SELECT * FROM durable.inbox_admit('np', 'm9', 'c9')"),
+	qr/^23502: null value in column "owner"/,
+	'a NOT NULL on a column the insert leaves NULL is 23502');
+q1('ALTER TABLE durable.inbox ALTER COLUMN owner DROP NOT NULL');
+my ($g_id, $g_token) = split /\|/,
+  q1("SELECT id, token FROM durable.inbox_admit('np', 'm10', 'c10', instance => 'np-bot')");
+q1("ALTER TABLE durable.inbox ADD COLUMN shown text GENERATED ALWAYS AS (state || ' record') STORED");
+like(error_of("SELECT durable.inbox_complete($g_id, $g_token)"),
+	qr/^0A000: generated column "shown" of "durable.inbox" is not supported/,
+	'a stored generated column is refused by the direct update');
+q1('ALTER TABLE durable.inbox DROP COLUMN shown');
+is(q1("SELECT durable.inbox_complete($g_id, $g_token)"), '', '... and, dropped, the record completes');
+
 $node->stop;
 done_testing();
