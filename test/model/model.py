@@ -1546,6 +1546,22 @@ def bad_arg(opname, sql, params, name, secret=None):
         finding(f"{opname}: an error shows the session id", f"  {fmtsql(sql, params)}: {d.message_primary!r}")
 
 
+def call_maybe_rolled_back(opname, sql, params, label):
+    """A call that must succeed, made one time in ten in a transaction rolled
+    back after it (what it did must not count): (the answer, whether it was
+    rolled back), or None when the answer was wrong."""
+    rollback = R.random() < 0.1
+    if rollback:
+        cur.execute("BEGIN")
+    res = call(sql, params)
+    note(f"{label}{' ROLLBACK' if rollback else ''} -> {res[:2]}")
+    if not check(opname, sql, params, None, res, in_tx=rollback):
+        return None
+    if rollback:
+        cur.execute("ROLLBACK")
+    return res, rollback
+
+
 def op_session_save():
     """session_save: the shard's session, replacing the last one whatever its
     sequence, stamped with the clock of the call; nothing saved when an
@@ -1562,16 +1578,10 @@ def op_session_save():
         bad_arg("session_save", *session_call("session_save", args), name, secret)
         return
     sql, params = session_call("session_save", args)
-    rollback = R.random() < 0.1
-    if rollback:
-        cur.execute("BEGIN")
-    res = call(sql, params)
-    note(f"session_save {params}{' ROLLBACK' if rollback else ''} -> {res[:2]}")
-    if not check("session_save", sql, params, None, res, in_tx=rollback):
+    made = call_maybe_rolled_back("session_save", sql, params, f"session_save {params}")
+    if made is None or made[1]:
         return
-    if rollback:
-        cur.execute("ROLLBACK")
-        return
+    res = made[0]
     sessions[(args["bot"], args["shard"])] = new_sess(args["session_id"], args["sequence"], args["resume_url"],
                                                       total, res[2], res[3])
 
@@ -1675,15 +1685,10 @@ def op_permit():
         mine[:] = [g for g in mine if g[0] + per > t]  # the others left the window for good
         mx = args["max"]
         params = list(args.values())
-        rollback = R.random() < 0.1
-        if rollback:
-            cur.execute("BEGIN")
-        res = call(sql, params)
-        note(f"permit {b} {mx} {per_text}{' ROLLBACK' if rollback else ''} ({len(mine)} in the window) -> {res[:2]}")
-        if not check("permit", sql, params, None, res, in_tx=rollback):
+        made = call_maybe_rolled_back("permit", sql, params, f"permit {b} {mx} {per_text} ({len(mine)} in the window)")
+        if made is None:
             return
-        if rollback:
-            cur.execute("ROLLBACK")
+        res, rollback = made
         w = res[1][0][0].total_seconds()
         window = ", ".join(f"[{lo + per - t:+.4f}, {hi + per - t:+.4f}]" for lo, hi in mine)
         if len(mine) < mx:
