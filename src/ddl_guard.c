@@ -12,8 +12,9 @@
  *
  * Column defaults and NOT NULL.  The direct inserts write NULL into every
  * column they do not know, and refuse a journal where INSERT would write
- * anything else (direct_new_row).  A column added with a default (serial,
- * identity and stored generated columns included) or NOT NULL, or a
+ * anything else (direct_new_row), or that has a stored generated column,
+ * which a direct update would leave stale.  Such a column added (a default,
+ * serial and identity included, NOT NULL, a generated expression), or a
  * default or NOT NULL given to a column later, would make every admit or
  * send fail from then on; the DBA's command is refused instead.
  *
@@ -63,6 +64,22 @@ guard_in_durable_schema(RangeVar *rv, Oid nsp, Oid *relid)
 	return OidIsValid(*relid) && get_rel_namespace(*relid) == nsp;
 }
 
+/* Whether an added column is a stored generated one. */
+static bool
+guard_column_generated(ColumnDef *def)
+{
+	ListCell   *lc;
+
+	if (def->generated != '\0')
+		return true;
+	foreach(lc, def->constraints)
+	{
+		if (((Constraint *) lfirst(lc))->contype == CONSTR_GENERATED)
+			return true;
+	}
+	return false;
+}
+
 /* Whether an added column would get a value on INSERT, or refuse NULL. */
 static bool
 guard_column_filled(ColumnDef *def)
@@ -72,7 +89,7 @@ guard_column_filled(ColumnDef *def)
 	ListCell   *lc;
 
 	if (def->raw_default != NULL || def->cooked_default != NULL || def->is_not_null ||
-		def->identity != '\0' || def->generated != '\0')
+		def->identity != '\0')
 		return true;
 	if (def->typeName != NULL && list_length(def->typeName->names) == 1)
 	{
@@ -89,7 +106,6 @@ guard_column_filled(ColumnDef *def)
 			case CONSTR_DEFAULT:
 			case CONSTR_NOTNULL:
 			case CONSTR_IDENTITY:
-			case CONSTR_GENERATED:
 			case CONSTR_PRIMARY:
 				return true;
 			default:
@@ -150,6 +166,13 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("\"durable.%s\" cannot inherit from another table", get_rel_name(relid)),
 					 errdetail("A change of the parent's column types would change durable's.")));
+		if (ours && cmd->subtype == AT_AddColumn && guard_column_generated(castNode(ColumnDef, cmd->def)))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("generated column \"%s\" cannot be added to \"durable.%s\"",
+							castNode(ColumnDef, cmd->def)->colname, get_rel_name(relid)),
+					 errdetail("durable writes its journals directly, without computing generated columns."),
+					 errhint("Compute the value in a view or a query instead.")));
 		if (ours && cmd->subtype == AT_AddColumn &&
 			guard_column_filled(castNode(ColumnDef, cmd->def)))
 			guard_refuse_filled(castNode(ColumnDef, cmd->def)->colname, relid, true);
