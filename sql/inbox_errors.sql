@@ -313,6 +313,7 @@ SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ADD COLUMN tag text DEFAULT 
 SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ADD COLUMN n bigserial$$);
 SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ALTER COLUMN note SET DEFAULT 'x'$$);
 SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ALTER COLUMN owner SET NOT NULL$$);
+SELECT pg_temp.error_of($$ALTER TABLE durable.permits ADD COLUMN note text, ADD PRIMARY KEY (note)$$);
 ALTER TABLE durable.inbox ALTER COLUMN note DROP DEFAULT, ALTER COLUMN owner DROP NOT NULL;
 SELECT state FROM durable.inbox_admit('errs', 'w4', 'chat-w4');
 ROLLBACK;

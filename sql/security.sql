@@ -353,9 +353,32 @@ SET ROLE regress_durable_lurker;
 CREATE RULE lurk AS ON INSERT TO durable.outbox DO INSTEAD NOTHING;
 CREATE TEMP TABLE lurk (send_key text REFERENCES durable.outbox (key));
 COMMENT ON TABLE durable.sessions IS 'lurking';
+-- What PostgreSQL would skip or refuse on its own is left to it: a CREATE
+-- TABLE IF NOT EXISTS of a table there is, an ALTER TABLE IF EXISTS of one
+-- there is not
+CREATE TEMP TABLE lurk (send_key text);
+CREATE TEMP TABLE IF NOT EXISTS lurk (send_key text REFERENCES durable.outbox (key));
+ALTER TABLE IF EXISTS pg_temp.no_such_table ADD FOREIGN KEY (send_key) REFERENCES durable.outbox (key);
+RESET ROLE;
+-- ... and so is a role without USAGE on schema durable
+REVOKE USAGE ON SCHEMA durable FROM regress_durable_lurker;
+SET ROLE regress_durable_lurker;
+CREATE TEMP TABLE IF NOT EXISTS lurk (send_key text REFERENCES durable.outbox (key));
+CREATE RULE lurk AS ON INSERT TO durable.outbox DO INSTEAD NOTHING;
 RESET ROLE;
 DROP OWNED BY regress_durable_lurker;
 DROP ROLE regress_durable_lurker;
+-- A database without the extension may have a schema called durable: the
+-- hook leaves it alone
+SELECT pg_catalog.current_database() AS regress_db \gset
+CREATE DATABASE regress_durable_elsewhere;
+\c regress_durable_elsewhere
+CREATE SCHEMA durable;
+CREATE TABLE durable.inbox (id bigint);
+ALTER TABLE durable.inbox ADD COLUMN note text DEFAULT 'mine', ALTER COLUMN id SET NOT NULL,
+    ALTER COLUMN id TYPE numeric;
+\c :regress_db
+DROP DATABASE regress_durable_elsewhere;
 -- TESTS: a role granted REFERENCES on the journals
 -- durable deletes journal records with the privileges of its owner (a
 -- superuser).  A key with ON DELETE CASCADE from a table of another role

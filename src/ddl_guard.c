@@ -20,19 +20,23 @@
  *
  * Locks taken before the permission check.  Some commands lock the
  * relation they name first and check the role's right on it afterwards:
- * CREATE RULE (ACCESS EXCLUSIVE), CREATE TRIGGER (SHARE ROW EXCLUSIVE),
- * a foreign key that references it (SHARE ROW EXCLUSIVE), a partition
- * created of it or detached from a table (ACCESS EXCLUSIVE), a child
- * table's INHERITS, CREATE STATISTICS and COMMENT (SHARE UPDATE
- * EXCLUSIVE).  They fail once they get the lock, but while they wait —
- * behind any open transaction that wrote the journal — every later lock
- * request on it queues behind theirs: admits, claims, confirmations and
- * the worker.  So any role with USAGE on schema durable (pg_monitor among
- * them) could stall every bot for as long as it kept a transaction of its
- * own open.  For a relation in durable's schema the hook makes the same
- * check first, without a lock, and raises the error the command would
- * have raised after its wait; a role that has the right goes on to the
- * command, which checks again (spec lock_guard).
+ * CREATE RULE, a partition created of it, DETACH PARTITION and ALTER INDEX
+ * ... DEPENDS ON EXTENSION (ACCESS EXCLUSIVE), CREATE TRIGGER and a foreign
+ * key that references it (SHARE ROW EXCLUSIVE), a child table's INHERITS,
+ * ALTER TABLE ... INHERIT, CREATE STATISTICS and COMMENT (SHARE UPDATE
+ * EXCLUSIVE).  They fail once they get the lock, but while they wait,
+ * every later request for a conflicting lock queues behind theirs: behind
+ * a bot's open transaction, the first ones hold up admits, claims,
+ * confirmations and the worker; behind a VACUUM, the others hold up the
+ * next VACUUM, ANALYZE or autovacuum.  Any role with USAGE on schema
+ * durable (pg_monitor among them) could do it for as long as it kept a
+ * transaction of its own open.  For a relation in durable's schema the
+ * hook makes the same check first, without a lock, and refuses with the
+ * error the command would have raised after its wait; a role that has the
+ * right goes on to the command, which checks again (spec lock_guard).
+ *
+ * Nothing here acts in a database without the extension, whatever its
+ * schemas are called.
  *
  * IDENTIFICATION
  *	  src/ddl_guard.c
@@ -51,14 +55,17 @@
 
 /*
  * Whether relation `rv` (may be missing) is in durable's schema.  A name
- * qualified with another schema is not looked up: the lookup's own errors
- * (no USAGE on that schema) are the command's to raise, or not.
+ * qualified with another schema, or with durable's by a role without USAGE
+ * on it, is not looked up: the lookup's own errors are the command's to
+ * raise, or not (IF NOT EXISTS), and it raises them before any lock.
  */
 static bool
 guard_in_durable_schema(RangeVar *rv, Oid nsp, Oid *relid)
 {
 	*relid = InvalidOid;
-	if (rv->schemaname != NULL && strcmp(rv->schemaname, "durable") != 0)
+	if (rv->schemaname != NULL &&
+		(strcmp(rv->schemaname, "durable") != 0 ||
+		 pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) != ACLCHECK_OK))
 		return false;
 	*relid = RangeVarGetRelid(rv, NoLock, true);
 	return OidIsValid(*relid) && get_rel_namespace(*relid) == nsp;
@@ -176,6 +183,13 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 		if (ours && cmd->subtype == AT_AddColumn &&
 			guard_column_filled(castNode(ColumnDef, cmd->def)))
 			guard_refuse_filled(castNode(ColumnDef, cmd->def)->colname, relid, true);
+		if (ours && cmd->subtype == AT_AddConstraint &&
+			castNode(Constraint, cmd->def)->contype == CONSTR_PRIMARY)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot add a primary key to \"durable.%s\"", get_rel_name(relid)),
+					 errdetail("A primary key makes its columns NOT NULL, and durable leaves the columns it does not know NULL: every insert would fail."),
+					 errhint("Add a UNIQUE index instead.")));
 		if (ours && ((cmd->subtype == AT_ColumnDefault && cmd->def != NULL) ||
 					 cmd->subtype == AT_SetNotNull || cmd->subtype == AT_AddIdentity))
 			guard_refuse_filled(cmd->name, relid, false);
@@ -278,6 +292,9 @@ guard_create_table(CreateStmt *stmt, Oid nsp)
 {
 	ListCell   *lc;
 
+	/* CREATE TABLE IF NOT EXISTS of a table there is: PostgreSQL skips it. */
+	if (stmt->if_not_exists && OidIsValid(RangeVarGetRelid(stmt->relation, NoLock, true)))
+		return;
 	guard_foreign_keys(stmt->tableElts, nsp);
 	guard_foreign_keys(stmt->constraints, nsp);
 	foreach(lc, stmt->inhRelations)
@@ -291,6 +308,9 @@ guard_alter_table(AlterTableStmt *stmt, Oid nsp)
 {
 	ListCell   *lc;
 
+	/* ALTER TABLE IF EXISTS of a table there is not: PostgreSQL skips it. */
+	if (stmt->missing_ok && !OidIsValid(RangeVarGetRelid(stmt->relation, NoLock, true)))
+		return;
 	guard_journal_shape(stmt, nsp);
 	foreach(lc, stmt->cmds)
 	{
@@ -309,7 +329,9 @@ guard_alter_table(AlterTableStmt *stmt, Oid nsp)
 			case AT_DetachPartition:
 			case AT_DetachPartitionFinalize:
 				guard_require_owner(castNode(PartitionCmd, cmd->def)->name, nsp,
-									"ALTER TABLE ... DETACH PARTITION", "ACCESS EXCLUSIVE");
+									"ALTER TABLE ... DETACH PARTITION",
+									castNode(PartitionCmd, cmd->def)->concurrent ?
+									"SHARE UPDATE EXCLUSIVE" : "ACCESS EXCLUSIVE");
 				break;
 			default:
 				break;
@@ -359,6 +381,7 @@ durable_ddl_guard(Node *parsetree)
 	{
 		case T_RuleStmt:
 		case T_CreateTrigStmt:
+		case T_AlterObjectDependsStmt:
 		case T_CreateStmt:
 		case T_CreateForeignTableStmt:
 		case T_AlterTableStmt:
@@ -368,6 +391,9 @@ durable_ddl_guard(Node *parsetree)
 		default:
 			return;
 	}
+	/* A schema named durable without the extension is somebody else's. */
+	if (!OidIsValid(get_extension_oid("durable", true)))
+		return;
 	nsp = get_namespace_oid("durable", true);
 	if (!OidIsValid(nsp))
 		return;
@@ -401,6 +427,11 @@ durable_ddl_guard(Node *parsetree)
 			break;
 		case T_CommentStmt:
 			guard_comment((CommentStmt *) parsetree, nsp);
+			break;
+		case T_AlterObjectDependsStmt:
+			if (((AlterObjectDependsStmt *) parsetree)->relation != NULL)
+				guard_require_owner(((AlterObjectDependsStmt *) parsetree)->relation, nsp,
+									"ALTER ... DEPENDS ON EXTENSION", "ACCESS EXCLUSIVE");
 			break;
 		default:
 			break;

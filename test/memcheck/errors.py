@@ -28,8 +28,9 @@ CORE_BOUNDARY = re.compile(
     r"|BackgroundWorkerInitializeConnection\w*|PreCommit_Notify|AtCommit_Notify|XLogFlush"
     r"|ProcessCompletedNotifies|SimpleLru\w+|standard_ProcessUtility)\b")
 
-# durable's frame that only hands the command on (the utility hook).
-PASS_THROUGH = re.compile(r"\bstandard_ProcessUtility\b")
+# durable's frame that only hands the command on (the utility hook, to the
+# server's or to another library's hook).
+PASS_THROUGH = re.compile(r"\b\w*_ProcessUtility\b")
 
 
 def blocks(path):
