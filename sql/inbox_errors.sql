@@ -314,8 +314,17 @@ SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ADD COLUMN n bigserial$$);
 SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ALTER COLUMN note SET DEFAULT 'x'$$);
 SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ALTER COLUMN owner SET NOT NULL$$);
 SELECT pg_temp.error_of($$ALTER TABLE durable.permits ADD COLUMN note text, ADD PRIMARY KEY (note)$$);
+-- ... also through a domain's default or NOT NULL, at any depth
+CREATE DOMAIN public.errs_tagged AS text DEFAULT 'tagged';
+CREATE DOMAIN public.errs_required AS text NOT NULL;
+CREATE DOMAIN public.errs_still_required AS public.errs_required CHECK (VALUE <> '');
+CREATE DOMAIN public.errs_loose AS text CHECK (VALUE <> '');
+SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ADD COLUMN tagged public.errs_tagged$$);
+SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ADD COLUMN required public.errs_still_required$$);
+ALTER TABLE durable.inbox ADD COLUMN loose public.errs_loose;
 ALTER TABLE durable.inbox ALTER COLUMN note DROP DEFAULT, ALTER COLUMN owner DROP NOT NULL;
 SELECT state FROM durable.inbox_admit('errs', 'w4', 'chat-w4');
+SELECT loose IS NULL AS loose_is_null FROM durable.inbox WHERE message_id = 'w4';
 ROLLBACK;
 -- Constraints and rules added by hand would be skipped too: a CHECK constraint
 -- or a rule is refused (0A000)

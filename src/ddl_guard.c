@@ -11,12 +11,15 @@
  * with it, is refused.
  *
  * Column defaults and NOT NULL.  The direct inserts write NULL into every
- * column they do not know, and refuse a journal where INSERT would write
- * anything else (direct_new_row), or that has a stored generated column,
- * which a direct update would leave stale.  Such a column added (a default,
- * serial and identity included, NOT NULL, a generated expression), or a
- * default or NOT NULL given to a column later, would make every admit or
- * send fail from then on; the DBA's command is refused instead.
+ * column they do not know.  They refuse a journal where INSERT would write
+ * anything else because of a column's own default or NOT NULL
+ * (direct_new_row), or that has a stored generated column, which a direct
+ * update would leave stale; a domain's default or NOT NULL they do not
+ * see, and would write NULL under it.  So a column added with a default
+ * (serial and identity included), NOT NULL, a domain type with either, or
+ * a generated expression, or a default or NOT NULL given to a column
+ * later, is refused when the DBA's command runs, not at every insert after.
+ * (ALTER DOMAIN ... SET DEFAULT on a domain already in use is not seen.)
  *
  * Locks taken before the permission check.  Some commands lock the
  * relation they name first and check the role's right on it afterwards:
@@ -45,13 +48,17 @@
  */
 #include "durable.h"
 
+#include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "parser/parse_type.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 /*
  * Whether relation `rv` (may be missing) is in durable's schema.  A name
@@ -87,6 +94,33 @@ guard_column_generated(ColumnDef *def)
 	return false;
 }
 
+/*
+ * Whether type `typid` is a domain with a default or NOT NULL, at any level
+ * of its domain chain (INSERT would write the default or refuse NULL; the
+ * direct inserts would write NULL).
+ */
+static bool
+guard_domain_filled(Oid typid)
+{
+	while (OidIsValid(typid))
+	{
+		HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+		Form_pg_type typ;
+		bool		filled;
+
+		if (!HeapTupleIsValid(tup))
+			return false;
+		typ = (Form_pg_type) GETSTRUCT(tup);
+		filled = typ->typtype == TYPTYPE_DOMAIN &&
+			(typ->typnotnull || !heap_attisnull(tup, Anum_pg_type_typdefaultbin, NULL));
+		typid = typ->typtype == TYPTYPE_DOMAIN ? typ->typbasetype : InvalidOid;
+		ReleaseSysCache(tup);
+		if (filled)
+			return true;
+	}
+	return false;
+}
+
 /* Whether an added column would get a value on INSERT, or refuse NULL. */
 static bool
 guard_column_filled(ColumnDef *def)
@@ -97,6 +131,9 @@ guard_column_filled(ColumnDef *def)
 
 	if (def->raw_default != NULL || def->cooked_default != NULL || def->is_not_null ||
 		def->identity != '\0')
+		return true;
+	if (def->typeName != NULL &&
+		guard_domain_filled(LookupTypeNameOid(NULL, def->typeName, true)))
 		return true;
 	if (def->typeName != NULL && list_length(def->typeName->names) == 1)
 	{
@@ -132,7 +169,7 @@ guard_refuse_filled(const char *column, Oid relid, bool added)
 					column, get_rel_name(relid)) :
 			 errmsg("cannot give column \"%s\" of \"durable.%s\" a default or NOT NULL",
 					column, get_rel_name(relid)),
-			 errdetail("durable writes its journals directly and leaves the columns it does not know NULL: every insert would fail."),
+			 errdetail("durable writes its journals directly and leaves the columns it does not know NULL, which such a column does not allow."),
 			 errhint("Keep data of your own in a table of your own that references the journal.")));
 }
 
