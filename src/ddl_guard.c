@@ -333,7 +333,6 @@ guard_create_table(CreateStmt *stmt, Oid nsp)
 	if (stmt->if_not_exists && OidIsValid(RangeVarGetRelid(stmt->relation, NoLock, true)))
 		return;
 	guard_foreign_keys(stmt->tableElts, nsp);
-	guard_foreign_keys(stmt->constraints, nsp);
 	foreach(lc, stmt->inhRelations)
 		guard_require_owner(lfirst_node(RangeVar, lc), nsp,
 							stmt->partbound ? "CREATE TABLE ... PARTITION OF" : "CREATE TABLE ... INHERITS",

@@ -8,9 +8,9 @@ reports a few known false positives: padding bytes written by a syscall
 (WAL, SLRU pages, the relcache init file).  Those are the one kind of error
 that is not durable's when its frames are reached only through
 CommitTransactionCommand, InitPostgres and the like; they are counted apart.
-durable's utility hook calls standard_ProcessUtility for every command: its
-frame above that call is a caller's, not durable's work, and does not make
-an error durable's.  Exit status 1 when durable has one.
+durable's utility hook hands every command on (to standard_ProcessUtility or
+to another library's hook): its frame above that call is a caller's, not
+durable's work, and does not make an error durable's.  Exit status 1 when durable has one.
 
     errors.py LOGDIR DURABLE_SO
 """
@@ -66,7 +66,7 @@ def in_durable(line, names):
 
 def durable_frame(lines, i, names):
     """Whether line i is a frame of durable's own work: not the utility
-    hook's call of standard_ProcessUtility (the frame below it)."""
+    hook's call of the next *_ProcessUtility (the frame below it)."""
     return in_durable(lines[i], names) and not (i > 0 and PASS_THROUGH.search(lines[i - 1]))
 
 
