@@ -325,6 +325,20 @@ ALTER TABLE durable.inbox ADD COLUMN loose public.errs_loose;
 ALTER TABLE durable.inbox ALTER COLUMN note DROP DEFAULT, ALTER COLUMN owner DROP NOT NULL;
 SELECT state FROM durable.inbox_admit('errs', 'w4', 'chat-w4');
 SELECT loose IS NULL AS loose_is_null FROM durable.inbox WHERE message_id = 'w4';
+-- ... and so is a default given later to the type of such a column, or NOT
+-- NULL to it or to a domain under it (a default is the type's own: INSERT
+-- does not take one from the domain under it).  A CHECK constraint that
+-- NULL fails, the inserts check as INSERT does (23514)
+CREATE DOMAIN public.errs_base AS text;
+CREATE DOMAIN public.errs_note AS public.errs_base;
+ALTER TABLE durable.outbox ADD COLUMN note public.errs_note;
+SELECT pg_temp.error_of($$ALTER DOMAIN public.errs_note SET DEFAULT 'n/a'$$);
+SELECT pg_temp.error_of($$ALTER DOMAIN public.errs_base SET NOT NULL$$);
+ALTER DOMAIN public.errs_base SET DEFAULT 'n/a';
+SELECT action FROM durable.outbox_begin('errs-w5', 'chat-w5', '{}', 'bot-1');
+SELECT note IS NULL AS note_is_null FROM durable.outbox WHERE key = 'errs-w5';
+ALTER DOMAIN public.errs_base ADD CONSTRAINT errs_given CHECK (VALUE IS NOT NULL) NOT VALID;
+SELECT pg_temp.error_of($$SELECT durable.outbox_begin('errs-w6', 'chat-w6', '{}', 'bot-1')$$);
 ROLLBACK;
 -- Constraints and rules added by hand would be skipped too: a CHECK constraint
 -- or a rule is refused (0A000)

@@ -12,14 +12,16 @@
  *
  * Column defaults and NOT NULL.  The direct inserts write NULL into every
  * column they do not know.  They refuse a journal where INSERT would write
- * anything else because of a column's own default or NOT NULL
- * (direct_new_row), or that has a stored generated column, which a direct
- * update would leave stale; a domain's default or NOT NULL they do not
- * see, and would write NULL under it.  So a column added with a default
- * (serial and identity included), NOT NULL, a domain type with either, or
- * a generated expression, or a default or NOT NULL given to a column
- * later, is refused when the DBA's command runs, not at every insert after.
- * (ALTER DOMAIN ... SET DEFAULT on a domain already in use is not seen.)
+ * anything else because of a column's own default or NOT NULL or its
+ * domain's default (direct_new_row), or that has a stored generated column,
+ * which a direct update would leave stale, and check the NULL against the
+ * column's domain as INSERT does.  So that the DBA's command fails instead
+ * of every insert after it, a column added with a default (serial and
+ * identity included), NOT NULL, a domain type with either, or a generated
+ * expression, a default or NOT NULL given to a column later, and ALTER
+ * DOMAIN ... SET DEFAULT or SET NOT NULL on the domain of such a column,
+ * are refused.  (A CHECK constraint added to the domain is left to the
+ * inserts, which fail where INSERT would.)
  *
  * Locks taken before the permission check.  Some commands lock the
  * relation they name first and check the role's right on it afterwards:
@@ -50,13 +52,16 @@
 
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
 #include "parser/parse_type.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
@@ -119,6 +124,98 @@ guard_domain_filled(Oid typid)
 			return true;
 	}
 	return false;
+}
+
+/* Whether type `typid` is `domain` or a domain over it, at any depth. */
+static bool
+guard_domain_under(Oid typid, Oid domain)
+{
+	while (OidIsValid(typid))
+	{
+		HeapTuple	tup;
+		Form_pg_type typ;
+
+		if (typid == domain)
+			return true;
+		tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+		if (!HeapTupleIsValid(tup))
+			return false;
+		typ = (Form_pg_type) GETSTRUCT(tup);
+		typid = typ->typtype == TYPTYPE_DOMAIN ? typ->typbasetype : InvalidOid;
+		ReleaseSysCache(tup);
+	}
+	return false;
+}
+
+/*
+ * A column of a journal the direct inserts write whose type is `domain`,
+ * or with `under`, a domain over it: its name, or NULL; its journal and
+ * type in *relid and *type.  Read from the catalogs, without locking the
+ * journals.
+ */
+static char *
+guard_journal_column_of(Oid nsp, Oid domain, bool under, Oid *relid, Oid *type)
+{
+	static const char *const journals[] = {"inbox", "outbox"};
+
+	for (int j = 0; j < lengthof(journals); j++)
+	{
+		*relid = get_relname_relid(journals[j], nsp);
+		for (AttrNumber attnum = 1; OidIsValid(*relid); attnum++)
+		{
+			HeapTuple	tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(*relid),
+											  Int16GetDatum(attnum));
+			Form_pg_attribute att;
+			char	   *column = NULL;
+
+			if (!HeapTupleIsValid(tup))
+				break;
+			att = (Form_pg_attribute) GETSTRUCT(tup);
+			if (!att->attisdropped &&
+				(under ? guard_domain_under(att->atttypid, domain) : att->atttypid == domain))
+			{
+				column = pstrdup(NameStr(att->attname));
+				*type = att->atttypid;
+			}
+			ReleaseSysCache(tup);
+			if (column != NULL)
+				return column;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * ALTER DOMAIN ... SET DEFAULT (a domain's default is its own: INSERT
+ * writes the one of the column's type) or SET NOT NULL (it holds for the
+ * domains over it too) on the type of a column the direct inserts leave
+ * NULL.
+ */
+static void
+guard_alter_domain(AlterDomainStmt *stmt, Oid nsp)
+{
+	bool		set_default = stmt->subtype == 'T' && stmt->def != NULL;
+	Oid			domain;
+	Oid			relid;
+	Oid			type;
+	char	   *column;
+
+	if (creating_extension || !(set_default || stmt->subtype == 'O'))
+		return;
+	domain = LookupTypeNameOid(NULL, makeTypeNameFromNameList(stmt->typeName), true);
+	if (!OidIsValid(domain))
+		return;
+	column = guard_journal_column_of(nsp, domain, !set_default, &relid, &type);
+	if (column != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 set_default ?
+				 errmsg("cannot give domain %s a default", format_type_be(domain)) :
+				 errmsg("cannot make domain %s NOT NULL", format_type_be(domain)),
+				 errdetail("Column \"%s\" of \"durable.%s\" is of type %s, and durable writes its journals directly and leaves the columns it does not know NULL.",
+						   column, get_rel_name(relid), format_type_be(type)),
+				 errhint("Drop the column first: ALTER TABLE durable.%s DROP COLUMN %s.",
+						 get_rel_name(relid), quote_identifier(column))));
 }
 
 /* Whether an added column would get a value on INSERT, or refuse NULL. */
@@ -423,6 +520,7 @@ durable_ddl_guard(Node *parsetree)
 		case T_AlterTableStmt:
 		case T_CreateStatsStmt:
 		case T_CommentStmt:
+		case T_AlterDomainStmt:
 			break;
 		default:
 			return;
@@ -463,6 +561,9 @@ durable_ddl_guard(Node *parsetree)
 			break;
 		case T_CommentStmt:
 			guard_comment((CommentStmt *) parsetree, nsp);
+			break;
+		case T_AlterDomainStmt:
+			guard_alter_domain((AlterDomainStmt *) parsetree, nsp);
 			break;
 		case T_AlterObjectDependsStmt:
 			if (((AlterObjectDependsStmt *) parsetree)->relation != NULL)

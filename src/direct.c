@@ -73,13 +73,16 @@
 #include "catalog/pg_am_d.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_trigger.h"
+#include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "commands/trigger.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
+#include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
+#include "parser/parse_coerce.h"
 #include "utils/memutils.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -245,6 +248,23 @@ typedef struct DirectIndexes
 static DirectIndexes direct_inbox_indexes;
 static DirectIndexes direct_outbox_indexes;
 
+/*
+ * Whether a journal has a column of a domain type, one added by hand
+ * (durable's own are of base types: direct_attnum), to whose NULL the
+ * direct inserts apply what INSERT would (direct_check_domain_null).
+ * Forgotten when an invalidation names the journal: a column's type
+ * changes only by ALTER TABLE.  What the domain allows is looked up at
+ * every insert instead: ALTER DOMAIN invalidates no relation.
+ */
+typedef struct DirectDomainCols
+{
+	Oid			heap;
+	bool		valid;
+	bool		any;
+} DirectDomainCols;
+
+static DirectDomainCols direct_domain_cols[2];	/* inbox, outbox */
+
 static void
 direct_indexes_invalidate(DirectIndexes *di, Oid relid)
 {
@@ -263,6 +283,9 @@ direct_invalidate(Datum arg, Oid relid)
 	direct_invalidations++;
 	direct_indexes_invalidate(&direct_inbox_indexes, relid);
 	direct_indexes_invalidate(&direct_outbox_indexes, relid);
+	for (int i = 0; i < lengthof(direct_domain_cols); i++)
+		if (!OidIsValid(relid) || relid == direct_domain_cols[i].heap)
+			direct_domain_cols[i].valid = false;
 	if (!OidIsValid(relid) ||
 		relid == direct_rels_cache.inbox ||
 		relid == direct_rels_cache.inbox_pkey ||
@@ -1728,6 +1751,68 @@ direct_null_row(Relation rel)
 	return slot;
 }
 
+/* Whether the journal `rel` has a column of a domain type (DirectDomainCols). */
+static bool
+direct_has_domain_cols(Relation rel)
+{
+	DirectDomainCols *dc = &direct_domain_cols[RelationGetRelid(rel) == direct_rels_cache.outbox];
+
+	if (!dc->valid || dc->heap != RelationGetRelid(rel))
+	{
+		uint64		invalidations = direct_invalidations;
+
+		dc->heap = RelationGetRelid(rel);
+		dc->any = false;
+		for (int i = 0; i < RelationGetDescr(rel)->natts; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), i);
+
+			if (!att->attisdropped && get_typtype(att->atttypid) == TYPTYPE_DOMAIN)
+				dc->any = true;
+		}
+		dc->valid = (invalidations == direct_invalidations);
+	}
+	return dc->any;
+}
+
+/*
+ * What INSERT does with a column of a domain type that it is given no
+ * value for: it writes the domain's own default, refused here as a
+ * column's default is (direct_new_row), or else NULL coerced to the domain,
+ * which checks the NOT NULL and CHECK constraints of the domain and of the
+ * domains under it (expand_targetlist).
+ */
+static void
+direct_check_domain_null(Relation rel, Form_pg_attribute att)
+{
+	HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(att->atttypid));
+	bool		has_default;
+	Node	   *null_value;
+	ExprContext *econtext;
+	bool		isnull;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for type %u", att->atttypid);
+	has_default = !heap_attisnull(tup, Anum_pg_type_typdefaultbin, NULL);
+	ReleaseSysCache(tup);
+	if (has_default)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("column \"%s\" of \"durable.%s\" is not supported",
+						NameStr(att->attname), RelationGetRelationName(rel)),
+				 errdetail("Its type %s has a default, and durable writes its journals directly and leaves the columns it does not know NULL.",
+						   format_type_be(att->atttypid)),
+				 errhint("Drop the column, or the type's default: ALTER DOMAIN %s DROP DEFAULT.",
+						 format_type_be_qualified(att->atttypid))));
+	null_value = coerce_to_domain((Node *) makeNullConst(att->atttypid, att->atttypmod,
+														 att->attcollation),
+								  InvalidOid, -1, att->atttypid, COERCION_IMPLICIT,
+								  COERCE_IMPLICIT_CAST, -1, false);
+	econtext = CreateStandaloneExprContext();
+	(void) ExecEvalExprSwitchContext(ExecInitExpr((Expr *) null_value, NULL), econtext, &isnull);
+	FreeExprContext(econtext, true);
+}
+
 /*
  * A virtual slot of `rel` with `values` for the columns `atts` and NULL for
  * every other one, which is what INSERT would write only for a column
@@ -1740,6 +1825,7 @@ direct_new_row(Relation rel, const AttrNumber *atts, const Datum *values,
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	TupleTableSlot *slot = direct_null_row(rel);
+	bool		domains = direct_has_domain_cols(rel);
 	int			i;
 
 	for (i = 0; i < n; i++)
@@ -1752,19 +1838,24 @@ direct_new_row(Relation rel, const AttrNumber *atts, const Datum *values,
 	for (i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
+		bool		filled = att->attnotnull || att->atthasdef;
 		int			j;
 
-		if (att->attisdropped || !(att->attnotnull || att->atthasdef))
+		if (att->attisdropped || !(filled || domains))
 			continue;
 		for (j = 0; j < n && atts[j] != att->attnum; j++)
 			;
-		if (j == n)
+		if (j < n)
+			continue;
+		if (filled)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("column \"%s\" of \"durable.%s\" is not supported",
 							NameStr(att->attname), RelationGetRelationName(rel)),
 					 errdetail("durable writes its journals directly and leaves the columns it does not know NULL."),
 					 errhint("Drop the column, or allow NULL in it and drop its default.")));
+		if (domains && get_typtype(att->atttypid) == TYPTYPE_DOMAIN)
+			direct_check_domain_null(rel, att);
 	}
 	ExecStoreVirtualTuple(slot);
 	return slot;

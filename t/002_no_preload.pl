@@ -220,5 +220,38 @@ like(error_of("SELECT durable.inbox_complete($g_id, $g_token)"),
 q1('ALTER TABLE durable.inbox DROP COLUMN shown');
 is(q1("SELECT durable.inbox_complete($g_id, $g_token)"), '', '... and, dropped, the record completes');
 
+# A column of a domain type: INSERT would write the domain's default, or
+# check NULL against its NOT NULL and CHECK constraints.  A domain given a
+# default after the column was added is refused like a column's own default;
+# its constraints, at any depth, fail the insert as they fail INSERT.
+q1('CREATE DOMAIN public.np_text AS text');
+q1('CREATE DOMAIN public.np_note AS public.np_text');
+q1('ALTER TABLE durable.outbox ADD COLUMN note public.np_note');
+like(q1("SELECT action FROM durable.outbox_begin('np-k11', 'c11', '{}', 'np-bot')"), qr/^send$/,
+	'a column of a domain without a default or constraints is written NULL');
+q1("ALTER DOMAIN public.np_note SET DEFAULT 'n/a'");
+like(error_of("SELECT action FROM durable.outbox_begin('np-k12', 'c12', '{}', 'np-bot')"),
+	qr/^0A000: column "note" of "durable.outbox" is not supported/,
+	'a domain given a default is refused by the inserts');
+($ret, $out, $err) = $node->psql('postgres',
+	"SELECT action FROM durable.outbox_begin('np-k12', 'c12', '{}', 'np-bot')");
+like($err, qr/HINT:  Drop the column, or the type's default: ALTER DOMAIN public\.np_note DROP DEFAULT\./,
+	'... with the command that drops the default');
+q1('ALTER DOMAIN public.np_note DROP DEFAULT');
+q1("UPDATE durable.outbox SET note = 'filled'");
+q1('ALTER DOMAIN public.np_text SET NOT NULL');
+like(error_of("SELECT action FROM durable.outbox_begin('np-k12', 'c12', '{}', 'np-bot')"),
+	qr/^23502: domain public\.np_note does not allow null values/,
+	'a NOT NULL on the domain under it fails the insert, as INSERT fails');
+q1('ALTER DOMAIN public.np_text DROP NOT NULL');
+q1("ALTER DOMAIN public.np_text ADD CONSTRAINT np_given CHECK (VALUE IS NOT NULL)");
+like(error_of("SELECT action FROM durable.outbox_begin('np-k12', 'c12', '{}', 'np-bot')"),
+	qr/^23514: value for domain public\.np_note violates check constraint "np_given"/,
+	'... and so does a CHECK that refuses NULL');
+is(q1("SELECT count(*) FROM durable.outbox WHERE key = 'np-k12'"), '0', '... which journals nothing');
+q1('ALTER TABLE durable.outbox DROP COLUMN note');
+like(q1("SELECT action FROM durable.outbox_begin('np-k12', 'c12', '{}', 'np-bot')"), qr/^send$/,
+	'... and, dropped, the send is journaled');
+
 $node->stop;
 done_testing();
