@@ -323,8 +323,15 @@ SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ADD COLUMN tagged public.err
 SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ADD COLUMN required public.errs_still_required$$);
 ALTER TABLE durable.inbox ADD COLUMN loose public.errs_loose;
 ALTER TABLE durable.inbox ALTER COLUMN note DROP DEFAULT, ALTER COLUMN owner DROP NOT NULL;
+-- DEFAULT NULL stores no default in a column of a base type (in one of a
+-- domain type it does: it overrides the domain's), and ADD COLUMN IF NOT
+-- EXISTS of a column there is does nothing: both are let through
+ALTER TABLE durable.inbox ADD COLUMN maybe text DEFAULT NULL;
+ALTER TABLE durable.inbox ALTER COLUMN note SET DEFAULT NULL;
+ALTER TABLE durable.inbox ADD COLUMN IF NOT EXISTS maybe text DEFAULT 'x';
+SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ADD COLUMN loose_too public.errs_loose DEFAULT NULL$$);
 SELECT state FROM durable.inbox_admit('errs', 'w4', 'chat-w4');
-SELECT loose IS NULL AS loose_is_null FROM durable.inbox WHERE message_id = 'w4';
+SELECT loose IS NULL AND maybe IS NULL AS nulls FROM durable.inbox WHERE message_id = 'w4';
 -- ... and so is a default given later to the type of such a column, or NOT
 -- NULL to it or to a domain under it (a default is the type's own: INSERT
 -- does not take one from the domain under it).  A CHECK constraint that

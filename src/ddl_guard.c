@@ -218,19 +218,32 @@ guard_alter_domain(AlterDomainStmt *stmt, Oid nsp)
 						 get_rel_name(relid), quote_identifier(column))));
 }
 
+/*
+ * Whether `expr` is the NULL constant, as a default of a column of type
+ * `typid`: PostgreSQL stores none then, unless the type is a domain (the
+ * column's NULL default overrides the domain's).
+ */
+static bool
+guard_null_default(Node *expr, Oid typid)
+{
+	return expr != NULL && IsA(expr, A_Const) && ((A_Const *) expr)->isnull &&
+		OidIsValid(typid) && get_typtype(typid) != TYPTYPE_DOMAIN;
+}
+
 /* Whether an added column would get a value on INSERT, or refuse NULL. */
 static bool
 guard_column_filled(ColumnDef *def)
 {
 	static const char *const serials[] = {"smallserial", "serial2", "serial", "serial4",
 	"bigserial", "serial8"};
+	Oid			typid = def->typeName != NULL ?
+		LookupTypeNameOid(NULL, def->typeName, true) : InvalidOid;
 	ListCell   *lc;
 
-	if (def->raw_default != NULL || def->cooked_default != NULL || def->is_not_null ||
-		def->identity != '\0')
+	if ((def->raw_default != NULL && !guard_null_default(def->raw_default, typid)) ||
+		def->cooked_default != NULL || def->is_not_null || def->identity != '\0')
 		return true;
-	if (def->typeName != NULL &&
-		guard_domain_filled(LookupTypeNameOid(NULL, def->typeName, true)))
+	if (guard_domain_filled(typid))
 		return true;
 	if (def->typeName != NULL && list_length(def->typeName->names) == 1)
 	{
@@ -242,9 +255,14 @@ guard_column_filled(ColumnDef *def)
 	}
 	foreach(lc, def->constraints)
 	{
-		switch (((Constraint *) lfirst(lc))->contype)
+		Constraint *constraint = (Constraint *) lfirst(lc);
+
+		switch (constraint->contype)
 		{
 			case CONSTR_DEFAULT:
+				if (!guard_null_default(constraint->raw_expr, typid))
+					return true;
+				break;
 			case CONSTR_NOTNULL:
 			case CONSTR_IDENTITY:
 			case CONSTR_PRIMARY:
@@ -307,6 +325,10 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("\"durable.%s\" cannot inherit from another table", get_rel_name(relid)),
 					 errdetail("A change of the parent's column types would change durable's.")));
+		/* ADD COLUMN IF NOT EXISTS of a column there is: PostgreSQL skips it. */
+		if (ours && cmd->subtype == AT_AddColumn && cmd->missing_ok &&
+			get_attnum(relid, castNode(ColumnDef, cmd->def)->colname) != InvalidAttrNumber)
+			continue;
 		if (ours && cmd->subtype == AT_AddColumn && guard_column_generated(castNode(ColumnDef, cmd->def)))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -326,7 +348,15 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 					 errhint("Add a UNIQUE index instead.")));
 		if (ours && ((cmd->subtype == AT_ColumnDefault && cmd->def != NULL) ||
 					 cmd->subtype == AT_SetNotNull || cmd->subtype == AT_AddIdentity))
-			guard_refuse_filled(cmd->name, relid, false);
+		{
+			AttrNumber	attnum = get_attnum(relid, cmd->name);
+
+			/* (A column there is not: PostgreSQL says so.) */
+			if (attnum != InvalidAttrNumber &&
+				!(cmd->subtype == AT_ColumnDefault &&
+				  guard_null_default(cmd->def, get_atttype(relid, attnum))))
+				guard_refuse_filled(cmd->name, relid, false);
+		}
 		if (cmd->subtype == AT_AttachPartition &&
 			guard_in_durable_schema(castNode(PartitionCmd, cmd->def)->name, nsp, &child))
 			ereport(ERROR,
