@@ -23,6 +23,14 @@
  * are refused.  (A CHECK constraint added to the domain is left to the
  * inserts, which fail where INSERT would.)
  *
+ * Constraints and rules.  The direct writes refuse a journal with a CHECK
+ * constraint, a foreign key from it, a foreign key to a column they change
+ * (they check none of them) or a rule (direct_check_writable), and the
+ * other tables' INSERT ... ON CONFLICT a table with a rule: those are
+ * refused when they are created.  Triggers are left to the writes' refusal:
+ * one that the sweep's UPDATE statements fire is how the tests make a
+ * record fail on purpose.
+ *
  * Locks taken before the permission check.  Some commands lock the
  * relation they name first and check the role's right on it afterwards:
  * CREATE RULE, a partition created of it, DETACH PARTITION and ALTER INDEX
@@ -289,6 +297,42 @@ guard_refuse_filled(const char *column, Oid relid, bool added)
 }
 
 /*
+ * A CHECK constraint or a foreign key added to a journal the direct code
+ * writes (directly, or with a column: `def` is a Constraint or a
+ * ColumnDef), which its writes would not check.
+ */
+static void
+guard_journal_constraints(Node *def, Oid relid)
+{
+	List	   *constraints = IsA(def, ColumnDef) ? ((ColumnDef *) def)->constraints : list_make1(def);
+	ListCell   *lc;
+	bool		journal = false;
+
+	foreach(lc, constraints)
+	{
+		Constraint *constraint = lfirst_node(Constraint, lc);
+
+		if (constraint->contype != CONSTR_CHECK && constraint->contype != CONSTR_FOREIGN)
+			continue;
+		if (!journal)
+			(void) durable_journal_column_changes(relid, NULL, &journal);
+		if (!journal)
+			return;
+		if (constraint->contype == CONSTR_CHECK)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot add a check constraint to \"durable.%s\"", get_rel_name(relid)),
+					 errdetail("durable writes its journals directly, without checking constraints added to them."),
+					 errhint("Check the values before they reach durable, or in a table of your own that references the journal.")));
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot add a foreign key to \"durable.%s\"", get_rel_name(relid)),
+				 errdetail("durable writes its journals directly, without checking foreign keys from them."),
+				 errhint("Reference the journal from a table of your own instead.")));
+	}
+}
+
+/*
  * Refuse, outside durable's own scripts, the ALTER TABLE commands that
  * would change the type of a column of a table in durable's schema (ALTER
  * COLUMN ... TYPE on it, and making it a child, by INHERIT or ATTACH
@@ -339,6 +383,8 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 		if (ours && cmd->subtype == AT_AddColumn &&
 			guard_column_filled(castNode(ColumnDef, cmd->def)))
 			guard_refuse_filled(castNode(ColumnDef, cmd->def)->colname, relid, true);
+		if (ours && (cmd->subtype == AT_AddConstraint || cmd->subtype == AT_AddColumn))
+			guard_journal_constraints(cmd->def, relid);
 		if (ours && cmd->subtype == AT_AddConstraint &&
 			castNode(Constraint, cmd->def)->contype == CONSTR_PRIMARY)
 			ereport(ERROR,
@@ -433,6 +479,35 @@ guard_require_privilege(RangeVar *rv, Oid nsp, AclMode privilege, const char *co
 	guard_refuse(relid, command, lock, false);
 }
 
+/*
+ * A foreign key that references a column of a journal that the direct
+ * updates change (the token, say), whose referenced-side checks they skip.
+ * One that references the key (id; an outbox's key) they never change.
+ */
+static void
+guard_referenced_columns(Constraint *fk, Oid nsp)
+{
+	Oid			relid;
+	ListCell   *lc;
+	bool		journal;
+
+	if (creating_extension || !guard_in_durable_schema(fk->pktable, nsp, &relid))
+		return;
+	foreach(lc, fk->pk_attrs)
+	{
+		if (durable_journal_column_changes(relid, strVal(lfirst(lc)), &journal))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("a foreign key cannot reference column \"%s\" of \"durable.%s\"",
+							strVal(lfirst(lc)), get_rel_name(relid)),
+					 errdetail("durable changes it without checking foreign keys."),
+					 errhint("Reference the journal by its key: %s.",
+							 strcmp(get_rel_name(relid), "outbox") == 0 ? "(key)" : "(id)")));
+		if (!journal)
+			return;
+	}
+}
+
 /* The foreign keys among table elements or constraints (Constraint, ColumnDef). */
 static void
 guard_foreign_keys(List *elements, Oid nsp)
@@ -446,8 +521,11 @@ guard_foreign_keys(List *elements, Oid nsp)
 		if (IsA(node, ColumnDef))
 			guard_foreign_keys(((ColumnDef *) node)->constraints, nsp);
 		else if (IsA(node, Constraint) && ((Constraint *) node)->contype == CONSTR_FOREIGN)
+		{
 			guard_require_privilege(((Constraint *) node)->pktable, nsp, ACL_REFERENCES,
 									"A foreign key", "SHARE ROW EXCLUSIVE");
+			guard_referenced_columns((Constraint *) node, nsp);
+		}
 	}
 }
 
@@ -500,6 +578,25 @@ guard_alter_table(AlterTableStmt *stmt, Oid nsp)
 				break;
 		}
 	}
+}
+
+/*
+ * A rule on one of durable's tables: the journals' direct writes do not
+ * apply rules, and the other tables' INSERT ... ON CONFLICT refuses a
+ * table that has them.
+ */
+static void
+guard_rule(RangeVar *rv, Oid nsp)
+{
+	Oid			relid;
+
+	if (!creating_extension && guard_in_durable_schema(rv, nsp, &relid) &&
+		get_rel_relkind(relid) == RELKIND_RELATION)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot create a rule on \"durable.%s\"", get_rel_name(relid)),
+				 errdetail("durable's functions write its tables with statements and direct writes that rules cannot apply to."),
+				 errhint("Act on the records in your own code, or on the NOTIFY channels.")));
 }
 
 /* COMMENT ON a relation or one of its columns. */
@@ -567,6 +664,7 @@ durable_ddl_guard(Node *parsetree)
 		case T_RuleStmt:
 			guard_require_owner(((RuleStmt *) parsetree)->relation, nsp,
 								"CREATE RULE", "ACCESS EXCLUSIVE");
+			guard_rule(((RuleStmt *) parsetree)->relation, nsp);
 			break;
 		case T_CreateTrigStmt:
 			guard_require_privilege(((CreateTrigStmt *) parsetree)->relation, nsp, ACL_TRIGGER,

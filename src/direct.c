@@ -686,6 +686,21 @@ direct_col_updated(AttrNumber att, const DirectCols *cols)
 }
 
 /*
+ * Whether the journal `relid` is one the direct code writes, and `column`
+ * one of its columns that a direct update may change; for the DDL guard.
+ */
+bool
+durable_journal_column_changes(Oid relid, const char *column, bool *journal)
+{
+	const DirectRels *r = direct_rels();
+
+	*journal = (relid == r->inbox || relid == r->outbox);
+	return *journal && column != NULL &&
+		direct_col_updated(get_attnum(relid, column),
+						   relid == r->inbox ? &r->inbox_cols : &r->outbox_cols);
+}
+
+/*
  * Whether the foreign key `conoid`, which references the journal `rel`,
  * references only columns that the direct updates never change: then no
  * update of theirs can break it, and its referenced-side checks are

@@ -476,6 +476,8 @@ extern int64 durable_inbox_purge_direct(TimestampTz from, TimestampTz cutoff, in
 										TimestampTz *last);
 extern int64 durable_outbox_purge_direct(TimestampTz from, TimestampTz cutoff, int64 limit,
 										 TimestampTz *last);
+/* For the DDL guard: is `relid` a journal written directly, `column` one it changes? */
+extern bool durable_journal_column_changes(Oid relid, const char *column, bool *journal);
 
 /* ---- Fail points (durable.c) ---- */
 

@@ -253,5 +253,36 @@ q1('ALTER TABLE durable.outbox DROP COLUMN note');
 like(q1("SELECT action FROM durable.outbox_begin('np-k12', 'c12', '{}', 'np-bot')"), qr/^send$/,
 	'... and, dropped, the send is journaled');
 
+# Constraints and rules (no hook refuses them without preloading): the direct
+# writes refuse the journal rather than skip what they would not check.
+q1('ALTER TABLE durable.outbox ADD CONSTRAINT short_keys CHECK (length(key) < 100)');
+like(error_of("SELECT action FROM durable.outbox_begin('np-k13', 'c13', '{}', 'np-bot')"),
+	qr/^0A000: check constraint "short_keys" on "durable.outbox" is not supported/,
+	'a CHECK constraint is refused by the inserts');
+q1('ALTER TABLE durable.outbox DROP CONSTRAINT short_keys');
+q1('CREATE RULE no_sends AS ON INSERT TO durable.outbox DO INSTEAD NOTHING');
+like(error_of("SELECT action FROM durable.outbox_begin('np-k13', 'c13', '{}', 'np-bot')"),
+	qr/^0A000: rules on "durable.outbox" are not supported/,
+	'a rule is refused by the inserts');
+q1('DROP RULE no_sends ON durable.outbox');
+q1('CREATE TABLE public.bots (name text PRIMARY KEY)');
+q1('ALTER TABLE durable.inbox ADD CONSTRAINT inbox_owner_fk FOREIGN KEY (owner) REFERENCES public.bots (name) NOT VALID');
+like(error_of("SELECT * FROM durable.inbox_admit('np', 'm13', 'c13')"),
+	qr/^0A000: foreign key "inbox_owner_fk" on "durable.inbox" is not supported/,
+	'a foreign key from a journal is refused by the inserts');
+q1('ALTER TABLE durable.inbox DROP CONSTRAINT inbox_owner_fk');
+my $t_id = q1("SELECT id FROM durable.inbox_admit('np', 'm14', 'c14')");
+q1('ALTER TABLE durable.inbox ADD CONSTRAINT inbox_id_token_key UNIQUE (id, token)');
+q1('CREATE TABLE public.fenced (inbox_id bigint, inbox_token bigint, '
+	  . 'FOREIGN KEY (inbox_id, inbox_token) REFERENCES durable.inbox (id, token))');
+like(error_of("SELECT * FROM durable.inbox_claim('np-bot', max => 100)"),
+	qr/^0A000: foreign key "fenced_inbox_id_inbox_token_fkey" referencing "durable.inbox" is not supported/,
+	'a foreign key that references the token is refused by the claim');
+is(q1("SELECT state FROM durable.inbox WHERE id = $t_id"), 'pending', '... which leases nothing');
+q1('DROP TABLE public.fenced');
+q1('ALTER TABLE durable.inbox DROP CONSTRAINT inbox_id_token_key');
+like(q1("SELECT count(*) FROM durable.inbox_claim('np-bot', max => 100)"), qr/^[1-9]\d*$/,
+	'... and, dropped, the claim leases again');
+
 $node->stop;
 done_testing();
