@@ -7,8 +7,8 @@
  *
  * Column types.  The C code reads and writes the journals' columns as the
  * types durable's scripts created; ALTER COLUMN ... TYPE, or making a
- * journal the child of a table whose column types the owner could change
- * with it, is refused.
+ * journal the child of a table, or a typed table of a type, whose column
+ * types the owner could change with it, is refused.
  *
  * Column defaults and NOT NULL.  The direct inserts write NULL into every
  * column they do not know.  They refuse a journal where INSERT would write
@@ -24,12 +24,17 @@
  * inserts, which fail where INSERT would.)
  *
  * Constraints and rules.  The direct writes refuse a journal with a CHECK
- * constraint, a foreign key from it, a foreign key to a column they change
- * (they check none of them) or a rule (direct_check_writable), and the
- * other tables' INSERT ... ON CONFLICT a table with a rule: those are
- * refused when they are created.  Triggers are left to the writes' refusal:
+ * constraint, a foreign key from it, a foreign key to a column they change,
+ * a deferrable constraint (they check none of them) or a rule
+ * (direct_check_writable), and the other tables' INSERT ... ON CONFLICT a
+ * table with a rule: those are refused when they are created.  Triggers are left to the writes' refusal:
  * one that the sweep's UPDATE statements fire is how the tests make a
  * record fail on purpose.
+ *
+ * Sequences.  ALTER SEQUENCE on durable's sequences is refused a cache, a
+ * cycle, a decreasing increment, bounds and a type: ids order each chat's
+ * records and tokens fence leases, which the first three would break
+ * without an error.
  *
  * Locks taken before the permission check.  Some commands lock the
  * relation they name first and check the role's right on it afterwards:
@@ -63,6 +68,7 @@
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "commands/defrem.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -70,6 +76,7 @@
 #include "parser/parse_type.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/formatting.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
@@ -108,12 +115,12 @@ guard_column_generated(ColumnDef *def)
 }
 
 /*
- * Whether type `typid` is a domain with a default or NOT NULL, at any level
- * of its domain chain (INSERT would write the default or refuse NULL; the
- * direct inserts would write NULL).
+ * Whether type `typid` has a default (a domain's, or a base type's own) or
+ * is a domain with NOT NULL, at any level of its domain chain (INSERT would
+ * write the default or refuse NULL; the direct inserts would write NULL).
  */
 static bool
-guard_domain_filled(Oid typid)
+guard_type_filled(Oid typid)
 {
 	while (OidIsValid(typid))
 	{
@@ -124,8 +131,7 @@ guard_domain_filled(Oid typid)
 		if (!HeapTupleIsValid(tup))
 			return false;
 		typ = (Form_pg_type) GETSTRUCT(tup);
-		filled = typ->typtype == TYPTYPE_DOMAIN &&
-			(typ->typnotnull || !heap_attisnull(tup, Anum_pg_type_typdefaultbin, NULL));
+		filled = typ->typnotnull || !heap_attisnull(tup, Anum_pg_type_typdefaultbin, NULL);
 		typid = typ->typtype == TYPTYPE_DOMAIN ? typ->typbasetype : InvalidOid;
 		ReleaseSysCache(tup);
 		if (filled)
@@ -228,14 +234,15 @@ guard_alter_domain(AlterDomainStmt *stmt, Oid nsp)
 
 /*
  * Whether `expr` is the NULL constant, as a default of a column of type
- * `typid`: PostgreSQL stores none then, unless the type is a domain (the
- * column's NULL default overrides the domain's).
+ * `typid` and `typmod`: PostgreSQL stores none then, unless the type is a
+ * domain (the column's NULL default overrides the domain's) or has a
+ * typmod (the default is a length coercion of NULL, not a constant).
  */
 static bool
-guard_null_default(Node *expr, Oid typid)
+guard_null_default(Node *expr, Oid typid, int32 typmod)
 {
 	return expr != NULL && IsA(expr, A_Const) && ((A_Const *) expr)->isnull &&
-		OidIsValid(typid) && get_typtype(typid) != TYPTYPE_DOMAIN;
+		OidIsValid(typid) && typmod < 0 && get_typtype(typid) != TYPTYPE_DOMAIN;
 }
 
 /* Whether an added column would get a value on INSERT, or refuse NULL. */
@@ -244,14 +251,24 @@ guard_column_filled(ColumnDef *def)
 {
 	static const char *const serials[] = {"smallserial", "serial2", "serial", "serial4",
 	"bigserial", "serial8"};
-	Oid			typid = def->typeName != NULL ?
-		LookupTypeNameOid(NULL, def->typeName, true) : InvalidOid;
+	Oid			typid = InvalidOid;
+	int32		typmod = -1;
 	ListCell   *lc;
 
-	if ((def->raw_default != NULL && !guard_null_default(def->raw_default, typid)) ||
+	if (def->typeName != NULL)
+	{
+		Type		type = LookupTypeName(NULL, def->typeName, &typmod, true);
+
+		if (type != NULL)
+		{
+			typid = typeTypeId(type);
+			ReleaseSysCache(type);
+		}
+	}
+	if ((def->raw_default != NULL && !guard_null_default(def->raw_default, typid, typmod)) ||
 		def->cooked_default != NULL || def->is_not_null || def->identity != '\0')
 		return true;
-	if (guard_domain_filled(typid))
+	if (guard_type_filled(typid))
 		return true;
 	if (def->typeName != NULL && list_length(def->typeName->names) == 1)
 	{
@@ -268,7 +285,7 @@ guard_column_filled(ColumnDef *def)
 		switch (constraint->contype)
 		{
 			case CONSTR_DEFAULT:
-				if (!guard_null_default(constraint->raw_expr, typid))
+				if (!guard_null_default(constraint->raw_expr, typid, typmod))
 					return true;
 				break;
 			case CONSTR_NOTNULL:
@@ -297,9 +314,11 @@ guard_refuse_filled(const char *column, Oid relid, bool added)
 }
 
 /*
- * A CHECK constraint or a foreign key added to a journal the direct code
- * writes (directly, or with a column: `def` is a Constraint or a
- * ColumnDef), which its writes would not check.
+ * A CHECK constraint, a foreign key or a deferrable constraint (checked by
+ * a trigger) added to a journal the direct code writes (directly, or with a
+ * column: `def` is a Constraint or a ColumnDef, whose DEFERRABLE is a
+ * constraint of its own in the parse tree), which its writes would not
+ * check.
  */
 static void
 guard_journal_constraints(Node *def, Oid relid)
@@ -312,12 +331,19 @@ guard_journal_constraints(Node *def, Oid relid)
 	{
 		Constraint *constraint = lfirst_node(Constraint, lc);
 
-		if (constraint->contype != CONSTR_CHECK && constraint->contype != CONSTR_FOREIGN)
+		if (constraint->contype != CONSTR_CHECK && constraint->contype != CONSTR_FOREIGN &&
+			constraint->contype != CONSTR_ATTR_DEFERRABLE && !constraint->deferrable)
 			continue;
 		if (!journal)
 			(void) durable_journal_column_changes(relid, NULL, &journal);
 		if (!journal)
 			return;
+		if (constraint->contype != CONSTR_CHECK && constraint->contype != CONSTR_FOREIGN)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot add a deferrable constraint to \"durable.%s\"", get_rel_name(relid)),
+					 errdetail("PostgreSQL checks a deferrable constraint in a trigger, and durable writes its journals directly, without firing triggers."),
+					 errhint("Add it NOT DEFERRABLE.")));
 		if (constraint->contype == CONSTR_CHECK)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -364,6 +390,11 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 							cmd->name, get_rel_name(relid)),
 					 errdetail("durable reads and writes its tables' columns as the types it created them with."),
 					 errhint("Keep data of your own in a table of your own that references the journal.")));
+		if (ours && cmd->subtype == AT_AddOf)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("\"durable.%s\" cannot be made a typed table", get_rel_name(relid)),
+					 errdetail("A change of the type's attributes would change durable's columns.")));
 		if (ours && cmd->subtype == AT_AddInherit)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -396,12 +427,18 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 					 cmd->subtype == AT_SetNotNull || cmd->subtype == AT_AddIdentity))
 		{
 			AttrNumber	attnum = get_attnum(relid, cmd->name);
+			Oid			typid;
+			int32		typmod;
+			Oid			collation;
 
 			/* (A column there is not: PostgreSQL says so.) */
-			if (attnum != InvalidAttrNumber &&
-				!(cmd->subtype == AT_ColumnDefault &&
-				  guard_null_default(cmd->def, get_atttype(relid, attnum))))
-				guard_refuse_filled(cmd->name, relid, false);
+			if (attnum != InvalidAttrNumber)
+			{
+				get_atttypetypmodcoll(relid, attnum, &typid, &typmod, &collation);
+				if (!(cmd->subtype == AT_ColumnDefault &&
+					  guard_null_default(cmd->def, typid, typmod)))
+					guard_refuse_filled(cmd->name, relid, false);
+			}
 		}
 		if (cmd->subtype == AT_AttachPartition &&
 			guard_in_durable_schema(castNode(PartitionCmd, cmd->def)->name, nsp, &child))
@@ -599,6 +636,54 @@ guard_rule(RangeVar *rv, Oid nsp)
 				 errhint("Act on the records in your own code, or on the NOTIFY channels.")));
 }
 
+/*
+ * The options of ALTER SEQUENCE that durable's sequences cannot take.  A
+ * chat's records are taken in the order of their ids, and a lease is
+ * fenced by a token that must never come again: a cache (each backend
+ * draws from a range of its own, so a later admit can get a lower id), a
+ * cycle or an increment that is not positive breaks one or the other,
+ * silently; a bound or a type would stop the start-up lift of token_seq (to
+ * the clock) or the ids before INSERT would.  RESTART, like setval(), is the
+ * DBA's to get right.
+ */
+static bool
+guard_sequence_option_refused(DefElem *option)
+{
+	if (strcmp(option->defname, "cache") == 0)
+		return defGetInt64(option) != 1;
+	if (strcmp(option->defname, "increment") == 0)
+		return defGetInt64(option) < 1;
+	if (strcmp(option->defname, "cycle") == 0)
+		return option->arg != NULL && boolVal(option->arg);
+	if (strcmp(option->defname, "maxvalue") == 0 || strcmp(option->defname, "minvalue") == 0)
+		return option->arg != NULL;
+	if (strcmp(option->defname, "as") == 0)
+		return LookupTypeNameOid(NULL, defGetTypeName(option), true) != INT8OID;
+	return false;
+}
+
+static void
+guard_alter_sequence(AlterSeqStmt *stmt, Oid nsp)
+{
+	Oid			relid;
+	ListCell   *lc;
+
+	if (creating_extension || !guard_in_durable_schema(stmt->sequence, nsp, &relid))
+		return;
+	foreach(lc, stmt->options)
+	{
+		DefElem    *option = lfirst_node(DefElem, lc);
+
+		if (guard_sequence_option_refused(option))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot change %s of sequence durable.%s",
+							asc_toupper(option->defname, strlen(option->defname)),
+							get_rel_name(relid)),
+					 errdetail("durable orders each chat's records by their ids and fences leases by their tokens: its sequences keep no cache, never cycle, only increase, and have no bound of their own.")));
+	}
+}
+
 /* COMMENT ON a relation or one of its columns. */
 static void
 guard_comment(CommentStmt *stmt, Oid nsp)
@@ -648,6 +733,7 @@ durable_ddl_guard(Node *parsetree)
 		case T_CreateStatsStmt:
 		case T_CommentStmt:
 		case T_AlterDomainStmt:
+		case T_AlterSeqStmt:
 			break;
 		default:
 			return;
@@ -692,6 +778,9 @@ durable_ddl_guard(Node *parsetree)
 			break;
 		case T_AlterDomainStmt:
 			guard_alter_domain((AlterDomainStmt *) parsetree, nsp);
+			break;
+		case T_AlterSeqStmt:
+			guard_alter_sequence((AlterSeqStmt *) parsetree, nsp);
 			break;
 		case T_AlterObjectDependsStmt:
 			if (((AlterObjectDependsStmt *) parsetree)->relation != NULL)
