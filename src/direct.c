@@ -45,12 +45,16 @@
  *
  * The journals have no constraints these writes could break or row
  * security; durable's own functions are their only writers, and triggers
- * added by hand are refused rather than skipped (the purge, whose DELETE
- * triggers are a referencing foreign key's, runs the statement instead).
+ * added by hand that would fire are refused rather than skipped (the
+ * purge, whose DELETE triggers are a referencing foreign key's, runs the
+ * statement instead).
  *
  * The OIDs of durable's relations are looked up once per backend and
  * forgotten when a relcache invalidation names one of them (the extension
- * dropped and created again, say).
+ * dropped and created again, say).  Each index looked up by name is
+ * checked then against the definition the install script gives it
+ * (DirectIndexDef): the scans and inserts rely on its key columns, its
+ * uniqueness and its predicate.
  *
  * IDENTIFICATION
  *	  src/direct.c
@@ -74,6 +78,7 @@
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
+#include "commands/defrem.h"
 #include "commands/extension.h"
 #include "commands/trigger.h"
 #include "commands/sequence.h"
@@ -82,7 +87,10 @@
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
+#include "parser/parse_clause.h"
 #include "parser/parse_coerce.h"
+#include "parser/parse_collate.h"
+#include "parser/parser.h"
 #include "utils/memutils.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -249,21 +257,25 @@ static DirectIndexes direct_inbox_indexes;
 static DirectIndexes direct_outbox_indexes;
 
 /*
- * Whether a journal has a column of a domain type, one added by hand
- * (durable's own are of base types: direct_attnum), to whose NULL the
- * direct inserts apply what INSERT would (direct_check_domain_null).
- * Forgotten when an invalidation names the journal: a column's type
- * changes only by ALTER TABLE.  What the domain allows is looked up at
- * every insert instead: ALTER DOMAIN invalidates no relation.
+ * Whether a journal has a column whose type INSERT consults when it is given
+ * no value for it, one added by hand (durable's own are of base types
+ * without a default: direct_attnum): a domain (its default, else its NOT
+ * NULL and CHECK constraints on the NULL), or a type with a default of its
+ * own (CREATE TYPE ... DEFAULT).  The direct inserts apply what INSERT
+ * would to such a column's NULL (direct_check_type_null).  Forgotten when
+ * an invalidation names the journal: a column's type changes only by
+ * ALTER TABLE, and a base type's default only with the type.  What the
+ * type allows is looked up at every insert instead: ALTER DOMAIN
+ * invalidates no relation.
  */
-typedef struct DirectDomainCols
+typedef struct DirectTypeCols
 {
 	Oid			heap;
 	bool		valid;
 	bool		any;
-} DirectDomainCols;
+} DirectTypeCols;
 
-static DirectDomainCols direct_domain_cols[2];	/* inbox, outbox */
+static DirectTypeCols direct_type_cols[2];	/* inbox, outbox */
 
 static void
 direct_indexes_invalidate(DirectIndexes *di, Oid relid)
@@ -283,9 +295,9 @@ direct_invalidate(Datum arg, Oid relid)
 	direct_invalidations++;
 	direct_indexes_invalidate(&direct_inbox_indexes, relid);
 	direct_indexes_invalidate(&direct_outbox_indexes, relid);
-	for (int i = 0; i < lengthof(direct_domain_cols); i++)
-		if (!OidIsValid(relid) || relid == direct_domain_cols[i].heap)
-			direct_domain_cols[i].valid = false;
+	for (int i = 0; i < lengthof(direct_type_cols); i++)
+		if (!OidIsValid(relid) || relid == direct_type_cols[i].heap)
+			direct_type_cols[i].valid = false;
 	if (!OidIsValid(relid) ||
 		relid == direct_rels_cache.inbox ||
 		relid == direct_rels_cache.inbox_pkey ||
@@ -399,6 +411,273 @@ direct_attnums(Oid relid, const char *const *names, int n, AttrNumber *atts)
 		atts[i] = direct_attnum(relid, names[i]);
 }
 
+/*
+ * The indexes of durable's that the direct code opens by the OID of their
+ * name, with the definition the install script gives each.  The scans and
+ * inserts rely on it: the claim walks its open index in id order with an
+ * int8 key, the per-chat probes descend (chat_id, id) with a text and an
+ * int8 key, the inserts take the dedupe key or the primary key as their
+ * arbiter.  Another index under the name (made by hand) would be read with
+ * keys of the wrong type, which crashes the backend, or answer wrongly
+ * (two records of one chat leased at once, a chat blocked for good), so
+ * its definition is checked when its name is looked up
+ * (direct_index_relid, direct_index_renamed).
+ */
+typedef struct DirectIndexDef
+{
+	const char *name;
+	size_t		field;			/* its OID in DirectRels */
+	size_t		heap_field;		/* its journal's OID in DirectRels */
+	bool		unique;
+	int			nkeys;
+	const char *keys[2];		/* the key columns, in order */
+	const char *predicate;		/* search_path-proof WHERE clause; NULL: none */
+	const char *create;			/* what creates it, for the hint */
+} DirectIndexDef;
+
+#define DIRECT_INBOX_INDEX(field) offsetof(DirectRels, field), offsetof(DirectRels, inbox)
+#define DIRECT_OUTBOX_INDEX(field) offsetof(DirectRels, field), offsetof(DirectRels, outbox)
+
+static const DirectIndexDef direct_named_indexes[] = {
+	{"inbox_pkey", DIRECT_INBOX_INDEX(inbox_pkey), true, 1, {"id"}, NULL,
+	"ALTER TABLE durable.inbox ADD CONSTRAINT inbox_pkey PRIMARY KEY (id)"},
+	{"inbox_chat_unfinished_idx", DIRECT_INBOX_INDEX(inbox_chat_idx), false, 2, {"chat_id", "id"},
+		"finished_at IS NULL",
+	"CREATE INDEX inbox_chat_unfinished_idx ON durable.inbox (chat_id, id) WHERE finished_at IS NULL"},
+	{"inbox_unfinished_idx", DIRECT_INBOX_INDEX(inbox_open_idx), false, 1, {"id"},
+		"finished_at IS NULL AND id OPERATOR(pg_catalog.>) 0",
+	"CREATE INDEX inbox_unfinished_idx ON durable.inbox (id) WHERE finished_at IS NULL AND id OPERATOR(pg_catalog.>) 0"},
+	{"inbox_source_message_id_key", DIRECT_INBOX_INDEX(inbox_message_id_key), true, 2,
+		{"source", "message_id"}, "message_id IS NOT NULL",
+	"CREATE UNIQUE INDEX inbox_source_message_id_key ON durable.inbox (source, message_id) WHERE message_id IS NOT NULL"},
+	{"inbox_source_content_hash_key", DIRECT_INBOX_INDEX(inbox_content_hash_key), true, 2,
+		{"source", "content_hash"}, "message_id IS NULL",
+	"CREATE UNIQUE INDEX inbox_source_content_hash_key ON durable.inbox (source, content_hash) WHERE message_id IS NULL"},
+	{"inbox_done_at_idx", DIRECT_INBOX_INDEX(inbox_done_at_idx), false, 1, {"done_at"},
+		"done_at IS NOT NULL",
+	"CREATE INDEX inbox_done_at_idx ON durable.inbox (done_at) WHERE done_at IS NOT NULL"},
+	{"outbox_pkey", DIRECT_OUTBOX_INDEX(outbox_pkey), true, 1, {"key"}, NULL,
+	"ALTER TABLE durable.outbox ADD CONSTRAINT outbox_pkey PRIMARY KEY (key)"},
+	{"outbox_chat_unfinished_idx", DIRECT_OUTBOX_INDEX(outbox_chat_idx), false, 2, {"chat_id", "id"},
+		"state OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'sending', 'failed']::pg_catalog.text[])",
+	"CREATE INDEX outbox_chat_unfinished_idx ON durable.outbox (chat_id, id) WHERE state OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'sending', 'failed']::pg_catalog.text[])"},
+	{"outbox_waiting_idx", DIRECT_OUTBOX_INDEX(outbox_open_idx), false, 1, {"id"},
+		"state OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'failed']::pg_catalog.text[])",
+	"CREATE INDEX outbox_waiting_idx ON durable.outbox (id) WHERE state OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"},
+	{"outbox_sent_at_idx", DIRECT_OUTBOX_INDEX(outbox_sent_at_idx), false, 1, {"sent_at"},
+		"state OPERATOR(pg_catalog.=) 'sent'",
+	"CREATE INDEX outbox_sent_at_idx ON durable.outbox (sent_at) WHERE state OPERATOR(pg_catalog.=) 'sent'"},
+};
+
+/* The OID at offset `field` of the relations `r`. */
+static Oid *
+direct_rels_oid(DirectRels *r, size_t field)
+{
+	return (Oid *) ((char *) r + field);
+}
+
+/*
+ * The parser's hook for the column references of an expected predicate:
+ * the journal's columns (`p_ref_hook_state`), as the Vars of varno 1 that
+ * CREATE INDEX makes of them.  No range table entry is needed, and so no
+ * lock on the journal.
+ */
+static Node *
+direct_predicate_column(ParseState *pstate, ColumnRef *cref)
+{
+	Oid			heap = *(Oid *) pstate->p_ref_hook_state;
+	AttrNumber	attnum;
+	Oid			type;
+	int32		typmod;
+	Oid			collation;
+	Var		   *var;
+
+	if (list_length(cref->fields) != 1 || !IsA(linitial(cref->fields), String))
+		return NULL;
+	attnum = get_attnum(heap, strVal(linitial(cref->fields)));
+	if (attnum == InvalidAttrNumber)
+		return NULL;			/* the parser reports it */
+	get_atttypetypmodcoll(heap, attnum, &type, &typmod, &collation);
+	var = makeVar(1, attnum, type, typmod, collation, 0);
+	var->location = cref->location;
+	return (Node *) var;
+}
+
+/*
+ * The predicate `text` on the journal `heap`, parsed as CREATE INDEX parses
+ * a WHERE clause (transformIndexStmt) and prepared as the relation cache
+ * prepares a stored one (RelationGetIndexPredicate): a list of conjuncts
+ * that equal() compares with an index's, whatever the version's node trees.
+ */
+static List *
+direct_expected_predicate(Oid heap, const char *text)
+{
+	List	   *parsed = raw_parser(psprintf("SELECT WHERE %s", text), RAW_PARSE_DEFAULT);
+	SelectStmt *select = castNode(SelectStmt, linitial_node(RawStmt, parsed)->stmt);
+	ParseState *pstate = make_parsestate(NULL);
+	Node	   *where;
+	List	   *result;
+
+	pstate->p_pre_columnref_hook = direct_predicate_column;
+	pstate->p_ref_hook_state = &heap;
+	where = transformWhereClause(pstate, select->whereClause, EXPR_KIND_INDEX_PREDICATE, "WHERE");
+	assign_expr_collations(pstate, where);
+	free_parsestate(pstate);
+
+	where = eval_const_expressions(NULL, where);
+	where = (Node *) canonicalize_qual((Expr *) where, false);
+	result = make_ands_implicit((Expr *) where);
+	fix_opfuncids((Node *) result);
+	return result;
+}
+
+/* The same conjuncts, in any order (AND is commutative)? */
+static bool
+direct_same_conjuncts(List *a, List *b)
+{
+	ListCell   *lc;
+
+	if (list_length(a) != list_length(b))
+		return false;
+	foreach(lc, a)
+		if (!list_member(b, lfirst(lc)))
+			return false;
+	foreach(lc, b)
+		if (!list_member(a, lfirst(lc)))
+			return false;
+	return true;
+}
+
+/*
+ * Do the key columns of `index` follow `def` (its journal is `heap`):
+ * the columns by their attribute numbers, in order, ascending, each with
+ * its type's default btree operator class and its own collation, as a
+ * CREATE INDEX that names only the columns makes them?  A key that is an
+ * expression has attribute number 0, so expressions fail here too.
+ */
+static const char *
+direct_index_keys_differ(Relation index, const DirectIndexDef *def, Oid heap)
+{
+	Form_pg_index form = index->rd_index;
+	int			k;
+
+	if (form->indnkeyatts != def->nkeys)
+		return "It has another number of key columns.";
+	if (form->indnatts != form->indnkeyatts)
+		return "It includes columns besides its key (INCLUDE).";
+	for (k = 0; k < def->nkeys; k++)
+	{
+		AttrNumber	attnum = get_attnum(heap, def->keys[k]);
+		Oid			type;
+		int32		typmod;
+		Oid			collation;
+		Oid			opclass;
+
+		if (attnum == InvalidAttrNumber || form->indkey.values[k] != attnum)
+			return psprintf("Its key column %d is not \"%s\".", k + 1, def->keys[k]);
+		get_atttypetypmodcoll(heap, attnum, &type, &typmod, &collation);
+		opclass = GetDefaultOpClass(type, BTREE_AM_OID);
+		if (index->rd_opfamily[k] != get_opclass_family(opclass) ||
+			index->rd_opcintype[k] != get_opclass_input_type(opclass))
+			return psprintf("Its key column \"%s\" has another operator class.", def->keys[k]);
+		if (index->rd_indcollation[k] != collation)
+			return psprintf("Its key column \"%s\" has another collation.", def->keys[k]);
+		if (index->rd_indoption[k] != 0)
+			return psprintf("Its key column \"%s\" is not in ascending order with NULLS LAST.",
+							def->keys[k]);
+	}
+	return NULL;
+}
+
+/*
+ * Why `index` does not have the definition `def`, or NULL when it has:
+ * a btree index of the journal, unique (immediate, NULLs distinct) exactly
+ * when the script's is, on its key columns (direct_index_keys_differ), and
+ * partial exactly when the script's is, on the same predicate.
+ */
+static const char *
+direct_index_def_differs(Relation index, const DirectIndexDef *def)
+{
+	Form_pg_index form = index->rd_index;
+	Oid			heap = *direct_rels_oid(&direct_rels_cache, def->heap_field);
+	const char *keys;
+	List	   *predicate;
+
+	if (index->rd_rel->relkind != RELKIND_INDEX)
+		return "It is not an index.";
+	if (form->indrelid != heap)
+		return "It is an index of another table.";
+	if (index->rd_rel->relam != BTREE_AM_OID)
+		return "It is not a btree index.";
+	if ((keys = direct_index_keys_differ(index, def, heap)) != NULL)
+		return keys;
+	if (form->indisexclusion)
+		return "It is the index of an exclusion constraint.";
+	if (form->indisunique != def->unique)
+		return def->unique ? "It is not unique." : "It is unique.";
+	if (!form->indimmediate)
+		return "It is deferrable.";
+	if (form->indnullsnotdistinct)
+		return "It treats NULLs as not distinct.";
+	predicate = RelationGetIndexPredicate(index);
+	if (def->predicate == NULL)
+		return predicate == NIL ? NULL : "It is partial.";
+	if (predicate == NIL)
+		return "It is not partial.";
+	if (!direct_same_conjuncts(predicate, direct_expected_predicate(heap, def->predicate)))
+		return "It has another WHERE clause.";
+	return NULL;
+}
+
+/*
+ * Refuse `index`, found under the name of `def`, unless it has that
+ * definition.  55000, as for an index of durable's found invalid: the
+ * index exists, but not in the state the calls need; 42704 would say it
+ * does not.
+ */
+static void
+direct_check_index_def(Relation index, const DirectIndexDef *def)
+{
+	const char *differs = direct_index_def_differs(index, def);
+
+	if (differs != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("index \"durable.%s\" does not have the definition durable created",
+						def->name),
+				 errdetail("%s durable reads and writes the journal through this index as its install script defines it.",
+						   differs),
+				 errhint("Rename or drop that index, then create durable's: %s.", def->create)));
+}
+
+/*
+ * The OID of the index named as `def` in schema `nsp`, checked against
+ * `def` (direct_check_index_def) once per build of the relations, not per
+ * call.  The index is locked for the check only: the definition under the
+ * name changes only with the OID (DROP and CREATE, REINDEX CONCURRENTLY's
+ * swap), and the invalidation of the old index makes direct_rels look the
+ * name up again.
+ */
+static Oid
+direct_index_relid(const DirectIndexDef *def, Oid nsp)
+{
+	for (;;)
+	{
+		Oid			relid = direct_relid(def->name, nsp);
+		Relation	index = try_relation_open(relid, AccessShareLock);
+
+		/* Dropped since the look-up (REINDEX CONCURRENTLY's last step): again. */
+		if (index == NULL)
+		{
+			CHECK_FOR_INTERRUPTS();
+			continue;
+		}
+		direct_check_index_def(index, def);
+		relation_close(index, AccessShareLock);
+		return relid;
+	}
+}
+
 static const DirectRels *
 direct_rels(void)
 {
@@ -409,6 +688,7 @@ direct_rels(void)
 		DirectRels *r = &direct_rels_cache;
 		uint64		invalidations = direct_invalidations;
 		Oid			nsp;
+		int			i;
 
 		/* An older schema lacks columns: say so, not "column does not exist". */
 		durable_require_current_schema();
@@ -421,13 +701,7 @@ direct_rels(void)
 		}
 
 		r->inbox = direct_relid("inbox", nsp);
-		r->inbox_pkey = direct_relid("inbox_pkey", nsp);
-		r->inbox_chat_idx = direct_relid("inbox_chat_unfinished_idx", nsp);
-		r->inbox_open_idx = direct_relid("inbox_unfinished_idx", nsp);
-		r->inbox_message_id_key = direct_relid("inbox_source_message_id_key", nsp);
-		r->inbox_content_hash_key = direct_relid("inbox_source_content_hash_key", nsp);
 		r->inbox_id_seq = direct_relid("inbox_id_seq", nsp);
-		r->inbox_done_at_idx = direct_relid("inbox_done_at_idx", nsp);
 		direct_common_cols(r->inbox, &r->inbox_cols);
 		direct_attnums(r->inbox, direct_new_message_cols, DIRECT_NEW_MESSAGE_NCOLS,
 					   r->new_message_att);
@@ -436,11 +710,7 @@ direct_rels(void)
 		r->inbox_cols.sends = direct_attnum(r->inbox, "sends");
 		direct_attnums(r->inbox, direct_claimed_cols, DURABLE_CLAIMED_NCOLS, r->claimed_att);
 		r->outbox = direct_relid("outbox", nsp);
-		r->outbox_pkey = direct_relid("outbox_pkey", nsp);
-		r->outbox_chat_idx = direct_relid("outbox_chat_unfinished_idx", nsp);
-		r->outbox_open_idx = direct_relid("outbox_waiting_idx", nsp);
 		r->outbox_id_seq = direct_relid("outbox_id_seq", nsp);
-		r->outbox_sent_at_idx = direct_relid("outbox_sent_at_idx", nsp);
 		direct_common_cols(r->outbox, &r->outbox_cols);
 		direct_attnums(r->outbox, direct_new_send_cols, DIRECT_NEW_SEND_NCOLS,
 					   r->new_send_att);
@@ -449,6 +719,10 @@ direct_rels(void)
 		direct_attnums(r->outbox, direct_claimed_send_cols, DURABLE_CLAIMED_SEND_NCOLS,
 					   r->claimed_send_att);
 		r->token_seq = direct_relid("token_seq", nsp);
+		/* After the columns, whose errors say more. */
+		for (i = 0; i < lengthof(direct_named_indexes); i++)
+			*direct_rels_oid(r, direct_named_indexes[i].field) =
+				direct_index_relid(&direct_named_indexes[i], nsp);
 
 		/* The lease changes no indexed column: HOT unless the page is full. */
 		r->claims[DQ_INBOX] = (DirectClaimQueue) {
@@ -477,24 +751,6 @@ direct_rels(void)
 	return &direct_rels_cache;
 }
 
-/* durable's indexes that the direct writes open by the OID of their name. */
-static const struct
-{
-	const char *name;
-	size_t		field;			/* in DirectRels */
-}			direct_named_indexes[] = {
-	{"inbox_pkey", offsetof(DirectRels, inbox_pkey)},
-	{"inbox_chat_unfinished_idx", offsetof(DirectRels, inbox_chat_idx)},
-	{"inbox_unfinished_idx", offsetof(DirectRels, inbox_open_idx)},
-	{"inbox_source_message_id_key", offsetof(DirectRels, inbox_message_id_key)},
-	{"inbox_source_content_hash_key", offsetof(DirectRels, inbox_content_hash_key)},
-	{"inbox_done_at_idx", offsetof(DirectRels, inbox_done_at_idx)},
-	{"outbox_pkey", offsetof(DirectRels, outbox_pkey)},
-	{"outbox_chat_unfinished_idx", offsetof(DirectRels, outbox_chat_idx)},
-	{"outbox_waiting_idx", offsetof(DirectRels, outbox_open_idx)},
-	{"outbox_sent_at_idx", offsetof(DirectRels, outbox_sent_at_idx)},
-};
-
 /*
  * The index that carries now the name under which `index_oid` was looked up
  * (InvalidOid: none), or index_oid itself when that is not one of the
@@ -503,18 +759,23 @@ static const struct
  * and dropped, while its copy holds every entry.  A call that looked the
  * name up before the swap learns of it when it locks the journal or the
  * index, or finds the index gone.  Callers hold a lock on the journal: a
- * second rebuild cannot get past its first phase while they do.
+ * second rebuild cannot get past its first phase while they do.  *def is
+ * set to the name's definition, which the caller checks the other index
+ * against once it has opened it (direct_check_index_def), or to NULL.
  */
 static Oid
-direct_index_renamed(Oid index_oid)
+direct_index_renamed(Oid index_oid, const DirectIndexDef **def)
 {
-	const char *rels = (const char *) &direct_rels_cache;
 	int			i;
 
+	*def = NULL;
 	for (i = 0; i < lengthof(direct_named_indexes); i++)
-		if (*(const Oid *) (rels + direct_named_indexes[i].field) == index_oid)
+		if (*direct_rels_oid(&direct_rels_cache, direct_named_indexes[i].field) == index_oid)
+		{
+			*def = &direct_named_indexes[i];
 			return get_relname_relid(direct_named_indexes[i].name,
 									 get_namespace_oid("durable", false));
+		}
 	return index_oid;
 }
 
@@ -530,6 +791,7 @@ direct_index_open_current(Oid index_oid, LOCKMODE lockmode)
 {
 	Relation	index;
 	Oid			renamed;
+	const DirectIndexDef *def;
 
 	DURABLE_FAIL_POINT("index_open");
 	index = try_relation_open(index_oid, lockmode);
@@ -540,7 +802,7 @@ direct_index_open_current(Oid index_oid, LOCKMODE lockmode)
 				 errhint(DURABLE_DAMAGED_HINT)));
 	if (index != NULL && index->rd_index->indisvalid)
 		return index;
-	renamed = direct_index_renamed(index_oid);
+	renamed = direct_index_renamed(index_oid, &def);
 	if (renamed == index_oid && index != NULL)
 		return index;
 	if (!OidIsValid(renamed))
@@ -550,7 +812,10 @@ direct_index_open_current(Oid index_oid, LOCKMODE lockmode)
 				 errhint(DURABLE_DAMAGED_HINT)));
 	if (index != NULL)
 		relation_close(index, lockmode);
-	return index_open(renamed, lockmode);
+	index = index_open(renamed, lockmode);
+	if (def != NULL)
+		direct_check_index_def(index, def);
+	return index;
 }
 
 /*
@@ -589,14 +854,33 @@ durable_index_open(Oid index_oid, LOCKMODE lockmode)
 }
 
 /*
+ * Would the executor fire `trigger` in this session?  TriggerEnabled's rule
+ * (commands/trigger.c), before it looks at the columns and the WHEN clause:
+ * a disabled trigger never fires; under session_replication_role = replica
+ * only those enabled REPLICA or ALWAYS do, otherwise those enabled (ORIGIN)
+ * or ALWAYS.  The internal triggers of foreign keys and deferrable
+ * constraints are enabled ORIGIN: the executor skips them in replica mode.
+ */
+static bool
+direct_trigger_fires(const Trigger *trigger)
+{
+	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
+		return trigger->tgenabled == TRIGGER_FIRES_ON_REPLICA ||
+			trigger->tgenabled == TRIGGER_FIRES_ALWAYS;
+	return trigger->tgenabled == TRIGGER_FIRES_ON_ORIGIN ||
+		trigger->tgenabled == TRIGGER_FIRES_ALWAYS;
+}
+
+/*
  * Refuse to write a journal with what the direct writes would skip: triggers
- * on `event` (TRIGGER_TYPE_INSERT or TRIGGER_TYPE_UPDATE), rules, CHECK
- * constraints, foreign keys from the journal, stored generated columns (an
- * update would leave them stale), row-level security that applies to the
- * journal's owner.  The one trigger allowed is the referenced side of a
- * foreign key on UPDATE (a key that references the journal only cares about
- * key changes, and the key never changes).  Publications are checked as for
- * the statement.
+ * on `event` (TRIGGER_TYPE_INSERT or TRIGGER_TYPE_UPDATE) that would fire
+ * (direct_trigger_fires), rules, CHECK constraints, foreign keys from the
+ * journal, deferrable unique and exclusion constraints (checked by a
+ * trigger), stored generated columns (an update would leave them stale),
+ * row-level security that applies to the journal's owner.  The one trigger
+ * allowed is the referenced side of a foreign key on UPDATE (a key that
+ * references the journal only cares about key changes, and the key never
+ * changes).  Publications are checked as for the statement.
  */
 static void
 direct_check_writable(Relation rel, int16 event)
@@ -610,7 +894,11 @@ direct_check_writable(Relation rel, int16 event)
 	TupleConstr *constr = desc->constr;
 	int			i;
 
-	if (rel->rd_rel->relhasrules)
+	/*
+	 * rd_rules, as the rewriter reads them: relhasrules stays set after the
+	 * last rule is dropped, until a VACUUM clears it.
+	 */
+	if (rel->rd_rules != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("rules on \"durable.%s\" are not supported", RelationGetRelationName(rel)),
@@ -644,7 +932,7 @@ direct_check_writable(Relation rel, int16 event)
 		Trigger    *trigger = &trigdesc->triggers[i];
 		int			ri_type;
 
-		if (!(trigger->tgtype & event))
+		if (!(trigger->tgtype & event) || !direct_trigger_fires(trigger))
 			continue;
 		ri_type = trigger->tgisinternal ? RI_FKey_trigger_type(trigger->tgfoid) : RI_TRIGGER_NONE;
 		if (ri_type == RI_TRIGGER_PK && event == TRIGGER_TYPE_UPDATE)
@@ -666,6 +954,14 @@ direct_check_writable(Relation rel, int16 event)
 							get_constraint_name(trigger->tgconstraint), RelationGetRelationName(rel)),
 					 errdetail("durable writes its journals directly, without checking foreign keys from them."),
 					 errhint("Drop the foreign key.")));
+		/* A deferrable UNIQUE, PRIMARY KEY or EXCLUDE: its trigger cannot be dropped. */
+		if (ri_type == RI_TRIGGER_NONE && trigger->tgisinternal && OidIsValid(trigger->tgconstraint))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("deferrable constraint \"%s\" on \"durable.%s\" is not supported",
+							get_constraint_name(trigger->tgconstraint), RelationGetRelationName(rel)),
+					 errdetail("PostgreSQL checks a deferrable constraint in a trigger, and durable writes its journals directly, without firing triggers."),
+					 errhint("Drop the constraint and add it back NOT DEFERRABLE.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("trigger \"%s\" on \"durable.%s\" is not supported",
@@ -1766,49 +2062,72 @@ direct_null_row(Relation rel)
 	return slot;
 }
 
-/* Whether the journal `rel` has a column of a domain type (DirectDomainCols). */
+/*
+ * Has the type (its pg_type row) a default of its own?  As get_typdefault
+ * reads it: a domain's is an expression (typdefaultbin), a base type's the
+ * text of a value (typdefault).
+ */
 static bool
-direct_has_domain_cols(Relation rel)
+direct_type_has_default(HeapTuple typtup)
 {
-	DirectDomainCols *dc = &direct_domain_cols[RelationGetRelid(rel) == direct_rels_cache.outbox];
+	return !heap_attisnull(typtup, Anum_pg_type_typdefaultbin, NULL) ||
+		!heap_attisnull(typtup, Anum_pg_type_typdefault, NULL);
+}
 
-	if (!dc->valid || dc->heap != RelationGetRelid(rel))
+/* Whether the journal `rel` has a column of such a type (DirectTypeCols). */
+static bool
+direct_has_type_cols(Relation rel)
+{
+	DirectTypeCols *tc = &direct_type_cols[RelationGetRelid(rel) == direct_rels_cache.outbox];
+
+	if (!tc->valid || tc->heap != RelationGetRelid(rel))
 	{
 		uint64		invalidations = direct_invalidations;
 
-		dc->heap = RelationGetRelid(rel);
-		dc->any = false;
+		tc->heap = RelationGetRelid(rel);
+		tc->any = false;
 		for (int i = 0; i < RelationGetDescr(rel)->natts; i++)
 		{
 			Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), i);
+			HeapTuple	tup;
 
-			if (!att->attisdropped && get_typtype(att->atttypid) == TYPTYPE_DOMAIN)
-				dc->any = true;
+			if (att->attisdropped)
+				continue;
+			tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(att->atttypid));
+			if (!HeapTupleIsValid(tup))
+				elog(ERROR, "cache lookup failed for type %u", att->atttypid);
+			if (((Form_pg_type) GETSTRUCT(tup))->typtype == TYPTYPE_DOMAIN ||
+				direct_type_has_default(tup))
+				tc->any = true;
+			ReleaseSysCache(tup);
 		}
-		dc->valid = (invalidations == direct_invalidations);
+		tc->valid = (invalidations == direct_invalidations);
 	}
-	return dc->any;
+	return tc->any;
 }
 
 /*
- * What INSERT does with a column of a domain type that it is given no
- * value for: it writes the domain's own default, refused here as a
- * column's default is (direct_new_row), or else NULL coerced to the domain,
- * which checks the NOT NULL and CHECK constraints of the domain and of the
- * domains under it (expand_targetlist).
+ * What INSERT does with a column that it is given no value for and that
+ * has no default of its own (build_column_default, expand_targetlist): it
+ * writes the default of the column's type, refused here as a column's
+ * default is (direct_new_row), or else NULL, coerced to the type when that
+ * is a domain, which checks the NOT NULL and CHECK constraints of the
+ * domain and of the domains under it.
  */
 static void
-direct_check_domain_null(Relation rel, Form_pg_attribute att)
+direct_check_type_null(Relation rel, Form_pg_attribute att)
 {
 	HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(att->atttypid));
 	bool		has_default;
+	bool		domain;
 	Node	   *null_value;
 	ExprContext *econtext;
 	bool		isnull;
 
 	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "cache lookup failed for type %u", att->atttypid);
-	has_default = !heap_attisnull(tup, Anum_pg_type_typdefaultbin, NULL);
+	has_default = direct_type_has_default(tup);
+	domain = ((Form_pg_type) GETSTRUCT(tup))->typtype == TYPTYPE_DOMAIN;
 	ReleaseSysCache(tup);
 	if (has_default)
 		ereport(ERROR,
@@ -1817,8 +2136,12 @@ direct_check_domain_null(Relation rel, Form_pg_attribute att)
 						NameStr(att->attname), RelationGetRelationName(rel)),
 				 errdetail("Its type %s has a default, and durable writes its journals directly and leaves the columns it does not know NULL.",
 						   format_type_be(att->atttypid)),
+				 domain ?
 				 errhint("Drop the column, or the type's default: ALTER DOMAIN %s DROP DEFAULT.",
-						 format_type_be_qualified(att->atttypid))));
+						 format_type_be_qualified(att->atttypid)) :
+				 errhint("Drop the column, or change it to a type without a default.")));
+	if (!domain)
+		return;
 	null_value = coerce_to_domain((Node *) makeNullConst(att->atttypid, att->atttypmod,
 														 att->attcollation),
 								  InvalidOid, -1, att->atttypid, COERCION_IMPLICIT,
@@ -1840,7 +2163,7 @@ direct_new_row(Relation rel, const AttrNumber *atts, const Datum *values,
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	TupleTableSlot *slot = direct_null_row(rel);
-	bool		domains = direct_has_domain_cols(rel);
+	bool		typed = direct_has_type_cols(rel);
 	int			i;
 
 	for (i = 0; i < n; i++)
@@ -1856,7 +2179,7 @@ direct_new_row(Relation rel, const AttrNumber *atts, const Datum *values,
 		bool		filled = att->attnotnull || att->atthasdef;
 		int			j;
 
-		if (att->attisdropped || !(filled || domains))
+		if (att->attisdropped || !(filled || typed))
 			continue;
 		for (j = 0; j < n && atts[j] != att->attnum; j++)
 			;
@@ -1869,8 +2192,8 @@ direct_new_row(Relation rel, const AttrNumber *atts, const Datum *values,
 							NameStr(att->attname), RelationGetRelationName(rel)),
 					 errdetail("durable writes its journals directly and leaves the columns it does not know NULL."),
 					 errhint("Drop the column, or allow NULL in it and drop its default.")));
-		if (domains && get_typtype(att->atttypid) == TYPTYPE_DOMAIN)
-			direct_check_domain_null(rel, att);
+		if (typed)
+			direct_check_type_null(rel, att);
 	}
 	ExecStoreVirtualTuple(slot);
 	return slot;
@@ -1932,10 +2255,16 @@ direct_check_arbiter(ResultRelInfo *rri, Oid arbiter)
 	/* Swapped out by a REINDEX CONCURRENTLY since it was looked up? */
 	if (i < 0 || !rri->ri_IndexRelationDescs[i]->rd_index->indisvalid)
 	{
-		Oid			renamed = direct_index_renamed(arbiter);
+		const DirectIndexDef *def;
+		Oid			renamed = direct_index_renamed(arbiter, &def);
 
 		if (OidIsValid(renamed) && renamed != arbiter)
 		{
+			Relation	index = index_open(renamed, AccessShareLock);
+
+			if (def != NULL)
+				direct_check_index_def(index, def);
+			index_close(index, AccessShareLock);
 			arbiter = renamed;
 			i = direct_index_position(rri, arbiter);
 		}
@@ -2251,7 +2580,7 @@ direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
 		 (rel->trigdesc->trig_delete_before_row || rel->trigdesc->trig_delete_after_row ||
 		  rel->trigdesc->trig_delete_before_statement ||
 		  rel->trigdesc->trig_delete_after_statement)) ||
-		rel->rd_rel->relhasrules || !direct_index_complete(index))
+		rel->rd_rules != NULL || !direct_index_complete(index))
 	{
 		index_close(index, AccessShareLock);
 		table_close(rel, NoLock);

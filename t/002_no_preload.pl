@@ -48,6 +48,17 @@ sub error_of
 	return $line // $err;
 }
 
+# Runs $sql: its output, or "SQLSTATE: message" of its first ERROR line (a
+# check of a call expected to work that goes on if it fails).
+sub result_of
+{
+	my ($sql) = @_;
+	my ($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$sql");
+	return $out if $ret == 0;
+	my ($line) = $err =~ /ERROR:\s+(.*)/;
+	return $line // $err;
+}
+
 is(q1('SHOW shared_preload_libraries'), '', 'the server does not preload durable');
 
 q1('CREATE EXTENSION durable');
@@ -253,6 +264,39 @@ q1('ALTER TABLE durable.outbox DROP COLUMN note');
 like(q1("SELECT action FROM durable.outbox_begin('np-k12', 'c12', '{}', 'np-bot')"), qr/^send$/,
 	'... and, dropped, the send is journaled');
 
+# A column of a base type with a default of its own (CREATE TYPE ... DEFAULT,
+# a superuser's): INSERT writes the type's default into it, so the inserts
+# refuse it as they refuse a column's own default.  A domain over such a
+# type inherits the default (as text, not as an expression: pg_type's
+# typdefault, not typdefaultbin).
+q1('CREATE TYPE public.np_word');
+q1(q{CREATE FUNCTION public.np_word_in(cstring) RETURNS public.np_word AS 'textin' LANGUAGE internal IMMUTABLE STRICT});
+q1(q{CREATE FUNCTION public.np_word_out(public.np_word) RETURNS cstring AS 'textout' LANGUAGE internal IMMUTABLE STRICT});
+q1(q{CREATE TYPE public.np_word (INPUT = public.np_word_in, OUTPUT = public.np_word_out,
+	LIKE = pg_catalog.text, DEFAULT = 'zippo')});
+q1('CREATE TABLE public.np_words (n int, w public.np_word)');
+q1('INSERT INTO public.np_words (n) VALUES (1)');
+is(q1('SELECT w FROM public.np_words'), 'zippo',
+	'INSERT writes the default of a base type into a column it is given no value for');
+q1('ALTER TABLE durable.outbox ADD COLUMN word public.np_word');
+like(error_of("SELECT action FROM durable.outbox_begin('np-k14', 'c14', '{}', 'np-bot')"),
+	qr/^0A000: column "word" of "durable.outbox" is not supported/,
+	'a column of a base type with a default is refused by the inserts');
+($ret, $out, $err) = $node->psql('postgres',
+	"SELECT action FROM durable.outbox_begin('np-k14', 'c14', '{}', 'np-bot')");
+like($err, qr/DETAIL:  Its type public\.np_word has a default.*\n.*HINT:  Drop the column, or change it to a type without a default\./,
+	'... saying that its type has a default');
+q1('ALTER TABLE durable.outbox DROP COLUMN word');
+q1('CREATE DOMAIN public.np_word_domain AS public.np_word');
+q1('ALTER TABLE durable.outbox ADD COLUMN word public.np_word_domain');
+like(error_of("SELECT action FROM durable.outbox_begin('np-k14', 'c14', '{}', 'np-bot')"),
+	qr/^0A000: column "word" of "durable.outbox" is not supported/,
+	'... and so is a column of a domain over it, which inherits the default');
+q1('ALTER DOMAIN public.np_word_domain DROP DEFAULT');
+like(result_of("SELECT action FROM durable.outbox_begin('np-k14', 'c14', '{}', 'np-bot')"), qr/^send$/,
+	'... until the domain drops it');
+q1('ALTER TABLE durable.outbox DROP COLUMN word');
+
 # Constraints and rules (no hook refuses them without preloading): the direct
 # writes refuse the journal rather than skip what they would not check.
 q1('ALTER TABLE durable.outbox ADD CONSTRAINT short_keys CHECK (length(key) < 100)');
@@ -265,6 +309,8 @@ like(error_of("SELECT action FROM durable.outbox_begin('np-k13', 'c13', '{}', 'n
 	qr/^0A000: rules on "durable.outbox" are not supported/,
 	'a rule is refused by the inserts');
 q1('DROP RULE no_sends ON durable.outbox');
+like(result_of("SELECT action FROM durable.outbox_begin('np-k13', 'c13', '{}', 'np-bot')"), qr/^send$/,
+	'... and, dropped, the send is journaled (pg_class.relhasrules stays set until a VACUUM)');
 q1('CREATE TABLE public.bots (name text PRIMARY KEY)');
 q1('ALTER TABLE durable.inbox ADD CONSTRAINT inbox_owner_fk FOREIGN KEY (owner) REFERENCES public.bots (name) NOT VALID');
 like(error_of("SELECT * FROM durable.inbox_admit('np', 'm13', 'c13')"),
@@ -283,6 +329,64 @@ q1('DROP TABLE public.fenced');
 q1('ALTER TABLE durable.inbox DROP CONSTRAINT inbox_id_token_key');
 like(q1("SELECT count(*) FROM durable.inbox_claim('np-bot', max => 100)"), qr/^[1-9]\d*$/,
 	'... and, dropped, the claim leases again');
+
+# A deferrable UNIQUE or EXCLUDE constraint is checked by an internal trigger,
+# which cannot be dropped: the refusal names the constraint.
+q1('ALTER TABLE durable.inbox ADD CONSTRAINT inbox_id_token_key UNIQUE (id, token) DEFERRABLE');
+like(error_of("SELECT id FROM durable.inbox_admit('np', 'm15', 'c15')"),
+	qr/^0A000: deferrable constraint "inbox_id_token_key" on "durable.inbox" is not supported/,
+	'a deferrable unique constraint is refused by the inserts, by its name');
+($ret, $out, $err) = $node->psql('postgres', "SELECT id FROM durable.inbox_admit('np', 'm15', 'c15')");
+like($err, qr/HINT:  Drop the constraint and add it back NOT DEFERRABLE\./, '... with a hint PostgreSQL allows');
+q1('ALTER TABLE durable.inbox DROP CONSTRAINT inbox_id_token_key, '
+	  . 'ADD CONSTRAINT inbox_id_token_key UNIQUE (id, token)');
+like(q1("SELECT id FROM durable.inbox_admit('np', 'm15', 'c15')"), qr/^\d+$/,
+	'... and, added back NOT DEFERRABLE, the admit journals');
+q1('ALTER TABLE durable.inbox DROP CONSTRAINT inbox_id_token_key');
+q1('ALTER TABLE durable.outbox ADD CONSTRAINT outbox_id_excl EXCLUDE USING btree (id WITH =) '
+	  . 'DEFERRABLE INITIALLY DEFERRED');
+like(error_of("SELECT action FROM durable.outbox_begin('np-k15', 'c15', '{}', 'np-bot')"),
+	qr/^0A000: deferrable constraint "outbox_id_excl" on "durable.outbox" is not supported/,
+	'so is a deferrable exclusion constraint');
+q1('ALTER TABLE durable.outbox DROP CONSTRAINT outbox_id_excl');
+
+# A trigger that would not fire does not stop the direct writes, by
+# PostgreSQL's rule (TriggerEnabled): a disabled trigger never fires; under
+# session_replication_role = replica only triggers enabled REPLICA or ALWAYS
+# do, otherwise those enabled (ORIGIN) or ALWAYS, and foreign keys' internal
+# triggers are enabled ORIGIN.
+q1(q{CREATE FUNCTION public.np_trig() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$});
+q1('CREATE TRIGGER np_audit BEFORE INSERT OR UPDATE ON durable.inbox '
+	  . 'FOR EACH ROW EXECUTE FUNCTION public.np_trig()');
+like(error_of("SELECT id FROM durable.inbox_admit('np', 'm16', 'c16')"),
+	qr/^0A000: trigger "np_audit" on "durable.inbox" is not supported/,
+	'an enabled trigger is refused by the inserts');
+q1('ALTER TABLE durable.inbox DISABLE TRIGGER np_audit');
+my $admitted = result_of("SELECT id || '|' || token FROM durable.inbox_admit('np', 'm16', 'c16', instance => 'np-bot')");
+like($admitted, qr/^\d+\|\d+$/, "disabled, it is not: the admit journals and leases ($admitted)");
+my ($d_id, $d_token) = split /\|/, $admitted;
+is(result_of("SELECT durable.inbox_complete($d_id, $d_token)"), '', '... and the completion goes through');
+q1('ALTER TABLE durable.inbox ENABLE REPLICA TRIGGER np_audit');
+like(result_of("SELECT id FROM durable.inbox_admit('np', 'm17', 'c17')"), qr/^\d+$/,
+	'a trigger enabled REPLICA is skipped outside replica mode');
+like(error_of("SET session_replication_role = replica;\nSELECT id FROM durable.inbox_admit('np', 'm18', 'c18')"),
+	qr/^0A000: trigger "np_audit" on "durable.inbox" is not supported/,
+	'... and refused in replica mode');
+q1('ALTER TABLE durable.inbox ENABLE ALWAYS TRIGGER np_audit');
+like(error_of("SET session_replication_role = replica;\nSELECT id FROM durable.inbox_admit('np', 'm18', 'c18')"),
+	qr/^0A000: trigger "np_audit" on "durable.inbox" is not supported/,
+	'a trigger enabled ALWAYS is refused in replica mode too');
+q1('ALTER TABLE durable.inbox ENABLE TRIGGER np_audit');
+like(result_of("SET session_replication_role = replica;\nSELECT id FROM durable.inbox_admit('np', 'm18', 'c18')"),
+	qr/^\d+$/, 'one enabled ORIGIN is skipped in replica mode');
+q1('DROP TRIGGER np_audit ON durable.inbox');
+q1('ALTER TABLE durable.inbox ADD CONSTRAINT inbox_owner_fk FOREIGN KEY (owner) REFERENCES public.bots (name) NOT VALID');
+like(result_of("SET session_replication_role = replica;\nSELECT id FROM durable.inbox_admit('np', 'm19', 'c19')"),
+	qr/^\d+$/, 'a foreign key from the journal is skipped in replica mode, as the executor skips it');
+like(error_of("SELECT id FROM durable.inbox_admit('np', 'm20', 'c20')"),
+	qr/^0A000: foreign key "inbox_owner_fk" on "durable.inbox" is not supported/,
+	'... and refused outside it');
+q1('ALTER TABLE durable.inbox DROP CONSTRAINT inbox_owner_fk');
 
 $node->stop;
 done_testing();
