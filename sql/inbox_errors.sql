@@ -551,6 +551,38 @@ SELECT pg_temp.error_of($$ALTER SEQUENCE durable.outbox_id_seq INCREMENT BY -1$$
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.token_seq CYCLE$$);
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.token_seq MAXVALUE 1000000000$$);
 ALTER SEQUENCE durable.token_seq CACHE 1 NO CYCLE NO MAXVALUE AS bigint;
+-- ... nor may one become unlogged (after a crash it would start again)
+SELECT pg_temp.error_of($$ALTER SEQUENCE durable.inbox_id_seq SET UNLOGGED$$);
+-- What the guard must not take for its own: a relation of durable's that is
+-- no sequence, a type that is no domain, a column that does not exist (each
+-- PostgreSQL's own error); a domain's default set to NULL (it drops it), or
+-- set on the domain under a column's type (INSERT takes the type's own
+-- default only); a primary key on columns that are NOT NULL already
+-- (inbox_pkey as the install script defines it); a foreign key to a journal
+-- whose other indexes are damaged
+SELECT pg_temp.error_of($$ALTER SEQUENCE durable.inbox CACHE 10$$);
+SELECT pg_temp.error_of($$ALTER DOMAIN pg_catalog.text SET DEFAULT 'x'$$);
+SELECT pg_temp.error_of($$CREATE TABLE public.handled (inbox_id bigint REFERENCES durable.inbox (nosuch))$$);
+BEGIN;
+CREATE DOMAIN public.errs_under AS text;
+CREATE DOMAIN public.errs_over AS public.errs_under;
+ALTER DOMAIN public.errs_under SET DEFAULT 'under';
+ALTER TABLE durable.inbox ADD COLUMN over public.errs_over;
+ALTER DOMAIN public.errs_over SET DEFAULT NULL;
+SELECT pg_temp.error_of($$ALTER DOMAIN public.errs_over SET DEFAULT 'over'$$);
+ALTER TABLE durable.inbox DROP CONSTRAINT inbox_pkey;
+ALTER TABLE durable.inbox ADD CONSTRAINT inbox_pkey PRIMARY KEY (id);
+ALTER INDEX durable.inbox_done_at_idx RENAME TO inbox_done_at_idx_moved;
+CREATE TABLE public.handled (inbox_id bigint REFERENCES durable.inbox (id));
+ROLLBACK;
+-- A guard that let a statement's DROP COLUMN then ADD COLUMN IF NOT EXISTS of
+-- the same name through, or a column's UNIQUE INITIALLY DEFERRED (deferrable
+-- without the word), would be passed round
+BEGIN;
+ALTER TABLE durable.inbox ADD COLUMN again int;
+SELECT pg_temp.error_of($$ALTER TABLE durable.inbox DROP COLUMN again, ADD COLUMN IF NOT EXISTS again int DEFAULT 5$$);
+SELECT pg_temp.error_of($$ALTER TABLE durable.outbox ADD COLUMN ref int UNIQUE INITIALLY DEFERRED$$);
+ROLLBACK;
 -- Other changes of a journal are the table owner's to make: a column of one's own
 BEGIN;
 ALTER TABLE durable.outbox ADD COLUMN note text;

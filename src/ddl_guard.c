@@ -67,6 +67,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "commands/extension.h"
@@ -81,6 +82,17 @@
 #include "utils/syscache.h"
 
 /*
+ * Whether durable's own scripts are running (CREATE or ALTER EXTENSION
+ * durable), which change its tables as they must; another extension's
+ * scripts are DDL like any other.
+ */
+static bool
+guard_in_our_scripts(void)
+{
+	return creating_extension && CurrentExtensionObject == get_extension_oid("durable", true);
+}
+
+/*
  * Whether relation `rv` (may be missing) is in durable's schema.  A name
  * qualified with another schema, or with durable's by a role without USAGE
  * on it, is not looked up: the lookup's own errors are the command's to
@@ -92,7 +104,12 @@ guard_in_durable_schema(RangeVar *rv, Oid nsp, Oid *relid)
 	*relid = InvalidOid;
 	if (rv->schemaname != NULL &&
 		(strcmp(rv->schemaname, "durable") != 0 ||
-		 pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) != ACLCHECK_OK))
+#if PG_VERSION_NUM >= 160000
+		 object_aclcheck(NamespaceRelationId, nsp, GetUserId(), ACL_USAGE) != ACLCHECK_OK
+#else
+		 pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) != ACLCHECK_OK
+#endif
+		 ))
 		return false;
 	*relid = RangeVarGetRelid(rv, NoLock, true);
 	return OidIsValid(*relid) && get_rel_namespace(*relid) == nsp;
@@ -115,13 +132,17 @@ guard_column_generated(ColumnDef *def)
 }
 
 /*
- * Whether type `typid` has a default (a domain's, or a base type's own) or
- * is a domain with NOT NULL, at any level of its domain chain (INSERT would
- * write the default or refuse NULL; the direct inserts would write NULL).
+ * Whether type `typid` has a default of its own (a domain's, or a base
+ * type's, kept as text only: get_typdefault), or is a domain with NOT NULL
+ * at any level of its domain chain (INSERT would write the default, which
+ * is the column type's own and no other's, or refuse NULL; the direct
+ * inserts would write NULL).
  */
 static bool
 guard_type_filled(Oid typid)
 {
+	bool		first = true;
+
 	while (OidIsValid(typid))
 	{
 		HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
@@ -131,7 +152,10 @@ guard_type_filled(Oid typid)
 		if (!HeapTupleIsValid(tup))
 			return false;
 		typ = (Form_pg_type) GETSTRUCT(tup);
-		filled = typ->typnotnull || !heap_attisnull(tup, Anum_pg_type_typdefaultbin, NULL);
+		filled = typ->typnotnull ||
+			(first && (!heap_attisnull(tup, Anum_pg_type_typdefaultbin, NULL) ||
+					   !heap_attisnull(tup, Anum_pg_type_typdefault, NULL)));
+		first = false;
 		typid = typ->typtype == TYPTYPE_DOMAIN ? typ->typbasetype : InvalidOid;
 		ReleaseSysCache(tup);
 		if (filled)
@@ -208,16 +232,18 @@ guard_journal_column_of(Oid nsp, Oid domain, bool under, Oid *relid, Oid *type)
 static void
 guard_alter_domain(AlterDomainStmt *stmt, Oid nsp)
 {
-	bool		set_default = stmt->subtype == 'T' && stmt->def != NULL;
+	bool		set_default = stmt->subtype == 'T' && stmt->def != NULL &&
+		!(IsA(stmt->def, A_Const) && ((A_Const *) stmt->def)->isnull);
 	Oid			domain;
 	Oid			relid;
 	Oid			type;
 	char	   *column;
 
-	if (creating_extension || !(set_default || stmt->subtype == 'O'))
+	if (guard_in_our_scripts() || !(set_default || stmt->subtype == 'O'))
 		return;
 	domain = LookupTypeNameOid(NULL, makeTypeNameFromNameList(stmt->typeName), true);
-	if (!OidIsValid(domain))
+	/* (Not a domain: PostgreSQL says so.) */
+	if (!OidIsValid(domain) || get_typtype(domain) != TYPTYPE_DOMAIN)
 		return;
 	column = guard_journal_column_of(nsp, domain, !set_default, &relid, &type);
 	if (column != NULL)
@@ -332,7 +358,8 @@ guard_journal_constraints(Node *def, Oid relid)
 		Constraint *constraint = lfirst_node(Constraint, lc);
 
 		if (constraint->contype != CONSTR_CHECK && constraint->contype != CONSTR_FOREIGN &&
-			constraint->contype != CONSTR_ATTR_DEFERRABLE && !constraint->deferrable)
+			constraint->contype != CONSTR_ATTR_DEFERRABLE &&
+			constraint->contype != CONSTR_ATTR_DEFERRED && !constraint->deferrable)
 			continue;
 		if (!journal)
 			(void) durable_journal_column_changes(relid, NULL, &journal);
@@ -359,6 +386,38 @@ guard_journal_constraints(Node *def, Oid relid)
 }
 
 /*
+ * Whether `keys` names columns of `relid` that are all NOT NULL already,
+ * as durable's keys (id, an outbox's key) are: a primary key on them adds
+ * no constraint the inserts could break (and puts back inbox_pkey or
+ * outbox_pkey as the install script defines it).
+ */
+static bool
+guard_columns_not_null(Oid relid, List *keys)
+{
+	ListCell   *lc;
+
+	if (keys == NIL)
+		return false;
+	foreach(lc, keys)
+	{
+		AttrNumber	attnum = get_attnum(relid, strVal(lfirst(lc)));
+		HeapTuple	tup;
+		bool		not_null;
+
+		if (attnum == InvalidAttrNumber)
+			return false;
+		tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(relid), Int16GetDatum(attnum));
+		if (!HeapTupleIsValid(tup))
+			return false;
+		not_null = ((Form_pg_attribute) GETSTRUCT(tup))->attnotnull;
+		ReleaseSysCache(tup);
+		if (!not_null)
+			return false;
+	}
+	return true;
+}
+
+/*
  * Refuse, outside durable's own scripts, the ALTER TABLE commands that
  * would change the type of a column of a table in durable's schema (ALTER
  * COLUMN ... TYPE on it, and making it a child, by INHERIT or ATTACH
@@ -374,15 +433,23 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 	Oid			relid;
 	Oid			child;
 	bool		ours;
+	bool		drops = false;
 	ListCell   *lc;
 
-	if (creating_extension || stmt->relation == NULL)
+	if (guard_in_our_scripts() || stmt->relation == NULL)
 		return;
 	ours = guard_in_durable_schema(stmt->relation, nsp, &relid);
 	foreach(lc, stmt->cmds)
 	{
 		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
 
+		if (cmd->subtype == AT_DropColumn)
+			drops = true;
+		if (ours && cmd->subtype == AT_SetUnLogged && get_rel_relkind(relid) == RELKIND_SEQUENCE)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("sequence durable.%s cannot be made unlogged", get_rel_name(relid)),
+					 errdetail("After a crash it would start again from its first value: ids would go out of order and tokens come again.")));
 		if (ours && cmd->subtype == AT_AlterColumnType)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -400,8 +467,11 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("\"durable.%s\" cannot inherit from another table", get_rel_name(relid)),
 					 errdetail("A change of the parent's column types would change durable's.")));
-		/* ADD COLUMN IF NOT EXISTS of a column there is: PostgreSQL skips it. */
-		if (ours && cmd->subtype == AT_AddColumn && cmd->missing_ok &&
+		/*
+		 * ADD COLUMN IF NOT EXISTS of a column there is: PostgreSQL skips
+		 * it, unless the same statement drops a column first.
+		 */
+		if (ours && cmd->subtype == AT_AddColumn && cmd->missing_ok && !drops &&
 			get_attnum(relid, castNode(ColumnDef, cmd->def)->colname) != InvalidAttrNumber)
 			continue;
 		if (ours && cmd->subtype == AT_AddColumn && guard_column_generated(castNode(ColumnDef, cmd->def)))
@@ -417,7 +487,8 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 		if (ours && (cmd->subtype == AT_AddConstraint || cmd->subtype == AT_AddColumn))
 			guard_journal_constraints(cmd->def, relid);
 		if (ours && cmd->subtype == AT_AddConstraint &&
-			castNode(Constraint, cmd->def)->contype == CONSTR_PRIMARY)
+			castNode(Constraint, cmd->def)->contype == CONSTR_PRIMARY &&
+			!guard_columns_not_null(relid, castNode(Constraint, cmd->def)->keys))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot add a primary key to \"durable.%s\"", get_rel_name(relid)),
@@ -528,7 +599,7 @@ guard_referenced_columns(Constraint *fk, Oid nsp)
 	ListCell   *lc;
 	bool		journal;
 
-	if (creating_extension || !guard_in_durable_schema(fk->pktable, nsp, &relid))
+	if (guard_in_our_scripts() || !guard_in_durable_schema(fk->pktable, nsp, &relid))
 		return;
 	foreach(lc, fk->pk_attrs)
 	{
@@ -627,7 +698,7 @@ guard_rule(RangeVar *rv, Oid nsp)
 {
 	Oid			relid;
 
-	if (!creating_extension && guard_in_durable_schema(rv, nsp, &relid) &&
+	if (!guard_in_our_scripts() && guard_in_durable_schema(rv, nsp, &relid) &&
 		get_rel_relkind(relid) == RELKIND_RELATION)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -668,7 +739,8 @@ guard_alter_sequence(AlterSeqStmt *stmt, Oid nsp)
 	Oid			relid;
 	ListCell   *lc;
 
-	if (creating_extension || !guard_in_durable_schema(stmt->sequence, nsp, &relid))
+	if (guard_in_our_scripts() || !guard_in_durable_schema(stmt->sequence, nsp, &relid) ||
+		get_rel_relkind(relid) != RELKIND_SEQUENCE)
 		return;
 	foreach(lc, stmt->options)
 	{

@@ -971,29 +971,38 @@ direct_check_writable(Relation rel, int16 event)
 	}
 }
 
-/* Whether a direct update of a journal may change the column. */
+/* The journals' columns that a direct update may change. */
+static const char *const direct_updated_cols[] = {
+	"state", "token", "lease_until", "attempts", "owner", "finished_at", "done_at", "sends",
+	"sent_at", "provider_message_id"
+};
+
+/* Whether a direct update of journal `relid` may change column `column`. */
 static bool
-direct_col_updated(AttrNumber att, const DirectCols *cols)
+direct_col_updated(Oid relid, const char *column)
 {
-	return att == cols->state || att == cols->token || att == cols->lease_until ||
-		att == cols->attempts || att == cols->owner || att == cols->finished_at ||
-		att == cols->done_at || att == cols->sends || att == cols->sent_at ||
-		att == cols->provider_message_id;
+	if (get_attnum(relid, column) == InvalidAttrNumber)
+		return false;
+	for (int i = 0; i < lengthof(direct_updated_cols); i++)
+		if (strcmp(column, direct_updated_cols[i]) == 0)
+			return true;
+	return false;
 }
 
 /*
- * Whether the journal `relid` is one the direct code writes, and `column`
- * one of its columns that a direct update may change; for the DDL guard.
+ * Whether `relid` is one of the journals the direct code writes, and
+ * `column` (may be NULL) one of its columns that a direct update may
+ * change; for the DDL guard, from the catalogs alone (it must not depend
+ * on the schema being current or whole, as direct_rels does).
  */
 bool
 durable_journal_column_changes(Oid relid, const char *column, bool *journal)
 {
-	const DirectRels *r = direct_rels();
+	Oid			nsp = get_namespace_oid("durable", true);
 
-	*journal = (relid == r->inbox || relid == r->outbox);
-	return *journal && column != NULL &&
-		direct_col_updated(get_attnum(relid, column),
-						   relid == r->inbox ? &r->inbox_cols : &r->outbox_cols);
+	*journal = OidIsValid(nsp) && get_rel_namespace(relid) == nsp &&
+		(relid == get_relname_relid("inbox", nsp) || relid == get_relname_relid("outbox", nsp));
+	return *journal && column != NULL && direct_col_updated(relid, column);
 }
 
 /*
@@ -1006,7 +1015,7 @@ static bool
 direct_fk_key_fixed(Relation rel, Oid conoid)
 {
 	const DirectRels *r = &direct_rels_cache;
-	const DirectCols *cols;
+	Oid			relid = RelationGetRelid(rel);
 	HeapTuple	tuple;
 	Datum		confkey;
 	bool		isnull;
@@ -1018,11 +1027,7 @@ direct_fk_key_fixed(Relation rel, Oid conoid)
 	for (i = 0; i < direct_nfixed_fks; i++)
 		if (direct_fixed_fks[i] == conoid)
 			return true;
-	if (RelationGetRelid(rel) == r->inbox)
-		cols = &r->inbox_cols;
-	else if (RelationGetRelid(rel) == r->outbox)
-		cols = &r->outbox_cols;
-	else
+	if (relid != r->inbox && relid != r->outbox)
 		return false;
 
 	tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(conoid));
@@ -1036,7 +1041,7 @@ direct_fk_key_fixed(Relation rel, Oid conoid)
 		elog(ERROR, "confkey is not a 1-D smallint array");
 	atts = (int16 *) ARR_DATA_PTR(keys);
 	for (i = 0; i < ARR_DIMS(keys)[0]; i++)
-		if (direct_col_updated(atts[i], cols))
+		if (direct_col_updated(relid, get_attname(relid, atts[i], false)))
 			fixed = false;
 	ReleaseSysCache(tuple);
 
