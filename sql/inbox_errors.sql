@@ -582,6 +582,31 @@ BEGIN;
 ALTER TABLE durable.inbox ADD COLUMN again int;
 SELECT pg_temp.error_of($$ALTER TABLE durable.inbox DROP COLUMN again, ADD COLUMN IF NOT EXISTS again int DEFAULT 5$$);
 SELECT pg_temp.error_of($$ALTER TABLE durable.outbox ADD COLUMN ref int UNIQUE INITIALLY DEFERRED$$);
+-- (PostgreSQL drops before it adds, whatever the order; a column the statement
+-- adds is one it may not give a default either)
+SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ADD COLUMN IF NOT EXISTS again int DEFAULT 5, DROP COLUMN again$$);
+SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ADD COLUMN fresh int, ALTER COLUMN fresh SET DEFAULT 1$$);
+ROLLBACK;
+-- A journal cannot be a parent either: durable's statements would see a
+-- child's rows, its direct writes would not
+SELECT pg_temp.error_of($$CREATE TABLE public.journal_child () INHERITS (durable.inbox)$$);
+BEGIN;
+CREATE TABLE public.journal_child (x int);
+SELECT pg_temp.error_of($$ALTER TABLE public.journal_child INHERIT durable.outbox$$);
+ROLLBACK;
+-- The tables durable writes with statements take what INSERT takes: a column
+-- with a default is fine there
+BEGIN;
+ALTER TABLE durable.sessions ADD COLUMN noted text NOT NULL DEFAULT 'x';
+ROLLBACK;
+-- A sequence moved out of the schema and back, past the guard, is refused by
+-- the writes when it lacks durable's options (55000), with the command that
+-- puts them back
+BEGIN;
+ALTER SEQUENCE durable.inbox_id_seq SET SCHEMA public;
+ALTER SEQUENCE public.inbox_id_seq CACHE 20;
+ALTER SEQUENCE public.inbox_id_seq SET SCHEMA durable;
+SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 'q1', 'chat-q1')$$);
 ROLLBACK;
 -- Other changes of a journal are the table owner's to make: a column of one's own
 BEGIN;

@@ -8,7 +8,9 @@
  * Column types.  The C code reads and writes the journals' columns as the
  * types durable's scripts created; ALTER COLUMN ... TYPE, or making a
  * journal the child of a table, or a typed table of a type, whose column
- * types the owner could change with it, is refused.
+ * types the owner could change with it, is refused; so is a child table of
+ * a journal, whose rows durable's statements would see and its direct
+ * writes would not.
  *
  * Column defaults and NOT NULL.  The direct inserts write NULL into every
  * column they do not know.  They refuse a journal where INSERT would write
@@ -16,7 +18,7 @@
  * domain's default (direct_new_row), or that has a stored generated column,
  * which a direct update would leave stale, and check the NULL against the
  * column's domain as INSERT does.  So that the DBA's command fails instead
- * of every insert after it, a column added with a default (serial and
+ * of every insert after it, a column added to a journal with a default (serial and
  * identity included), NOT NULL, a domain type with either, or a generated
  * expression, a default or NOT NULL given to a column later, and ALTER
  * DOMAIN ... SET DEFAULT or SET NOT NULL on the domain of such a column,
@@ -434,17 +436,29 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 	Oid			child;
 	bool		ours;
 	bool		drops = false;
+	bool		journal = false;
+	List	   *added = NIL;
 	ListCell   *lc;
 
 	if (guard_in_our_scripts() || stmt->relation == NULL)
 		return;
 	ours = guard_in_durable_schema(stmt->relation, nsp, &relid);
+	if (ours)
+		(void) durable_journal_column_changes(relid, NULL, &journal);
+	/* PostgreSQL drops columns before it adds any, whatever their order. */
 	foreach(lc, stmt->cmds)
 	{
 		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
 
 		if (cmd->subtype == AT_DropColumn)
 			drops = true;
+		if (cmd->subtype == AT_AddColumn)
+			added = lappend(added, makeString(castNode(ColumnDef, cmd->def)->colname));
+	}
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
 		if (ours && cmd->subtype == AT_SetUnLogged && get_rel_relkind(relid) == RELKIND_SEQUENCE)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -474,14 +488,14 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 		if (ours && cmd->subtype == AT_AddColumn && cmd->missing_ok && !drops &&
 			get_attnum(relid, castNode(ColumnDef, cmd->def)->colname) != InvalidAttrNumber)
 			continue;
-		if (ours && cmd->subtype == AT_AddColumn && guard_column_generated(castNode(ColumnDef, cmd->def)))
+		if (journal && cmd->subtype == AT_AddColumn && guard_column_generated(castNode(ColumnDef, cmd->def)))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("generated column \"%s\" cannot be added to \"durable.%s\"",
 							castNode(ColumnDef, cmd->def)->colname, get_rel_name(relid)),
 					 errdetail("durable writes its journals directly, without computing generated columns."),
 					 errhint("Compute the value in a view or a query instead.")));
-		if (ours && cmd->subtype == AT_AddColumn &&
+		if (journal && cmd->subtype == AT_AddColumn &&
 			guard_column_filled(castNode(ColumnDef, cmd->def)))
 			guard_refuse_filled(castNode(ColumnDef, cmd->def)->colname, relid, true);
 		if (ours && (cmd->subtype == AT_AddConstraint || cmd->subtype == AT_AddColumn))
@@ -494,15 +508,17 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 					 errmsg("cannot add a primary key to \"durable.%s\"", get_rel_name(relid)),
 					 errdetail("A primary key makes its columns NOT NULL, and durable leaves the columns it does not know NULL: every insert would fail."),
 					 errhint("Add a UNIQUE index instead.")));
-		if (ours && ((cmd->subtype == AT_ColumnDefault && cmd->def != NULL) ||
-					 cmd->subtype == AT_SetNotNull || cmd->subtype == AT_AddIdentity))
+		if (journal && ((cmd->subtype == AT_ColumnDefault && cmd->def != NULL) ||
+						cmd->subtype == AT_SetNotNull || cmd->subtype == AT_AddIdentity))
 		{
 			AttrNumber	attnum = get_attnum(relid, cmd->name);
 			Oid			typid;
 			int32		typmod;
 			Oid			collation;
 
-			/* (A column there is not: PostgreSQL says so.) */
+			/* A column this statement adds is refused; one there is not, PostgreSQL reports. */
+			if (attnum == InvalidAttrNumber && list_member(added, makeString(cmd->name)))
+				guard_refuse_filled(cmd->name, relid, false);
 			if (attnum != InvalidAttrNumber)
 			{
 				get_atttypetypmodcoll(relid, attnum, &typid, &typmod, &collation);
@@ -637,6 +653,28 @@ guard_foreign_keys(List *elements, Oid nsp)
 	}
 }
 
+/*
+ * A child table of a journal: durable's statements (standing(), the sweep,
+ * outbox_discard) would read and change its rows, and the direct writes,
+ * which read the journal alone, would not, nor check its keys.
+ */
+static void
+guard_refuse_journal_parent(RangeVar *parent, Oid nsp)
+{
+	Oid			relid;
+	bool		journal;
+
+	if (guard_in_our_scripts() || !guard_in_durable_schema(parent, nsp, &relid))
+		return;
+	(void) durable_journal_column_changes(relid, NULL, &journal);
+	if (journal)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("\"durable.%s\" cannot have child tables", get_rel_name(relid)),
+				 errdetail("durable's statements would see the child's rows and its direct writes would not."),
+				 errhint("Keep data of your own in a table of your own that references the journal.")));
+}
+
 static void
 guard_create_table(CreateStmt *stmt, Oid nsp)
 {
@@ -647,9 +685,12 @@ guard_create_table(CreateStmt *stmt, Oid nsp)
 		return;
 	guard_foreign_keys(stmt->tableElts, nsp);
 	foreach(lc, stmt->inhRelations)
+	{
 		guard_require_owner(lfirst_node(RangeVar, lc), nsp,
 							stmt->partbound ? "CREATE TABLE ... PARTITION OF" : "CREATE TABLE ... INHERITS",
 							stmt->partbound ? "ACCESS EXCLUSIVE" : "SHARE UPDATE EXCLUSIVE");
+		guard_refuse_journal_parent(lfirst_node(RangeVar, lc), nsp);
+	}
 }
 
 static void
@@ -674,6 +715,7 @@ guard_alter_table(AlterTableStmt *stmt, Oid nsp)
 			case AT_AddInherit:
 				guard_require_owner(castNode(RangeVar, cmd->def), nsp,
 									"ALTER TABLE ... INHERIT", "SHARE UPDATE EXCLUSIVE");
+				guard_refuse_journal_parent(castNode(RangeVar, cmd->def), nsp);
 				break;
 			case AT_DetachPartition:
 			case AT_DetachPartitionFinalize:

@@ -76,6 +76,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_am_d.h"
 #include "catalog/pg_constraint.h"
+#include "catalog/pg_sequence.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
@@ -318,6 +319,50 @@ direct_invalidate(Datum arg, Oid relid)
 		direct_rels_cache.valid = false;
 		direct_nfixed_fks = 0;
 	}
+}
+
+/* A change of any sequence's options (pg_sequence): look durable's up again. */
+static void
+direct_sequence_changed(Datum arg, int cacheid, uint32 hashvalue)
+{
+	direct_invalidations++;
+	direct_rels_cache.valid = false;
+}
+
+/*
+ * Refuse durable's sequence `relid` unless it has the options the install
+ * script gives it: no cache, no cycle, an increment of 1 or more, bigint's
+ * range from 1.  A chat's records are taken in the order of their ids and
+ * a token must never come again; a cache (each backend draws from a range
+ * of its own, so a later admit can get a lower id), a cycle or a decreasing
+ * increment breaks that without an error.  The DDL guard refuses such an
+ * ALTER SEQUENCE, but not a sequence moved out of the schema and back, or
+ * another put under the name.
+ */
+static void
+direct_check_sequence(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(SEQRELID, ObjectIdGetDatum(relid));
+	Form_pg_sequence seq;
+	bool		as_created;
+
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"durable.%s\" is not a sequence", get_rel_name(relid)),
+				 errhint(DURABLE_DAMAGED_HINT)));
+	seq = (Form_pg_sequence) GETSTRUCT(tup);
+	as_created = seq->seqcache == 1 && !seq->seqcycle && seq->seqincrement >= 1 &&
+		seq->seqtypid == INT8OID && seq->seqmin == 1 && seq->seqmax == PG_INT64_MAX;
+	ReleaseSysCache(tup);
+	if (!as_created)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sequence \"durable.%s\" does not have the options durable created",
+						get_rel_name(relid)),
+				 errdetail("durable orders each chat's records by their ids and fences leases by their tokens: its sequences keep no cache, never cycle, only increase, and have bigint's range."),
+				 errhint("ALTER SEQUENCE durable.%s AS bigint INCREMENT 1 NO MINVALUE NO MAXVALUE CACHE 1 NO CYCLE.",
+						 get_rel_name(relid))));
 }
 
 static Oid
@@ -697,6 +742,7 @@ direct_rels(void)
 		if (!direct_callback_registered)
 		{
 			CacheRegisterRelcacheCallback(direct_invalidate, (Datum) 0);
+			CacheRegisterSyscacheCallback(SEQRELID, direct_sequence_changed, (Datum) 0);
 			direct_callback_registered = true;
 		}
 
@@ -719,6 +765,9 @@ direct_rels(void)
 		direct_attnums(r->outbox, direct_claimed_send_cols, DURABLE_CLAIMED_SEND_NCOLS,
 					   r->claimed_send_att);
 		r->token_seq = direct_relid("token_seq", nsp);
+		direct_check_sequence(r->inbox_id_seq);
+		direct_check_sequence(r->outbox_id_seq);
+		direct_check_sequence(r->token_seq);
 		/* After the columns, whose errors say more. */
 		for (i = 0; i < lengthof(direct_named_indexes); i++)
 			*direct_rels_oid(r, direct_named_indexes[i].field) =
