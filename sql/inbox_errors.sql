@@ -608,6 +608,13 @@ ALTER SEQUENCE public.inbox_id_seq CACHE 20;
 ALTER SEQUENCE public.inbox_id_seq SET SCHEMA durable;
 SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 'q1', 'chat-q1')$$);
 ROLLBACK;
+-- ... and so is outbox_enqueue, whose INSERT statement draws the id
+BEGIN;
+ALTER SEQUENCE durable.outbox_id_seq SET SCHEMA public;
+ALTER SEQUENCE public.outbox_id_seq CACHE 20;
+ALTER SEQUENCE public.outbox_id_seq SET SCHEMA durable;
+SELECT pg_temp.error_of($$SELECT durable.outbox_enqueue('q-key', 'chat-q1', '{}')$$);
+ROLLBACK;
 -- Other changes of a journal are the table owner's to make: a column of one's own
 BEGIN;
 ALTER TABLE durable.outbox ADD COLUMN note text;

@@ -800,6 +800,12 @@ direct_rels(void)
 	return &direct_rels_cache;
 }
 
+void
+durable_journal_check(void)
+{
+	(void) direct_rels();
+}
+
 /*
  * The index that carries now the name under which `index_oid` was looked up
  * (InvalidOid: none), or index_oid itself when that is not one of the

@@ -476,6 +476,11 @@ extern int64 durable_inbox_purge_direct(TimestampTz from, TimestampTz cutoff, in
 										TimestampTz *last);
 extern int64 durable_outbox_purge_direct(TimestampTz from, TimestampTz cutoff, int64 limit,
 										 TimestampTz *last);
+/*
+ * For a journal write made with an SQL statement: refuses (as the direct
+ * writes do) a schema whose tables, indexes or sequences durable cannot trust.
+ */
+extern void durable_journal_check(void);
 /* For the DDL guard: is `relid` a journal written directly, `column` one it changes? */
 extern bool durable_journal_column_changes(Oid relid, const char *column, bool *journal);
 

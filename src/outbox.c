@@ -977,6 +977,8 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
+	/* Its INSERT draws the id from outbox_id_seq: the same checks as outbox_begin. */
+	durable_journal_check();
 
 	if (has_token && has_key)
 		outbox_fence_inbound(inbound_id, inbound_token);
