@@ -551,8 +551,14 @@ SELECT pg_temp.error_of($$ALTER SEQUENCE durable.outbox_id_seq INCREMENT BY -1$$
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.token_seq CYCLE$$);
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.token_seq MAXVALUE 1000000000$$);
 ALTER SEQUENCE durable.token_seq CACHE 1 NO CYCLE NO MAXVALUE AS bigint;
+-- (the bounds durable created them with, named, are no change)
+ALTER SEQUENCE durable.token_seq MINVALUE 1 MAXVALUE 9223372036854775807;
+SELECT pg_temp.error_of($$ALTER SEQUENCE durable.inbox_id_seq MINVALUE 2$$);
 -- ... nor may one become unlogged (after a crash it would start again)
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.inbox_id_seq SET UNLOGGED$$);
+-- ... nor a table (a crash would empty it; its sequences would go with it)
+SELECT pg_temp.error_of($$ALTER TABLE durable.inbox SET UNLOGGED$$);
+SELECT pg_temp.error_of($$ALTER TABLE durable.sessions SET UNLOGGED$$);
 -- What the guard must not take for its own: a relation of durable's that is
 -- no sequence, a type that is no domain, a column that does not exist (each
 -- PostgreSQL's own error); a domain's default set to NULL (it drops it), or

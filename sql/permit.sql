@@ -151,6 +151,24 @@ ALTER TABLE durable.permits REPLICA IDENTITY FULL;
 DROP PUBLICATION regress_durable_everything;
 DELETE FROM durable.inbox WHERE source = 'regress-permit';
 
+-- A trigger of the DBA's that skips a grant's row would let every later call through
+-- (the window would not count it): refused, 55000, naming the table; nothing granted
+BEGIN;
+CREATE FUNCTION pg_temp.skip_row() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$;
+CREATE TRIGGER regress_skip BEFORE INSERT ON durable.permits
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.skip_row();
+SAVEPOINT granted;
+SELECT durable.permit('regress-permit:skipped', 1, '1 minute');
+ROLLBACK TO granted;
+DROP TRIGGER regress_skip ON durable.permits;
+CREATE TRIGGER regress_skip BEFORE INSERT OR UPDATE ON durable.permit_buckets
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.skip_row();
+SAVEPOINT granted;
+SELECT durable.permit('regress-permit:skipped', 1, '1 minute');
+ROLLBACK TO granted;
+SELECT count(*) AS granted FROM durable.permits WHERE bucket = 'regress-permit:skipped';
+ROLLBACK;
+
 -- CLEANUP
 DELETE FROM durable.permits WHERE bucket LIKE 'regress-permit%';
 DELETE FROM durable.permit_buckets WHERE bucket LIKE 'regress-permit%';

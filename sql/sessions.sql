@@ -244,6 +244,14 @@ SELECT count(*) FROM durable.sessions;
 \set VERBOSITY default
 RESET ROLE;
 
+-- A trigger of the DBA's that skips the row: refused (55000), not an internal error
+BEGIN;
+CREATE FUNCTION pg_temp.skip_row() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$;
+CREATE TRIGGER regress_skip BEFORE INSERT OR UPDATE ON durable.sessions
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.skip_row();
+SELECT durable.session_save('regress-skip', 0, 'sess-skip', 1, 'wss://gw', 1);
+ROLLBACK;
+
 -- CLEANUP
 REVOKE ALL ON FUNCTION durable.session_save(text, integer, text, bigint, text, integer),
                        durable.session_load(text, integer, text, integer, interval),

@@ -464,6 +464,12 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("sequence durable.%s cannot be made unlogged", get_rel_name(relid)),
 					 errdetail("After a crash it would start again from its first value: ids would go out of order and tokens come again.")));
+		/* (PostgreSQL would make the table's own sequences unlogged with it.) */
+		if (ours && cmd->subtype == AT_SetUnLogged)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("table durable.%s cannot be made unlogged", get_rel_name(relid)),
+					 errdetail("After a crash PostgreSQL empties an unlogged table, and standbys never see its rows: every record in it would be lost.")));
 		if (ours && cmd->subtype == AT_AlterColumnType)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -768,8 +774,11 @@ guard_sequence_option_refused(DefElem *option)
 		return defGetInt64(option) < 1;
 	if (strcmp(option->defname, "cycle") == 0)
 		return option->arg != NULL && boolVal(option->arg);
-	if (strcmp(option->defname, "maxvalue") == 0 || strcmp(option->defname, "minvalue") == 0)
-		return option->arg != NULL;
+	/* NO MAXVALUE / NO MINVALUE, or the values they stand for, are durable's own. */
+	if (strcmp(option->defname, "maxvalue") == 0)
+		return option->arg != NULL && defGetInt64(option) != PG_INT64_MAX;
+	if (strcmp(option->defname, "minvalue") == 0)
+		return option->arg != NULL && defGetInt64(option) != 1;
 	if (strcmp(option->defname, "as") == 0)
 		return LookupTypeNameOid(NULL, defGetTypeName(option), true) != INT8OID;
 	return false;

@@ -184,6 +184,12 @@ extern SPIPlanPtr durable_plan(SPIPlanPtr *cache, const char *sql, int nargs,
 							   const Oid *argtypes);
 
 /* Run a cached plan and check that SPI returned exactly `expected`. */
+/*
+ * A row durable's statement on one of its tables (not a journal) wrote or
+ * locked no row where it must have: a BEFORE trigger of the DBA's returned
+ * NULL.  Raises 55000 naming the table.
+ */
+extern void durable_write_skipped(const char *table) pg_attribute_noreturn();
 extern void durable_exec(SPIPlanPtr plan, const Datum *values, const char *nulls,
 						 int expected, long count);
 extern void durable_exec_explaining(SPIPlanPtr *plans, const char *sql, int nargs,

@@ -116,8 +116,7 @@ durable_permit(PG_FUNCTION_ARGS)
 							  2, lock_types),
 				 args, NULL, SPI_OK_INSERT, 0);
 	if (SPI_processed != 1)
-		elog(ERROR, "durable: permit bucket upsert affected " UINT64_FORMAT " rows",
-			 SPI_processed);
+		durable_write_skipped("permit_buckets");
 
 	/* 2. Only now, under the lock, read the clock. */
 	now = GetCurrentTimestamp();
@@ -137,18 +136,27 @@ durable_permit(PG_FUNCTION_ARGS)
 
 	if (in_window < max)
 	{
-		/* 4. Grant: one row, and the bucket's last grant for the sweep. */
+		/*
+		 * 4. Grant: one row, and the bucket's last grant for the sweep.  A
+		 * grant that was not written (a trigger that returned NULL) would
+		 * not count against the next calls: an error instead.
+		 */
 		args[1] = TimestampTzGetDatum(now);
 		durable_exec(durable_plan(&grant_plan,
 								  "WITH p AS ("
 								  "  INSERT INTO durable.permits (bucket, granted_at)"
-								  "  VALUES ($1, $2))"
-								  " UPDATE durable.permit_buckets b SET last_granted_at = $2"
-								  "  WHERE b.bucket = $1",
+								  "  VALUES ($1, $2) RETURNING 1),"
+								  " b AS ("
+								  "  UPDATE durable.permit_buckets b SET last_granted_at = $2"
+								  "   WHERE b.bucket = $1 RETURNING 1)"
+								  " SELECT (SELECT pg_catalog.count(*) FROM p),"
+								  "        (SELECT pg_catalog.count(*) FROM b)",
 								  2, count_types),
-					 args, NULL, SPI_OK_UPDATE, 0);
-		if (SPI_processed != 1)
-			elog(ERROR, "durable: permit bucket vanished while locked");
+					 args, NULL, SPI_OK_SELECT, 0);
+		if (durable_col_int64(0, 1) != 1)
+			durable_write_skipped("permits");
+		if (durable_col_int64(0, 2) != 1)
+			durable_write_skipped("permit_buckets");
 		wait_us = 0;
 	}
 	else

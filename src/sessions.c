@@ -197,7 +197,7 @@ durable_session_save(PG_FUNCTION_ARGS)
 							  6, argtypes),
 				 values, NULL, SPI_OK_INSERT_RETURNING, 0);
 	if (SPI_processed != 1)
-		elog(ERROR, "durable: session upsert affected " UINT64_FORMAT " rows", SPI_processed);
+		durable_write_skipped("sessions");
 	if (GetCurrentTimestamp() - DatumGetTimestampTz(durable_col(0, 1)) > SESSION_RESTAMP_AFTER_US)
 		durable_exec(durable_plan(&restamp_plan,
 								  "UPDATE durable.sessions SET saved_at = pg_catalog.clock_timestamp()"

@@ -179,6 +179,16 @@ durable_restamp_lease(SPIPlanPtr plan, const Datum *values, TimestampTz lease_un
 }
 
 void
+durable_write_skipped(const char *table)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("durable's write to \"durable.%s\" was skipped", table),
+			 errdetail("A BEFORE trigger on the table returned NULL for the row durable wrote."),
+			 errhint("Let a trigger on durable's tables return the row, or drop it.")));
+}
+
+void
 durable_exec(SPIPlanPtr plan, const Datum *values, const char *nulls, int expected, long count)
 {
 	int			rc = SPI_execute_plan(plan, (Datum *) values, nulls, false, count);
