@@ -481,6 +481,16 @@ SELECT durable.inbox_replay(:r3);
 SELECT message_id FROM durable.inbox_claim('bot-1', max => 10) WHERE chat_id = 'chat-s';
 SELECT message_id, state FROM durable.inbox WHERE chat_id = 'chat-s' ORDER BY id;
 
+-- A trigger of the DBA's that returns NULL for the failed record: 55000 naming the
+-- journal, not an internal error
+BEGIN;
+CREATE FUNCTION pg_temp.skip_row() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$;
+SELECT id AS skip_id, token AS skip_token FROM durable.inbox_admit('errs', 'skip1', 'chat-skip', instance => 'bot-1') \gset
+CREATE TRIGGER regress_skip BEFORE UPDATE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.skip_row();
+SELECT * FROM durable.inbox_fail(:skip_id, :skip_token, 'boom');
+ROLLBACK;
+
 --
 -- CLEANUP
 --

@@ -926,6 +926,25 @@ direct_trigger_fires(const Trigger *trigger)
 		trigger->tgenabled == TRIGGER_FIRES_ALWAYS;
 }
 
+bool
+durable_journal_has_before_trigger(DurableQueue queue, int16 event)
+{
+	Relation	rel = table_open(direct_rels()->claims[queue].heap, AccessShareLock);
+	TriggerDesc *trigdesc = rel->trigdesc;
+	bool		found = false;
+	int			i;
+
+	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers && !found; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+
+		found = TRIGGER_FOR_ROW(trigger->tgtype) && TRIGGER_FOR_BEFORE(trigger->tgtype) &&
+			(trigger->tgtype & event) && direct_trigger_fires(trigger);
+	}
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
 /*
  * Refuse to write a journal with what the direct writes would skip: triggers
  * on `event` (TRIGGER_TYPE_INSERT or TRIGGER_TYPE_UPDATE) that would fire

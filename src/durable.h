@@ -185,9 +185,9 @@ extern SPIPlanPtr durable_plan(SPIPlanPtr *cache, const char *sql, int nargs,
 
 /* Run a cached plan and check that SPI returned exactly `expected`. */
 /*
- * A row durable's statement on one of its tables (not a journal) wrote or
- * locked no row where it must have: a BEFORE trigger of the DBA's returned
- * NULL.  Raises 55000 naming the table.
+ * A row durable's statement on one of its tables wrote or deleted no row
+ * where it must have (the row was found, and is locked): a BEFORE trigger
+ * of the DBA's returned NULL.  Raises 55000 naming the table.
  */
 extern void durable_write_skipped(const char *table) pg_attribute_noreturn();
 extern void durable_exec(SPIPlanPtr plan, const Datum *values, const char *nulls,
@@ -487,6 +487,12 @@ extern int64 durable_outbox_purge_direct(TimestampTz from, TimestampTz cutoff, i
  * writes do) a schema whose tables, indexes or sequences durable cannot trust.
  */
 extern void durable_journal_check(void);
+/*
+ * Whether a row-level BEFORE trigger on `event` (TRIGGER_TYPE_INSERT, _UPDATE
+ * or _DELETE) that would fire is on the journal: one that returns NULL is
+ * how a statement that found its row can write none.
+ */
+extern bool durable_journal_has_before_trigger(DurableQueue queue, int16 event);
 /* For the DDL guard: is `relid` a journal written directly, `column` one it changes? */
 extern bool durable_journal_column_changes(Oid relid, const char *column, bool *journal);
 

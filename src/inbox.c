@@ -999,7 +999,7 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 							  5, fail_types),
 				 values, nulls, SPI_OK_UPDATE, 0);
 	if (SPI_processed != 1)
-		elog(ERROR, "durable: locked inbox record %lld vanished", (long long) id);
+		durable_write_skipped("inbox");
 	durable_claim_floor_lower(DQ_INBOX, id);
 	durable_error_clipped(clipped_from, error);
 

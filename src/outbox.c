@@ -68,6 +68,7 @@
 #include "durable.h"
 
 #include "catalog/pg_type.h"
+#include "catalog/pg_trigger.h"
 #include "utils/builtins.h"
 #include "utils/uuid.h"
 
@@ -544,6 +545,8 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 								  " WHERE key = $1",
 								  1, unknown_types),
 					 values, NULL, SPI_OK_UPDATE, 0);
+		if (SPI_processed != 1)
+			durable_write_skipped("outbox");
 		durable_count(DC_OUTBOX_AMBIGUOUS, 1);
 		durable_notify_ambiguous(id, TextDatumGetCString(key), chat_id);
 		/* unknown does not block its chat: a waiting claim may go on. */
@@ -570,7 +573,7 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 								  4, lease_types),
 					 lvalues, NULL, SPI_OK_UPDATE_RETURNING, 0);
 		if (SPI_processed != 1)
-			elog(ERROR, "durable: locked send vanished");
+			durable_write_skipped("outbox");
 		res->action = "send";
 		res->state = "sending";
 		res->has_token = true;
@@ -884,6 +887,8 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 							  " WHERE key = $1 RETURNING id",
 							  4, update_types),
 				 values, nulls, SPI_OK_UPDATE_RETURNING, 1);
+	if (SPI_processed != 1)
+		durable_write_skipped("outbox");
 	if (!dead)
 		durable_claim_floor_comes_due(DQ_OUTBOX, durable_col_int64(0, 1), not_before);
 	durable_error_clipped(clipped_from, error);
@@ -1029,6 +1034,9 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 			outbox_count_repeat(key, DatumGetBool(durable_col(0, 2)), false);
 			break;
 		}
+		/* Neither inserted nor there: a trigger that returned NULL, or a discard. */
+		if (durable_journal_has_before_trigger(DQ_OUTBOX, TRIGGER_TYPE_INSERT))
+			durable_write_skipped("outbox");
 		if (race >= OUTBOX_MAX_RACES)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -1301,7 +1309,9 @@ durable_outbox_discard(PG_FUNCTION_ARGS)
 					 errdetail("Its sender holds a lease until %s.",
 							   timestamptz_to_str(probe.lease_until)),
 					 errhint("Discard it after its sender confirmed it or its lease expired.")));
-		/* The send changed between the two statements: look again. */
+		/* Deletable, not deleted: a trigger that returned NULL, or a change between the two. */
+		if (durable_journal_has_before_trigger(DQ_OUTBOX, TRIGGER_TYPE_DELETE))
+			durable_write_skipped("outbox");
 		if (race >= OUTBOX_MAX_RACES)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

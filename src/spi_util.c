@@ -184,7 +184,7 @@ durable_write_skipped(const char *table)
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("durable's write to \"durable.%s\" was skipped", table),
-			 errdetail("A BEFORE trigger on the table returned NULL for the row durable wrote."),
+			 errdetail("A BEFORE trigger on the table returned NULL for the row durable wrote or deleted."),
 			 errhint("Let a trigger on durable's tables return the row, or drop it.")));
 }
 
