@@ -566,6 +566,36 @@ SELECT count(*) FILTER (WHERE message_id = 'walk-1') AS oldest_left, count(*) AS
   FROM durable.inbox WHERE source = 'walk';
 DELETE FROM durable.inbox WHERE source = 'walk';
 
+-- 4c. A BEFORE DELETE trigger that returns NULL keeps a record without an
+-- error (a "legal hold").  A pass remembers the records kept, goes round them
+-- for 10 minutes and says how many with a WARNING, as for records whose
+-- delete fails: else the oldest kept ones would fill every batch and, once
+-- there were a batch's worth (125 of the inbox's), stop its retention for
+-- good.  Here 300 old records are held and 5 newer ones are not: the first
+-- pass meets 250 held ones, the second the last 50 and purges the 5, the
+-- third has nothing to do and says nothing.  (A new session: nothing
+-- remembered from above.)
+\c
+BEGIN;
+SELECT count(durable.inbox_complete(a.id, a.token)) AS finished
+  FROM generate_series(1, 305) g,
+       durable.inbox_admit(CASE WHEN g <= 300 THEN 'hold' ELSE 'free' END, 'held-' || g,
+                           'sweep-held-' || g, instance => 'sweep-a') a;
+UPDATE durable.inbox SET done_at = now() - interval '300 days' + substr(message_id, 6)::int * interval '1 s',
+                         finished_at = now() - interval '300 days'
+ WHERE source IN ('hold', 'free');
+CREATE FUNCTION pg_temp.hold() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.source = 'hold' THEN RETURN NULL; END IF;
+    RETURN OLD;
+END $$;
+CREATE TRIGGER legal_hold BEFORE DELETE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.hold();
+SELECT purged FROM durable.sweep();
+SELECT purged FROM durable.sweep();
+SELECT purged FROM durable.sweep();
+SELECT source, count(*) AS left FROM durable.inbox WHERE source IN ('hold', 'free') GROUP BY source ORDER BY source;
+ROLLBACK;
+
 -- 5. Bad arguments (22023)
 
 \set VERBOSITY terse

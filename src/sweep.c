@@ -58,6 +58,7 @@
 
 #include "access/transam.h"
 #include "access/xact.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 
@@ -227,6 +228,13 @@ typedef struct SweepJournal
 	const char *delete_keys_sql;	/* deletes the records of keys $2 (an
 									 * array), never waiting */
 	SPIPlanPtr	delete_keys_plan;
+	const char *held_sql;		/* key and finish time of the records of keys
+								 * $2 that this transaction locked and did not
+								 * delete (sweep_remember_held) */
+	SPIPlanPtr	held_plan;
+	DurableQueue queue;
+	bool		holds;			/* this pass: a BEFORE DELETE trigger may keep records */
+	int64		held;			/* this pass: records it kept */
 	DurableSkipList skip;		/* records whose delete failed lately */
 	/* Where this process's passes resume the direct purge (sweep_purge_from). */
 	TimestampTz resume_from;	/* finish time of the last record deleted */
@@ -272,6 +280,10 @@ static SweepJournal sweep_journals[] = {
 		"                         WHERE c.id = ANY ($2) AND c.state = 'done' AND c.done_at < $1"
 		"                         FOR UPDATE SKIP LOCKED))"
 		"   AND d.state = 'done' AND d.done_at < $1",
+		.held_sql = "SELECT c.id, c.done_at FROM durable.inbox c"
+		" WHERE c.id = ANY ($2) AND c.state = 'done' AND c.done_at < $1"
+		" FOR UPDATE SKIP LOCKED",
+		.queue = DQ_INBOX,
 		.skip = DURABLE_SKIP_LIST(INT8OID, SWEEP_SKIP_MAX, SWEEP_SKIP_RETRY_MS),
 	},
 	{
@@ -293,9 +305,19 @@ static SweepJournal sweep_journals[] = {
 		"                          WHERE c.key = ANY ($2) AND c.state = 'sent' AND c.sent_at < $1"
 		"                          FOR UPDATE SKIP LOCKED))"
 		"   AND d.state = 'sent' AND d.sent_at < $1",
+		.held_sql = "SELECT c.key, c.sent_at FROM durable.outbox c"
+		" WHERE c.key = ANY ($2) AND c.state = 'sent' AND c.sent_at < $1"
+		" FOR UPDATE SKIP LOCKED",
+		.queue = DQ_OUTBOX,
 		.skip = DURABLE_SKIP_LIST(TEXTOID, SWEEP_SKIP_MAX, SWEEP_SKIP_RETRY_MS),
 	},
 };
+
+static Oid
+sweep_key_array_type(const SweepJournal *j)
+{
+	return j->skip.key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID;
+}
 
 /*
  * Run a journal's batch or candidates statement (`sql`) for up to `limit`
@@ -308,8 +330,7 @@ static void
 sweep_journal_exec(const SweepJournal *j, const char *sql, SPIPlanPtr *plan,
 				   TimestampTz cutoff, int64 limit, const DurableSkipList *skip, int expected)
 {
-	Oid			types[4] = {TIMESTAMPTZOID, INT8OID,
-		j->skip.key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID, TIMESTAMPTZOID};
+	Oid			types[4] = {TIMESTAMPTZOID, INT8OID, sweep_key_array_type(j), TIMESTAMPTZOID};
 	Datum		values[4];
 	char	   *guards = j->guards;
 	int			rc;
@@ -473,6 +494,76 @@ sweep_call_may_delete(SweepJournal *j)
 }
 
 /*
+ * A BEFORE DELETE trigger of the DBA's that returns NULL keeps a record (a
+ * "legal hold") without an error.  The records it kept are still locked by
+ * this transaction, which tells them from those another transaction holds
+ * (the delete's SKIP LOCKED passed them by): they are remembered and passed
+ * over like records whose delete fails, or the oldest of them would fill
+ * every pass's batch and, once there were a batch's worth, stop the
+ * journal's retention without a word.
+ */
+static void
+sweep_remember_held(SweepJournal *j, TimestampTz cutoff, Datum key_array)
+{
+	Oid			types[2] = {TIMESTAMPTZOID, sweep_key_array_type(j)};
+	Datum		values[2];
+	uint64		i;
+
+	values[0] = TimestampTzGetDatum(cutoff);
+	values[1] = key_array;
+	durable_exec(durable_plan(&j->held_plan, j->held_sql, 2, types),
+				 values, NULL, SPI_OK_SELECT, 0);
+	for (i = 0; i < SPI_processed; i++)
+		durable_skip_remember(&j->skip, durable_col(i, 1),
+							  DatumGetTimestampTz(durable_col(i, 2)));
+	j->held += (int64) SPI_processed;
+}
+
+/* Delete the records of `keys`, never waiting.  Returns how many were deleted. */
+static int64
+sweep_delete_listed(SweepJournal *j, TimestampTz cutoff, const Datum *keys, int nkeys)
+{
+	Oid			types[2] = {TIMESTAMPTZOID, sweep_key_array_type(j)};
+	Datum		values[2];
+	int64		deleted;
+
+	values[0] = TimestampTzGetDatum(cutoff);
+	values[1] = durable_key_array(keys, nkeys, j->skip.key_type);
+	durable_exec(durable_plan(&j->delete_keys_plan, j->delete_keys_sql, 2, types),
+				 values, NULL, SPI_OK_DELETE, 0);
+	deleted = (int64) SPI_processed;
+	if (j->holds && deleted < nkeys)
+		sweep_remember_held(j, cutoff, values[1]);
+	return deleted;
+}
+
+/*
+ * A pass's batch on a journal whose trigger may keep records: the
+ * candidates first, so that those kept can be told (sweep_remember_held).
+ */
+static int64
+sweep_purge_listed(SweepJournal *j, TimestampTz cutoff, int64 limit)
+{
+	int			n;
+	int			i;
+	Datum	   *keys;
+	int64		deleted;
+
+	sweep_journal_exec(j, j->candidates_sql, &j->candidates_plan, cutoff, limit, &j->skip,
+					   SPI_OK_SELECT);
+	n = (int) SPI_processed;
+	if (n == 0)
+		return 0;
+	keys = palloc(sizeof(Datum) * n);
+	for (i = 0; i < n; i++)
+		keys[i] = durable_col_copy(i, 1);
+	SPI_freetuptable(SPI_tuptable);
+	deleted = sweep_delete_listed(j, cutoff, keys, n);
+	pfree(keys);
+	return deleted;
+}
+
+/*
  * Delete up to `limit` of a journal's finished records older than cutoff,
  * oldest first: directly, or with its statement when the journal cannot be
  * written directly (a foreign key references it, say: the records it
@@ -501,6 +592,9 @@ sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass)
 	}
 	if (deleted >= 0)
 		return deleted;
+	j->holds = pass && durable_journal_has_before_trigger(j->queue, TRIGGER_TYPE_DELETE);
+	if (j->holds)
+		return sweep_purge_listed(j, cutoff, limit);
 	sweep_journal_exec(j, j->batch_sql, &j->batch_plan, cutoff, limit,
 					   pass ? &j->skip : NULL, SPI_OK_DELETE);
 	return (int64) SPI_processed;
@@ -556,16 +650,8 @@ static void
 sweep_delete_keys(void *arg, const Datum *keys, int nkeys)
 {
 	SweepHalves *halves = (SweepHalves *) arg;
-	SweepJournal *j = halves->journal;
-	Oid			types[2] = {TIMESTAMPTZOID,
-		j->skip.key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID};
-	Datum		values[2];
 
-	values[0] = TimestampTzGetDatum(halves->cutoff);
-	values[1] = durable_key_array(keys, nkeys, j->skip.key_type);
-	durable_exec(durable_plan(&j->delete_keys_plan, j->delete_keys_sql, 2, types),
-				 values, NULL, SPI_OK_DELETE, 0);
-	halves->deleted += (int64) SPI_processed;
+	halves->deleted += sweep_delete_listed(halves->journal, halves->cutoff, keys, nkeys);
 }
 
 /*
@@ -600,6 +686,7 @@ sweep_purge_halves(SweepJournal *j, TimestampTz cutoff, int64 limit,
 {
 	SweepHalves halves = {.journal = j, .cutoff = cutoff, .failed = failed, .first = first};
 
+	j->holds = durable_journal_has_before_trigger(j->queue, TRIGGER_TYPE_DELETE);
 	sweep_journal_exec(j, j->candidates_sql, &j->candidates_plan, cutoff, limit, &j->skip,
 					   SPI_OK_SELECT);
 	durable_try_halves(sweep_delete_keys, sweep_key_failed, &halves);
@@ -631,21 +718,24 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 	bool		more[lengthof(sweep_journals)];
 	ErrorData  *first = NULL;
 	int64		failed = 0;
+	int64		held = 0;
 	int64		purged = 0;
 	int			step;
 
 	for (step = 0; step < lengthof(sweep_journals); step++)
 	{
 		durable_skip_forget_due(&sweep_journals[step].skip);
+		sweep_journals[step].held = 0;
 		more[step] = sweep_pass_may_delete(sweep_journals[step].name,
 										   &sweep_journals[step].warned,
 										   &sweep_journals[step].guards);
 	}
-	for (step = 0; step < lengthof(order) && purged + failed < limit; step++)
+	for (step = 0; step < lengthof(order) && purged + failed + held < limit; step++)
 	{
 		SweepJournal *j = &sweep_journals[order[step]];
-		int64		budget = (step == 0) ? (limit + 1) / 2 : limit - purged - failed;
+		int64		budget = (step == 0) ? (limit + 1) / 2 : limit - purged - failed - held;
 		SweepPurgeCall call = {.cutoff = cutoff, .limit = budget, .journal = j};
+		int64		held_before = j->held;
 		ErrorData  *edata;
 
 		if (!more[order[step]])
@@ -654,13 +744,23 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 		if (edata == NULL)
 		{
 			purged += call.deleted;
-			more[order[step]] = call.deleted >= budget;
+			held += j->held - held_before;
+			more[order[step]] = call.deleted + (j->held - held_before) >= budget;
 			continue;
 		}
 		FreeErrorData(edata);
 		purged += sweep_purge_halves(j, cutoff, budget, &failed, &first);
+		held += j->held - held_before;
 		more[order[step]] = false;
 	}
+	for (step = 0; step < lengthof(sweep_journals); step++)
+		if (sweep_journals[step].held > 0)
+			ereport(WARNING,
+					(errmsg("durable: a trigger on %s kept %lld finished record%s from the retention purge",
+							sweep_journals[step].name, (long long) sweep_journals[step].held,
+							sweep_journals[step].held == 1 ? "" : "s"),
+					 errdetail("A BEFORE DELETE trigger returned NULL for them."),
+					 errhint("They are passed over, and tried again every 10 minutes. To keep records on purpose, reference them from a table of yours with a foreign key: the purge passes over those without a warning.")));
 	if (first != NULL)
 	{
 		ereport(WARNING,
