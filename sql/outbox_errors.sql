@@ -394,6 +394,14 @@ ROLLBACK TO s;
 SELECT key, state FROM durable.outbox WHERE key LIKE 'roe-skip-%' ORDER BY key;
 ROLLBACK;
 
+-- A NULL written by hand where durable always writes a value: 55000 naming the column
+BEGIN;
+SELECT action FROM durable.outbox_begin('roe-null', 'roe-chat-null', '{}', 'bot-1');
+ALTER TABLE durable.outbox ALTER COLUMN not_before DROP NOT NULL;
+UPDATE durable.outbox SET not_before = NULL WHERE key = 'roe-null';
+SELECT action FROM durable.outbox_begin('roe-null', 'roe-chat-null', '{}', 'bot-1');
+ROLLBACK;
+
 -- CLEANUP
 DROP VIEW journal;
 DROP TABLE journal_before;

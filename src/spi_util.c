@@ -213,8 +213,13 @@ durable_col(uint64 row, int col)
 	bool		isnull;
 	Datum		d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, &isnull);
 
+	/* durable fills every column it reads this way: NULL was written by hand. */
 	if (isnull)
-		elog(ERROR, "durable: unexpected null in column %d", col);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("durable read NULL from \"%s\", which it never leaves NULL",
+						SPI_fname(SPI_tuptable->tupdesc, col)),
+				 errhint("A row of durable's tables was changed by hand: give the column a value again, and keep it NOT NULL.")));
 	return d;
 }
 
