@@ -572,8 +572,9 @@ DELETE FROM durable.inbox WHERE source = 'walk';
 -- delete fails: else the oldest kept ones would fill every batch and, once
 -- there were a batch's worth (125 of the inbox's), stop its retention for
 -- good.  Here 300 old records are held and 5 newer ones are not: the first
--- pass meets 250 held ones, the second the last 50 and purges the 5, the
--- third has nothing to do and says nothing.  (A new session: nothing
+-- pass meets 248 held ones (and the outbox's one held, one purged), the
+-- second the last 52 and purges the 5, the third has nothing to do and
+-- says nothing.  (A new session: nothing
 -- remembered from above.)
 \c
 BEGIN;
@@ -590,10 +591,22 @@ BEGIN
     RETURN OLD;
 END $$;
 CREATE TRIGGER legal_hold BEFORE DELETE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.hold();
+-- (and on the outbox, of two old sent sends, one held)
+SELECT count(durable.outbox_sent(b.key, b.token, 'p-' || g))
+  FROM generate_series(1, 2) g,
+       durable.outbox_begin('held-send-' || g, 'sweep-held-send', '{}', 'sweep-a') b;
+UPDATE durable.outbox SET sent_at = now() - interval '300 days' WHERE key LIKE 'held-send-%';
+CREATE FUNCTION pg_temp.hold_send() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.key = 'held-send-1' THEN RETURN NULL; END IF;
+    RETURN OLD;
+END $$;
+CREATE TRIGGER legal_hold BEFORE DELETE ON durable.outbox FOR EACH ROW EXECUTE FUNCTION pg_temp.hold_send();
 SELECT purged FROM durable.sweep();
 SELECT purged FROM durable.sweep();
 SELECT purged FROM durable.sweep();
 SELECT source, count(*) AS left FROM durable.inbox WHERE source IN ('hold', 'free') GROUP BY source ORDER BY source;
+SELECT key FROM durable.outbox WHERE key LIKE 'held-send-%';
 ROLLBACK;
 
 -- 5. Bad arguments (22023)

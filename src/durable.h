@@ -183,13 +183,14 @@ extern bool durable_schema_current(char **installed);
 extern SPIPlanPtr durable_plan(SPIPlanPtr *cache, const char *sql, int nargs,
 							   const Oid *argtypes);
 
-/* Run a cached plan and check that SPI returned exactly `expected`. */
 /*
- * A row durable's statement on one of its tables wrote or deleted no row
- * where it must have (the row was found, and is locked): a BEFORE trigger
- * of the DBA's returned NULL.  Raises 55000 naming the table.
+ * A statement of durable's on one of its tables wrote or deleted no row
+ * where it must have (the row was found and locked, or was found time after
+ * time): a BEFORE trigger of the DBA's returned NULL.  Raises 55000 naming
+ * the table.
  */
 extern void durable_write_skipped(const char *table) pg_attribute_noreturn();
+/* Run a cached plan and check that SPI returned exactly `expected`. */
 extern void durable_exec(SPIPlanPtr plan, const Datum *values, const char *nulls,
 						 int expected, long count);
 extern void durable_exec_explaining(SPIPlanPtr *plans, const char *sql, int nargs,

@@ -704,10 +704,11 @@ sweep_purge_halves(SweepJournal *j, TimestampTz cutoff, int64 limit,
  * The records deleted and those that failed, in both journals, stay
  * within `limit`.  Errors that are not about a
  * record (durable_error_is_global) are thrown on.
- * Returns how many records were purged.  Caller must be connected to SPI.
+ * Returns how many records were purged, and in *passed_over how many it
+ * passed over (failed, or kept by a trigger).  Caller must be connected to SPI.
  */
 static int64
-sweep_purge_isolated(TimestampTz cutoff, int64 limit)
+sweep_purge_isolated(TimestampTz cutoff, int64 limit, int64 *passed_over)
 {
 	/*
 	 * The inbox with half the limit, the outbox with what is left, then the
@@ -760,7 +761,7 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 							sweep_journals[step].name, (long long) sweep_journals[step].held,
 							sweep_journals[step].held == 1 ? "" : "s"),
 					 errdetail("A BEFORE DELETE trigger returned NULL for them."),
-					 errhint("They are passed over, and tried again every 10 minutes. To keep records on purpose, reference them from a table of yours with a foreign key: the purge passes over those without a warning.")));
+					 errhint("They are passed over, and tried again every 10 minutes. To keep records on purpose, reference them with a foreign key from a table owned by durable's owner or a superuser: the purge passes over those without a warning.")));
 	if (first != NULL)
 	{
 		ereport(WARNING,
@@ -771,6 +772,7 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit)
 				 errhint("They stay until the cause is removed, and are tried again every 10 minutes (past 1,000 of them, with the records finished before the newest); the other records were purged, and lease recovery went on.")));
 		FreeErrorData(first);
 	}
+	*passed_over = failed + held;
 	return purged;
 }
 
@@ -828,6 +830,7 @@ durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 	static SPIPlanPtr outbox_due_plan = NULL;
 	int64		outbox_due;
 	int64		permits;
+	int64		passed_over;
 	TimestampTz oldest_writer;
 
 	memset(result, 0, sizeof(*result));
@@ -865,10 +868,15 @@ durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 	result->outbox_due = (int) Min(outbox_due, (int64) PG_INT32_MAX);
 
 	result->purged = sweep_purge_isolated(now - (int64) durable_retention_s * USECS_PER_SEC,
-										  DURABLE_PURGE_BATCH);
+										  DURABLE_PURGE_BATCH, &passed_over);
 	permits = sweep_permits_isolated(now);
 
-	result->purge_full = result->purged >= DURABLE_PURGE_BATCH ||
+	/*
+	 * Records passed over fill a batch too: the next pass, at once, goes on
+	 * past them, or many of them would hold the newer ones back for longer
+	 * than they are remembered.
+	 */
+	result->purge_full = result->purged + passed_over >= DURABLE_PURGE_BATCH ||
 		permits >= DURABLE_SWEEP_BATCH;
 
 	DURABLE_FAIL_POINT("sweep");
