@@ -361,10 +361,13 @@ SELECT pg_temp.fence_detail(format('SELECT * FROM durable.outbox_begin(%L, %L, %
                                    'roe-due', 'roe-chat-in', '{"text":"d"}', 'bot-1', :in_id, :in_old), :'names');
 SELECT state, token, owner, attempts FROM durable.outbox WHERE key = 'roe-due';
 
--- A trigger of the DBA's that returns NULL for the row a statement of durable's writes
--- or deletes: the call fails with 55000 naming the journal, not an internal error (an
--- outbox_failed read a row that was not there), nor a 40001 that a retry loop would
--- repeat for ever.  (The direct writes refuse such triggers outright, 0A000.)
+-- A trigger on a journal's INSERT or UPDATE is refused by every call that writes the
+-- journal (0A000), as by the direct writes: the calls that write with statements used to
+-- fire it, and one that returned NULL made outbox_failed read a row that was not there
+-- (a crash), outbox_begin report a send unknown that it had not changed, and
+-- outbox_enqueue retry into a 40001 that a client's retry loop repeats for ever.  A
+-- DELETE trigger, which the journals allow, that returns NULL: outbox_discard fails with
+-- 55000 naming the journal once its retries are spent.
 BEGIN;
 CREATE FUNCTION pg_temp.skip_row() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$;
 SELECT token AS skip_token FROM durable.outbox_begin('roe-skip-sending', 'roe-chat-skip', '{}', 'bot-1') \gset

@@ -800,12 +800,6 @@ direct_rels(void)
 	return &direct_rels_cache;
 }
 
-void
-durable_journal_check(void)
-{
-	(void) direct_rels();
-}
-
 /*
  * The index that carries now the name under which `index_oid` was looked up
  * (InvalidOid: none), or index_oid itself when that is not one of the
@@ -1258,6 +1252,15 @@ void
 durable_lock_journal_for_write(DurableQueue queue)
 {
 	LockRelationOid(direct_rels()->claims[queue].heap, RowExclusiveLock);
+}
+
+void
+durable_journal_check_writable(DurableQueue queue, int16 event)
+{
+	Relation	rel = table_open(direct_rels()->claims[queue].heap, RowExclusiveLock);
+
+	direct_check_writable(rel, event);
+	table_close(rel, NoLock);
 }
 
 /*

@@ -484,10 +484,15 @@ extern int64 durable_inbox_purge_direct(TimestampTz from, TimestampTz cutoff, in
 extern int64 durable_outbox_purge_direct(TimestampTz from, TimestampTz cutoff, int64 limit,
 										 TimestampTz *last);
 /*
- * For a journal write made with an SQL statement: refuses (as the direct
- * writes do) a schema whose tables, indexes or sequences durable cannot trust.
+ * For a client call's INSERT or UPDATE statements on a journal (`event`
+ * TRIGGER_TYPE_INSERT or _UPDATE): refuses what the direct writes refuse —
+ * a schema durable cannot trust, and a trigger, rule, constraint or policy
+ * on the journal they would not honour — so that every call treats the
+ * journal alike, and no trigger can skip a row the call counts on.  Takes
+ * the lock the write takes (durable_lock_journal_for_write).  The sweep's
+ * statements do fire the DBA's triggers.
  */
-extern void durable_journal_check(void);
+extern void durable_journal_check_writable(DurableQueue queue, int16 event);
 /*
  * Whether a row-level BEFORE trigger on `event` (TRIGGER_TYPE_INSERT, _UPDATE
  * or _DELETE) that would fire is on the journal: one that returns NULL is

@@ -70,6 +70,7 @@
 
 #include "access/xlog.h"
 #include "catalog/pg_control.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "common/cryptohash.h"
 #include "common/hashfn.h"
@@ -573,6 +574,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 			lease_values[3] = TimestampTzGetDatum(now);
 			/* (a token the UPDATE does not use leaves a gap, which is harmless) */
 			lease_values[4] = Int64GetDatum(durable_next_token());
+			durable_journal_check_writable(DQ_INBOX, TRIGGER_TYPE_UPDATE);
 			durable_exec(durable_plan(&inbox_lease_duplicate_plan,
 									  "UPDATE durable.inbox i"
 									  "   SET state = 'leased',"
@@ -740,6 +742,7 @@ durable_inbox_heartbeat(PG_FUNCTION_ARGS)
 	 * refresh under way (claim_floor.c).
 	 */
 	SPI_connect();
+	durable_journal_check_writable(DQ_INBOX, TRIGGER_TYPE_UPDATE);
 	durable_exec(durable_plan(&inbox_heartbeat_plan,
 							  "UPDATE durable.inbox i SET lease_until = pg_catalog.clock_timestamp() + $3"
 							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'"
@@ -866,6 +869,7 @@ durable_inbox_complete_batch(PG_FUNCTION_ARGS)
 	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 
 	SPI_connect();
+	durable_journal_check_writable(DQ_INBOX, TRIGGER_TYPE_UPDATE);
 	durable_exec(durable_plan(&inbox_complete_batch_plan,
 							  "UPDATE durable.inbox i"
 							  "   SET state = 'done', done_at = $3, finished_at = $3, lease_until = NULL"
@@ -959,7 +963,7 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
-	durable_lock_journal_for_write(DQ_INBOX);
+	durable_journal_check_writable(DQ_INBOX, TRIGGER_TYPE_UPDATE);
 
 	values[0] = Int64GetDatum(id);
 	durable_exec(durable_plan(&inbox_fail_lock_plan,
@@ -1043,6 +1047,7 @@ durable_inbox_release(PG_FUNCTION_ARGS)
 	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 
 	SPI_connect();
+	durable_journal_check_writable(DQ_INBOX, TRIGGER_TYPE_UPDATE);
 	durable_exec(durable_plan(&inbox_release_plan,
 							  "UPDATE durable.inbox i"
 							  "   SET state = 'pending', attempts = GREATEST(i.attempts - 1, 0),"
@@ -1080,7 +1085,7 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 
 	SPI_connect();
-	durable_lock_journal_for_write(DQ_INBOX);
+	durable_journal_check_writable(DQ_INBOX, TRIGGER_TYPE_UPDATE);
 
 	/*
 	 * Per-chat order.  The replayed record becomes the oldest open record of

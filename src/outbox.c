@@ -316,6 +316,7 @@ outbox_derive_key(int64 inbound_id, bool with_token, int64 inbound_token)
 	static const Oid types[2] = {INT8OID, INT8OID};
 	Datum		values[2];
 
+	durable_journal_check_writable(DQ_INBOX, TRIGGER_TYPE_UPDATE);
 	values[0] = Int64GetDatum(inbound_id);
 	values[1] = Int64GetDatum(inbound_token);
 	if (with_token)
@@ -540,6 +541,7 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 		char	   *chat_id = TextDatumGetCString(durable_col(0, 5));
 		int64		id = durable_col_int64(0, 8);
 
+		durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_UPDATE);
 		durable_exec(durable_plan(&plan_unknown,
 								  "UPDATE durable.outbox SET state = 'unknown', lease_until = NULL"
 								  " WHERE key = $1",
@@ -564,6 +566,7 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 		lvalues[1] = instance;
 		lvalues[2] = TimestampTzGetDatum(now + lease_us);
 		lvalues[3] = Int64GetDatum(durable_next_token());
+		durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_UPDATE);
 		durable_exec(durable_plan(&plan_lease,
 								  "UPDATE durable.outbox"
 								  " SET state = 'sending', attempts = attempts + 1,"
@@ -841,7 +844,7 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
-	durable_lock_journal_for_write(DQ_OUTBOX);
+	durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_UPDATE);
 
 	values[0] = key;
 	durable_exec(durable_plan(&plan_lock,
@@ -983,7 +986,7 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	durable_srf_init(fcinfo);
 	SPI_connect();
 	/* Its INSERT draws the id from outbox_id_seq: the same checks as outbox_begin. */
-	durable_journal_check();
+	durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_INSERT);
 
 	if (has_token && has_key)
 		outbox_fence_inbound(inbound_id, inbound_token);
@@ -1034,13 +1037,6 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 			outbox_count_repeat(key, DatumGetBool(durable_col(0, 2)), false);
 			break;
 		}
-		/*
-		 * Neither inserted nor there, time after time: a discard that keeps
-		 * winning, or a trigger that returns NULL.
-		 */
-		if (race >= OUTBOX_MAX_RACES &&
-			durable_journal_has_before_trigger(DQ_OUTBOX, TRIGGER_TYPE_INSERT))
-			durable_write_skipped("outbox");
 		if (race >= OUTBOX_MAX_RACES)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -1192,6 +1188,7 @@ durable_outbox_heartbeat(PG_FUNCTION_ARGS)
 
 	/* From when the row is ours (durable_restamp_lease). */
 	SPI_connect();
+	durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_UPDATE);
 	durable_exec(durable_plan(&plan,
 							  "UPDATE durable.outbox SET lease_until = pg_catalog.clock_timestamp() + $3"
 							  " WHERE key = $1 AND token = $2 AND state = 'sending'"
@@ -1232,6 +1229,7 @@ durable_outbox_retry(PG_FUNCTION_ARGS)
 	values[1] = TimestampTzGetDatum(now);
 
 	SPI_connect();
+	durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_UPDATE);
 	durable_exec(durable_plan(&plan,
 							  "UPDATE durable.outbox"
 							  " SET state = 'pending', not_before = $2, attempts = 0,"
