@@ -608,6 +608,26 @@ SELECT purged FROM durable.sweep();
 SELECT source, count(*) AS left FROM durable.inbox WHERE source IN ('hold', 'free') GROUP BY source ORDER BY source;
 SELECT key FROM durable.outbox WHERE key LIKE 'held-send-%';
 ROLLBACK;
+-- A batch that fails (one record's trigger raises) is deleted by halves: there too the
+-- records kept are told from the one that failed, and the rest go
+BEGIN;
+SELECT count(durable.inbox_complete(a.id, a.token)) AS finished
+  FROM unnest(ARRAY['hold', 'raise', 'free']) AS g(source),
+       durable.inbox_admit(g.source, 'mixed-' || g.source, 'sweep-mixed-' || g.source,
+                           instance => 'sweep-a') a;
+UPDATE durable.inbox SET done_at = now() - interval '300 days', finished_at = now() - interval '300 days'
+ WHERE message_id LIKE 'mixed-%';
+CREATE FUNCTION pg_temp.hold_or_raise() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.source = 'hold' THEN RETURN NULL; END IF;
+    IF OLD.source = 'raise' THEN RAISE EXCEPTION 'record % is under audit', OLD.message_id; END IF;
+    RETURN OLD;
+END $$;
+CREATE TRIGGER legal_hold BEFORE DELETE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.hold_or_raise();
+SELECT purged FROM durable.sweep();
+SELECT purged FROM durable.sweep();
+SELECT source FROM durable.inbox WHERE message_id LIKE 'mixed-%' ORDER BY source;
+ROLLBACK;
 
 -- 5. Bad arguments (22023)
 
