@@ -510,7 +510,8 @@ SELECT call, pg_temp.error_of(stmt) AS refused
                ('outbox_enqueue (derived key)',
                 format('SELECT durable.outbox_enqueue(NULL, %L, %L, inbound_id => %s)', 'chat-skip', '{}', :skip_id)),
                ('outbox_heartbeat', format('SELECT durable.outbox_heartbeat(%L, %s)', 'skip-send', :skip_send_token)),
-               ('outbox_retry', format('SELECT durable.outbox_retry(%L)', 'skip-send'))) AS c (call, stmt);
+               ('outbox_retry', format('SELECT durable.outbox_retry(%L)', 'skip-send')),
+               ('instance_start', format('SELECT durable.instance_start(%L)', 'bot-1'))) AS c (call, stmt);
 ROLLBACK;
 
 --

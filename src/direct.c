@@ -1257,7 +1257,11 @@ durable_lock_journal_for_write(DurableQueue queue)
 void
 durable_journal_check_writable(DurableQueue queue, int16 event)
 {
-	Relation	rel = table_open(direct_rels()->claims[queue].heap, RowExclusiveLock);
+	Relation	rel;
+
+	/* A read-only transaction's error first, as the direct writes give it. */
+	PreventCommandIfReadOnly(event == TRIGGER_TYPE_INSERT ? "INSERT" : "UPDATE");
+	rel = table_open(direct_rels()->claims[queue].heap, RowExclusiveLock);
 
 	direct_check_writable(rel, event);
 	table_close(rel, NoLock);

@@ -494,9 +494,10 @@ extern int64 durable_outbox_purge_direct(TimestampTz from, TimestampTz cutoff, i
  */
 extern void durable_journal_check_writable(DurableQueue queue, int16 event);
 /*
- * Whether a row-level BEFORE trigger on `event` (TRIGGER_TYPE_INSERT, _UPDATE
- * or _DELETE) that would fire is on the journal: one that returns NULL is
- * how a statement that found its row can write none.
+ * Whether a row-level BEFORE trigger on `event` (a TRIGGER_TYPE_* flag;
+ * DELETE for the callers, as the journals allow DELETE triggers) that would
+ * fire is on the journal: one that returns NULL is how a statement that
+ * found its row can write none.
  */
 extern bool durable_journal_has_before_trigger(DurableQueue queue, int16 event);
 /* For the DDL guard: is `relid` a journal written directly, `column` one it changes? */

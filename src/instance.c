@@ -32,6 +32,7 @@
  */
 #include "durable.h"
 
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 
@@ -94,6 +95,9 @@ durable_instance_start(PG_FUNCTION_ARGS)
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
+	/* A client call like the others: only the sweep's statements fire the journals' triggers. */
+	durable_journal_check_writable(DQ_INBOX, TRIGGER_TYPE_UPDATE);
+	durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_UPDATE);
 	inbox_recovered = durable_recover_instance_inbox(now, instance);
 	outbox_ambiguous = durable_recover_instance_outbox(now, instance);
 	instance_warn_left(instance);

@@ -437,6 +437,7 @@ outbox_restamp_after_wait(Datum key, TimestampTz stamped, int64 lease_us)
 
 	if (!durable_lease_stamped_before_wait(stamped + lease_us, lease_us))
 		return;
+	durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_UPDATE);
 	values[0] = key;
 	values[1] = TimestampTzGetDatum(now + lease_us);
 	durable_exec(durable_plan(&plan,
@@ -985,8 +986,6 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
-	/* Its INSERT draws the id from outbox_id_seq: the same checks as outbox_begin. */
-	durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_INSERT);
 
 	if (has_token && has_key)
 		outbox_fence_inbound(inbound_id, inbound_token);
@@ -994,6 +993,12 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 		key = outbox_derive_key(inbound_id, has_token, inbound_token);
 	else if (!has_key)
 		key = outbox_random_key();
+	/*
+	 * The same checks as outbox_begin's direct insert (its INSERT draws the
+	 * id from outbox_id_seq); after the inbox, in the order the other calls
+	 * lock the two journals.
+	 */
+	durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_INSERT);
 
 	values[0] = key;
 	values[1] = chat_id;
