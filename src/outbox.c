@@ -67,8 +67,8 @@
  */
 #include "durable.h"
 
-#include "catalog/pg_type.h"
 #include "catalog/pg_trigger.h"
+#include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/uuid.h"
 
