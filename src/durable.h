@@ -330,12 +330,15 @@ struct DurableClaimCall
 };
 
 /*
- * Attempt the claim until it claims something, sleeping between attempts
- * until a commit wakes the queue's claimers, the next due time or the end
- * of wait_us.
+ * inbox_claim / outbox_claim(instance, max, lease, wait): reads and checks
+ * the arguments into `call` (max clamped to max_claim), then makes one
+ * attempt, or with wait > 0 attempts until one claims something, sleeping
+ * between attempts until a commit wakes the queue's claimers, the next due
+ * time or the end of the wait (waiting.c).  The caller sets call's attempt
+ * and next_due.
  */
-extern void durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
-								  const DurableClaimCall *call);
+extern void durable_claim(FunctionCallInfo fcinfo, DurableQueue queue, int32 max_claim,
+						  DurableClaimCall *call);
 
 /* ---- The queues' claim floors (claim_floor.c) ---- */
 

@@ -691,27 +691,9 @@ inbox_next_due(TimestampTz now)
 Datum
 durable_inbox_claim(PG_FUNCTION_ARGS)
 {
-	Datum		instance = durable_arg_id(fcinfo, 0, "instance");
-	int32		max = durable_arg_int32(fcinfo, 1, "max");
-	int64		lease_us = durable_arg_lease_us(fcinfo, 2);
-	int64		wait_us = durable_arg_wait_us(fcinfo, 3);
-	DurableClaimCall call;
+	DurableClaimCall call = {.attempt = inbox_claim_once, .next_due = inbox_next_due};
 
-	if (max < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max must be at least 1")));
-
-	durable_srf_init(fcinfo);
-	call.instance = instance;
-	call.max = Min(max, INBOX_MAX_CLAIM);
-	call.lease_us = lease_us;
-	call.attempt = inbox_claim_once;
-	call.next_due = inbox_next_due;
-	if (wait_us == 0)
-		(void) inbox_claim_once(fcinfo, &call, NULL);
-	else
-		durable_claim_waiting(fcinfo, DQ_INBOX, wait_us, &call);
+	durable_claim(fcinfo, DQ_INBOX, INBOX_MAX_CLAIM, &call);
 	return (Datum) 0;
 }
 

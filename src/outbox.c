@@ -127,6 +127,21 @@ static void outbox_error_state(Datum key, const char *state,
 static void outbox_error_inbound(int64 inbound_id, bool found, const char *state,
 								 bool has_token, int64 token) pg_attribute_noreturn();
 static void outbox_explain_inbound(int64 inbound_id) pg_attribute_noreturn();
+static void outbox_error_races(Datum key) pg_attribute_noreturn();
+
+/*
+ * 40001: a journaling call lost OUTBOX_MAX_RACES races in a row, each time
+ * to a discard of the key that committed between its insert and its look.
+ */
+static void
+outbox_error_races(Datum key)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not journal send \"%s\": it is being discarded concurrently",
+					TextDatumGetCString(key)),
+			 errhint("Retry the call.")));
+}
 
 /* DR002: there is no send with this key. */
 static void
@@ -721,11 +736,7 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 			break;
 		}
 		if (race >= OUTBOX_MAX_RACES)
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not journal send \"%s\": it is being discarded concurrently",
-							TextDatumGetCString(key)),
-					 errhint("Retry the call.")));
+			outbox_error_races(key);
 	}
 
 	memset(outnulls, 0, sizeof(outnulls));
@@ -1043,11 +1054,7 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 			break;
 		}
 		if (race >= OUTBOX_MAX_RACES)
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not journal send \"%s\": it is being discarded concurrently",
-							TextDatumGetCString(key)),
-					 errhint("Retry the call.")));
+			outbox_error_races(key);
 	}
 
 	memset(outnulls, 0, sizeof(outnulls));
@@ -1145,27 +1152,9 @@ outbox_next_due(TimestampTz now)
 Datum
 durable_outbox_claim(PG_FUNCTION_ARGS)
 {
-	Datum		instance = durable_arg_id(fcinfo, 0, "instance");
-	int32		max = durable_arg_int32(fcinfo, 1, "max");
-	int64		lease_us = durable_arg_lease_us(fcinfo, 2);
-	int64		wait_us = durable_arg_wait_us(fcinfo, 3);
-	DurableClaimCall call;
+	DurableClaimCall call = {.attempt = outbox_claim_once, .next_due = outbox_next_due};
 
-	if (max < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max must be at least 1")));
-
-	durable_srf_init(fcinfo);
-	call.instance = instance;
-	call.max = Min(max, OUTBOX_MAX_CLAIM);
-	call.lease_us = lease_us;
-	call.attempt = outbox_claim_once;
-	call.next_due = outbox_next_due;
-	if (wait_us == 0)
-		(void) outbox_claim_once(fcinfo, &call, NULL);
-	else
-		durable_claim_waiting(fcinfo, DQ_OUTBOX, wait_us, &call);
+	durable_claim(fcinfo, DQ_OUTBOX, OUTBOX_MAX_CLAIM, &call);
 	return (Datum) 0;
 }
 

@@ -474,9 +474,9 @@ waiting_done(void)
  * attempt reads with the transaction's snapshot, in which such a change
  * never lands: nothing is re-checked.
  */
-void
-durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
-					  const DurableClaimCall *call)
+static void
+waiting_claim(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
+			  const DurableClaimCall *call)
 {
 	int64		deadline = durable_clock_us() + wait_us;
 	MemoryContext attempt_cxt;
@@ -522,4 +522,28 @@ durable_claim_waiting(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us
 	waiting_done();
 	MemoryContextDelete(attempt_cxt);
 	SPI_finish();
+}
+
+void
+durable_claim(FunctionCallInfo fcinfo, DurableQueue queue, int32 max_claim,
+			  DurableClaimCall *call)
+{
+	int32		max;
+	int64		wait_us;
+
+	call->instance = durable_arg_id(fcinfo, 0, "instance");
+	max = durable_arg_int32(fcinfo, 1, "max");
+	call->lease_us = durable_arg_lease_us(fcinfo, 2);
+	wait_us = durable_arg_wait_us(fcinfo, 3);
+	if (max < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max must be at least 1")));
+	call->max = Min(max, max_claim);
+
+	durable_srf_init(fcinfo);
+	if (wait_us == 0)
+		(void) call->attempt(fcinfo, call, NULL);
+	else
+		waiting_claim(fcinfo, queue, wait_us, call);
 }
