@@ -226,14 +226,11 @@ typedef struct SweepJournal
 								 * oldest first */
 	SPIPlanPtr	candidates_plan;
 	const char *delete_keys_sql;	/* deletes the records of keys $2 (an
-									 * array), never waiting */
+									 * array), never waiting; returns the key,
+									 * finish time and whether it went of each
+									 * record it locked */
 	SPIPlanPtr	delete_keys_plan;
-	const char *held_sql;		/* key and finish time of the records of keys
-								 * $2 that this transaction locked and did not
-								 * delete (sweep_remember_held) */
-	SPIPlanPtr	held_plan;
 	DurableQueue queue;
-	bool		holds;			/* this pass: a BEFORE DELETE trigger may keep records */
 	int64		held;			/* this pass: records it kept */
 	DurableSkipList skip;		/* records whose delete failed lately */
 	/* Where this process's passes resume the direct purge (sweep_purge_from). */
@@ -260,6 +257,28 @@ typedef struct SweepJournal
 #define SWEEP_SKIP_RETRY_MS		(10 * 60 * 1000)
 #define SWEEP_SKIP_MAX			1000
 
+/*
+ * The delete of listed records (table, key column, finish-time column,
+ * finished state): $1 the cutoff, $2 the keys.  It reports every record it
+ * locked, and whether that record went: one locked and not deleted was kept
+ * by a BEFORE DELETE trigger (sweep_remember_held).  Telling them in the
+ * statement that locked them leaves out a record another transaction held
+ * and let go in the meantime.  The ARRAY() keeps the delete a probe of the
+ * key's index (RECOVERY_INBOX_SQL's reason).
+ */
+#define SWEEP_DELETE_KEYS_SQL(table, key, finished_at, state) \
+	"WITH locked AS MATERIALIZED (" \
+	" SELECT c." key ", c." finished_at " FROM " table " c" \
+	"  WHERE c." key " = ANY ($2) AND c.state = '" state "' AND c." finished_at " < $1" \
+	"  FOR UPDATE SKIP LOCKED)," \
+	" gone AS (" \
+	" DELETE FROM " table " d" \
+	"  WHERE d." key " = ANY (ARRAY(SELECT l." key " FROM locked l))" \
+	"    AND d.state = '" state "' AND d." finished_at " < $1" \
+	"  RETURNING d." key ")" \
+	" SELECT l." key ", l." finished_at ", g." key " IS NOT NULL" \
+	"   FROM locked l LEFT JOIN gone g ON g." key " = l." key
+
 static SweepJournal sweep_journals[] = {
 	{
 		.name = "durable.inbox",
@@ -275,14 +294,7 @@ static SweepJournal sweep_journals[] = {
 		" WHERE c.done_at < $1 AND c.state = 'done'"
 		"   AND c.done_at >= $4 AND c.id <> ALL ($3)%s"
 		" ORDER BY c.done_at LIMIT $2",
-		.delete_keys_sql = "DELETE FROM durable.inbox d"
-		" WHERE d.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c"
-		"                         WHERE c.id = ANY ($2) AND c.state = 'done' AND c.done_at < $1"
-		"                         FOR UPDATE SKIP LOCKED))"
-		"   AND d.state = 'done' AND d.done_at < $1",
-		.held_sql = "SELECT c.id, c.done_at FROM durable.inbox c"
-		" WHERE c.id = ANY ($2) AND c.state = 'done' AND c.done_at < $1"
-		" FOR UPDATE SKIP LOCKED",
+		.delete_keys_sql = SWEEP_DELETE_KEYS_SQL("durable.inbox", "id", "done_at", "done"),
 		.queue = DQ_INBOX,
 		.skip = DURABLE_SKIP_LIST(INT8OID, SWEEP_SKIP_MAX, SWEEP_SKIP_RETRY_MS),
 	},
@@ -300,14 +312,7 @@ static SweepJournal sweep_journals[] = {
 		" WHERE c.state = 'sent' AND c.sent_at < $1"
 		"   AND c.sent_at >= $4 AND c.key <> ALL ($3)%s"
 		" ORDER BY c.sent_at LIMIT $2",
-		.delete_keys_sql = "DELETE FROM durable.outbox d"
-		" WHERE d.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c"
-		"                          WHERE c.key = ANY ($2) AND c.state = 'sent' AND c.sent_at < $1"
-		"                          FOR UPDATE SKIP LOCKED))"
-		"   AND d.state = 'sent' AND d.sent_at < $1",
-		.held_sql = "SELECT c.key, c.sent_at FROM durable.outbox c"
-		" WHERE c.key = ANY ($2) AND c.state = 'sent' AND c.sent_at < $1"
-		" FOR UPDATE SKIP LOCKED",
+		.delete_keys_sql = SWEEP_DELETE_KEYS_SQL("durable.outbox", "key", "sent_at", "sent"),
 		.queue = DQ_OUTBOX,
 		.skip = DURABLE_SKIP_LIST(TEXTOID, SWEEP_SKIP_MAX, SWEEP_SKIP_RETRY_MS),
 	},
@@ -495,45 +500,42 @@ sweep_call_may_delete(SweepJournal *j)
 
 /*
  * A BEFORE DELETE trigger of the DBA's that returns NULL keeps a record (a
- * "legal hold") without an error.  The records it kept are still locked by
- * this transaction, which tells them from those another transaction holds
- * (the delete's SKIP LOCKED passed them by): they are remembered and passed
- * over like records whose delete fails, or the oldest of them would fill
- * every pass's batch and, once there were a batch's worth, stop the
+ * "legal hold") without an error.  The records it kept are remembered and
+ * passed over like records whose delete fails, or the oldest of them would
+ * fill every pass's batch and, once there were a batch's worth, stop the
  * journal's retention without a word.
  */
 static void
-sweep_remember_held(SweepJournal *j, TimestampTz cutoff, Datum key_array)
+sweep_remember_held(SweepJournal *j, Datum key, TimestampTz finished_at)
 {
-	Oid			types[2] = {TIMESTAMPTZOID, sweep_key_array_type(j)};
-	Datum		values[2];
-	uint64		i;
-
-	values[0] = TimestampTzGetDatum(cutoff);
-	values[1] = key_array;
-	durable_exec(durable_plan(&j->held_plan, j->held_sql, 2, types),
-				 values, NULL, SPI_OK_SELECT, 0);
-	for (i = 0; i < SPI_processed; i++)
-		durable_skip_remember(&j->skip, durable_col(i, 1),
-							  DatumGetTimestampTz(durable_col(i, 2)));
-	j->held += (int64) SPI_processed;
+	durable_skip_remember(&j->skip, key, finished_at);
+	j->held++;
 }
 
-/* Delete the records of `keys`, never waiting.  Returns how many were deleted. */
+/*
+ * Delete the records of `keys`, never waiting, remembering those a trigger
+ * kept.  Returns how many were deleted.
+ */
 static int64
 sweep_delete_listed(SweepJournal *j, TimestampTz cutoff, const Datum *keys, int nkeys)
 {
 	Oid			types[2] = {TIMESTAMPTZOID, sweep_key_array_type(j)};
 	Datum		values[2];
-	int64		deleted;
+	int64		deleted = 0;
+	uint64		i;
 
 	values[0] = TimestampTzGetDatum(cutoff);
 	values[1] = durable_key_array(keys, nkeys, j->skip.key_type);
 	durable_exec(durable_plan(&j->delete_keys_plan, j->delete_keys_sql, 2, types),
-				 values, NULL, SPI_OK_DELETE, 0);
-	deleted = (int64) SPI_processed;
-	if (j->holds && deleted < nkeys)
-		sweep_remember_held(j, cutoff, values[1]);
+				 values, NULL, SPI_OK_SELECT, 0);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		if (DatumGetBool(durable_col(i, 3)))
+			deleted++;
+		else
+			sweep_remember_held(j, durable_col(i, 1), DatumGetTimestampTz(durable_col(i, 2)));
+	}
+	SPI_freetuptable(SPI_tuptable);
 	return deleted;
 }
 
@@ -592,8 +594,7 @@ sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass)
 	}
 	if (deleted >= 0)
 		return deleted;
-	j->holds = pass && durable_journal_has_before_trigger(j->queue, TRIGGER_TYPE_DELETE);
-	if (j->holds)
+	if (pass && durable_journal_has_before_trigger(j->queue, TRIGGER_TYPE_DELETE))
 		return sweep_purge_listed(j, cutoff, limit);
 	sweep_journal_exec(j, j->batch_sql, &j->batch_plan, cutoff, limit,
 					   pass ? &j->skip : NULL, SPI_OK_DELETE);
@@ -686,7 +687,6 @@ sweep_purge_halves(SweepJournal *j, TimestampTz cutoff, int64 limit,
 {
 	SweepHalves halves = {.journal = j, .cutoff = cutoff, .failed = failed, .first = first};
 
-	j->holds = durable_journal_has_before_trigger(j->queue, TRIGGER_TYPE_DELETE);
 	sweep_journal_exec(j, j->candidates_sql, &j->candidates_plan, cutoff, limit, &j->skip,
 					   SPI_OK_SELECT);
 	durable_try_halves(sweep_delete_keys, sweep_key_failed, &halves);
