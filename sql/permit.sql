@@ -79,6 +79,24 @@ SELECT granted_at > now() AS stamped_after_transaction_start
   FROM durable.permits WHERE bucket = 'regress-permit:clock';
 COMMIT;
 
+-- After the clock stepped back, grants stamped before the step lie ahead of now
+-- (simulated by stamping two of them a day ahead): the next call counts them in the
+-- window and brings them back to its own time, so the bucket waits at most its `per`
+-- from then, not the day the clock was ahead (nor does its bucket wait that day for the sweep).
+INSERT INTO durable.permit_buckets (bucket, per, last_granted_at)
+VALUES ('regress-permit:ahead', '10s', clock_timestamp() + '1 day');
+INSERT INTO durable.permits (bucket, granted_at)
+SELECT 'regress-permit:ahead', clock_timestamp() + '1 day' FROM generate_series(1, 2);
+SELECT clock_timestamp() AS before \gset
+SELECT durable.permit('regress-permit:ahead', 2, '10s') AS wait \gset
+SELECT :'wait'::interval > '9s' AND :'wait'::interval <= '10s' AS waits_one_window;
+SELECT count(*) AS grants, bool_and(granted_at BETWEEN :'before' AND clock_timestamp()) AS restamped
+  FROM durable.permits WHERE bucket = 'regress-permit:ahead';
+SELECT last_granted_at BETWEEN :'before' AND clock_timestamp() AS bucket_restamped
+  FROM durable.permit_buckets WHERE bucket = 'regress-permit:ahead';
+-- A third grant is still refused: both grants count in the window.
+SELECT durable.permit('regress-permit:ahead', 2, '10s') > '9s' AS still_refused;
+
 -- Buckets no longer used are dropped by the sweep, with their grants, once
 -- their last grant has left the window; buckets still in their window stay.
 SELECT durable.permit('regress-permit:idle', 5, '30ms') = '0' AS granted

@@ -23,9 +23,16 @@
  * The lock is held until the caller's transaction ends, so the count of a
  * call includes every grant before it.  By induction, each grant saw fewer
  * than `max` others in (now - per, now], hence no half-open window of length
- * `per` ever holds more than `max` grants.  Grants stamped in the future by
- * a clock that stepped back are counted as in the window, so such a step
- * makes callers wait longer, never grants too many.
+ * `per` ever holds more than `max` grants.
+ *
+ * Clock steps.  After the clock stepped back, the grants stamped before the
+ * step lie ahead of now.  Each call restamps those of its bucket to its
+ * now: every one of them was made before the call, so the stamp only moves
+ * later than the grant really was, and the grant stays in the window for
+ * `per` at least (callers wait longer, never get too many) — but no longer
+ * than `per` after the step, where keeping the old stamp would block the
+ * bucket for as long as the clock had been ahead (hours, after a bad NTP
+ * step: a gateway that cannot Identify).
  *
  * Because step 1 always writes the bucket row, a REPEATABLE READ or
  * SERIALIZABLE caller whose snapshot predates another grant gets a
@@ -81,7 +88,7 @@ durable_permit(PG_FUNCTION_ARGS)
 	static SPIPlanPtr grant_plan = NULL;
 	static SPIPlanPtr oldest_plan = NULL;
 	static const Oid lock_types[2] = {TEXTOID, INTERVALOID};
-	static const Oid count_types[2] = {TEXTOID, TIMESTAMPTZOID};
+	static const Oid count_types[3] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	static const Oid oldest_types[3] = {TEXTOID, TIMESTAMPTZOID, INT8OID};
 	Datum		bucket;
 	int32		max;
@@ -122,15 +129,25 @@ durable_permit(PG_FUNCTION_ARGS)
 	now = GetCurrentTimestamp();
 	cutoff = now - per_us;
 
-	/* 3. Forget the grants that left the window, and count the others. */
+	/*
+	 * 3. Forget the grants that left the window, bring back to now those
+	 * stamped ahead of it (file header: clock steps), and count the others.
+	 */
 	args[1] = TimestampTzGetDatum(cutoff);
+	args[2] = TimestampTzGetDatum(now);
 	durable_exec(durable_plan(&count_plan,
 							  "WITH gone AS ("
 							  "  DELETE FROM durable.permits p"
-							  "   WHERE p.bucket = $1 AND p.granted_at <= $2)"
+							  "   WHERE p.bucket = $1 AND p.granted_at <= $2),"
+							  " ahead AS ("
+							  "  UPDATE durable.permits p SET granted_at = $3"
+							  "   WHERE p.bucket = $1 AND p.granted_at > $3),"
+							  " last AS ("
+							  "  UPDATE durable.permit_buckets b SET last_granted_at = $3"
+							  "   WHERE b.bucket = $1 AND b.last_granted_at > $3)"
 							  " SELECT pg_catalog.count(*) FROM durable.permits p"
 							  "  WHERE p.bucket = $1 AND p.granted_at > $2",
-							  2, count_types),
+							  3, count_types),
 				 args, NULL, SPI_OK_SELECT, 0);
 	in_window = durable_col_int64(0, 1);
 
