@@ -340,6 +340,14 @@ struct DurableClaimCall
 extern void durable_claim(FunctionCallInfo fcinfo, DurableQueue queue, int32 max_claim,
 						  DurableClaimCall *call);
 
+/* ---- Per-chat order (chat_lock.c) ---- */
+
+/*
+ * Take `queue`'s lock of a chat, held until the transaction ends, before
+ * drawing the id of a claimable record of that chat.
+ */
+extern void durable_lock_chat(DurableQueue queue, Datum chat_id);
+
 /* ---- The queues' claim floors (claim_floor.c) ---- */
 
 /* The id from which a claim of `queue` scans its claimable records now (0: the head). */

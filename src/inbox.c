@@ -33,17 +33,9 @@
  * and done records do not block.  The claim checks this with one probe of
  * inbox_chat_unfinished_idx per candidate.  That probe only sees committed
  * records, so id order must agree with commit order within a chat: every
- * admit takes a transaction-scoped advisory lock on its chat before it
- * draws an id, and holds it until commit.  Without it, two concurrent
- * admits of one chat could commit in the opposite order of their ids and a
- * claimer could lease the newer record before the older one is visible
- * (and then lease the older one too).  The lock's tag is one that SQL's
- * advisory lock functions cannot make (INBOX_CHAT_LOCK_FIELD4), so no
- * application lock collides with it and no role can hold a chat's admits
- * up by taking it.  Admits of one chat therefore
- * serialize through their commits; a transaction admitting for several
- * chats can deadlock with another admitting for the same chats in another
- * order (PostgreSQL detects it and one of them fails).
+ * admit takes its chat's lock (chat_lock.c) before it draws an id, and
+ * holds it until commit.  Admits of one chat therefore serialize through
+ * their commits.
  *
  * Claims scan inbox_unfinished_idx oldest first and skip the records
  * another transaction holds, as SKIP LOCKED would, so concurrent claimers
@@ -68,15 +60,11 @@
  */
 #include "durable.h"
 
-#include "access/xlog.h"
-#include "catalog/pg_control.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "common/cryptohash.h"
-#include "common/hashfn.h"
 #include "common/sha2.h"
 #include "miscadmin.h"
-#include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -90,17 +78,6 @@ PG_FUNCTION_INFO_V1(durable_inbox_complete_batch);
 PG_FUNCTION_INFO_V1(durable_inbox_fail);
 PG_FUNCTION_INFO_V1(durable_inbox_release);
 PG_FUNCTION_INFO_V1(durable_inbox_replay);
-
-/*
- * The per-chat lock: an advisory lock tag whose first key is "DRCH", whose
- * second is a keyed hash of the chat id, and whose fourth field is neither
- * of the two that SQL's pg_advisory_lock functions use (1 and 2), so that
- * no role can take it and hold a chat's admits up.  pg_locks shows it to
- * everyone, so the hash is keyed (inbox_chat_lock_seed) and does not tell
- * which chats are active.
- */
-#define INBOX_CHAT_LOCK_KEY		0x44524348
-#define INBOX_CHAT_LOCK_FIELD4	0x4452
 
 /*
  * Most records one claim leases; a larger max is clamped to it.  It bounds
@@ -231,46 +208,6 @@ inbox_content_hash(Datum source, Datum chat_id, Datum kind, Datum payload)
 	pfree(canonical);
 	SET_VARSIZE(result, VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
 	return PointerGetDatum(result);
-}
-
-/*
- * Take the transaction-scoped advisory lock of a chat (see the file header:
- * it makes id order agree with commit order within a chat).  Held until the
- * caller's transaction ends.
- */
-/*
- * The key of the per-chat lock's hash, from the cluster's mock
- * authentication nonce: random, drawn at initdb, never shown to SQL (SCRAM
- * answers with it for roles that do not exist).  So it is the same in
- * every backend, with or without preloading, and after a restart, when a
- * prepared transaction may still hold a chat's lock.
- */
-static uint64
-inbox_chat_lock_seed(void)
-{
-	static bool known = false;
-	static uint64 seed;
-
-	if (!known)
-	{
-		seed = hash_bytes_extended((const unsigned char *) GetMockAuthenticationNonce(),
-								   MOCK_AUTH_NONCE_LEN, 0);
-		known = true;
-	}
-	return seed;
-}
-
-static void
-inbox_lock_chat(Datum chat_id)
-{
-	text	   *t = DatumGetTextPP(chat_id);
-	uint32		h = (uint32) hash_bytes_extended((const unsigned char *) VARDATA_ANY(t),
-												 (int) VARSIZE_ANY_EXHDR(t),
-												 inbox_chat_lock_seed());
-	LOCKTAG		tag;
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, INBOX_CHAT_LOCK_KEY, h, INBOX_CHAT_LOCK_FIELD4);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
 /* Whether this transaction wrote the version in SPI result row `row`, whose column `col` is its xmin. */
@@ -423,7 +360,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 
 	/* The probe below reads the journal that the insert then writes. */
 	durable_lock_journal_for_write(DQ_INBOX);
-	inbox_lock_chat(chat_id);
+	durable_lock_chat(DQ_INBOX, chat_id);
 
 	/* After the lock, which may have waited: the wait is not the lease's. */
 	now = GetCurrentTimestamp();
@@ -563,7 +500,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 			 */
 			if (dup_other_chat)
 			{
-				inbox_lock_chat(dup_chat);
+				durable_lock_chat(DQ_INBOX, dup_chat);
 				now = GetCurrentTimestamp();
 				lease_until = now + lease_us;
 			}
@@ -1091,7 +1028,7 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DURABLE_NO_SUCH_RECORD),
 				 errmsg("inbox record %lld does not exist", (long long) id)));
 	chat_id = durable_col_copy(0, 1);
-	inbox_lock_chat(chat_id);
+	durable_lock_chat(DQ_INBOX, chat_id);
 	values[0] = chat_id;
 	values[1] = Int64GetDatum(id);
 	durable_exec(durable_plan(&newer_plan,

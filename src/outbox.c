@@ -1010,6 +1010,8 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	 * lock the two journals.
 	 */
 	durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_INSERT);
+	/* Its id is drawn in commit order within the chat (chat_lock.c). */
+	durable_lock_chat(DQ_OUTBOX, chat_id);
 
 	values[0] = key;
 	values[1] = chat_id;
