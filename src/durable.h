@@ -320,12 +320,15 @@ struct DurableClaimCall
 	int32		max;
 	int64		lease_us;
 	/*
-	 * Claim what is due into the function's result now; how many.
+	 * Claim what is due at `now` into the function's result; how many.
 	 * *in_flight: as for durable_claim_direct.
 	 */
 	uint64		(*attempt) (FunctionCallInfo fcinfo, const DurableClaimCall *call,
-							bool *in_flight);
-	/* When work comes due by the clock alone (0: none); connected to SPI. */
+							TimestampTz now, bool *in_flight);
+	/*
+	 * When work comes due by the clock alone after `now` (0: none), for an
+	 * attempt at `now` that claimed nothing; connected to SPI.
+	 */
 	TimestampTz (*next_due) (TimestampTz now);
 };
 

@@ -567,12 +567,13 @@ inbox_claimed_put(void *arg, const Datum *values, const bool *nulls, Datum state
  * update.
  */
 static uint64
-inbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call, bool *in_flight)
+inbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call, TimestampTz now,
+				 bool *in_flight)
 {
 	DurableClaim claim;
 
 	claim.owner = call->instance;
-	claim.now = GetCurrentTimestamp();
+	claim.now = now;
 	claim.lease_until = claim.now + call->lease_us;
 	claim.max_attempts = durable_inbox_max_attempts;
 	claim.max = call->max;
@@ -582,8 +583,10 @@ inbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call, bool *in
 
 /*
  * The next time inbox work comes due by the clock alone: the earliest
- * future not_before of a pending record or lease_until of a leased one;
- * 0 when there is none.  Caller must be connected to SPI.
+ * not_before after now of a pending record, or lease_until from now on of
+ * a leased one (a lease ending at now was not expired for a claim at now:
+ * it expires just after); 0 when there is none.  Caller must be connected
+ * to SPI.
  */
 static TimestampTz
 inbox_next_due(TimestampTz now)
@@ -599,7 +602,7 @@ inbox_next_due(TimestampTz now)
 							  " pg_catalog.min(p.not_before) FILTER"
 							  "   (WHERE p.state = 'pending' AND p.not_before > $1),"
 							  " pg_catalog.min(p.lease_until) FILTER"
-							  "   (WHERE p.state = 'leased' AND p.lease_until > $1)"
+							  "   (WHERE p.state = 'leased' AND p.lease_until >= $1)"
 							  " FROM durable.inbox p WHERE " INBOX_OPEN_SCAN("p"),
 							  1, types),
 				 values, NULL, SPI_OK_SELECT, 1);
@@ -677,7 +680,14 @@ durable_inbox_heartbeat(PG_FUNCTION_ARGS)
 	lease_until = durable_restamp_lease(inbox_heartbeat_plan, values,
 										DatumGetTimestampTz(durable_col(0, 1)), lease_us);
 	if (replaced_null || lease_until < replaced)
+	{
+		/*
+		 * The record comes due sooner than waiting claimers think (their
+		 * sleep is bounded by the lease it replaces): woken, they look again.
+		 */
 		durable_claim_floor_comes_due(DQ_INBOX, id, lease_until);
+		durable_wake_at_commit(DQ_INBOX);
+	}
 	SPI_finish();
 	PG_RETURN_TIMESTAMPTZ(lease_until);
 }

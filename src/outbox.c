@@ -1098,14 +1098,15 @@ outbox_claimed_put(void *arg, const Datum *values, const bool *nulls, Datum stat
  * starts at the outbox's claim floor (claim_floor.c).
  */
 static uint64
-outbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call, bool *in_flight)
+outbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call, TimestampTz now,
+				  bool *in_flight)
 {
 	DurableClaim claim;
 	OutboxClaimed claimed;
 	uint64		n;
 
 	claim.owner = call->instance;
-	claim.now = GetCurrentTimestamp();
+	claim.now = now;
 	claim.lease_until = claim.now + call->lease_us;
 	claim.max_attempts = 0;
 	claim.max = call->max;

@@ -484,6 +484,7 @@ waiting_claim(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
 	bool		claimed;
 	bool		in_flight;
 	int64		recheck_us = WAITING_IN_FLIGHT_FIRST_US;
+	TimestampTz now;
 	TimestampTz next_due;
 
 	SPI_connect();
@@ -497,9 +498,15 @@ waiting_claim(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
 		in_flight = false;
 		/* (t/018_waiting_yields.pl counts these.) */
 		ereport(DEBUG2, (errmsg_internal("durable: waiting claim attempts")));
-		claimed = call->attempt(fcinfo, call,
+		/*
+		 * One clock reading for the attempt and the next due time: work that
+		 * came due between two readings would be neither claimed nor waited
+		 * for.
+		 */
+		now = GetCurrentTimestamp();
+		claimed = call->attempt(fcinfo, call, now,
 								IsolationUsesXactSnapshot() ? NULL : &in_flight) > 0;
-		next_due = claimed ? 0 : call->next_due(GetCurrentTimestamp());
+		next_due = claimed ? 0 : call->next_due(now);
 		if (!claimed && in_flight)
 		{
 			TimestampTz recheck = GetCurrentTimestamp() + recheck_us;
@@ -543,7 +550,7 @@ durable_claim(FunctionCallInfo fcinfo, DurableQueue queue, int32 max_claim,
 
 	durable_srf_init(fcinfo);
 	if (wait_us == 0)
-		(void) call->attempt(fcinfo, call, NULL);
+		(void) call->attempt(fcinfo, call, GetCurrentTimestamp(), NULL);
 	else
 		waiting_claim(fcinfo, queue, wait_us, call);
 }
