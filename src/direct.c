@@ -64,6 +64,7 @@
 #include "durable.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/relation.h"
 #include "access/htup_details.h"
 #include "access/sysattr.h"
@@ -1290,6 +1291,46 @@ durable_inbox_chat_has_open(Datum chat_id)
 		snapshot = GetLatestSnapshot();
 	found = direct_chat_scan(rels->inbox, rels->inbox_chat_idx, chat_id, InvalidStrategy, 0,
 							 NULL, rels, snapshot, NULL);
+	PopActiveSnapshot();
+	return found;
+}
+
+/*
+ * Whether the version in `slot` is one the transaction's snapshot does not
+ * see (committed after it was taken).  A journal moved to another table
+ * access method: every version is taken for one, the safe side of
+ * durable_inbox_chat_open_unseen.
+ */
+static bool
+direct_unseen_by_transaction(TupleTableSlot *slot, const DirectRels *rels)
+{
+	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
+	bool		visible;
+
+	if (!TTS_IS_BUFFERTUPLE(slot) || !BufferIsValid(bslot->buffer))
+		return true;
+	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
+	visible = HeapTupleSatisfiesVisibility(bslot->base.tuple, GetTransactionSnapshot(),
+										   bslot->buffer);
+	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+	return !visible;
+}
+
+/*
+ * Under REPEATABLE READ or SERIALIZABLE: has chat `chat_id` an open record
+ * newer than `id` that committed after the transaction's snapshot was taken?
+ * Its caller holds the chat's lock, so every such record has committed.
+ */
+bool
+durable_inbox_chat_open_unseen(Datum chat_id, int64 id)
+{
+	const DirectRels *rels = direct_rels();
+	bool		found;
+
+	Assert(IsolationUsesXactSnapshot());
+	(void) direct_push_snapshot();
+	found = direct_chat_scan(rels->inbox, rels->inbox_chat_idx, chat_id, BTGreaterStrategyNumber,
+							 id, direct_unseen_by_transaction, rels, GetLatestSnapshot(), NULL);
 	PopActiveSnapshot();
 	return found;
 }

@@ -374,6 +374,12 @@ extern void durable_lock_journal_for_write(DurableQueue queue);
 extern bool durable_inbox_chat_has_open(Datum chat_id);
 
 /*
+ * Under a transaction snapshot: has the chat an open record newer than id
+ * that the snapshot does not see?
+ */
+extern bool durable_inbox_chat_open_unseen(Datum chat_id, int64 id);
+
+/*
  * The fenced confirmations, written directly: true when the record held the
  * fence and was updated, *wake then telling whether a later record of its
  * chat waits for it (claimers are to be woken at commit); false when it did

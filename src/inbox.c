@@ -838,9 +838,12 @@ durable_inbox_complete_batch(PG_FUNCTION_ARGS)
 			if (!found || !has_current || current != token || strcmp(state, "done") != 0 ||
 				!written_here)
 			{
-				inbox_confirm_failed(IC_COMPLETE, id, token, found, state, current, has_current,
-									 written_here);
-				/* Only done under the same token by this transaction returns. */
+				/*
+				 * Read again as the single form does: under a transaction
+				 * snapshot, a record changed since (a lease taken after it,
+				 * say) is 40001, not the DR001 this row's old version says.
+				 */
+				inbox_diagnose(IC_COMPLETE, id, token);
 				elog(ERROR, "durable: inbox record %lld failed to complete", (long long) id);
 			}
 			seen[row] = id;
@@ -1039,6 +1042,19 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 				 errmsg("inbox record %lld does not exist", (long long) id)));
 	chat_id = durable_col_copy(0, 1);
 	durable_lock_chat(DQ_INBOX, chat_id);
+
+	/*
+	 * Under REPEATABLE READ or SERIALIZABLE the update below reads with the
+	 * transaction's snapshot, and a newer record admitted since is neither
+	 * seen (leased, it must refuse the replay) nor ordered against claims.
+	 */
+	if (IsolationUsesXactSnapshot() && durable_inbox_chat_open_unseen(chat_id, id))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent update"),
+				 errdetail("A newer record of inbox record %lld's chat was admitted after this transaction's snapshot was taken.",
+						   (long long) id),
+				 errhint("Retry the transaction.")));
 	values[0] = chat_id;
 	values[1] = Int64GetDatum(id);
 	durable_exec(durable_plan(&newer_plan,
