@@ -684,26 +684,37 @@ wkr_is_tracked(Oid dboid)
  * Stop the worker of a database that no longer takes one (made a template,
  * or closed to connections, after its worker started): it would make
  * CREATE DATABASE ... TEMPLATE fail for every role that does not own it.
+ * A worker that an earlier launcher started (this one restarted since) has
+ * no handle here: it is signalled through its slot, as the utility hook
+ * stops one.
  */
 static void
-wkr_stop_tracked(Oid dboid)
+wkr_stop_unlaunchable(Oid dboid)
 {
 	int			i;
-
+	bool		tracked = false;
+	pid_t		pid = 0;
 	DurableDbSlot *slot = durable_db_slot(dboid, false);
 
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		if (slot->dboid == dboid && (slot->worker_pid != 0 || slot->worker_starting))
+		{
+			slot->worker_stop_asked = true;
+			pid = slot->worker_pid;
+		}
+		SpinLockRelease(&slot->mutex);
+	}
 	for (i = 0; i < wkr_ntracked; i++)
 	{
 		if (wkr_tracked[i].dboid != dboid)
 			continue;
-		if (slot != NULL)
-		{
-			SpinLockAcquire(&slot->mutex);
-			slot->worker_stop_asked = true;
-			SpinLockRelease(&slot->mutex);
-		}
+		tracked = true;
 		TerminateBackgroundWorker(wkr_tracked[i].handle);
 	}
+	if (!tracked && pid != 0)
+		(void) kill(pid, SIGTERM);
 }
 
 /*
@@ -821,7 +832,7 @@ wkr_launch_workers(int64 now)
 		 */
 		if (!db->launchable)
 		{
-			wkr_stop_tracked(db->oid);
+			wkr_stop_unlaunchable(db->oid);
 			continue;
 		}
 		if (wkr_is_tracked(db->oid))
@@ -1188,6 +1199,19 @@ durable_worker_main(Datum main_arg)
 	SetConfigOption("transaction_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 #endif
 
+	/*
+	 * ALTER DATABASE ... SET role (or session_authorization), which the
+	 * database's owner may run, reaches the worker at its connection as it
+	 * reaches the database's sessions: every pass would run as that role,
+	 * and fail on durable's schema.  Back to the role it connected as (the
+	 * lookup of a role name needs a transaction).
+	 */
+	StartTransactionCommand();
+	SetConfigOption("session_authorization", GetUserNameFromId(GetAuthenticatedUserId(), false),
+					PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("role", "none", PGC_SUSET, PGC_S_OVERRIDE);
+	CommitTransactionCommand();
+
 	if (!wkr_check_extension())
 	{
 		ereport(DEBUG1,
@@ -1430,6 +1454,9 @@ wkr_drops_durable(DropStmt *stmt)
 {
 	ListCell   *lc;
 
+	/* Its schema takes the extension with it (CASCADE) */
+	if (stmt->removeType == OBJECT_SCHEMA)
+		return true;
 	if (stmt->removeType != OBJECT_EXTENSION)
 		return false;
 	foreach(lc, stmt->objects)
@@ -1590,6 +1617,10 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			if (wkr_drops_durable((DropStmt *) parsetree))
 				durable_existed = OidIsValid(get_extension_oid("durable", true));
 			break;
+		case T_DropOwnedStmt:
+			/* (DROP OWNED BY durable's owner CASCADE drops it) */
+			durable_existed = OidIsValid(get_extension_oid("durable", true));
+			break;
 		case T_TransactionStmt:
 
 			/*
@@ -1646,8 +1677,9 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			}
 			break;
 		case T_DropStmt:
-			/* (set above only for a statement that drops durable) */
-			if (durable_existed)
+		case T_DropOwnedStmt:
+			/* (durable_existed: set above only for a statement that may drop durable) */
+			if (durable_existed && !OidIsValid(get_extension_oid("durable", true)))
 			{
 				wkr_register_callback();
 				wkr_wake_worker_at_commit = true;

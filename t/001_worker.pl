@@ -128,6 +128,30 @@ ok($node->poll_query_until('late', has_workers('late', 1)),
 	'CREATE EXTENSION again brings the worker back');
 ok(time - $start < 5, 'at once, not after the absent-database recheck');
 
+# The extension dropped with its schema (or by DROP OWNED): its worker is woken
+# at commit too, not left connected until its next pass (an hour here).
+$node->safe_psql('postgres', "ALTER SYSTEM SET durable.naptime = '1h'");
+$node->reload;
+sleep 1;
+$node->safe_psql('postgres', 'CREATE ROLE extowner SUPERUSER');
+foreach my $drop ('DROP SCHEMA durable CASCADE', 'DROP OWNED BY extowner CASCADE')
+{
+	if ($drop =~ /OWNED/)
+	{
+		$node->safe_psql('late', 'DROP EXTENSION durable; DROP SCHEMA IF EXISTS durable CASCADE; SET ROLE extowner; CREATE EXTENSION durable');
+		ok($node->poll_query_until('late', has_workers('late', 1)), 'durable installed by extowner has a worker');
+	}
+	$start = time;
+	$node->safe_psql('late', "SET client_min_messages = warning; $drop");
+	ok($node->poll_query_until('late', has_workers('late', 0)), "$drop stops the worker");
+	ok(time - $start < 5, '... at once, not at its next pass');
+	$node->safe_psql('late', 'CREATE EXTENSION durable');
+	ok($node->poll_query_until('late', has_workers('late', 1)), 'CREATE EXTENSION brings it back');
+}
+$node->safe_psql('postgres', 'DROP ROLE extowner');
+$node->safe_psql('postgres', "ALTER SYSTEM RESET durable.naptime");
+$node->reload;
+
 # ---- SIGTERM ----
 
 my $pid = worker_pid($node, 'late');
@@ -164,6 +188,39 @@ ok(defined $took && $took < 5,
 ok(!$node->log_contains(qr/read-only transaction|could not serialize|lock timeout/, $offset),
 	'and no pass failed');
 $node->safe_psql('postgres', 'ALTER DATABASE late RESET ALL');
+
+# A role set for the database's sessions (its owner may set one) does not reach
+# the worker either: under it every pass failed on durable's schema.
+foreach my $setting ('role', 'session_authorization')
+{
+	$node->safe_psql('postgres',
+		"CREATE ROLE lowpriv LOGIN; ALTER DATABASE late SET $setting = 'lowpriv'");
+	$pid = worker_pid($node, 'late');
+	$offset = -s $node->logfile;
+	$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+	ok( $node->poll_query_until(
+			'postgres',
+			"SELECT count(*) = 1 FROM pg_stat_activity"
+			  . " WHERE backend_type = 'durable worker' AND datname = 'late' AND pid <> $pid"
+		),
+		"the worker comes back under the database's $setting");
+	# (The test's own sessions in that database take the role back first.)
+	my $reset = $setting eq 'role' ? 'SET role = none' : 'RESET session_authorization';
+	$node->safe_psql('late',
+		"$reset; SELECT durable.inbox_admit('tap', 'w-$setting', 'chat-w-$setting', instance => 'bot', lease => '50ms')");
+	$start = time;
+	my $state = '';
+	while (time - $start < 10)
+	{
+		$state = $node->safe_psql('late',
+			"$reset; SELECT state FROM durable.inbox WHERE message_id = 'w-$setting'");
+		last if $state eq 'pending';
+		usleep(100_000);
+	}
+	is($state, 'pending', "under the database's $setting, the worker returns an expired lease to pending");
+	ok(!$node->log_contains(qr/permission denied/, $offset), '... and no pass failed');
+	$node->safe_psql('postgres', 'ALTER DATABASE late RESET ALL; DROP ROLE lowpriv');
+}
 
 # ---- Commands that need a database to themselves ----
 
@@ -231,9 +288,29 @@ ok($node->poll_query_until('postgres', has_workers('copy_of_tmpl', 0)),
 ($ret, $stdout, $stderr) = $node->psql('postgres', 'CREATE DATABASE copy_of_closed TEMPLATE copy_of_tmpl',
 	extra_params => [ '-U', 'copier' ]);
 is($ret, 0, 'its owner copies it') or diag $stderr;
+
+# The same after the launcher restarted: the worker an earlier launcher
+# started is stopped through its slot.
+$node->safe_psql('postgres', 'CREATE DATABASE closed_later');
+$node->safe_psql('closed_later', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('postgres', has_workers('closed_later', 1)), 'database closed_later has a worker');
+my $launcher = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'durable launcher'");
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($launcher)");
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'durable launcher' AND pid <> $launcher"
+	),
+	'the launcher ended by SIGTERM is replaced');
+$start = time;
+$node->safe_psql('postgres', 'ALTER DATABASE closed_later ALLOW_CONNECTIONS false');
+ok($node->poll_query_until('postgres', has_workers('closed_later', 0)),
+	'the new launcher stops the worker of a database closed to connections');
+ok(time - $start < 5, '... at its next look');
 $node->safe_psql('postgres', q{
 	DROP DATABASE copy_of_closed;
 	DROP DATABASE copy_of_tmpl;
+	DROP DATABASE closed_later;
 	ALTER DATABASE tmpl IS_TEMPLATE false;
 	DROP DATABASE tmpl;
 	DROP ROLE copier;
