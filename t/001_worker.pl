@@ -38,6 +38,18 @@ sub worker_pid
 		  . " WHERE backend_type = 'durable worker' AND datname = '$db'");
 }
 
+# End the worker of a database with SIGTERM; true once the launcher has
+# replaced it.
+sub replace_worker
+{
+	my ($node, $db) = @_;
+	my $old = worker_pid($node, $db);
+	$node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
+	return $node->poll_query_until('postgres',
+		    "SELECT count(*) = 1 FROM pg_stat_activity"
+		  . " WHERE backend_type = 'durable worker' AND datname = '$db' AND pid <> $old");
+}
+
 # Admit a record leased for 50 ms, then wait until something (not this
 # test) returns it to pending; returns the seconds that took.
 sub expire_and_wait
@@ -154,14 +166,7 @@ $node->reload;
 
 # ---- SIGTERM ----
 
-my $pid = worker_pid($node, 'late');
-$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity"
-		  . " WHERE backend_type = 'durable worker' AND datname = 'late' AND pid <> $pid"
-	),
-	'a worker ended by SIGTERM is replaced');
+ok(replace_worker($node, 'late'), 'a worker ended by SIGTERM is replaced');
 
 # ---- A database whose sessions default to read-only SERIALIZABLE ----
 # Defaults meant for client sessions do not reach the worker: read-only, it
@@ -171,15 +176,8 @@ $node->safe_psql('postgres',
 	    "ALTER DATABASE late SET default_transaction_read_only = on;"
 	  . "ALTER DATABASE late SET default_transaction_isolation = 'serializable';"
 	  . "ALTER DATABASE late SET lock_timeout = '1ms';");
-$pid = worker_pid($node, 'late');
 $offset = -s $node->logfile;
-$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity"
-		  . " WHERE backend_type = 'durable worker' AND datname = 'late' AND pid <> $pid"
-	),
-	'the worker comes back under the new database defaults');
+ok(replace_worker($node, 'late'), 'the worker comes back under the new database defaults');
 is($node->safe_psql('late', 'SHOW default_transaction_read_only'),
 	'on', 'sessions of the database are read-only by default');
 $took = expire_and_wait($node, 'late', 'w-read-only');
@@ -195,15 +193,8 @@ foreach my $setting ('role', 'session_authorization')
 {
 	$node->safe_psql('postgres',
 		"CREATE ROLE lowpriv LOGIN; ALTER DATABASE late SET $setting = 'lowpriv'");
-	$pid = worker_pid($node, 'late');
 	$offset = -s $node->logfile;
-	$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
-	ok( $node->poll_query_until(
-			'postgres',
-			"SELECT count(*) = 1 FROM pg_stat_activity"
-			  . " WHERE backend_type = 'durable worker' AND datname = 'late' AND pid <> $pid"
-		),
-		"the worker comes back under the database's $setting");
+	ok(replace_worker($node, 'late'), "the worker comes back under the database's $setting");
 	# (The test's own sessions in that database take the role back first.)
 	my $reset = $setting eq 'role' ? 'SET role = none' : 'RESET session_authorization';
 	$node->safe_psql('late',
@@ -318,7 +309,7 @@ $node->safe_psql('postgres', q{
 
 # ---- A worker crash: the whole server restarts, and so do the workers ----
 
-$pid = worker_pid($node, 'late');
+my $pid = worker_pid($node, 'late');
 $offset = -s $node->logfile;
 kill 'KILL', $pid;
 $node->wait_for_log(qr/all server processes terminated; reinitializing/, $offset);
