@@ -157,6 +157,17 @@ SELECT pg_temp.try('SELECT * FROM durable.inbox') AS inbox,
        pg_temp.try('SELECT pg_catalog.nextval(''durable.token_seq'')') AS token_seq;
 RESET ROLE;
 
+-- ... nor can it make its own object depend on the extension: that would lock the
+-- extension until its transaction ends, and the worker's every pass would wait (42501)
+SET ROLE regress_durable_nobody;
+CREATE FUNCTION pg_temp.mine() RETURNS int LANGUAGE sql AS 'SELECT 1';
+\set VERBOSITY terse
+ALTER FUNCTION pg_temp.mine() DEPENDS ON EXTENSION durable;
+ALTER FUNCTION pg_temp.mine() NO DEPENDS ON EXTENSION durable;
+\set VERBOSITY default
+DROP FUNCTION pg_temp.mine();
+RESET ROLE;
+
 -- With USAGE on the schema only, every function is still refused (42501): EXECUTE is granted to nobody by default
 GRANT USAGE ON SCHEMA durable TO regress_durable_nobody;
 SET ROLE regress_durable_nobody;

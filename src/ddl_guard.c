@@ -69,6 +69,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
@@ -580,6 +581,36 @@ guard_refuse(Oid relid, const char *command, const char *lock, bool ownership)
 					   command, lock)));
 }
 
+/*
+ * ALTER <your object> [NO] DEPENDS ON EXTENSION durable needs the role to
+ * own the extension.  PostgreSQL checks only the object's owner, then locks
+ * the extension ACCESS EXCLUSIVE until the transaction ends, and every pass
+ * of durable's worker, which locks the extension, would wait behind it: any
+ * role that can create a temporary function could stop lease recovery.
+ */
+static void
+guard_depends_on_durable(AlterObjectDependsStmt *stmt)
+{
+	Oid			extoid;
+	bool		owner;
+
+	if (stmt->extname == NULL || strcmp(strVal(stmt->extname), "durable") != 0)
+		return;
+	extoid = get_extension_oid("durable", true);
+	if (!OidIsValid(extoid))
+		return;
+#if PG_VERSION_NUM >= 160000
+	owner = object_ownercheck(ExtensionRelationId, extoid, GetUserId());
+#else
+	owner = pg_extension_ownercheck(extoid, GetUserId());
+#endif
+	if (!owner)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of extension durable"),
+				 errdetail("ALTER ... DEPENDS ON EXTENSION would lock the extension (ACCESS EXCLUSIVE) until its transaction ends, and durable's background worker would wait behind it.")));
+}
+
 /* `command` on `rv` needs the role to own it, if it is durable's. */
 static void
 guard_require_owner(RangeVar *rv, Oid nsp, const char *command, const char *lock)
@@ -909,6 +940,7 @@ durable_ddl_guard(Node *parsetree)
 			if (((AlterObjectDependsStmt *) parsetree)->relation != NULL)
 				guard_require_owner(((AlterObjectDependsStmt *) parsetree)->relation, nsp,
 									"ALTER ... DEPENDS ON EXTENSION", "ACCESS EXCLUSIVE");
+			guard_depends_on_durable((AlterObjectDependsStmt *) parsetree);
 			break;
 		default:
 			break;
