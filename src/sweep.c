@@ -107,12 +107,14 @@ static TimestampTz sweep_outbox_checked_at = 0;
  */
 #define SWEEP_OLDEST_WRITER_SQL \
 	"SELECT pg_catalog.min(t) FROM" \
-	" (SELECT a.xact_start AS t FROM pg_catalog.pg_stat_activity a" \
+	" (SELECT COALESCE(a.xact_start, '-infinity') AS t FROM pg_catalog.pg_stat_activity a" \
 	"   WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()" \
-	"     AND (a.backend_xid IS NOT NULL OR a.state OPERATOR(pg_catalog.=) 'active')" \
+	"     AND (a.backend_xid IS NOT NULL" \
+	"          OR (a.state OPERATOR(pg_catalog.=) 'active'" \
+	"              AND a.wait_event_type IS DISTINCT FROM 'Extension'))" \
 	"     AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()" \
 	"  UNION ALL" \
-	"  SELECT p.prepared FROM pg_catalog.pg_prepared_xacts p" \
+	"  SELECT '-infinity' FROM pg_catalog.pg_prepared_xacts p" \
 	"   WHERE p.database OPERATOR(pg_catalog.=) pg_catalog.current_database()) w"
 
 /* How far back an announcement window reaches at most. */
@@ -123,8 +125,14 @@ static TimestampTz sweep_outbox_checked_at = 0;
  * work began, or DT_NOEND if none: work it deferred may be due already, and
  * nobody saw it.  That is one with an xid, or a prepared one, or one
  * running a statement (a writer reads the clock for a due time before its
- * first write gives it an xid).  This pass's own transaction is not
- * counted.  Caller must be connected to SPI.
+ * first write gives it an xid) but for a statement asleep in an extension's
+ * wait (a claim waiting in the server journals nothing, and bots wait so
+ * all the time: counted, they kept every window SWEEP_READY_LOOKBACK_US
+ * long, and the same work was announced at every pass).  When it began is
+ * not known of a prepared transaction (pg_prepared_xacts has the PREPARE's
+ * time) nor with track_activities off (no xact_start): -infinity, which
+ * the window's clamp makes SWEEP_READY_LOOKBACK_US.  This pass's own
+ * transaction is not counted.  Caller must be connected to SPI.
  */
 static TimestampTz
 sweep_oldest_writer(void)
