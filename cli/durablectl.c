@@ -384,7 +384,7 @@ parse_count(const char *s, long max, long *result)
 	return true;
 }
 
-/* An inbox record id as the server prints one: 1 to 19 decimal digits. */
+/* An inbox record id as the server prints one: decimal digits, a bigint. */
 static bool
 valid_record_id(const char *s)
 {
@@ -396,7 +396,8 @@ valid_record_id(const char *s)
 	for (i = 0; i < len; i++)
 		if (s[i] < '0' || s[i] > '9')
 			return false;
-	return true;
+	/* 19 digits: at most bigint's largest (equal lengths compare as numbers) */
+	return len < 19 || strcmp(s, "9223372036854775807") <= 0;
 }
 
 /*
@@ -886,6 +887,47 @@ now_text(char *buf, size_t size)
 }
 
 /*
+ * Print the notifications libpq holds.  It also keeps those that arrive
+ * during a command (a later LISTEN): watch prints them before it first
+ * waits, or they would wait for unrelated traffic.
+ */
+static void
+watch_print_notifications(const Options *opt)
+{
+	PGnotify   *note;
+
+	while ((note = PQnotifies(conn)) != NULL)
+	{
+		char		when[64];
+
+		now_text(when, sizeof(when));
+		if (opt->json)
+		{
+			char	   *p;
+
+			printf("{\"time\": \"%s\", \"channel\": \"", when);
+			for (p = note->relname; *p; p++)
+				if (*p != '"' && *p != '\\' && (unsigned char) *p >= 0x20)
+					putchar(*p);
+			/*
+			 * The extension's payloads are JSON objects: passed through.
+			 * Anything else (anyone may NOTIFY here) goes as a string.
+			 */
+			fputs("\", \"payload\": ", stdout);
+			if (json_object_payload(note->extra))
+				put_json_object(stdout, note->extra);
+			else
+				put_json_string(stdout, note->extra);
+			fputs("}\n", stdout);
+		}
+		else
+			printf("%s  %s  %s\n", when, shown(note->relname), shown(note->extra));
+		fflush(stdout);
+		PQfreemem(note);
+	}
+}
+
+/*
  * watch: LISTEN, then print each notification as one line (text) or one
  * JSON object (--json), flushed at once so that a pipe sees it.  The
  * payloads are the extension's own JSON.  SIGINT/SIGTERM end it with 0; a
@@ -928,11 +970,11 @@ cmd_watch(const Options *opt)
 	fprintf(stderr, "%s: listening on durable_dead, durable_ambiguous%s in database \"%s\" (interrupt to stop)\n",
 			PROGNAME, opt->ready ? ", durable_ready" : "", PQdb(conn));
 
+	watch_print_notifications(opt);
 	sock = PQsocket(conn);
 	while (!stop_requested)
 	{
 		fd_set		fds;
-		PGnotify   *note;
 		int			maxfd = sock > signal_pipe[0] ? sock : signal_pipe[0];
 
 		FD_ZERO(&fds);
@@ -952,35 +994,7 @@ cmd_watch(const Options *opt)
 			report_result_error(NULL);
 			finish(EXIT_ERROR);
 		}
-		while ((note = PQnotifies(conn)) != NULL)
-		{
-			char		when[64];
-
-			now_text(when, sizeof(when));
-			if (opt->json)
-			{
-				char	   *p;
-
-				printf("{\"time\": \"%s\", \"channel\": \"", when);
-				for (p = note->relname; *p; p++)
-					if (*p != '"' && *p != '\\' && (unsigned char) *p >= 0x20)
-						putchar(*p);
-				/*
-				 * The extension's payloads are JSON objects: passed through.
-				 * Anything else (anyone may NOTIFY here) goes as a string.
-				 */
-				fputs("\", \"payload\": ", stdout);
-				if (json_object_payload(note->extra))
-					put_json_object(stdout, note->extra);
-				else
-					put_json_string(stdout, note->extra);
-				fputs("}\n", stdout);
-			}
-			else
-				printf("%s  %s  %s\n", when, shown(note->relname), shown(note->extra));
-			fflush(stdout);
-			PQfreemem(note);
-		}
+		watch_print_notifications(opt);
 		if (PQstatus(conn) == CONNECTION_BAD)
 		{
 			report_result_error(NULL);
