@@ -37,7 +37,6 @@
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
-#include "utils/builtins.h"
 
 #define CHAT_LOCK_KEY_INBOX		0x44524348
 #define CHAT_LOCK_KEY_OUTBOX	0x444F4348

@@ -1448,16 +1448,16 @@ wkr_option(List *options, const char *name)
 	return NULL;
 }
 
-/* Whether a DROP statement names the durable extension. */
+/*
+ * Whether a DROP statement names the durable extension, or its schema
+ * (which takes the extension with it: CASCADE).
+ */
 static bool
 wkr_drops_durable(DropStmt *stmt)
 {
 	ListCell   *lc;
 
-	/* Its schema takes the extension with it (CASCADE) */
-	if (stmt->removeType == OBJECT_SCHEMA)
-		return true;
-	if (stmt->removeType != OBJECT_EXTENSION)
+	if (stmt->removeType != OBJECT_EXTENSION && stmt->removeType != OBJECT_SCHEMA)
 		return false;
 	foreach(lc, stmt->objects)
 	{
