@@ -309,6 +309,12 @@ typedef enum DurableQueue
 /* Wake the claimers of this database waiting on `queue` once this transaction commits. */
 extern void durable_wake_at_commit(DurableQueue queue);
 
+/*
+ * An admit leased its record until lease_until: once this transaction
+ * commits, claimers waiting on the inbox (now or later) wake when it ends.
+ */
+extern void durable_inbox_lease_at_commit(TimestampTz lease_until);
+
 /* Is a claimer of this database waiting on `queue` (asleep or between attempts)? */
 extern bool durable_claimers_waiting(DurableQueue queue);
 

@@ -429,6 +429,8 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 			durable_count(DC_INBOUND_JOURNALED, 1);
 			if (!leased)
 				durable_wake_at_commit(DQ_INBOX);
+			else
+				durable_inbox_lease_at_commit(lease_until);
 			break;
 		}
 

@@ -70,6 +70,7 @@ dshm_startup(void)
 			for (c = 0; c < DC_NUM_COUNTERS; c++)
 				pg_atomic_init_u64(&slot->counters[c], 0);
 			pg_atomic_init_u32(&slot->tokens_lifted_seq, InvalidOid);
+			pg_atomic_init_u64(&slot->inbox_lease_end, 0);
 			for (q = 0; q < DQ_NUM_QUEUES; q++)
 			{
 				ConditionVariableInit(&slot->queue_cv[q]);
@@ -117,6 +118,7 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	for (c = 0; c < DC_NUM_COUNTERS; c++)
 		pg_atomic_write_u64(&slot->counters[c], 0);
 	pg_atomic_write_u32(&slot->tokens_lifted_seq, InvalidOid);
+	pg_atomic_write_u64(&slot->inbox_lease_end, 0);
 	SpinLockAcquire(&slot->mutex);
 	slot->since = GetCurrentTimestamp();
 	slot->worker_pid = 0;

@@ -56,6 +56,8 @@ typedef struct DurableDbSlot
 	TimestampTz since;			/* when the counters were last reset */
 	pg_atomic_uint64 counters[DC_NUM_COUNTERS];
 	ConditionVariable queue_cv[DQ_NUM_QUEUES];	/* waiting claimers */
+	/* Earliest end of an inbox lease admitted since waiting claimers last looked (0: none; waiting.c) */
+	pg_atomic_uint64 inbox_lease_end;
 	DurableFloor floors[DQ_NUM_QUEUES]; /* where each queue's claims scan from */
 	pg_atomic_uint32 tokens_lifted_seq; /* the token_seq token.c lifted since the start */
 

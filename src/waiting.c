@@ -13,6 +13,22 @@
  * by time (a deferral or a backoff ending, a lease expiring) is not
  * broadcast: the claimer bounds its sleep by the next due time it found.
  *
+ * One such time is not in the journal when the claimer reads it: the lease
+ * of a record admitted with an instance (leased at once, so its admit wakes
+ * nobody) after the claimer's attempt.  If that bot dies, the record comes
+ * due when its lease ends.  Such an admit publishes its lease's end at commit
+ * into the slot (inbox_lease_end keeps the earliest), and waiting claimers
+ * bound their sleeps by it too, reading it at every look.  The first claimer
+ * to find it passed clears it and attempts; the attempt reads with a
+ * snapshot taken after the clearing, so it sees every admit that published
+ * before (the admit published after its commit became visible).  A lease
+ * published after is kept for the next look.  So each waiting claimer
+ * attempts about once per lease length more under a busy bot path, rather
+ * than at every admit.  Claims, and an admit that leases its pending
+ * duplicate, publish nothing: the records they lease were due, so a waiting
+ * claimer either leased them itself, or found them changed in flight and
+ * re-checks (below), or reads their lease from the journal.
+ *
  * Without shared_preload_libraries there are no condition variables; a
  * waiting claim then re-checks every 100 ms (documented in the README).
  *
@@ -100,11 +116,46 @@ extern bool pq_check_connection(void);
 #define WAITING_IN_FLIGHT_MAX_US 1000000
 
 static bool waiting_wake_pending[DQ_NUM_QUEUES];
+/* The earliest lease end this transaction's admits took (0: none). */
+static TimestampTz waiting_lease_end_pending = 0;
 static bool waiting_callback_registered = false;
 static bool waiting_prepared = false;
 
 /* Whether the current waiting claim may give up its statement's snapshot while it sleeps. */
 static bool waiting_release_snapshot = false;
+
+/*
+ * Lower the slot's inbox_lease_end to lease_end (file header).  Runs after
+ * this transaction's commit became visible; the barrier keeps the read
+ * below from being done before it, which would let a claimer clear the
+ * value and attempt without seeing the commit, while this read saw the
+ * value not cleared yet and wrote nothing.
+ */
+static void
+waiting_publish_lease_end(DurableDbSlot *slot, TimestampTz lease_end)
+{
+	uint64		cur;
+
+	pg_memory_barrier();
+	cur = pg_atomic_read_u64(&slot->inbox_lease_end);
+	while (cur == 0 || (TimestampTz) cur > lease_end)
+	{
+		if (pg_atomic_compare_exchange_u64(&slot->inbox_lease_end, &cur, (uint64) lease_end))
+			break;
+	}
+}
+
+/*
+ * A waiting claimer reached lease_end and is about to attempt: clear it,
+ * unless another admit lowered it or another claimer cleared it since.
+ */
+static void
+waiting_clear_lease_end(DurableDbSlot *slot, TimestampTz lease_end)
+{
+	uint64		expected = (uint64) lease_end;
+
+	(void) pg_atomic_compare_exchange_u64(&slot->inbox_lease_end, &expected, 0);
+}
 
 static void
 waiting_xact_callback(XactEvent event, void *arg)
@@ -124,6 +175,9 @@ waiting_xact_callback(XactEvent event, void *arg)
 						ConditionVariableBroadcast(&slot->queue_cv[q]);
 					waiting_wake_pending[q] = false;
 				}
+				if (waiting_lease_end_pending != 0 && slot != NULL)
+					waiting_publish_lease_end(slot, waiting_lease_end_pending);
+				waiting_lease_end_pending = 0;
 				break;
 			}
 		case XACT_EVENT_ABORT:
@@ -131,9 +185,20 @@ waiting_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PREPARE:
 			for (q = 0; q < DQ_NUM_QUEUES; q++)
 				waiting_wake_pending[q] = false;
+			waiting_lease_end_pending = 0;
 			break;
 		default:
 			break;
+	}
+}
+
+static void
+waiting_register_callback(void)
+{
+	if (!waiting_callback_registered)
+	{
+		RegisterXactCallback(waiting_xact_callback, NULL);
+		waiting_callback_registered = true;
 	}
 }
 
@@ -142,12 +207,18 @@ durable_wake_at_commit(DurableQueue queue)
 {
 	if (!durable_shmem_available())
 		return;
-	if (!waiting_callback_registered)
-	{
-		RegisterXactCallback(waiting_xact_callback, NULL);
-		waiting_callback_registered = true;
-	}
+	waiting_register_callback();
 	waiting_wake_pending[queue] = true;
+}
+
+void
+durable_inbox_lease_at_commit(TimestampTz lease_until)
+{
+	if (!durable_shmem_available())
+		return;
+	waiting_register_callback();
+	if (waiting_lease_end_pending == 0 || lease_until < waiting_lease_end_pending)
+		waiting_lease_end_pending = lease_until;
 }
 
 /*
@@ -369,8 +440,9 @@ waiting_should_end(DurableQueue queue)
 }
 
 /*
- * Sleep until a wake for `queue`, next_due (wall clock; 0: none known) or
- * the deadline (durable_clock_us), whichever is first: true then, for
+ * Sleep until a wake for `queue`, next_due (wall clock; 0: none known), the
+ * end of a lease admitted since (inbox; file header) or the deadline
+ * (durable_clock_us), whichever is first: true then, for
  * another attempt.  False once the deadline has passed, or when the claim
  * must stop (waiting_should_end, looked at after every sleep and at least
  * once every WAITING_LOOK_MS: the looks alone do not make an attempt).
@@ -398,14 +470,28 @@ waiting_sleep(DurableQueue queue, int64 deadline, TimestampTz next_due)
 	for (;;)
 	{
 		int64		left_us = deadline - durable_clock_us();
+		TimestampTz now = GetCurrentTimestamp();
+		TimestampTz due = next_due;
+		TimestampTz lease_end = 0;
 		long		timeout_ms;
 		bool		timed_out;
 		bool		reached;
 
 		if (left_us <= 0)
 			return false;
-		if (next_due != 0)
-			left_us = Min(left_us, next_due - GetCurrentTimestamp());
+		if (queue == DQ_INBOX && slot != NULL)
+		{
+			lease_end = (TimestampTz) pg_atomic_read_u64(&slot->inbox_lease_end);
+			if (lease_end != 0 && lease_end < now)
+			{
+				waiting_clear_lease_end(slot, lease_end);
+				return true;
+			}
+			if (lease_end != 0 && (due == 0 || lease_end < due))
+				due = lease_end;
+		}
+		if (due != 0)
+			left_us = Min(left_us, due - now);
 		/* Round up, so that we wake after the due time rather than just before it. */
 		timeout_ms = (long) Min((left_us + 999) / 1000, (int64) INT_MAX);
 		if (timeout_ms < 1)
@@ -427,6 +513,8 @@ waiting_sleep(DurableQueue queue, int64 deadline, TimestampTz next_due)
 		CHECK_FOR_INTERRUPTS();
 		if (waiting_should_end(queue))
 			return false;
+		if (timed_out && reached && due == lease_end && lease_end != 0)
+			waiting_clear_lease_end(slot, lease_end);
 		if (!timed_out || reached)
 			return true;
 
