@@ -98,6 +98,7 @@ INSERT INTO cases (call, expect) VALUES
 ($$inbox_admit(source => 'regress-bad', message_id => 'x', chat_id => 'bad-x', instance => 'bad-bot', lease => '19 ms')$$, '22023'),
 ($$inbox_admit(source => 'regress-bad', message_id => 'x', chat_id => 'bad-x', instance => 'bad-bot', lease => '1000 years')$$, '22023'),
 ($$inbox_admit(source => 'regress-bad', message_id => 'x', chat_id => 'bad-x', instance => 'bad-bot', lease => '178000000 years')$$, '22023'),
+($$inbox_admit(source => 'regress-bad', message_id => 'x', chat_id => 'bad-x', lease => '30 s')$$, '22023'),
 ($$inbox_admit(source => 'regress-bad', message_id => 'x', chat_id => 'bad-x', instance => 'bad-bot', lease => '-178000000 years')$$, '22023'),
 -- inbox_claim(instance, max, lease, wait)
 ($$inbox_claim(instance => NULL)$$, '22023'),
@@ -221,6 +222,7 @@ INSERT INTO cases (call, expect) VALUES
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', not_before => now() + interval '1000 years')$$, '22023'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', inbound_token => {live.token})$$, '22023'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', inbound_id => 9223372036854775807, inbound_token => 1)$$, 'DR002'),
+($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', inbound_id => 9223372036854775807)$$, 'DR002'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', inbound_id => {live}, inbound_token => {live.stale})$$, 'DR001'),
 ($$outbox_enqueue(idempotency_key => NULL, chat_id => 'bad-x', payload => '{}', inbound_id => {live}, inbound_token => {live.stale})$$, 'DR001'),
 ($$outbox_enqueue(idempotency_key => NULL, chat_id => 'bad-x', payload => '{}', inbound_id => {pending}, inbound_token => 1)$$, 'DR001'),

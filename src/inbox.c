@@ -351,6 +351,12 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	int64		token = 0;
 	int			tries;
 
+	if (!has_instance && !PG_ARGISNULL(6))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease requires instance"),
+				 errdetail("Only a record admitted with an instance is leased at once."),
+				 errhint("Pass instance to lease the record to it, or leave lease out and claim the record with inbox_claim.")));
 	inbox_check_payload_size(payload_bytes);
 	if (!has_message_id)
 		content_hash = inbox_content_hash(source, chat_id, kind, payload);

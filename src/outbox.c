@@ -295,6 +295,26 @@ outbox_explain_inbound(int64 inbound_id)
 						 durable_col_isnull(0, 2) ? 0 : durable_col_int64(0, 2));
 }
 
+/*
+ * DR002 unless inbox record inbound_id exists: an enqueue with a key of its
+ * own and no inbound_token only links its send to the record, but a link to
+ * no record is a caller's mistake, not a value to keep.
+ */
+static void
+outbox_require_inbound(int64 inbound_id)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[1] = {INT8OID};
+	Datum		values[1];
+
+	values[0] = Int64GetDatum(inbound_id);
+	durable_exec(durable_plan(&plan, "SELECT 1 FROM durable.inbox WHERE id = $1", 1, types),
+				 values, NULL, SPI_OK_SELECT, 1);
+	if (SPI_processed == 0)
+		outbox_error_inbound(inbound_id, false, NULL, false, 0);
+	SPI_freetuptable(SPI_tuptable);
+}
+
 /* ---- Keys ---- */
 
 /* A random (version 4) UUID as text: the key of a send that names none. */
@@ -1000,6 +1020,8 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 
 	if (has_token && has_key)
 		outbox_fence_inbound(inbound_id, inbound_token);
+	else if (has_inbound && has_key)
+		outbox_require_inbound(inbound_id);
 	else if (has_inbound && !has_key)
 		key = outbox_derive_key(inbound_id, has_token, inbound_token);
 	else if (!has_key)
