@@ -5,7 +5,7 @@
  *		deletes (the retention purge, outbox_discard()) must treat them.
  *
  * durable's functions run as the extension's owner (SECURITY DEFINER), and
- * its workers as the bootstrap superuser.  A delete of theirs that a key
+ * its workers as that owner too.  A delete of theirs that a key
  * acts on runs code of the referencing table's owner with those privileges:
  * PostgreSQL's RI triggers cascade as that owner, but the triggers the
  * cascade fires on the referencing table (AFTER triggers, queued until the

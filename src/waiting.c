@@ -19,12 +19,15 @@
  * due when its lease ends.  Such an admit publishes its lease's end at commit
  * into the slot (inbox_lease_end keeps the earliest), and waiting claimers
  * bound their sleeps by it too, reading it at every look.  The first claimer
- * to find it passed clears it and attempts; the attempt reads with a
- * snapshot taken after the clearing, so it sees every admit that published
- * before (the admit published after its commit became visible).  A lease
- * published after is kept for the next look.  So each waiting claimer
- * attempts about once per lease length more under a busy bot path, rather
- * than at every admit.  Claims, and an admit that leases its pending
+ * to find it passed clears it and wakes them all; their attempts read with
+ * snapshots taken after the clearing, so they see every admit that
+ * published before (an admit publishes after its commit became visible),
+ * and the lease ends the slot did not keep are in the journal for their
+ * next due times.  A lease published after the clearing is kept for the
+ * next look.  So each waiting claimer attempts about once per lease length
+ * more under a busy bot path, rather than at every admit.  (A lease taken
+ * in a transaction that is prepared is not published; COMMIT PREPARED
+ * wakes the claimers, worker.c, and they read it from the journal.)  Claims, and an admit that leases its pending
  * duplicate, publish nothing: the records they lease were due, so a waiting
  * claimer either leased them itself, or found them changed in flight and
  * re-checks (below), or reads their lease from the journal.
@@ -146,15 +149,20 @@ waiting_publish_lease_end(DurableDbSlot *slot, TimestampTz lease_end)
 }
 
 /*
- * A waiting claimer reached lease_end and is about to attempt: clear it,
- * unless another admit lowered it or another claimer cleared it since.
+ * A waiting claimer found lease_end passed: clear it (unless another
+ * claimer did since) and wake every inbox claimer.  The slot kept only the
+ * earliest lease end; each woken claimer's next attempt reads the others
+ * from the journal (inbox_next_due), with a snapshot taken after this
+ * clearing.  Waking only this claimer would lose them whenever it leaves
+ * without sleeping again (it claims, its wait ends, it is cancelled).
  */
 static void
 waiting_clear_lease_end(DurableDbSlot *slot, TimestampTz lease_end)
 {
 	uint64		expected = (uint64) lease_end;
 
-	(void) pg_atomic_compare_exchange_u64(&slot->inbox_lease_end, &expected, 0);
+	if (pg_atomic_compare_exchange_u64(&slot->inbox_lease_end, &expected, 0))
+		ConditionVariableBroadcast(&slot->queue_cv[DQ_INBOX]);
 }
 
 static void
@@ -513,7 +521,8 @@ waiting_sleep(DurableQueue queue, int64 deadline, TimestampTz next_due)
 		CHECK_FOR_INTERRUPTS();
 		if (waiting_should_end(queue))
 			return false;
-		if (timed_out && reached && due == lease_end && lease_end != 0)
+		/* (a sleep the deadline ended may not have reached lease_end) */
+		if (timed_out && reached && lease_end != 0 && lease_end < GetCurrentTimestamp())
 			waiting_clear_lease_end(slot, lease_end);
 		if (!timed_out || reached)
 			return true;

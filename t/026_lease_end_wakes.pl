@@ -95,5 +95,50 @@ $w2->quit;
 is($node->safe_psql('postgres', q{SELECT state || ' ' || owner || ' ' || attempts FROM durable.inbox WHERE message_id = 'm-3'}),
 	'leased standby 2', 'leased to the standby, its second attempt');
 
+# When the dead bot's lease ended (the record's lease_until is the claimer's by now).
+sub lease_end_of
+{
+	my ($message_id, $lease) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT extract(epoch FROM created_at + interval '$lease') FROM durable.inbox WHERE message_id = '$message_id'");
+}
+
+sub claimed_at
+{
+	my ($result, $message_id) = @_;
+	my ($at) = ($result // '') =~ /claimed:$message_id at (\S+)/;
+	return $at;
+}
+
+# 4. A claim whose wait ends before the lease does must leave the lease end to the
+# claims that wait longer (it used to clear it on its way out).
+my ($long) = waiting_claim('20 s');
+$node->safe_psql('postgres',
+	q{SELECT 1 FROM durable.inbox_admit('tg', 'm-4', 'chat-4', instance => 'bot-4', lease => '3 s')});
+my ($short) = waiting_claim('1 s');
+is($short->query_safe("SELECT 'after'"), 'after', 'a claim waiting 1 s returns empty before the lease ends');
+$short->quit;
+my $at4 = claimed_at($long->query_safe("SELECT 'after'"), 'm-4');
+my $end4 = lease_end_of('m-4', '3 s');
+cmp_ok(($at4 // $end4 + 20) - $end4, '<', 1.5,
+	'the claim that waits longer still gets the record when its lease ends');
+$long->quit;
+
+# 5. Two bots die, the first with a short lease: the slot keeps only the earliest
+# lease end, so clearing it must make every waiting claim look for the next one.
+my ($wa) = waiting_claim('20 s');
+my ($wb) = waiting_claim('20 s');
+$node->safe_psql('postgres', q{
+	SELECT 1 FROM durable.inbox_admit('tg', 'm-5a', 'chat-5a', instance => 'bot-5', lease => '300 ms');
+	SELECT 1 FROM durable.inbox_admit('tg', 'm-5b', 'chat-5b', instance => 'bot-5', lease => '3 s')});
+my @results = ($wa->query_safe("SELECT 'after'"), $wb->query_safe("SELECT 'after'"));
+my ($at5a) = grep { defined } map { claimed_at($_, 'm-5a') } @results;
+my ($at5b) = grep { defined } map { claimed_at($_, 'm-5b') } @results;
+my ($end5a, $end5b) = (lease_end_of('m-5a', '300 ms'), lease_end_of('m-5b', '3 s'));
+cmp_ok(($at5a // $end5a + 20) - $end5a, '<', 1.5, 'the record with the short lease is claimed when it ends');
+cmp_ok(($at5b // $end5b + 20) - $end5b, '<', 1.5, 'and the other one when its own lease ends, by the other claim');
+$wa->quit;
+$wb->quit;
+
 $node->stop;
 done_testing();
