@@ -291,7 +291,14 @@ inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
 	}
 
 	durable_count(DC_STALE_LEASES, 1);
-	if (has_current)
+	if (has_current && current == token)
+		ereport(ERROR,
+				(errcode(ERRCODE_DURABLE_STALE_LEASE),
+				 errmsg("stale lease on inbox record %lld", (long long) id),
+				 errdetail("Inbox record %lld is %s: the lease of token %lld has ended (released, expired or recovered).",
+						   (long long) id, state, (long long) token),
+				 errhint("Another replica may handle the record now: roll back this handler's effects.")));
+	else if (has_current)
 		ereport(ERROR,
 				(errcode(ERRCODE_DURABLE_STALE_LEASE),
 				 errmsg("stale lease on inbox record %lld", (long long) id),
