@@ -15,9 +15,12 @@
 #     completes under its token (and a stale token is refused), a sent key is
 #     answered from the journal, a message seen before is a duplicate;
 #   - the extension's members, functions (signature, result, security,
-#     search_path, volatility, strictness, C symbol), relations, columns,
-#     defaults, indexes, constraints, views, comments, ACLs, the schema's ACL
-#     and the dumped configuration tables equal those of a fresh
+#     search_path, volatility, strictness, C symbol, owner, parallel safety,
+#     cost, rows, leakproof), relations (owner, replica identity, row
+#     security), columns (collation, storage, compression, statistics
+#     target), defaults, indexes, constraints, views, sequences' parameters,
+#     triggers, policies, comments, ACLs, the schema's ACL and owner, and the
+#     dumped configuration tables with their conditions equal those of a fresh
 #     CREATE EXTENSION durable in another database; pg_dump --schema-only of
 #     the two databases is identical;
 #   - the monitoring views of 0.2 answer for a member of pg_monitor.
@@ -78,19 +81,22 @@ my $catalog_sql = q{
 	SELECT concat_ws(' | ', 'function ' || p.oid::regprocedure, pg_get_function_arguments(p.oid),
 	                 pg_get_function_result(p.oid), p.prosecdef, p.proconfig::text, p.provolatile,
 	                 p.proisstrict, p.proretset, l.lanname, p.prosrc, p.probin, p.proacl::text,
-	                 obj_description(p.oid, 'pg_proc'))
+	                 obj_description(p.oid, 'pg_proc'), p.proowner::regrole, p.proparallel,
+	                 p.procost, p.prorows, p.proleakproof, p.prosupport)
 	  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
 	 WHERE p.pronamespace = 'durable'::regnamespace
 	UNION ALL
 	SELECT concat_ws(' | ', 'relation ' || c.relname, c.relkind, c.relpersistence, c.reloptions::text,
 	                 c.relacl::text, obj_description(c.oid, 'pg_class'),
-	                 CASE WHEN c.relkind = 'v' THEN pg_get_viewdef(c.oid) END)
+	                 CASE WHEN c.relkind = 'v' THEN pg_get_viewdef(c.oid) END,
+	                 c.relowner::regrole, c.relreplident, c.relrowsecurity, c.relforcerowsecurity)
 	  FROM pg_class c WHERE c.relnamespace = 'durable'::regnamespace
 	UNION ALL
 	SELECT concat_ws(' | ', 'column ' || c.relname || '.' || a.attname, a.attnum,
 	                 format_type(a.atttypid, a.atttypmod), a.attnotnull,
 	                 pg_get_expr(ad.adbin, ad.adrelid), a.attacl::text,
-	                 col_description(c.oid, a.attnum))
+	                 col_description(c.oid, a.attnum), a.attcollation::regcollation, a.attstorage,
+	                 a.attcompression, a.attstattarget, a.attidentity, a.attgenerated)
 	  FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 	  LEFT JOIN pg_attrdef ad ON ad.adrelid = c.oid AND ad.adnum = a.attnum
 	 WHERE c.relnamespace = 'durable'::regnamespace AND c.relkind IN ('r', 'v')
@@ -100,13 +106,29 @@ my $catalog_sql = q{
 	SELECT concat_ws(' | ', 'constraint ' || conrelid::regclass || '.' || conname, pg_get_constraintdef(oid))
 	  FROM pg_constraint WHERE connamespace = 'durable'::regnamespace
 	UNION ALL
-	SELECT concat_ws(' | ', 'schema ' || nspname, nspacl::text, obj_description(oid, 'pg_namespace'))
+	SELECT concat_ws(' | ', 'schema ' || nspname, nspacl::text, obj_description(oid, 'pg_namespace'),
+	                 nspowner::regrole)
 	  FROM pg_namespace WHERE nspname = 'durable'
 	UNION ALL
 	SELECT concat_ws(' | ', 'extension ' || extname, extversion, extrelocatable,
-	                 (SELECT string_agg(x::regclass::text, ',' ORDER BY x::regclass::text)
-	                    FROM unnest(extconfig) x))
+	                 (SELECT string_agg(x::regclass::text || '=' || coalesce(extcondition[i], ''), ','
+	                                    ORDER BY x::regclass::text)
+	                    FROM unnest(extconfig) WITH ORDINALITY u(x, i)),
+	                 extowner::regrole)
 	  FROM pg_extension WHERE extname = 'durable'
+	UNION ALL
+	SELECT concat_ws(' | ', 'sequence ' || sequencename, sequenceowner, data_type, start_value,
+	                 min_value, max_value, increment_by, cycle, cache_size)
+	  FROM pg_sequences WHERE schemaname = 'durable'
+	UNION ALL
+	SELECT concat_ws(' | ', 'trigger ' || t.tgrelid::regclass || '.' || t.tgname, pg_get_triggerdef(t.oid),
+	                 t.tgenabled)
+	  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+	 WHERE c.relnamespace = 'durable'::regnamespace AND NOT t.tgisinternal
+	UNION ALL
+	SELECT concat_ws(' | ', 'policy ' || polrelid::regclass || '.' || polname, polcmd, polpermissive)
+	  FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
+	 WHERE c.relnamespace = 'durable'::regnamespace
 	UNION ALL
 	SELECT concat_ws(' | ', 'init_privs ' || pg_describe_object(classoid, objoid, objsubid), privtype,
 	                 initprivs::text)
@@ -269,6 +291,32 @@ for my $from (@versions)
 		extra_params => [ '-U', 'upgrade_monitor' ]);
 	like($err, qr/permission denied/, "$db: pg_monitor still cannot reset the counters");
 	$node->safe_psql($db, 'DROP ROLE upgrade_monitor');
+}
+
+# ---- an update run by another superuser than the extension's creator, whose
+# default privileges grant to PUBLIC and to a role.  Known to differ from a
+# fresh install (a review on 2026-12-03): the 0.1 -> 0.2 step creates its two
+# views owned by the updating role, with that role's default privileges.
+# Released scripts are not edited; the next schema version repairs it.
+$node->safe_psql('postgres', q{
+	CREATE ROLE upgrade_admin2 LOGIN SUPERUSER;
+	CREATE ROLE upgrade_analytics;
+	CREATE DATABASE other_updater;
+});
+$node->safe_psql('other_updater', "CREATE EXTENSION durable VERSION '$first'");
+$node->safe_psql('other_updater', q{
+	ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC, upgrade_analytics;
+	ALTER EXTENSION durable UPDATE;
+}, extra_params => [ '-U', 'upgrade_admin2' ]);
+TODO:
+{
+	local $TODO = 'views of the 0.1 -> 0.2 step: owner and default privileges of the updating role (README, Packaging)';
+	is(diff_lines($fresh_catalog, $node->safe_psql('other_updater', $catalog_sql)), '',
+		"other_updater: an update by another superuser ends in a fresh install's catalog");
+	is($node->safe_psql('other_updater', q{
+		SELECT count(*) FROM pg_class c, aclexplode(c.relacl) a
+		 WHERE c.relnamespace = 'durable'::regnamespace AND a.grantee = 0}),
+		'0', 'other_updater: nothing in schema durable is granted to PUBLIC');
 }
 
 # ---- 0.8 replaced outbox_enqueue (a sixth argument) and outbox_begin (two
