@@ -11,6 +11,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use DurableWait;
 
 my $node = PostgreSQL::Test::Cluster->new('waiting');
 $node->init;
@@ -19,19 +22,10 @@ $node->append_conf('postgresql.conf',
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION durable; CREATE TABLE scratch (n int)');
 
-# Start $sql in a background session, wait until it sleeps in the claim,
-# and return the session and its pid.
 sub start_waiter
 {
 	my ($name, $sql) = @_;
-	my $bg = $node->background_psql('postgres');
-	my $pid = $bg->query_safe('SELECT pg_backend_pid()');
-	$pid =~ s/\s+//g;
-	$bg->query_until(qr/started/, "\\echo started\n$sql\n");
-	$node->poll_query_until('postgres',
-		"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $pid")
-	  or die "$name: the claim never went to sleep";
-	return ($bg, $pid);
+	return start_waiting_claim($node, $sql, "$name: the claim");
 }
 
 sub backend_xmin
@@ -172,9 +166,7 @@ sub wakes_do_not_grow
 	my $rss_before = rss_anon_kb($pid);
 	$node->safe_psql('postgres',
 		join('', map { sprintf($queue_one, $_) . " SELECT pg_sleep(0.005);\n" } 1 .. 300));
-	$node->poll_query_until('postgres',
-		"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $pid")
-	  or die "$queue: the blocked claim never went back to sleep";
+	claim_asleep($node, $pid, "$queue: the blocked claim (back to sleep)");
 	my $grown = rss_anon_kb($pid) - $rss_before;
 	cmp_ok($grown, '<', 1024,
 		"$queue: 300 wakes that claim nothing grow the waiting backend by $grown kB, not by megabytes");

@@ -22,6 +22,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use DurableWait;
 use Time::HiRes qw(time usleep);
 
 my $node = PostgreSQL::Test::Cluster->new('late_wake');
@@ -30,26 +33,6 @@ $node->append_conf('postgresql.conf',
 	"shared_preload_libraries = 'durable'\ndurable.naptime = '1h'\nautovacuum = off\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION durable');
-
-sub asleep
-{
-	my ($pid) = @_;
-	$node->poll_query_until('postgres',
-		"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $pid")
-	  or die "the claim of backend $pid never went to sleep";
-}
-
-# A waiting claim in a background session; returns the session and its pid.
-sub start_waiter
-{
-	my ($claim) = @_;
-	my $bg = $node->background_psql('postgres');
-	my $pid = $bg->query_safe('SELECT pg_backend_pid()');
-	$pid =~ s/\s+//g;
-	$bg->query_until(qr/started/, "\\echo started\n$claim\n");
-	asleep($pid);
-	return ($bg, $pid);
-}
 
 # The queues' statements; %s: a record's name.  hold returns the arguments
 # of the confirmation that finishes it (confirm, with %s).
@@ -82,7 +65,7 @@ for my $name ('inbox', 'inbox batch', 'outbox')
 		$n++;
 		my ($old, $new, $chat) = ("old-$n", "new-$n", "chat-$n");
 		my $held = $node->safe_psql('postgres', sprintf($q->{hold}, $old, $chat));
-		my ($waiter, $pid) = start_waiter($q->{claim});
+		my ($waiter, $pid) = start_waiting_claim($node, $q->{claim});
 		my $confirmer = $node->background_psql('postgres');
 
 		if ($order eq 'in flight')
@@ -103,7 +86,7 @@ for my $name ('inbox', 'inbox batch', 'outbox')
 			# the new record behind the old one and sleeps again.
 			$node->safe_psql('postgres', sprintf($q->{later}, $new, $chat));
 			usleep(300_000);
-			asleep($pid);
+			claim_asleep($node, $pid);
 			$confirmer->query_safe(sprintf($q->{confirm}, $held));
 		}
 		my $committed = time;
@@ -134,7 +117,7 @@ for my $case (
 	my $locker = $node->background_psql('postgres');
 	$locker->query_safe('BEGIN');
 	like($locker->query_safe($claim), qr/locked/, "$name: an open transaction claims the record");
-	my ($waiter, $pid) = start_waiter($wait);
+	my ($waiter, $pid) = start_waiting_claim($node, $wait);
 	my $rolled_back = time;
 	$locker->query_safe('ROLLBACK');
 	like($waiter->query_safe("SELECT 'after'"), qr/claimed:locked\b/,

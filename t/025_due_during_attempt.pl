@@ -20,6 +20,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use DurableWait;
 use Time::HiRes qw(time usleep);
 
 my $BACKLOG = 20000;
@@ -42,14 +45,6 @@ $node->safe_psql('postgres', qq{
 	                        FROM generate_series(1, $BACKLOG) g) x;
 	VACUUM ANALYZE durable.inbox, durable.outbox;
 });
-
-sub asleep
-{
-	my ($pid) = @_;
-	$node->poll_query_until('postgres',
-		"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $pid")
-	  or die "the claim of backend $pid never went to sleep";
-}
 
 my %queue = (
 	inbox => {
@@ -88,11 +83,7 @@ for my $name ('inbox', 'outbox')
 	my ($target, $due) = split / /, $node->safe_psql('postgres', $q->{due});
 
 	# The claim's first attempt finds nothing and sleeps until the target is due.
-	my $waiter = $node->background_psql('postgres');
-	my $pid = $waiter->query_safe('SELECT pg_backend_pid()');
-	$pid =~ s/\s+//g;
-	$waiter->query_until(qr/started/, "\\echo started\n$q->{claim}\n");
-	asleep($pid);
+	my ($waiter) = start_waiting_claim($node, $q->{claim});
 
 	# Wake it half an attempt before the target is due.
 	my $wake_at = $due - $attempt / 2;

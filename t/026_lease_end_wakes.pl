@@ -15,6 +15,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use DurableWait;
 use Time::HiRes qw(time usleep);
 
 my $WAIT_S = 20;
@@ -26,25 +29,12 @@ $node->append_conf('postgresql.conf',
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION durable');
 
-sub asleep
-{
-	my ($pid) = @_;
-	$node->poll_query_until('postgres',
-		"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $pid")
-	  or die "the claim of backend $pid never went to sleep";
-}
-
 sub waiting_claim
 {
 	my ($wait) = @_;
-	my $waiter = $node->background_psql('postgres');
-	my $pid = $waiter->query_safe('SELECT pg_backend_pid()');
-	$pid =~ s/\s+//g;
-	$waiter->query_until(qr/started/, "\\echo started\n"
-		  . "SELECT 'claimed:' || message_id || ' at ' || extract(epoch FROM clock_timestamp())"
-		  . " FROM durable.inbox_claim('standby', 1, wait => '$wait');\n");
-	asleep($pid);
-	return ($waiter, $pid);
+	return start_waiting_claim($node,
+		"SELECT 'claimed:' || message_id || ' at ' || extract(epoch FROM clock_timestamp())"
+		  . " FROM durable.inbox_claim('standby', 1, wait => '$wait');");
 }
 
 # 1. The standby waits; then a bot admits a message, leased at once for 2 s, and dies.
