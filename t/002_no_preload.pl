@@ -5,7 +5,7 @@
 # is missing.  On a server that does not preload durable:
 #
 #   - CREATE EXTENSION works, and no durable process runs;
-#   - the inbox and outbox cycles work (admit, duplicate, claim, heartbeat,
+#   - the inbox and outbox cycles work (admit, duplicate, claim, heartbeats,
 #     complete single and batch, fail to pending and to dead, release,
 #     replay; begin, sent, answered from the journal, enqueue, claim,
 #     failed, retry, discard), fencing included (a stale token is DR001);
@@ -131,6 +131,10 @@ q1("SELECT durable.inbox_complete($id4b, $tok4b)");
 my ($action, $k1tok) = split /\|/, q1(
 	"SELECT action, token FROM durable.outbox_begin('np-k1', 'c1', '{\"text\":\"one\"}', 'np-bot')");
 is($action, 'send', 'outbox_begin journals and leases a new send');
+is(q1("SELECT durable.outbox_heartbeat('np-k1', $k1tok, '5 min') > clock_timestamp() + interval '4 min'"),
+	't', 'outbox_heartbeat extends the send\'s lease');
+like(error_of("SELECT durable.outbox_heartbeat('np-k1', $k1tok - 1, '5 min')"), qr/^DR001:/,
+	'outbox_heartbeat refuses a stale token (DR001)');
 q1("SELECT durable.outbox_sent('np-k1', $k1tok, 'p-1')");
 is(q1("SELECT action || '/' || provider_message_id FROM durable.outbox_begin('np-k1', 'c1', '{\"text\":\"one\"}', 'np-bot')"),
 	'sent/p-1', 'the same key is answered from the journal');
