@@ -60,6 +60,7 @@
 #include "nodes/makefuncs.h"
 #include "parser/parse_coerce.h"
 #include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -315,6 +316,28 @@ refs_referencing_keys(Oid relid)
 	return keys;
 }
 
+/*
+ * The purge's guard reads the referencing table as durable's user, the
+ * extension's owner, which a superuser's table does not grant anything
+ * when that owner is not a superuser (any more): refuse with what to do,
+ * rather than fail the purge's statement on it.
+ */
+static void
+refs_require_readable(Oid referencing, const char *key, const char *journal)
+{
+	if (pg_class_aclcheck(referencing, GetUserId(), ACL_SELECT) == ACLCHECK_OK)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("durable's owner %s cannot read table %s, whose foreign key %s references %s",
+					GetUserNameFromId(GetUserId(), false), refs_qualified_name(referencing),
+					quote_identifier(key), journal),
+			 errdetail("durable deletes no record such a key references, and reads the table to find them."),
+			 errhint("GRANT SELECT ON %s TO %s, or drop the key.",
+					 refs_qualified_name(referencing),
+					 quote_identifier(GetUserNameFromId(GetUserId(), false)))));
+}
+
 void
 durable_delete_check(const char *table, bool nowait, DurableDeleteCheck *check)
 {
@@ -400,7 +423,10 @@ durable_delete_check(const char *table, bool nowait, DurableDeleteCheck *check)
 				char	   *guard = refs_guard(tuple, referencing, journal_id, journal_owner);
 
 				if (guard != NULL)
+				{
+					refs_require_readable(referencing, NameStr(con->conname), table);
 					appendStringInfoString(&guards, guard);
+				}
 			}
 			ReleaseSysCache(tuple);
 			if (acts)

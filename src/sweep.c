@@ -480,7 +480,8 @@ sweep_pass_may_delete(const char *table, SweepCheckWarned *warned, char **guards
 					(errcode(edata->sqlerrcode),
 					 errmsg("durable does not delete from %s in this pass: the foreign keys that reference it could not be checked: %s",
 							table, edata->message),
-					 errhint("It is tried again at the next pass.")));
+					 errhint("%s%sIt is tried again at the next pass.",
+							 edata->hint ? edata->hint : "", edata->hint ? " " : "")));
 		FreeErrorData(edata);
 		return false;
 	}

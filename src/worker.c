@@ -1130,6 +1130,9 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 {
 	bool		present;
 	Oid			extoid = InvalidOid;
+	bool		as_owner = false;
+	Oid			save_userid = InvalidOid;
+	int			save_sec_context = 0;
 	int64		started = durable_clock_us();
 
 	memset(res, 0, sizeof(*res));
@@ -1144,8 +1147,6 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 	if (present && wkr_schema_current())
 	{
 		ConstraintsSetStmt *immediate = makeNode(ConstraintsSetStmt);
-		Oid			save_userid;
-		int			save_sec_context;
 
 		/*
 		 * SET CONSTRAINTS ALL IMMEDIATE: a deferred constraint trigger of
@@ -1162,19 +1163,23 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 		 * and references.c trusts the tables of the journals' owner.  As
 		 * the bootstrap superuser, an owner no longer superuser (ALTER ROLE
 		 * ... NOSUPERUSER, REASSIGN OWNED) would have its own trigger's code
-		 * run with a superuser's rights.  An error aborts the transaction,
-		 * which restores the user.
+		 * run with a superuser's rights.  Until the commit is done: what a
+		 * trigger defers to it (a deferred constraint trigger after SET
+		 * CONSTRAINTS ... DEFERRED, a WITH HOLD cursor) runs then.  An error
+		 * ends the worker.
 		 */
 		GetUserIdAndSecContext(&save_userid, &save_sec_context);
 		SetUserIdAndSecContext(wkr_extension_owner(extoid),
 							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		as_owner = true;
 		durable_sweep_pass(GetCurrentTimestamp(), scan_open, res);
-		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	if (as_owner)
+		SetUserIdAndSecContext(save_userid, save_sec_context);
 	debug_query_string = NULL;
 	pgstat_report_stat(true);
 	pgstat_report_activity(STATE_IDLE, NULL);
