@@ -70,6 +70,7 @@ typedef struct Args
 	const char *schema;
 	const char *deliveries;
 	const char *lease;
+	const char *send_lease;
 	int			feed;
 	double		feed_delay;
 	int			slow_every;
@@ -260,13 +261,17 @@ feeder_main(void)
 		{
 			char		message_id[32],
 						chat_id[32],
-						payload[96];
+						payload[128];
 			const char *params[4] = {args.instance, message_id, chat_id, payload};
 			PGresult   *res;
 
 			snprintf(message_id, sizeof(message_id), "m%d", i);
 			snprintf(chat_id, sizeof(chat_id), "chat-%d", i % 4);
-			snprintf(payload, sizeof(payload), "{\"text\": \"hello %d\", \"n\": %d}", i, i);
+			/* every 3rd says something with quotes and a backslash, as users do */
+			if (i % 3 == 0)
+				snprintf(payload, sizeof(payload), "{\"text\": \"say \\\"hello\\\" \\\\ %d\", \"n\": %d}", i, i);
+			else
+				snprintf(payload, sizeof(payload), "{\"text\": \"hello %d\", \"n\": %d}", i, i);
 			res = exec(conn, "SELECT duplicate FROM durable.inbox_admit(source => $1,"
 					   " message_id => $2, chat_id => $3, payload => $4::jsonb)", 4, params);
 			deliveries++;
@@ -317,12 +322,12 @@ slow_job(void)
 
 /* The handler failed for now: the message comes back after retry_in. */
 static void
-fail_for_now(const char *id, const char *token, const char *why)
+fail_for_now(const char *id, const char *token, const char *why, const char *retry_in)
 {
-	const char *params[3] = {id, token, why};
+	const char *params[4] = {id, token, why, retry_in};
 
 	PQclear(exec_fenced("SELECT * FROM durable.inbox_fail($1::bigint, $2::bigint, $3,"
-						" retry_in => '200ms')", 3, params));
+						" retry_in => $4::interval)", 4, params));
 }
 
 /*
@@ -333,9 +338,7 @@ static void
 handle(const char *id, const char *token, const char *message_id, const char *chat_id,
 	   int n, const char *text)
 {
-	char		reply_text[256],
-				reply[320],
-				key[600],
+	char		key[600],
 				send_token[32],
 				action[16];
 	const char *send_to;
@@ -346,17 +349,21 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 	if (n % args.slow_every == 0)
 		slow_job();
 
-	/* 1. the reply: journal, provider, confirm */
-	snprintf(reply_text, sizeof(reply_text), "echo: %s", text);
-	snprintf(reply, sizeof(reply), "{\"text\": \"%s\"}", reply_text);
+	/*
+	 * 1. the reply: journal, provider, confirm.  The payload is built in SQL
+	 * from the text as a parameter: pasted into JSON text here, a quote or a
+	 * newline in the message would break it (or add fields to it).
+	 */
 	{
-		const char *params[5] = {chat_id, reply, args.instance, id, token};
+		const char *params[6] = {chat_id, text, args.instance, id, token, args.send_lease};
 
 		begun = exec_fenced("SELECT action, key, token, journaled_chat_id,"
-							" coalesce(journaled_payload ->> 'text', journaled_payload::text)"
+							" coalesce(journaled_payload ->> 'text', journaled_payload::text, 'echo: ' || $2)"
 							" FROM durable.outbox_begin(idempotency_key => NULL,"
-							" chat_id => $1, payload => $2::jsonb, instance => $3,"
-							" inbound_id => $4::bigint, inbound_token => $5::bigint)", 5, params);
+							" chat_id => $1, payload => pg_catalog.jsonb_build_object('text', 'echo: ' || $2),"
+							" instance => $3, lease => $6::interval,"
+							" inbound_id => $4::bigint, inbound_token => $5::bigint)",
+							6, params);
 		if (begun == NULL)
 		{
 			stats.stale++;		/* fenced off: its new holder handles it */
@@ -367,7 +374,7 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 		snprintf(send_token, sizeof(send_token), "%s", PQgetvalue(begun, 0, 2));
 		/* an earlier run journaled this reply in other words: that one stands */
 		send_to = PQgetisnull(begun, 0, 3) ? chat_id : PQgetvalue(begun, 0, 3);
-		send_text = PQgetisnull(begun, 0, 4) ? reply_text : PQgetvalue(begun, 0, 4);
+		send_text = PQgetvalue(begun, 0, 4);
 	}
 	if (strcmp(action, "send") == 0 || strcmp(action, "bypass") == 0)
 	{
@@ -385,7 +392,7 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 				exec_clear(db, "SELECT * FROM durable.outbox_failed($1, $2::bigint, $3,"
 						   " retryable => true, retry_in => '100ms')", 3, params);
 			/* the message comes back after the retry is due; its send reuses the key */
-			fail_for_now(id, token, "provider: 503 service unavailable");
+			fail_for_now(id, token, "provider: 503 service unavailable", "200ms");
 			return;
 		}
 		if (strcmp(action, "send") == 0)
@@ -402,7 +409,14 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 
 		PQclear(begun);
 		snprintf(why, sizeof(why), "reply %s", action);
-		fail_for_now(id, token, why);
+
+		/*
+		 * busy: another holder's send lease is live; it sends, or dies and
+		 * the send turns unknown, by the end of that lease: come back then,
+		 * not sooner (each return uses an attempt).  wait: this bot's own
+		 * outbox_failed asked for 100 ms.
+		 */
+		fail_for_now(id, token, why, strcmp(action, "busy") == 0 ? args.send_lease : "200ms");
 		return;
 	}
 	else
@@ -463,7 +477,7 @@ usage(void)
 {
 	fprintf(stderr,
 			"usage: bot [--conninfo C] [--instance I] [--schema S] [--feed N] [--feed-delay S]\n"
-			"           [--deliveries FILE] [--lease L] [--slow-every K] [--slow-seconds S]\n"
+			"           [--deliveries FILE] [--lease L] [--send-lease L] [--slow-every K] [--slow-seconds S]\n"
 			"           [--fail-every K] [--timeout S]\n");
 	exit(2);
 }
@@ -479,6 +493,7 @@ main(int argc, char **argv)
 		{"feed-delay", required_argument, NULL, 'F'},
 		{"deliveries", required_argument, NULL, 'd'},
 		{"lease", required_argument, NULL, 'l'},
+		{"send-lease", required_argument, NULL, 'L'},
 		{"slow-every", required_argument, NULL, 'w'},
 		{"slow-seconds", required_argument, NULL, 'W'},
 		{"fail-every", required_argument, NULL, 'e'},
@@ -495,7 +510,7 @@ main(int argc, char **argv)
 
 	args = (Args)
 	{
-		"", "example-c", "example_c", "deliveries.txt", "1s", 20, 0.02, 7, 1.6, 6, 120
+		"", "example-c", "example_c", "deliveries.txt", "1s", "30s", 20, 0.02, 7, 1.6, 6, 120
 	};
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
 	{
@@ -508,6 +523,7 @@ main(int argc, char **argv)
 			case 'F': args.feed_delay = atof(optarg); break;
 			case 'd': args.deliveries = optarg; break;
 			case 'l': args.lease = optarg; break;
+			case 'L': args.send_lease = optarg; break;
 			case 'w': args.slow_every = atoi(optarg); break;
 			case 'W': args.slow_seconds = atof(optarg); break;
 			case 'e': args.fail_every = atoi(optarg); break;

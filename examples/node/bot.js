@@ -41,13 +41,14 @@ const STALE_LEASE = 'DR001';
 function parseArgs(argv) {
   const o = {
     instance: 'example-node', schema: 'example_node', feed: 20, feedDelay: 0.02,
-    deliveries: 'deliveries.txt', lease: '1s', slowEvery: 7, slowSeconds: 1.6,
+    deliveries: 'deliveries.txt', lease: '1s', sendLease: '30s', slowEvery: 7, slowSeconds: 1.6,
     failEvery: 6, timeout: 120,
   };
   const names = {
     '--instance': ['instance', String], '--schema': ['schema', String],
     '--feed': ['feed', Number], '--feed-delay': ['feedDelay', Number],
     '--deliveries': ['deliveries', String], '--lease': ['lease', String],
+    '--send-lease': ['sendLease', String],
     '--slow-every': ['slowEvery', Number], '--slow-seconds': ['slowSeconds', Number],
     '--fail-every': ['failEvery', Number], '--timeout': ['timeout', Number],
   };
@@ -92,7 +93,9 @@ class FakeProvider {
 function feedMessages(n) {
   const out = [];
   for (let i = 1; i <= n; i++) {
-    const msg = [`m${i}`, `chat-${i % 4}`, { text: `hello ${i}`, n: i }];
+    // every 3rd says something with quotes and a backslash, as users do
+    const text = i % 3 === 0 ? `say "hello" \\ ${i}` : `hello ${i}`;
+    const msg = [`m${i}`, `chat-${i % 4}`, { text, n: i }];
     out.push(msg);
     if (i % 5 === 0) out.push(msg); // a webhook retry: the same message id again
   }
@@ -153,11 +156,15 @@ class Bot {
     const reply = { text: `echo: ${payload.text}` };
     const b = (await this.db.query(
       'SELECT action, key, token, journaled_chat_id, journaled_payload FROM durable.outbox_begin(idempotency_key => NULL,'
-      + ' chat_id => $1, payload => $2::jsonb, instance => $3, inbound_id => $4, inbound_token => $5)',
-      [chatId, JSON.stringify(reply), this.instance, id, token])).rows[0];
+      + ' chat_id => $1, payload => $2::jsonb, instance => $3, lease => $4::interval,'
+      + ' inbound_id => $5, inbound_token => $6)',
+      [chatId, JSON.stringify(reply), this.instance, this.args.sendLease, id, token])).rows[0];
     // an earlier run journaled this reply in other words: that one stands
     const sendTo = b.journaled_payload !== null ? b.journaled_chat_id : chatId;
-    const text = b.journaled_payload !== null ? b.journaled_payload.text : reply.text;
+    const journaled = b.journaled_payload;
+    const text = journaled === null ? reply.text
+      : (typeof journaled === 'object' && journaled !== null && 'text' in journaled ? journaled.text
+        : JSON.stringify(journaled));
     if (b.action === 'send' || b.action === 'bypass') {
       let pmid;
       try {
@@ -180,8 +187,12 @@ class Bot {
       }
       this.stats.replies++;
     } else if (b.action === 'busy' || b.action === 'wait') {
-      await this.db.query("SELECT * FROM durable.inbox_fail($1::bigint, $2::bigint, $3, retry_in => '200ms')",
-        [id, token, `reply ${b.action}`]);
+      // busy: another holder's send lease is live; it sends, or dies and the send turns
+      // unknown, by the end of that lease: come back then, not sooner (each return uses
+      // an attempt).  wait: this bot's own outbox_failed asked for 100 ms.
+      const retryIn = b.action === 'busy' ? this.args.sendLease : '200ms';
+      await this.db.query('SELECT * FROM durable.inbox_fail($1::bigint, $2::bigint, $3, retry_in => $4::interval)',
+        [id, token, `reply ${b.action}`, retryIn]);
       return;
     } else if (b.action !== 'sent') {
       // dead or unknown: an operator decides (durablectl); never resend by ourselves
@@ -252,8 +263,12 @@ class Bot {
         if (this.stopping) {
           // clean shutdown: give back what we hold, attempts not counted
           for (const [heldId, heldToken] of this.held) {
-            await this.db.query('SELECT durable.inbox_release($1::bigint, $2::bigint)', [heldId, heldToken]);
-            this.stats.released++;
+            try {
+              await this.db.query('SELECT durable.inbox_release($1::bigint, $2::bigint)', [heldId, heldToken]);
+              this.stats.released++;
+            } catch (e) {
+              if (e.code !== STALE_LEASE) throw e; // its lease had ended: nothing to give back
+            }
           }
           break;
         }

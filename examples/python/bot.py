@@ -80,7 +80,9 @@ def feed_messages(n):
     """The platform's deliveries: n messages, every 5th delivered twice."""
     out = []
     for i in range(1, n + 1):
-        msg = (f"m{i}", f"chat-{i % 4}", {"text": f"hello {i}", "n": i})
+        # every 3rd says something with quotes and a backslash, as users do
+        text = f'say "hello" \\ {i}' if i % 3 == 0 else f"hello {i}"
+        msg = (f"m{i}", f"chat-{i % 4}", {"text": text, "n": i})
         out.append(msg)
         if i % 5 == 0:
             out.append(msg)  # a webhook retry: the same message id again
@@ -141,15 +143,18 @@ class Bot:
             "SELECT action, key, token, journaled_chat_id, journaled_payload"
             " FROM durable.outbox_begin("
             " idempotency_key => NULL, chat_id => %s, payload => %s, instance => %s,"
-            " inbound_id => %s, inbound_token => %s)",
-            (chat_id, Jsonb(reply), self.instance, rid, token)).fetchone()
+            " lease => %s::interval, inbound_id => %s, inbound_token => %s)",
+            (chat_id, Jsonb(reply), self.instance, self.args.send_lease, rid, token)).fetchone()
         action, key, send_token, journaled_chat_id, journaled_payload = b
+        send_to, send_text = chat_id, reply["text"]
         if journaled_payload is not None:
             # an earlier run journaled this reply in other words: that one stands
-            chat_id, reply = journaled_chat_id, journaled_payload
+            send_to = journaled_chat_id
+            send_text = journaled_payload.get("text", str(journaled_payload)) \
+                if isinstance(journaled_payload, dict) else str(journaled_payload)
         if action in ("send", "bypass"):
             try:
-                pmid = self.provider.send(key, chat_id, reply["text"],
+                pmid = self.provider.send(key, send_to, send_text,
                                           refuse_first=(n % self.args.fail_every == 0))
             except ProviderError as e:
                 self.stats["provider_errors"] += 1
@@ -167,8 +172,12 @@ class Bot:
         elif action == "sent":
             pass  # sent by an earlier run of this handler: answered from the journal
         elif action in ("busy", "wait"):
-            self.conn.execute("SELECT * FROM durable.inbox_fail(%s, %s, %s, retry_in => '200ms')",
-                              (rid, token, f"reply {action}"))
+            # busy: another holder's send lease is live; it sends, or dies and the send turns
+            # unknown, by the end of that lease: come back then, not sooner (each return
+            # uses an attempt).  wait: this bot's own outbox_failed asked for 100 ms.
+            retry_in = self.args.send_lease if action == "busy" else "200ms"
+            self.conn.execute("SELECT * FROM durable.inbox_fail(%s, %s, %s, retry_in => %s::interval)",
+                              (rid, token, f"reply {action}", retry_in))
             return
         else:  # dead or unknown: an operator decides (durablectl); do not resend
             print(f"{self.instance}: reply {key} is {action}; left to the operator", flush=True)
@@ -236,9 +245,13 @@ class Bot:
                     if self.stop.is_set():
                         # clean shutdown: give back what we hold, attempts not counted
                         for held_id, held_token in self.held.items():
-                            self.conn.execute("SELECT durable.inbox_release(%s, %s)",
-                                              (held_id, held_token))
-                            self.stats["released"] += 1
+                            try:
+                                self.conn.execute("SELECT durable.inbox_release(%s, %s)",
+                                                  (held_id, held_token))
+                                self.stats["released"] += 1
+                            except psycopg.Error as e:
+                                if e.sqlstate != STALE_LEASE:
+                                    raise  # DR001: its lease had ended; nothing to give back
                         break
                     if rec["id"] not in self.held:
                         continue  # its lease was lost while it waited its turn
@@ -248,7 +261,7 @@ class Bot:
                         if e.sqlstate != STALE_LEASE:
                             raise
                         self.stats["stale"] += 1  # fenced off: drop it, its new holder handles it
-                    del self.held[rec["id"]]
+                    self.held.pop(rec["id"], None)  # (a heartbeat may have dropped it)
                 if not batch and not feeder.is_alive() and self.feed_done():
                     break
         feeder.join()
@@ -270,6 +283,7 @@ def main():
     p.add_argument("--feed-delay", type=float, default=0.02, help="seconds between deliveries")
     p.add_argument("--deliveries", default="deliveries.txt", help="the fake provider's file")
     p.add_argument("--lease", default="1s")
+    p.add_argument("--send-lease", default="30s", help="lease of a send while the provider is called")
     p.add_argument("--slow-every", type=int, default=7)
     p.add_argument("--slow-seconds", type=float, default=1.6)
     p.add_argument("--fail-every", type=int, default=6)
