@@ -330,6 +330,22 @@ SELECT * FROM durable.inbox_admit('regress-priv', '5', 'priv-5');
 SELECT * FROM durable.metrics();
 RESET ROLE;
 
+-- One owner for everything durable owns: even a superuser cannot give one of its objects
+-- to another role (0A000; REASSIGN OWNED moves them all, the extension with them).
+-- Giving one back to the extension's owner is allowed.
+\set VERBOSITY default
+ALTER TABLE durable.inbox OWNER TO regress_durable_operator;
+ALTER VIEW durable.stat_counters OWNER TO regress_durable_operator;
+ALTER SEQUENCE durable.token_seq OWNER TO regress_durable_operator;
+ALTER FUNCTION durable.sweep() OWNER TO regress_durable_operator;
+ALTER ROUTINE durable.purge(interval, integer) OWNER TO regress_durable_operator;
+ALTER SCHEMA durable OWNER TO regress_durable_operator;
+SELECT extowner::regrole AS extension_owner FROM pg_extension WHERE extname = 'durable' \gset
+ALTER TABLE durable.inbox OWNER TO :"extension_owner";
+SELECT count(*) AS owned_by_another
+  FROM pg_class c JOIN pg_extension e ON e.extname = 'durable'
+ WHERE c.relnamespace = 'durable'::regnamespace AND c.relowner <> e.extowner;
+
 -- CLEANUP
 DELETE FROM durable.inbox WHERE source = 'regress-priv';
 DELETE FROM durable.outbox WHERE key LIKE 'priv-%';

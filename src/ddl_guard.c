@@ -33,6 +33,10 @@
  * one that the sweep's UPDATE statements fire is how the tests make a
  * record fail on purpose.
  *
+ * Owners.  durable's objects go by one owner, the extension's: ALTER ...
+ * OWNER TO another role of one of them is refused (REASSIGN OWNED moves
+ * them all, the extension with them; guard_owner_change).
+ *
  * Sequences.  ALTER SEQUENCE on durable's sequences is refused a cache, a
  * cycle, a decreasing increment, bounds and a type: ids order each chat's
  * records and tokens fence leases, which the first three would break
@@ -77,6 +81,7 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
+#include "parser/parse_func.h"
 #include "parser/parse_type.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -730,6 +735,53 @@ guard_create_table(CreateStmt *stmt, Oid nsp)
 	}
 }
 
+/*
+ * A new owner for one of durable's objects alone.  durable's functions run
+ * as their owner (SECURITY DEFINER), its workers' passes as the extension's
+ * owner, and references.c trusts the tables of the journals' owner: these
+ * are one role, which REASSIGN OWNED changes for all of them at once.  An
+ * object given to another role splits them (a function that loses its
+ * tables, a trust in tables of a role the deletes do not run as).  Giving
+ * it back to the extension's owner is allowed.
+ */
+static void
+guard_owner_change(const char *what, RoleSpec *newowner)
+{
+	Oid			owner = durable_extension_owner();
+
+	/* (pg_upgrade's restore gives each member its old owner after an extension of its own) */
+	if (guard_in_our_scripts() || IsBinaryUpgrade || get_rolespec_oid(newowner, false) == owner)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cannot change the owner of %s alone", what),
+			 errdetail("durable's functions, its workers' passes and the trust in tables that reference its journals all go by one owner, the extension's (%s).",
+					   GetUserNameFromId(owner, false)),
+			 errhint("REASSIGN OWNED BY %s TO <new owner> moves the extension with everything it owns.",
+					 quote_identifier(GetUserNameFromId(owner, false)))));
+}
+
+/* ALTER FUNCTION | SCHEMA ... OWNER TO of durable's functions or schema. */
+static void
+guard_alter_owner(AlterOwnerStmt *stmt, Oid nsp)
+{
+	if (stmt->objectType == OBJECT_SCHEMA)
+	{
+		if (strcmp(strVal(stmt->object), "durable") == 0)
+			guard_owner_change("schema durable", stmt->newowner);
+	}
+	else if (stmt->objectType == OBJECT_FUNCTION || stmt->objectType == OBJECT_PROCEDURE ||
+			 stmt->objectType == OBJECT_ROUTINE)
+	{
+		Oid			func = LookupFuncWithArgs(stmt->objectType,
+											  castNode(ObjectWithArgs, stmt->object), true);
+
+		if (OidIsValid(func) && get_func_namespace(func) == nsp)
+			guard_owner_change(psprintf("function durable.%s", get_func_name(func)),
+							   stmt->newowner);
+	}
+}
+
 static void
 guard_alter_table(AlterTableStmt *stmt, Oid nsp)
 {
@@ -754,6 +806,16 @@ guard_alter_table(AlterTableStmt *stmt, Oid nsp)
 									"ALTER TABLE ... INHERIT", "SHARE UPDATE EXCLUSIVE");
 				guard_refuse_journal_parent(castNode(RangeVar, cmd->def), nsp);
 				break;
+			case AT_ChangeOwner:
+				{
+					Oid			relid;
+
+					if (guard_in_durable_schema(stmt->relation, nsp, &relid))
+						guard_owner_change(psprintf("%s durable.%s", guard_relkind_word(relid),
+													get_rel_name(relid)),
+										   cmd->newowner);
+					break;
+				}
 			case AT_DetachPartition:
 			case AT_DetachPartitionFinalize:
 				guard_require_owner(castNode(PartitionCmd, cmd->def)->name, nsp,
@@ -888,6 +950,7 @@ durable_ddl_guard(Node *parsetree)
 		case T_CommentStmt:
 		case T_AlterDomainStmt:
 		case T_AlterSeqStmt:
+		case T_AlterOwnerStmt:
 			break;
 		default:
 			return;
@@ -935,6 +998,9 @@ durable_ddl_guard(Node *parsetree)
 			break;
 		case T_AlterSeqStmt:
 			guard_alter_sequence((AlterSeqStmt *) parsetree, nsp);
+			break;
+		case T_AlterOwnerStmt:
+			guard_alter_owner((AlterOwnerStmt *) parsetree, nsp);
 			break;
 		case T_AlterObjectDependsStmt:
 			if (((AlterObjectDependsStmt *) parsetree)->relation != NULL)

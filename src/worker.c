@@ -76,12 +76,10 @@
 #include <signal.h>
 
 #include "access/heapam.h"
-#include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/indexing.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
@@ -101,7 +99,6 @@
 #include "tcop/tcopprot.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
-#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -1016,7 +1013,7 @@ wkr_record_check(bool present)
  * transaction.
  */
 static bool
-wkr_lock_extension(Oid *extoid_out)
+wkr_lock_extension(void)
 {
 	for (;;)
 	{
@@ -1027,39 +1024,8 @@ wkr_lock_extension(Oid *extoid_out)
 		LockDatabaseObject(ExtensionRelationId, extoid, 0, AccessShareLock);
 		/* Taking the lock processed invalidations: this lookup is current. */
 		if (get_extension_oid("durable", true) == extoid)
-		{
-			if (extoid_out != NULL)
-				*extoid_out = extoid;
 			return true;
-		}
 	}
-}
-
-/*
- * The owner of extension extoid (pg_extension has no syscache).  Caller
- * holds a lock on the extension, which ALTER EXTENSION ... OWNER TO (as
- * REASSIGN OWNED does it) does not take: the pass runs as the owner this
- * reads, which the next pass reads again.
- */
-static Oid
-wkr_extension_owner(Oid extoid)
-{
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tuple;
-	Oid			owner = InvalidOid;
-
-	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(extoid));
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
-	tuple = systable_getnext(scan);
-	if (HeapTupleIsValid(tuple))
-		owner = ((Form_pg_extension) GETSTRUCT(tuple))->extowner;
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return owner;
 }
 
 /*
@@ -1074,7 +1040,7 @@ wkr_check_extension(void)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	present = wkr_lock_extension(NULL);
+	present = wkr_lock_extension();
 	if (wkr_dbname == NULL)
 	{
 		char	   *name = get_database_name(MyDatabaseId);
@@ -1129,7 +1095,6 @@ static bool
 wkr_pass(bool scan_open, DurableSweepResult *res)
 {
 	bool		present;
-	Oid			extoid = InvalidOid;
 	bool		as_owner = false;
 	Oid			save_userid = InvalidOid;
 	int			save_sec_context = 0;
@@ -1143,7 +1108,7 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 	debug_query_string = "durable sweep";
 	pgstat_report_activity(STATE_RUNNING, "durable sweep");
 
-	present = wkr_lock_extension(&extoid);
+	present = wkr_lock_extension();
 	if (present && wkr_schema_current())
 	{
 		ConstraintsSetStmt *immediate = makeNode(ConstraintsSetStmt);
@@ -1169,7 +1134,7 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 		 * ends the worker.
 		 */
 		GetUserIdAndSecContext(&save_userid, &save_sec_context);
-		SetUserIdAndSecContext(wkr_extension_owner(extoid),
+		SetUserIdAndSecContext(durable_extension_owner(),
 							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 		as_owner = true;
 		durable_sweep_pass(GetCurrentTimestamp(), scan_open, res);

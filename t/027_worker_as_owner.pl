@@ -130,5 +130,17 @@ ok($warned, 'the pass warns that the purge is skipped, and what to grant');
 unlike(slurp_file($node->logfile, $log_offset), qr/durable worker.*exited with exit code 1/,
 	'and the worker does not fail');
 
+# Row-level security binds a journal owner that is not a superuser when it is
+# forced on; durable writes its journals directly, without the policies, so it
+# refuses such a journal rather than write past them (0A000).
+my ($rc, $out, $err) = $node->psql('bots', q{
+	ALTER TABLE durable.inbox ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+	SELECT durable.inbox_admit('tg', 'm-rls', 'chat-rls');},
+	extra_params => [ '-U', 'installer', '-v', 'ON_ERROR_STOP=1', '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/0A000: row-level security on "durable\.inbox" is not supported/,
+	'an owner bound by forced row-level security: the admit is refused (0A000)');
+$node->safe_psql('bots', 'ALTER TABLE durable.inbox NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY',
+	extra_params => [ '-U', 'installer' ]);
+
 $node->stop;
 done_testing();
