@@ -33,9 +33,9 @@
  * one that the sweep's UPDATE statements fire is how the tests make a
  * record fail on purpose.
  *
- * Owners.  durable's objects go by one owner, the extension's: ALTER ...
+ * Owners.  durable's objects go by one owner (durable_owner): ALTER ...
  * OWNER TO another role of one of them is refused (REASSIGN OWNED moves
- * them all, the extension with them; guard_owner_change).
+ * them all; guard_owner_change).
  *
  * Sequences.  ALTER SEQUENCE on durable's sequences is refused a cache, a
  * cycle, a decreasing increment, bounds and a type: ids order each chat's
@@ -737,17 +737,17 @@ guard_create_table(CreateStmt *stmt, Oid nsp)
 
 /*
  * A new owner for one of durable's objects alone.  durable's functions run
- * as their owner (SECURITY DEFINER), its workers' passes as the extension's
- * owner, and references.c trusts the tables of the journals' owner: these
- * are one role, which REASSIGN OWNED changes for all of them at once.  An
- * object given to another role splits them (a function that loses its
- * tables, a trust in tables of a role the deletes do not run as).  Giving
- * it back to the extension's owner is allowed.
+ * as their owner (SECURITY DEFINER), its workers' passes as the same role
+ * (durable_owner: the members' owner), and references.c trusts the tables
+ * of the journals' owner: these are one role, which REASSIGN OWNED changes
+ * for all of them at once.  An object given to another role splits them (a
+ * function that loses its tables, a trust in tables of a role the deletes
+ * do not run as).  Giving it back to durable's owner is allowed.
  */
 static void
 guard_owner_change(const char *what, RoleSpec *newowner)
 {
-	Oid			owner = durable_extension_owner();
+	Oid			owner = durable_owner();
 
 	/* (pg_upgrade's restore gives each member its old owner after an extension of its own) */
 	if (guard_in_our_scripts() || IsBinaryUpgrade || get_rolespec_oid(newowner, false) == owner)
@@ -755,9 +755,9 @@ guard_owner_change(const char *what, RoleSpec *newowner)
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			 errmsg("cannot change the owner of %s alone", what),
-			 errdetail("durable's functions, its workers' passes and the trust in tables that reference its journals all go by one owner, the extension's (%s).",
+			 errdetail("durable's functions, its workers' passes and the trust in tables that reference its journals all go by one owner (%s).",
 					   GetUserNameFromId(owner, false)),
-			 errhint("REASSIGN OWNED BY %s TO <new owner> moves the extension with everything it owns.",
+			 errhint("REASSIGN OWNED BY %s TO <new owner> moves all of durable at once.",
 					 quote_identifier(GetUserNameFromId(owner, false)))));
 }
 

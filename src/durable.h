@@ -179,8 +179,8 @@ extern void durable_require_current_schema(void);
  * The statement must schema-qualify every name it uses.
  */
 extern char *durable_installed_version(void);
-/* The role that owns the extension in this database (InvalidOid: not installed). */
-extern Oid	durable_extension_owner(void);
+/* The role durable runs as: its members' owner (InvalidOid: not installed). */
+extern Oid	durable_owner(void);
 extern bool durable_schema_current(char **installed);
 extern SPIPlanPtr durable_plan(SPIPlanPtr *cache, const char *sql, int nargs,
 							   const Oid *argtypes);

@@ -54,6 +54,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "miscadmin.h"
@@ -325,17 +326,24 @@ refs_referencing_keys(Oid relid)
 static void
 refs_require_readable(Oid referencing, const char *key, const char *journal)
 {
-	if (pg_class_aclcheck(referencing, GetUserId(), ACL_SELECT) == ACLCHECK_OK)
+	Oid			nsp = get_rel_namespace(referencing);
+	const char *owner = GetUserNameFromId(GetUserId(), false);
+
+#if PG_VERSION_NUM >= 160000
+	if (object_aclcheck(NamespaceRelationId, nsp, GetUserId(), ACL_USAGE) == ACLCHECK_OK &&
+#else
+	if (pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) == ACLCHECK_OK &&
+#endif
+		pg_class_aclcheck(referencing, GetUserId(), ACL_SELECT) == ACLCHECK_OK)
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 			 errmsg("durable's owner %s cannot read table %s, whose foreign key %s references %s",
-					GetUserNameFromId(GetUserId(), false), refs_qualified_name(referencing),
-					quote_identifier(key), journal),
+					owner, refs_qualified_name(referencing), quote_identifier(key), journal),
 			 errdetail("durable deletes no record such a key references, and reads the table to find them."),
-			 errhint("GRANT SELECT ON %s TO %s, or drop the key.",
-					 refs_qualified_name(referencing),
-					 quote_identifier(GetUserNameFromId(GetUserId(), false)))));
+			 errhint("GRANT USAGE ON SCHEMA %s, SELECT ON %s TO %s, or drop the key.",
+					 quote_identifier(get_namespace_name(nsp)), refs_qualified_name(referencing),
+					 quote_identifier(owner))));
 }
 
 void

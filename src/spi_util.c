@@ -22,6 +22,8 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
 #include "commands/async.h"
 #include "common/pg_prng.h"
@@ -31,7 +33,9 @@
 #include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #ifndef DURABLE_VERSION
 #error "DURABLE_VERSION must be defined (the Makefile reads it from durable.control)"
@@ -70,15 +74,30 @@ durable_installed_version(void)
 	return version;
 }
 
+/*
+ * The extension's owner, unless pg_upgrade made its restoring user that:
+ * its restore creates an extension of its own and gives each member back
+ * its old owner.  The members' owner is then the one durable runs as (its
+ * SECURITY DEFINER functions), so that is the one this answers: the owner
+ * of durable.inbox, else of the extension.
+ */
 Oid
-durable_extension_owner(void)
+durable_owner(void)
 {
 	Relation	rel;
 	ScanKeyData key;
 	SysScanDesc scan;
 	HeapTuple	tuple;
 	Oid			owner = InvalidOid;
+	Oid			nsp = get_namespace_oid("durable", true);
+	Oid			inbox = OidIsValid(nsp) ? get_relname_relid("inbox", nsp) : InvalidOid;
 
+	if (OidIsValid(inbox) && (tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(inbox))) != NULL)
+	{
+		owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+		ReleaseSysCache(tuple);
+		return owner;
+	}
 	rel = table_open(ExtensionRelationId, AccessShareLock);
 	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
 				CStringGetDatum("durable"));

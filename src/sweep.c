@@ -682,6 +682,24 @@ sweep_key_failed(void *arg, Datum key, TimestampTz finished_at, ErrorData *edata
 		FreeErrorData(edata);
 }
 
+/* A journal's candidates statement for durable_try (its rows stay in SPI_tuptable). */
+typedef struct SweepCandidatesCall
+{
+	SweepJournal *journal;
+	TimestampTz cutoff;
+	int64		limit;
+} SweepCandidatesCall;
+
+static void
+sweep_candidates_call(void *arg)
+{
+	SweepCandidatesCall *call = (SweepCandidatesCall *) arg;
+	SweepJournal *j = call->journal;
+
+	sweep_journal_exec(j, j->candidates_sql, &j->candidates_plan, call->cutoff, call->limit,
+					   &j->skip, SPI_OK_SELECT);
+}
+
 /*
  * After a batch failed: delete up to `limit` of the journal's oldest
  * finished records by halves (durable_try_halves), so that the records
@@ -695,9 +713,25 @@ sweep_purge_halves(SweepJournal *j, TimestampTz cutoff, int64 limit,
 				   int64 *failed, ErrorData **first)
 {
 	SweepHalves halves = {.journal = j, .cutoff = cutoff, .failed = failed, .first = first};
+	SweepCandidatesCall call = {.journal = j, .cutoff = cutoff, .limit = limit};
+	ErrorData  *edata = durable_try(sweep_candidates_call, &call);
 
-	sweep_journal_exec(j, j->candidates_sql, &j->candidates_plan, cutoff, limit, &j->skip,
-					   SPI_OK_SELECT);
+	/*
+	 * The candidates failing too is not about a record (a guard over a table
+	 * the role cannot read, say): skip the journal's purge for this pass, as
+	 * a failed delete check does, rather than end the pass and lease
+	 * recovery with it.
+	 */
+	if (edata != NULL)
+	{
+		if (durable_warn_due(&j->warned.failed, (int64) SWEEP_UNSAFE_WARN_MS * 1000))
+			ereport(WARNING,
+					(errcode(edata->sqlerrcode),
+					 errmsg("durable does not delete from %s in this pass: %s", j->name, edata->message),
+					 errhint("It is tried again at the next pass; this WARNING comes at most every 10 minutes.")));
+		FreeErrorData(edata);
+		return 0;
+	}
 	durable_try_halves(sweep_delete_keys, sweep_key_failed, &halves);
 	return halves.deleted;
 }

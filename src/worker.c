@@ -1123,7 +1123,8 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 		AfterTriggerSetState(immediate);
 
 		/*
-		 * As the extension's owner, as sweep() runs (SECURITY DEFINER):
+		 * As durable's owner (the role its members belong to, the
+		 * extension's but after a pg_upgrade), as sweep() runs (SECURITY DEFINER):
 		 * the pass fires triggers and foreign key actions on the journals,
 		 * and references.c trusts the tables of the journals' owner.  As
 		 * the bootstrap superuser, an owner no longer superuser (ALTER ROLE
@@ -1134,7 +1135,7 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 		 * ends the worker.
 		 */
 		GetUserIdAndSecContext(&save_userid, &save_sec_context);
-		SetUserIdAndSecContext(durable_extension_owner(),
+		SetUserIdAndSecContext(durable_owner(),
 							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 		as_owner = true;
 		durable_sweep_pass(GetCurrentTimestamp(), scan_open, res);
