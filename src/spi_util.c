@@ -43,34 +43,49 @@
 StaticAssertDecl(sizeof(DURABLE_VERSION) > 1, "DURABLE_VERSION is empty");
 
 /*
- * The version of durable installed in this database (palloc'd), or NULL
- * when it is not installed.
+ * durable's row in pg_extension: its version (palloc'd) into *version and
+ * its owner into *owner, where not NULL; false when it is not installed.
  */
-char *
-durable_installed_version(void)
+static bool
+spi_extension_row(char **version, Oid *owner)
 {
 	Relation	rel;
 	ScanKeyData key;
 	SysScanDesc scan;
 	HeapTuple	tuple;
-	char	   *version = NULL;
+	bool		found;
 
 	rel = table_open(ExtensionRelationId, AccessShareLock);
 	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
 				CStringGetDatum("durable"));
 	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
 	tuple = systable_getnext(scan);
-	if (HeapTupleIsValid(tuple))
+	found = HeapTupleIsValid(tuple);
+	if (found && version != NULL)
 	{
 		bool		isnull;
 		Datum		d = heap_getattr(tuple, Anum_pg_extension_extversion,
 									 RelationGetDescr(rel), &isnull);
 
-		if (!isnull)
-			version = text_to_cstring(DatumGetTextPP(d));
+		*version = isnull ? NULL : text_to_cstring(DatumGetTextPP(d));
 	}
+	if (found && owner != NULL)
+		*owner = ((Form_pg_extension) GETSTRUCT(tuple))->extowner;
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * The version of durable installed in this database (palloc'd), or NULL
+ * when it is not installed.
+ */
+char *
+durable_installed_version(void)
+{
+	char	   *version = NULL;
+
+	(void) spi_extension_row(&version, NULL);
 	return version;
 }
 
@@ -84,9 +99,6 @@ durable_installed_version(void)
 Oid
 durable_owner(void)
 {
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
 	HeapTuple	tuple;
 	Oid			owner = InvalidOid;
 	Oid			nsp = get_namespace_oid("durable", true);
@@ -98,15 +110,7 @@ durable_owner(void)
 		ReleaseSysCache(tuple);
 		return owner;
 	}
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
-				CStringGetDatum("durable"));
-	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
-	tuple = systable_getnext(scan);
-	if (HeapTupleIsValid(tuple))
-		owner = ((Form_pg_extension) GETSTRUCT(tuple))->extowner;
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
+	(void) spi_extension_row(NULL, &owner);
 	return owner;
 }
 
