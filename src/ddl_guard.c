@@ -111,13 +111,7 @@ guard_in_durable_schema(RangeVar *rv, Oid nsp, Oid *relid)
 {
 	*relid = InvalidOid;
 	if (rv->schemaname != NULL &&
-		(strcmp(rv->schemaname, "durable") != 0 ||
-#if PG_VERSION_NUM >= 160000
-		 object_aclcheck(NamespaceRelationId, nsp, GetUserId(), ACL_USAGE) != ACLCHECK_OK
-#else
-		 pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) != ACLCHECK_OK
-#endif
-		 ))
+		(strcmp(rv->schemaname, "durable") != 0 || !durable_may_use_schema(nsp)))
 		return false;
 	*relid = RangeVarGetRelid(rv, NoLock, true);
 	return OidIsValid(*relid) && get_rel_namespace(*relid) == nsp;

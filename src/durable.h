@@ -181,6 +181,8 @@ extern void durable_require_current_schema(void);
 extern char *durable_installed_version(void);
 /* The role durable runs as: its members' owner (InvalidOid: not installed). */
 extern Oid	durable_owner(void);
+/* Whether the current user has USAGE on schema nsp. */
+extern bool durable_may_use_schema(Oid nsp);
 extern bool durable_schema_current(char **installed);
 extern SPIPlanPtr durable_plan(SPIPlanPtr *cache, const char *sql, int nargs,
 							   const Oid *argtypes);

@@ -54,7 +54,6 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_inherits.h"
-#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "miscadmin.h"
@@ -327,15 +326,12 @@ static void
 refs_require_readable(Oid referencing, const char *key, const char *journal)
 {
 	Oid			nsp = get_rel_namespace(referencing);
-	const char *owner = GetUserNameFromId(GetUserId(), false);
+	const char *owner;
 
-#if PG_VERSION_NUM >= 160000
-	if (object_aclcheck(NamespaceRelationId, nsp, GetUserId(), ACL_USAGE) == ACLCHECK_OK &&
-#else
-	if (pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) == ACLCHECK_OK &&
-#endif
+	if (durable_may_use_schema(nsp) &&
 		pg_class_aclcheck(referencing, GetUserId(), ACL_SELECT) == ACLCHECK_OK)
 		return;
+	owner = GetUserNameFromId(GetUserId(), false);
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 			 errmsg("durable's owner %s cannot read table %s, whose foreign key %s references %s",

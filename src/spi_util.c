@@ -25,10 +25,13 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_namespace.h"
 #include "commands/async.h"
 #include "common/pg_prng.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
@@ -112,6 +115,16 @@ durable_owner(void)
 	}
 	(void) spi_extension_row(NULL, &owner);
 	return owner;
+}
+
+bool
+durable_may_use_schema(Oid nsp)
+{
+#if PG_VERSION_NUM >= 160000
+	return object_aclcheck(NamespaceRelationId, nsp, GetUserId(), ACL_USAGE) == ACLCHECK_OK;
+#else
+	return pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) == ACLCHECK_OK;
+#endif
 }
 
 /*

@@ -425,6 +425,24 @@ sweep_report_unsafe(const char *table, const char *unsafe, int elevel)
 									table, unsafe));
 }
 
+/*
+ * A pass skips `table`'s purge because of edata (freed here), with a
+ * WARNING at most every SWEEP_UNSAFE_WARN_MS; `cause` comes before the
+ * error's message.
+ */
+static void
+sweep_warn_skipped(const char *table, int64 *warned_at, ErrorData *edata, const char *cause)
+{
+	if (durable_warn_due(warned_at, (int64) SWEEP_UNSAFE_WARN_MS * 1000))
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("durable does not delete from %s in this pass: %s%s",
+						table, cause, edata->message),
+				 errhint("%s%sIt is tried again at the next pass; this WARNING comes at most every 10 minutes.",
+						 edata->hint ? edata->hint : "", edata->hint ? " " : "")));
+	FreeErrorData(edata);
+}
+
 /* durable_delete_check for durable_try. */
 typedef struct SweepCheckCall
 {
@@ -475,14 +493,8 @@ sweep_pass_may_delete(const char *table, SweepCheckWarned *warned, char **guards
 	}
 	if (edata != NULL)
 	{
-		if (durable_warn_due(&warned->failed, (int64) SWEEP_UNSAFE_WARN_MS * 1000))
-			ereport(WARNING,
-					(errcode(edata->sqlerrcode),
-					 errmsg("durable does not delete from %s in this pass: the foreign keys that reference it could not be checked: %s",
-							table, edata->message),
-					 errhint("%s%sIt is tried again at the next pass.",
-							 edata->hint ? edata->hint : "", edata->hint ? " " : "")));
-		FreeErrorData(edata);
+		sweep_warn_skipped(table, &warned->failed, edata,
+						   "the foreign keys that reference it could not be checked: ");
 		return false;
 	}
 	if (call.check.unsafe != NULL)
@@ -724,12 +736,7 @@ sweep_purge_halves(SweepJournal *j, TimestampTz cutoff, int64 limit,
 	 */
 	if (edata != NULL)
 	{
-		if (durable_warn_due(&j->warned.failed, (int64) SWEEP_UNSAFE_WARN_MS * 1000))
-			ereport(WARNING,
-					(errcode(edata->sqlerrcode),
-					 errmsg("durable does not delete from %s in this pass: %s", j->name, edata->message),
-					 errhint("It is tried again at the next pass; this WARNING comes at most every 10 minutes.")));
-		FreeErrorData(edata);
+		sweep_warn_skipped(j->name, &j->warned.failed, edata, "");
 		return 0;
 	}
 	durable_try_halves(sweep_delete_keys, sweep_key_failed, &halves);

@@ -27,10 +27,11 @@
  * next look.  So each waiting claimer attempts about once per lease length
  * more under a busy bot path, rather than at every admit.  (A lease taken
  * in a transaction that is prepared is not published; COMMIT PREPARED
- * wakes the claimers, worker.c, and they read it from the journal.)  Claims, and an admit that leases its pending
- * duplicate, publish nothing: the records they lease were due, so a waiting
- * claimer either leased them itself, or found them changed in flight and
- * re-checks (below), or reads their lease from the journal.
+ * wakes the claimers, worker.c, and they read it from the journal.)
+ * Claims, and an admit that leases its pending duplicate, publish nothing:
+ * the records they lease were due, so a waiting claimer either leased them
+ * itself, or found them changed in flight and re-checks (below), or reads
+ * their lease from the journal.
  *
  * Without shared_preload_libraries there are no condition variables; a
  * waiting claim then re-checks every 100 ms (documented in the README).

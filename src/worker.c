@@ -1123,16 +1123,16 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 		AfterTriggerSetState(immediate);
 
 		/*
-		 * As durable's owner (the role its members belong to, the
-		 * extension's but after a pg_upgrade), as sweep() runs (SECURITY DEFINER):
-		 * the pass fires triggers and foreign key actions on the journals,
-		 * and references.c trusts the tables of the journals' owner.  As
-		 * the bootstrap superuser, an owner no longer superuser (ALTER ROLE
-		 * ... NOSUPERUSER, REASSIGN OWNED) would have its own trigger's code
-		 * run with a superuser's rights.  Until the commit is done: what a
-		 * trigger defers to it (a deferred constraint trigger after SET
-		 * CONSTRAINTS ... DEFERRED, a WITH HOLD cursor) runs then.  An error
-		 * ends the worker.
+		 * As durable's owner (the role its members belong to: the
+		 * extension's, but after a pg_upgrade), as sweep() runs (SECURITY
+		 * DEFINER): the pass fires triggers and foreign key actions on the
+		 * journals, and references.c trusts the tables of the journals'
+		 * owner.  As the bootstrap superuser, an owner no longer superuser
+		 * (ALTER ROLE ... NOSUPERUSER, REASSIGN OWNED) would have its own
+		 * trigger's code run with a superuser's rights.  Until the commit
+		 * is done: what a trigger defers to it (a deferred constraint
+		 * trigger after SET CONSTRAINTS ... DEFERRED, a WITH HOLD cursor)
+		 * runs then.  An error ends the worker.
 		 */
 		GetUserIdAndSecContext(&save_userid, &save_sec_context);
 		SetUserIdAndSecContext(durable_owner(),
