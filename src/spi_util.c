@@ -137,11 +137,23 @@ durable_may_use_schema(Oid nsp)
 bool
 durable_schema_current(char **installed)
 {
+	/*
+	 * The versions whose tables are this library's: 0.9 changed no table
+	 * (it gave two views their right owner and privileges), so a database
+	 * still at 0.8 is served before its update.  A version that changes a
+	 * table the statements name starts this list anew.
+	 */
+	static const char *const same_tables[] = {"0.8", DURABLE_VERSION};
 	char	   *version = durable_installed_version();
 
 	if (installed)
 		*installed = version;
-	return version == NULL || strcmp(version, DURABLE_VERSION) == 0;
+	if (version == NULL)
+		return true;
+	for (int i = 0; i < lengthof(same_tables); i++)
+		if (strcmp(version, same_tables[i]) == 0)
+			return true;
+	return false;
 }
 
 /*

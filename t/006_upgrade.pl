@@ -294,30 +294,68 @@ for my $from (@versions)
 }
 
 # ---- an update run by another superuser than the extension's creator, whose
-# default privileges grant to PUBLIC and to a role.  Known to differ from a
-# fresh install (a review on 2026-12-03): the 0.1 -> 0.2 step creates its two
-# views owned by the updating role, with that role's default privileges.
-# Released scripts are not edited; the next schema version repairs it.
+# default privileges grant to PUBLIC and to a role (one grant with its grant
+# option, passed on).  The 0.1 -> 0.2 step creates its two views owned by the
+# updating role, with that role's default privileges; 0.8 -> 0.9 gives them
+# to durable's owner, revokes what default privileges granted (named in a
+# WARNING) and keeps what was granted by hand, outside the initial
+# privileges, so that pg_dump still writes it.
 $node->safe_psql('postgres', q{
 	CREATE ROLE upgrade_admin2 LOGIN SUPERUSER;
 	CREATE ROLE upgrade_analytics;
+	CREATE ROLE upgrade_passed;
+	CREATE ROLE upgrade_reader;
 	CREATE DATABASE other_updater;
 });
 $node->safe_psql('other_updater', "CREATE EXTENSION durable VERSION '$first'");
 $node->safe_psql('other_updater', q{
 	ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC, upgrade_analytics;
-	ALTER EXTENSION durable UPDATE;
+	ALTER DEFAULT PRIVILEGES GRANT INSERT ON TABLES TO upgrade_analytics WITH GRANT OPTION;
+	ALTER EXTENSION durable UPDATE TO '0.8';
+	GRANT SELECT ON durable.stat_counters TO upgrade_reader;
+	GRANT USAGE ON SCHEMA durable TO upgrade_analytics;
+	SET ROLE upgrade_analytics;
+	GRANT INSERT ON durable.stat_standing TO upgrade_passed;
 }, extra_params => [ '-U', 'upgrade_admin2' ]);
-TODO:
-{
-	local $TODO = 'views of the 0.1 -> 0.2 step: owner and default privileges of the updating role (README, Packaging)';
-	is(diff_lines($fresh_catalog, $node->safe_psql('other_updater', $catalog_sql)), '',
-		"other_updater: an update by another superuser ends in a fresh install's catalog");
-	is($node->safe_psql('other_updater', q{
-		SELECT count(*) FROM pg_class c, aclexplode(c.relacl) a
-		 WHERE c.relnamespace = 'durable'::regnamespace AND a.grantee = 0}),
-		'0', 'other_updater: nothing in schema durable is granted to PUBLIC');
-}
+is($node->safe_psql('other_updater', q{SELECT relowner::regrole FROM pg_class WHERE oid = 'durable.stat_counters'::regclass}),
+	'upgrade_admin2', 'other_updater: at 0.8 the views belong to the role that ran the 0.2 step');
+my ($other_rc, $other_out, $other_err) = $node->psql('other_updater',
+	'ALTER EXTENSION durable UPDATE', extra_params => [ '-U', 'upgrade_admin2' ]);
+is($other_rc, 0, 'other_updater: the update to 0.9 runs') or diag($other_err);
+like($other_err,
+	qr/WARNING:  durable: revoked what default privileges granted on its monitoring views: PUBLIC \(SELECT\) on durable\.stat_counters, upgrade_analytics \(INSERT, SELECT\) on durable\.stat_counters, PUBLIC \(SELECT\) on durable\.stat_standing, upgrade_analytics \(INSERT, SELECT\) on durable\.stat_standing\n.*owned by upgrade_admin2/s,
+	'other_updater: the WARNING names each revoked grant and the former owner') or diag($other_err);
+is($node->safe_psql('other_updater', q{
+	SELECT string_agg(c.relname || ' ' || c.relowner::regrole || ' ' || c.relacl::text, '; ' ORDER BY c.relname)
+	  FROM pg_class c WHERE c.relnamespace = 'durable'::regnamespace AND c.relkind = 'v'}),
+	'stat_counters postgres {postgres=arwdDxt/postgres,pg_monitor=r/postgres,upgrade_reader=r/postgres}; '
+	  . 'stat_standing postgres {postgres=arwdDxt/postgres,pg_monitor=r/postgres}',
+	"other_updater: the views belong to durable's owner; the grant made by hand stays, the passed-on one went with its grant option");
+like(schema_dump('other_updater'), qr/^GRANT SELECT ON TABLE durable\.stat_counters TO upgrade_reader;$/m,
+	'other_updater: pg_dump writes the grant made by hand (not taken for an initial privilege)');
+$node->safe_psql('other_updater', q{
+	REVOKE SELECT ON durable.stat_counters FROM upgrade_reader;
+	REVOKE USAGE ON SCHEMA durable FROM upgrade_analytics;
+});
+is(diff_lines($fresh_catalog, $node->safe_psql('other_updater', $catalog_sql)), '',
+	"other_updater: an update by another superuser ends in a fresh install's catalog");
+is($node->safe_psql('other_updater', q{
+	SELECT count(*) FROM pg_class c, aclexplode(c.relacl) a
+	 WHERE c.relnamespace = 'durable'::regnamespace AND a.grantee = 0}),
+	'0', 'other_updater: nothing in schema durable is granted to PUBLIC');
+($other_rc, $other_out, $other_err) = $node->psql('other_updater', 'DROP OWNED BY upgrade_admin2');
+is($other_err, '', 'other_updater: DROP OWNED BY the superuser who ran the updates finds nothing of durable to drop');
+($other_rc, $other_out, $other_err) = $node->psql('postgres', 'DROP ROLE upgrade_admin2');
+is($other_err, '', 'other_updater: that superuser can be dropped');
+
+# a database at 0.8 is served by this library before its update (0.9
+# changed no table), and an update by the creator changes nothing
+$node->safe_psql('postgres', 'CREATE DATABASE still_0_8');
+$node->safe_psql('still_0_8', "CREATE EXTENSION durable VERSION '0.8'");
+is($node->safe_psql('still_0_8', q{SELECT state FROM durable.inbox_admit('tg', 'm-1', 'chat-1', '{}')}),
+	'pending', 'still_0_8: the API serves a database at 0.8');
+($other_rc, $other_out, $other_err) = $node->psql('still_0_8', 'ALTER EXTENSION durable UPDATE');
+is($other_err, '', 'still_0_8: the update by the creator says nothing (nothing to repair)');
 
 # ---- 0.8 replaced outbox_enqueue (a sixth argument) and outbox_begin (two
 # result columns): their privileges carry over.  The new functions' ACLs
