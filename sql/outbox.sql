@@ -274,11 +274,13 @@ SELECT durable.outbox_discard('rob-long');
 SELECT action, token, state
   FROM durable.outbox_begin('rob-9', 'rob-chat-9', '{"text":"x"}', 'bot-1');
 
--- A failure that is not retryable is dead at once, whatever retries remain.
+-- A failure that is not retryable is dead at once, whatever retries remain; a retry_in
+-- given with it is ignored (the verdict is recorded, not refused).
 SELECT action FROM durable.outbox_begin('rob-10', 'rob-chat-10', '{"text":"x"}', 'bot-1');
 SELECT state, not_before
   FROM durable.outbox_failed('rob-10', (SELECT token FROM durable.outbox WHERE key = 'rob-10'),
-                             '403 Forbidden: bot was blocked by the user', retryable => false);
+                             '403 Forbidden: bot was blocked by the user', retryable => false,
+                             retry_in => '1 minute');
 SELECT state, attempts, error FROM durable.outbox WHERE key = 'rob-10';
 
 ------------------------------------------------------------------------
