@@ -9,30 +9,43 @@
  * of it failed; the DDL guard refused to give them back by hand but to
  * durable's owner), and that role's default privileges (ALTER DEFAULT
  * PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC, analytics) reached them,
- * where a fresh install revokes every such grant.  0.2 is released and is
- * not edited; this step repairs what it left.
+ * where a fresh install revokes every such grant.  Their initial privileges
+ * (pg_init_privs) name that role, and stay so after REASSIGN OWNED or a
+ * repair by hand: pg_dump writes the difference against them, and once the
+ * role is dropped, writes a REVOKE naming its number, which a restore
+ * refuses.  0.2 is released and is not edited; this step repairs what it
+ * left, in every database whose views differ from a fresh install's.
  *
- * Which grants came from default privileges: the view's initial privileges
- * (pg_init_privs) are its ACL as the 0.2 step left it, and that step
- * granted only SELECT to pg_monitor; every other entry that the view's
- * owner granted there came from the owner's default privileges.  Those that
+ * Which grants came from default privileges: those of the view's initial
+ * privileges (granted by the role that made them, its creator) whose
+ * grantee and privilege the creator's default privileges for tables name
+ * (global or for schema durable, as 0.5 reads them), other than the
+ * SELECT that the scripts grant pg_monitor; and any grant to PUBLIC, which
+ * durable never makes (PUBLIC has no USAGE on the schema anyway).  Those
  * the view still has are revoked (CASCADE: a grant passed on from a grant
  * option goes with it) and named in a WARNING, since a grant made later by
- * hand to the same role with the same privilege cannot be told from them.
- * Grants made by hand otherwise stay, their grantor becoming the new owner
- * as ALTER ... OWNER TO does.
+ * hand to such a role with the same privilege cannot be told from them.
+ * A grant made by hand to a role the default privileges do not name stays
+ * -- even one that a later step's GRANT recorded as initial -- its grantor
+ * becoming the new owner, as ALTER ... OWNER TO does.  (The initial
+ * privileges cannot be trusted further: 0.5's GRANT to pg_monitor recorded
+ * the whole ACL of its day as initial.)
  *
  * Then the view is given to durable's owner -- the owner of durable.inbox,
  * the role its SECURITY DEFINER functions and its worker run as -- and its
  * initial privileges become a fresh install's (the owner's defaults and
- * pg_monitor's SELECT), written to the catalog as 0.8 does: a GRANT in an
- * extension script records the whole ACL as initial, and pg_dump, which
- * writes only the difference, would then leave the hand-made grants out of
- * dumps.  The initial privileges' shared dependencies (deptype 'i',
- * recorded by PostgreSQL 17) go with the entries they stood for.
+ * pg_monitor's SELECT; none for its columns, which a REVOKE on a view whose
+ * columns have grants records), written to the catalog as 0.8 does: a GRANT
+ * in an extension script records the whole ACL as initial, and pg_dump
+ * would then leave the hand-made grants out of dumps.  The shared
+ * dependencies on roles named in initial privileges (pg_shdepend deptype
+ * 'i', which PostgreSQL 17 records) become those of durable.inbox, whose
+ * initial privileges name the same owner and nobody else that is not pinned;
+ * rows of this database only (a database made from the same template has
+ * the same object ids).
  *
- * A view that already belongs to durable's owner is left alone: a fresh
- * install, and an update run by the creator, change nothing.
+ * A view whose owner and initial privileges are a fresh install's is left
+ * alone: a fresh install, and an update run by the creator, change nothing.
  *
  * Security notes (as for durable--0.1.sql): every name schema-qualified,
  * operators qualified; the DDL is built with format() from catalog names
@@ -43,16 +56,21 @@ DO $repair_monitoring_views$
 DECLARE
     owner_oid pg_catalog.oid;
     owner_name pg_catalog.text;
+    this_db pg_catalog.oid;
+    fresh_init pg_catalog.aclitem[];
     v record;
     g record;
+    creator pg_catalog.oid;
     revoked pg_catalog.text[] := '{}';
     moved pg_catalog.text[] := '{}';
-    fresh_init pg_catalog.aclitem[];
 BEGIN
     SELECT c.relowner INTO owner_oid
       FROM pg_catalog.pg_class c
      WHERE c.oid OPERATOR(pg_catalog.=) 'durable.inbox'::pg_catalog.regclass;
     owner_name := pg_catalog.pg_get_userbyid(owner_oid);
+    SELECT d.oid INTO this_db
+      FROM pg_catalog.pg_database d
+     WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database();
     fresh_init := pg_catalog.acldefault('r'::pg_catalog."char", owner_oid)
                   OPERATOR(pg_catalog.||)
                   pg_catalog.makeaclitem('pg_monitor'::pg_catalog.regrole, owner_oid, 'SELECT', false);
@@ -68,23 +86,41 @@ BEGIN
          WHERE c.oid OPERATOR(pg_catalog.=) ANY
                    (ARRAY['durable.stat_counters'::pg_catalog.regclass,
                           'durable.stat_standing'::pg_catalog.regclass]::pg_catalog.oid[])
-           AND c.relowner OPERATOR(pg_catalog.<>) owner_oid
+           AND (c.relowner OPERATOR(pg_catalog.<>) owner_oid
+                OR i.initprivs IS DISTINCT FROM fresh_init
+                OR EXISTS (SELECT FROM pg_catalog.pg_init_privs ci
+                            WHERE ci.objoid OPERATOR(pg_catalog.=) c.oid
+                              AND ci.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                              AND ci.objsubid OPERATOR(pg_catalog.>) 0))
          ORDER BY c.relname
     LOOP
+        creator := (SELECT initial.grantor FROM pg_catalog.aclexplode(v.initprivs) initial LIMIT 1);
+
         FOR g IN
-            SELECT CASE WHEN initial.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                        ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(initial.grantee)) END AS grantee,
-                   pg_catalog.string_agg(initial.privilege_type, ', ' ORDER BY initial.privilege_type) AS privileges
-              FROM pg_catalog.aclexplode(v.initprivs) initial
-              JOIN pg_catalog.aclexplode(v.relacl) granted
-                ON granted.grantee OPERATOR(pg_catalog.=) initial.grantee
-               AND granted.grantor OPERATOR(pg_catalog.=) initial.grantor
-               AND granted.privilege_type OPERATOR(pg_catalog.=) initial.privilege_type
-             WHERE initial.grantor OPERATOR(pg_catalog.=) v.relowner
-               AND initial.grantee OPERATOR(pg_catalog.<>) v.relowner
-               AND NOT (initial.grantee OPERATOR(pg_catalog.=) 'pg_monitor'::pg_catalog.regrole
-                        AND initial.privilege_type OPERATOR(pg_catalog.=) 'SELECT')
-             GROUP BY initial.grantee
+            SELECT CASE WHEN granted.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                        ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(granted.grantee)) END AS grantee,
+                   pg_catalog.string_agg(granted.privilege_type, ', ' ORDER BY granted.privilege_type) AS privileges
+              FROM pg_catalog.aclexplode(v.relacl) granted
+             WHERE granted.grantor OPERATOR(pg_catalog.=) v.relowner
+               AND granted.grantee OPERATOR(pg_catalog.<>) v.relowner
+               AND (granted.grantee OPERATOR(pg_catalog.=) 0
+                    OR (NOT (granted.grantee OPERATOR(pg_catalog.=) 'pg_monitor'::pg_catalog.regrole
+                             AND granted.privilege_type OPERATOR(pg_catalog.=) 'SELECT')
+                        AND EXISTS (
+                            SELECT FROM pg_catalog.aclexplode(v.initprivs) initial
+                             WHERE initial.grantor OPERATOR(pg_catalog.=) creator
+                               AND initial.grantee OPERATOR(pg_catalog.=) granted.grantee
+                               AND initial.privilege_type OPERATOR(pg_catalog.=) granted.privilege_type)
+                        AND EXISTS (
+                            SELECT FROM pg_catalog.pg_default_acl d
+                             CROSS JOIN LATERAL pg_catalog.aclexplode(d.defaclacl) by_default
+                             WHERE d.defaclrole OPERATOR(pg_catalog.=) creator
+                               AND d.defaclobjtype OPERATOR(pg_catalog.=) 'r'
+                               AND d.defaclnamespace OPERATOR(pg_catalog.=) ANY
+                                       (ARRAY[0, 'durable'::pg_catalog.regnamespace]::pg_catalog.oid[])
+                               AND by_default.grantee OPERATOR(pg_catalog.=) granted.grantee
+                               AND by_default.privilege_type OPERATOR(pg_catalog.=) granted.privilege_type)))
+             GROUP BY granted.grantee
              ORDER BY 1
         LOOP
             EXECUTE pg_catalog.format('REVOKE %s ON TABLE %s FROM %s CASCADE', g.privileges, v.name, g.grantee);
@@ -92,34 +128,47 @@ BEGIN
                        pg_catalog.format('%s (%s) on %s', g.grantee, g.privileges, v.name);
         END LOOP;
 
-        EXECUTE pg_catalog.format('ALTER VIEW %s OWNER TO %I', v.name, owner_name);
-        moved := moved OPERATOR(pg_catalog.||)
-                 pg_catalog.format('%s (owned by %I)', v.name, pg_catalog.pg_get_userbyid(v.relowner));
+        IF v.relowner OPERATOR(pg_catalog.<>) owner_oid THEN
+            EXECUTE pg_catalog.format('ALTER VIEW %s OWNER TO %I', v.name, owner_name);
+            moved := moved OPERATOR(pg_catalog.||)
+                     pg_catalog.format('%s (owned by %I)', v.name, pg_catalog.pg_get_userbyid(v.relowner));
+        END IF;
 
         DELETE FROM pg_catalog.pg_init_privs i
          WHERE i.objoid OPERATOR(pg_catalog.=) v.oid
-           AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-           AND i.objsubid OPERATOR(pg_catalog.=) 0;
+           AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass;
         INSERT INTO pg_catalog.pg_init_privs (objoid, classoid, objsubid, privtype, initprivs)
         VALUES (v.oid, 'pg_catalog.pg_class'::pg_catalog.regclass, 0, 'e', fresh_init);
         DELETE FROM pg_catalog.pg_shdepend d
-         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+         WHERE d.dbid OPERATOR(pg_catalog.=) this_db
+           AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
            AND d.objid OPERATOR(pg_catalog.=) v.oid
+           AND d.deptype OPERATOR(pg_catalog.=) 'i';
+        INSERT INTO pg_catalog.pg_shdepend (dbid, classid, objid, objsubid, refclassid, refobjid, deptype)
+        SELECT d.dbid, d.classid, v.oid, 0, d.refclassid, d.refobjid, d.deptype
+          FROM pg_catalog.pg_shdepend d
+         WHERE d.dbid OPERATOR(pg_catalog.=) this_db
+           AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+           AND d.objid OPERATOR(pg_catalog.=) 'durable.inbox'::pg_catalog.regclass
            AND d.objsubid OPERATOR(pg_catalog.=) 0
            AND d.deptype OPERATOR(pg_catalog.=) 'i'
-           AND d.refobjid OPERATOR(pg_catalog.<>) ALL
-                   (SELECT a.grantee FROM pg_catalog.aclexplode(fresh_init) a);
+           AND d.refobjid OPERATOR(pg_catalog.=) owner_oid;
     END LOOP;
 
+    /* (An extension script's NOTICEs are not shown: both are WARNINGs.) */
     IF pg_catalog.cardinality(revoked) OPERATOR(pg_catalog.>) 0 THEN
         RAISE WARNING 'durable: revoked what default privileges granted on its monitoring views: %',
                       pg_catalog.array_to_string(revoked, ', ')
-            USING DETAIL = pg_catalog.format('The update to 0.2 created them as the role that ran it, with its default privileges; a fresh install has none of these grants. They now belong to %I, as in a fresh install: %s.',
-                                             owner_name, pg_catalog.array_to_string(moved, ', ')),
+            USING DETAIL = pg_catalog.format('The update to 0.2 created them as the role that ran it, with its default privileges; a fresh install has none of these grants.%s',
+                                             CASE WHEN pg_catalog.cardinality(moved) OPERATOR(pg_catalog.>) 0
+                                                  THEN pg_catalog.format(' They now belong to %I, as in a fresh install: %s.',
+                                                                         owner_name, pg_catalog.array_to_string(moved, ', '))
+                                                  ELSE '' END),
                   HINT = 'To let a role read the views, make it a member of pg_monitor (README, "Monitoring").';
     ELSIF pg_catalog.cardinality(moved) OPERATOR(pg_catalog.>) 0 THEN
-        RAISE NOTICE 'durable: the monitoring views now belong to %, as in a fresh install: %',
-                     pg_catalog.quote_ident(owner_name), pg_catalog.array_to_string(moved, ', ');
+        RAISE WARNING 'durable: its monitoring views now belong to %, as in a fresh install: %',
+                      pg_catalog.quote_ident(owner_name), pg_catalog.array_to_string(moved, ', ')
+            USING DETAIL = 'The update to 0.2 had created them as the role that ran it.';
     END IF;
 END
 $repair_monitoring_views$;

@@ -313,6 +313,7 @@ $node->safe_psql('other_updater', q{
 	ALTER DEFAULT PRIVILEGES GRANT INSERT ON TABLES TO upgrade_analytics WITH GRANT OPTION;
 	ALTER EXTENSION durable UPDATE TO '0.8';
 	GRANT SELECT ON durable.stat_counters TO upgrade_reader;
+	GRANT SELECT (inbox_pending) ON durable.stat_standing TO upgrade_reader;
 	GRANT USAGE ON SCHEMA durable TO upgrade_analytics;
 	SET ROLE upgrade_analytics;
 	GRANT INSERT ON durable.stat_standing TO upgrade_passed;
@@ -335,6 +336,7 @@ like(schema_dump('other_updater'), qr/^GRANT SELECT ON TABLE durable\.stat_count
 	'other_updater: pg_dump writes the grant made by hand (not taken for an initial privilege)');
 $node->safe_psql('other_updater', q{
 	REVOKE SELECT ON durable.stat_counters FROM upgrade_reader;
+	REVOKE SELECT (inbox_pending) ON durable.stat_standing FROM upgrade_reader;
 	REVOKE USAGE ON SCHEMA durable FROM upgrade_analytics;
 });
 is(diff_lines($fresh_catalog, $node->safe_psql('other_updater', $catalog_sql)), '',
@@ -356,6 +358,58 @@ is($node->safe_psql('still_0_8', q{SELECT state FROM durable.inbox_admit('tg', '
 	'pending', 'still_0_8: the API serves a database at 0.8');
 ($other_rc, $other_out, $other_err) = $node->psql('still_0_8', 'ALTER EXTENSION durable UPDATE');
 is($other_err, '', 'still_0_8: the update by the creator says nothing (nothing to repair)');
+
+# The views given back before 0.9 (REASSIGN OWNED, or the hand repair that
+# the README of 0.8 described) still carry the default grants and, in their
+# initial privileges, the role that ran the 0.2 step: after DROP ROLE of it
+# pg_dump would write a REVOKE naming its number, which a restore refuses.
+$node->safe_psql('postgres', q{
+	CREATE ROLE upgrade_admin3 LOGIN SUPERUSER;
+	CREATE DATABASE reassigned;
+});
+$node->safe_psql('reassigned', "CREATE EXTENSION durable VERSION '$first'");
+$node->safe_psql('reassigned', q{
+	ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC, upgrade_analytics;
+	ALTER EXTENSION durable UPDATE TO '0.8';
+}, extra_params => [ '-U', 'upgrade_admin3' ]);
+$node->safe_psql('reassigned', 'REASSIGN OWNED BY upgrade_admin3 TO postgres');
+($other_rc, $other_out, $other_err) = $node->psql('reassigned', 'ALTER EXTENSION durable UPDATE');
+like($other_err,
+	qr/WARNING:  durable: revoked what default privileges granted on its monitoring views: PUBLIC \(SELECT\) on durable\.stat_counters, upgrade_analytics \(SELECT\) on durable\.stat_counters, PUBLIC \(SELECT\) on durable\.stat_standing, upgrade_analytics \(SELECT\) on durable\.stat_standing\n/,
+	'reassigned: views given back before 0.9 lose their default grants too') or diag($other_err);
+$node->safe_psql('reassigned', 'DROP OWNED BY upgrade_admin3');
+$node->safe_psql('postgres', 'DROP ROLE upgrade_admin3');
+is(diff_lines($fresh_catalog, $node->safe_psql('reassigned', $catalog_sql)), '',
+	"reassigned: a fresh install's catalog, initial privileges included (nothing names the dropped role)");
+
+# A grant made by hand between the 0.2 and 0.5 steps is recorded as initial
+# by 0.5's GRANT to pg_monitor; no default privilege names its role: it
+# stays, and pg_dump writes it.
+$node->safe_psql('postgres', q{
+	CREATE ROLE upgrade_admin5 LOGIN SUPERUSER;
+	CREATE DATABASE hand_grant_0_2;
+});
+$node->safe_psql('hand_grant_0_2', "CREATE EXTENSION durable VERSION '$first'");
+$node->safe_psql('hand_grant_0_2', q{
+	ALTER EXTENSION durable UPDATE TO '0.2';
+	GRANT SELECT ON durable.stat_counters TO upgrade_reader;
+	ALTER EXTENSION durable UPDATE TO '0.8';
+}, extra_params => [ '-U', 'upgrade_admin5' ]);
+like($node->safe_psql('hand_grant_0_2', q{SELECT initprivs::text FROM pg_init_privs
+	WHERE objoid = 'durable.stat_counters'::regclass AND objsubid = 0}),
+	qr/upgrade_reader=r\/upgrade_admin5/, 'hand_grant_0_2: at 0.8 the hand grant is among the initial privileges');
+($other_rc, $other_out, $other_err) = $node->psql('hand_grant_0_2', 'ALTER EXTENSION durable UPDATE');
+like($other_err, qr/\A[^\n]*WARNING:  durable: its monitoring views now belong to postgres, as in a fresh install: durable\.stat_counters \(owned by upgrade_admin5\), durable\.stat_standing \(owned by upgrade_admin5\)\nDETAIL:  [^\n]*\z/,
+	'hand_grant_0_2: the update says that it gave the views back, and revokes nothing') or diag($other_err);
+is($node->safe_psql('hand_grant_0_2', q{SELECT relacl::text FROM pg_class WHERE oid = 'durable.stat_counters'::regclass}),
+	'{postgres=arwdDxt/postgres,pg_monitor=r/postgres,upgrade_reader=r/postgres}',
+	'hand_grant_0_2: the hand grant stays');
+like(schema_dump('hand_grant_0_2'), qr/^GRANT SELECT ON TABLE durable\.stat_counters TO upgrade_reader;$/m,
+	'hand_grant_0_2: pg_dump writes it');
+$node->safe_psql('hand_grant_0_2', 'REVOKE SELECT ON durable.stat_counters FROM upgrade_reader');
+is(diff_lines($fresh_catalog, $node->safe_psql('hand_grant_0_2', $catalog_sql)), '',
+	"hand_grant_0_2: without it, a fresh install's catalog");
+$node->safe_psql('postgres', 'DROP ROLE upgrade_admin5');
 
 # ---- 0.8 replaced outbox_enqueue (a sixth argument) and outbox_begin (two
 # result columns): their privileges carry over.  The new functions' ACLs
