@@ -460,12 +460,13 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 	}
 }
 
+/* Every message finished: done, or dead (out of attempts: an operator's now). */
 static bool
 feed_done(void)
 {
 	const char *params[1] = {args.instance};
 	PGresult   *res = exec(db, "SELECT pg_catalog.count(*) FROM durable.inbox"
-						   " WHERE source = $1 AND state = 'done'", 1, params);
+						   " WHERE source = $1 AND state IN ('done', 'dead')", 1, params);
 	bool		done = atoi(PQgetvalue(res, 0, 0)) >= args.feed;
 
 	PQclear(res);

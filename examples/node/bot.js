@@ -20,6 +20,11 @@
 //      2. one transaction writes the handler's effect row and ends with
 //         inbox_complete: the effect commits exactly when the message is done;
 //  * slow jobs send inbox_heartbeat while they work;
+//  * a lost connection (a server restart, a failover) is a reboot: the bot
+//    connects again and calls instance_start, which takes back the leases it
+//    held and flags a send it had begun but not confirmed as unknown
+//    (ambiguous: left to an operator, never resent); the webhook retries its
+//    admit, which the journal deduplicates;
 //  * SIGTERM stops after the message in hand and gives back, with
 //    inbox_release, whatever the last claim handed out but was not handled.
 //
@@ -37,6 +42,13 @@ const fs = require('fs');
 const { Client, escapeIdentifier } = require('pg');
 
 const STALE_LEASE = 'DR001';
+
+// The server ended the session (57P01-57P03: shutdown, crash, not accepting
+// connections yet), the connection failed (class 08), or its socket closed.
+function connectionLost(e) {
+  return ['57P01', '57P02', '57P03'].includes(e.code) || String(e.code || '').startsWith('08')
+    || /Connection terminated|ECONNRESET|ECONNREFUSED|EPIPE|not queryable|Client was closed/.test(e.message);
+}
 
 function parseArgs(argv) {
   const o = {
@@ -109,10 +121,21 @@ class Bot {
     this.source = args.instance;
     this.stopping = false;
     this.provider = new FakeProvider(args.deliveries);
-    this.stats = { handled: 0, duplicates: 0, providerErrors: 0, heartbeats: 0, released: 0, stale: 0, replies: 0 };
-    this.db = new Client({ application_name: this.instance });
+    this.stats = {
+      handled: 0, duplicates: 0, providerErrors: 0, heartbeats: 0, released: 0, stale: 0, replies: 0, reconnects: 0,
+    };
+    this.db = this.newClient('worker');
     this.held = new Map(); // id -> token of every record we hold a lease on
+    this.unconfirmed = new Map(); // key -> [token, provider id] the provider gave, not yet journaled
     this.effects = `${escapeIdentifier(args.schema)}.effects`;
+  }
+
+  // Named, so that an operator (or examples/run) can tell the connections apart.
+  newClient(role) {
+    const client = new Client({ application_name: `${this.instance} ${role}` });
+    // an idle connection's loss comes as an event: unheard, it would end the process
+    client.on('error', () => {});
+    return client;
   }
 
   async boot() {
@@ -122,27 +145,85 @@ class Bot {
     await this.db.query(`CREATE TABLE IF NOT EXISTS ${this.effects} (
         message_id text NOT NULL, chat_id text NOT NULL, reply_key text,
         instance text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`);
+    await this.startInstance('booted');
+  }
+
+  async startInstance(what) {
     const r = await this.db.query('SELECT * FROM durable.instance_start($1)', [this.instance]);
     const { inbox_recovered: rec, outbox_ambiguous: amb } = r.rows[0];
-    console.log(`${this.instance}: booted (recovered ${rec} inbox records, ${amb} ambiguous sends)`);
+    console.log(`${this.instance}: ${what} (recovered ${rec} inbox records, ${amb} ambiguous sends)`);
+  }
+
+  // The connection was lost: connect again and reboot, as after a crash.
+  // Whatever this run held is taken back by instance_start rather than
+  // finished: a confirmation might have committed or not, and a send begun
+  // but not confirmed might have reached the provider or not (instance_start
+  // flags it unknown; it is never resent by itself).
+  async reconnect(error, deadline) {
+    this.stats.reconnects++;
+    this.held = new Map();
+    console.log(`${this.instance}: connection lost (${error.code || error.message}); reconnecting`);
+    let delay = 0.1;
+    while (!this.stopping && Date.now() < deadline) {
+      try {
+        this.db.end().catch(() => {});
+        this.db = this.newClient('worker');
+        await this.db.connect();
+        await this.startInstance('reconnected');
+        await this.confirmSends();
+        return true;
+      } catch (e) {
+        if (!connectionLost(e)) throw e;
+        await sleep(delay);
+        delay = Math.min(delay * 2, 5);
+      }
+    }
+    return false;
+  }
+
+  // Journal the sends the provider accepted whose outbox_sent was lost:
+  // instance_start flagged them unknown; their token still confirms them (a
+  // repeat of a confirmation that did commit is a no-op).
+  async confirmSends() {
+    for (const [key, [token, pmid]] of [...this.unconfirmed]) {
+      try {
+        await this.db.query('SELECT durable.outbox_sent($1, $2, $3)', [key, token, pmid]);
+      } catch (e) {
+        // DR001/DR003: an operator settled it meanwhile (retried or discarded)
+        if (e.code !== STALE_LEASE && e.code !== 'DR003') throw e;
+      }
+      this.unconfirmed.delete(key);
+    }
   }
 
   // The platform's webhook, on its own connection, concurrently with the worker.
   async feeder() {
-    const conn = new Client({ application_name: `${this.instance}-webhook` });
+    let conn = this.newClient('webhook');
     await conn.connect();
     try {
       for (const [messageId, chatId, payload] of feedMessages(this.args.feed)) {
+        let r = null;
+        while (r === null && !this.stopping) {
+          try {
+            r = await conn.query(
+              'SELECT duplicate FROM durable.inbox_admit(source => $1, message_id => $2,'
+              + ' chat_id => $3, payload => $4::jsonb)',
+              [this.source, messageId, chatId, JSON.stringify(payload)]);
+          } catch (e) {
+            if (!connectionLost(e)) throw e;
+            // did the admit commit?  Admitting again answers: it is deduplicated
+            await sleep(0.1);
+            conn.end().catch(() => {});
+            conn = this.newClient('webhook');
+            await conn.connect().catch(() => {});
+          }
+        }
         if (this.stopping) return;
-        const r = await conn.query(
-          'SELECT duplicate FROM durable.inbox_admit(source => $1, message_id => $2,'
-          + ' chat_id => $3, payload => $4::jsonb)',
-          [this.source, messageId, chatId, JSON.stringify(payload)]);
         if (r.rows[0].duplicate) this.stats.duplicates++;
         await sleep(this.args.feedDelay);
       }
     } finally {
-      await conn.end();
+      await conn.end().catch(() => {});
     }
   }
 
@@ -183,7 +264,10 @@ class Bot {
         return;
       }
       if (b.action === 'send') {
+        // the provider's answer must reach the journal: kept until it has
+        this.unconfirmed.set(b.key, [b.token, pmid]);
         await this.db.query('SELECT durable.outbox_sent($1, $2, $3)', [b.key, b.token, pmid]);
+        this.unconfirmed.delete(b.key);
       }
       this.stats.replies++;
     } else if (b.action === 'busy' || b.action === 'wait') {
@@ -208,7 +292,7 @@ class Bot {
       await this.db.query('SELECT durable.inbox_complete($1::bigint, $2::bigint)', [id, token]);
       await this.db.query('COMMIT');
     } catch (e) {
-      await this.db.query('ROLLBACK');
+      await this.db.query('ROLLBACK').catch(() => {}); // (none to roll back on a lost connection)
       if (e.code !== STALE_LEASE) throw e;
       // another replica took the message over: our effects rolled back
       this.stats.stale++;
@@ -238,9 +322,10 @@ class Bot {
     }
   }
 
+  // Every message finished: done, or dead (out of attempts: an operator's now).
   async feedDone() {
     const r = await this.db.query(
-      "SELECT count(*)::int AS n FROM durable.inbox WHERE source = $1 AND state = 'done'", [this.source]);
+      "SELECT count(*)::int AS n FROM durable.inbox WHERE source = $1 AND state IN ('done', 'dead')", [this.source]);
     return r.rows[0].n >= this.args.feed;
   }
 
@@ -254,42 +339,53 @@ class Bot {
         console.error(`${this.instance}: timed out`);
         return 1;
       }
-      // waits in the server until work is admitted or due: no polling
-      const batch = (await this.db.query(
-        "SELECT * FROM durable.inbox_claim(instance => $1, max => 3, lease => $2::interval, wait => '2s')",
-        [this.instance, this.args.lease])).rows;
-      this.held = new Map(batch.map((r) => [r.id, r.token]));
-      for (const rec of batch) {
-        if (this.stopping) {
-          // clean shutdown: give back what we hold, attempts not counted
-          for (const [heldId, heldToken] of this.held) {
-            try {
-              await this.db.query('SELECT durable.inbox_release($1::bigint, $2::bigint)', [heldId, heldToken]);
-              this.stats.released++;
-            } catch (e) {
-              if (e.code !== STALE_LEASE) throw e; // its lease had ended: nothing to give back
-            }
-          }
-          break;
-        }
-        if (!this.held.has(rec.id)) continue; // its lease was lost while it waited its turn
-        try {
-          await this.handle(rec);
-        } catch (e) {
-          if (e.code !== STALE_LEASE) throw e;
-          this.stats.stale++; // fenced off: drop it, its new holder handles it
-        }
-        this.held.delete(rec.id);
+      try {
+        if (await this.claimAndHandle(() => feederDone)) break;
+      } catch (e) {
+        if (!connectionLost(e)) throw e;
+        if (!await this.reconnect(e, deadline)) break;
       }
-      if (batch.length === 0 && feederDone && await this.feedDone()) break;
     }
     await feeder;
-    await this.db.end();
+    await this.db.end().catch(() => {});
     const s = this.stats;
     console.log(`${this.instance}: ${this.stopping ? 'stopped by SIGTERM' : 'feed processed'}: `
       + `handled ${s.handled}, replies delivered ${s.replies}, duplicates ${s.duplicates}, `
-      + `provider errors ${s.providerErrors}, heartbeats ${s.heartbeats}, released ${s.released}, stale ${s.stale}`);
+      + `provider errors ${s.providerErrors}, heartbeats ${s.heartbeats}, released ${s.released}, stale ${s.stale}, `
+      + `reconnects ${s.reconnects}`);
     return 0;
+  }
+
+  // One claim and its batch; true once the whole feed is done.
+  async claimAndHandle(feederDone) {
+    // waits in the server until work is admitted or due: no polling
+    const batch = (await this.db.query(
+      "SELECT * FROM durable.inbox_claim(instance => $1, max => 3, lease => $2::interval, wait => '2s')",
+      [this.instance, this.args.lease])).rows;
+    this.held = new Map(batch.map((r) => [r.id, r.token]));
+    for (const rec of batch) {
+      if (this.stopping) {
+        // clean shutdown: give back what we hold, attempts not counted
+        for (const [heldId, heldToken] of this.held) {
+          try {
+            await this.db.query('SELECT durable.inbox_release($1::bigint, $2::bigint)', [heldId, heldToken]);
+            this.stats.released++;
+          } catch (e) {
+            if (e.code !== STALE_LEASE) throw e; // its lease had ended: nothing to give back
+          }
+        }
+        return false;
+      }
+      if (!this.held.has(rec.id)) continue; // its lease was lost while it waited its turn
+      try {
+        await this.handle(rec);
+      } catch (e) {
+        if (e.code !== STALE_LEASE) throw e;
+        this.stats.stale++; // fenced off: drop it, its new holder handles it
+      }
+      this.held.delete(rec.id);
+    }
+    return batch.length === 0 && feederDone() && await this.feedDone();
   }
 }
 

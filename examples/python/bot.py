@@ -20,6 +20,11 @@ A complete, runnable loop with a fake chat platform and a fake provider:
       2. one transaction writes the handler's effect row and ends with
          inbox_complete: the effect commits exactly when the message is done;
   * slow jobs send inbox_heartbeat while they work;
+  * a lost connection (a server restart, a failover) is a reboot: the bot
+    connects again and calls instance_start, which takes back the leases it
+    held and flags a send it had begun but not confirmed as unknown
+    (ambiguous: left to an operator, never resent); the webhook retries its
+    admit, which the journal deduplicates;
   * SIGTERM stops after the message in hand and gives back, with
     inbox_release, whatever the last claim handed out but was not handled.
 
@@ -98,9 +103,15 @@ class Bot:
         self.schema = sql.Identifier(args.schema)
         self.provider = FakeProvider(args.deliveries)
         self.stats = dict(handled=0, duplicates=0, provider_errors=0,
-                          heartbeats=0, released=0, stale=0, replies=0)
-        self.conn = psycopg.connect(args.dsn, autocommit=True)
+                          heartbeats=0, released=0, stale=0, replies=0, reconnects=0)
+        self.conn = self.connect()
         self.held = {}  # id -> token of every record we hold a lease on
+        self.unconfirmed = {}  # key -> (token, provider id) the provider gave, not yet journaled
+
+    def connect(self, role="worker"):
+        # named, so that an operator (or examples/run) can tell the connections apart
+        return psycopg.connect(self.args.dsn, autocommit=True,
+                               application_name=f"{self.instance} {role}")
 
     # -- boot ---------------------------------------------------------
     def boot(self):
@@ -110,24 +121,79 @@ class Bot:
                 message_id text NOT NULL, chat_id text NOT NULL,
                 reply_key text, instance text NOT NULL,
                 at timestamptz NOT NULL DEFAULT clock_timestamp())""").format(self.schema))
-            cur.execute("SELECT * FROM durable.instance_start(%s)", (self.instance,))
-            recovered, ambiguous = cur.fetchone()
-        print(f"{self.instance}: booted (recovered {recovered} inbox records, "
+        self.start_instance("booted")
+
+    def start_instance(self, what):
+        recovered, ambiguous = self.conn.execute(
+            "SELECT * FROM durable.instance_start(%s)", (self.instance,)).fetchone()
+        print(f"{self.instance}: {what} (recovered {recovered} inbox records, "
               f"{ambiguous} ambiguous sends)", flush=True)
+
+    def reconnect(self, error, deadline):
+        """The connection was lost: connect again and reboot, as after a crash.
+
+        Whatever this run held is taken back by instance_start rather than
+        finished: a lease's confirmation might have committed or not, and a
+        send begun but not confirmed might have reached the provider or not
+        (instance_start flags it unknown; it is never resent by itself).
+        """
+        self.stats["reconnects"] += 1
+        self.held = {}
+        print(f"{self.instance}: connection lost ({error.__class__.__name__}); reconnecting",
+              flush=True)
+        delay = 0.1
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            try:
+                self.conn.close()
+                self.conn = self.connect()
+                self.start_instance("reconnected")
+                self.confirm_sends()
+                return True
+            except psycopg.OperationalError:
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        return False
+
+    def confirm_sends(self):
+        """Journal the sends the provider accepted whose outbox_sent was lost.
+
+        instance_start flagged them unknown; their token still confirms them
+        (a repeat of a confirmation that did commit is a no-op).
+        """
+        for key, (token, pmid) in list(self.unconfirmed.items()):
+            try:
+                self.conn.execute("SELECT durable.outbox_sent(%s, %s, %s)", (key, token, pmid))
+            except psycopg.Error as e:
+                if e.sqlstate not in (STALE_LEASE, "DR003"):
+                    raise
+                # DR001/DR003: an operator settled it meanwhile (retried or discarded)
+            del self.unconfirmed[key]
 
     # -- the platform's webhook, in its own thread and connection -------
     def feeder(self):
-        with psycopg.connect(self.args.dsn, autocommit=True) as conn:
-            for message_id, chat_id, payload in feed_messages(self.args.feed):
-                if self.stop.is_set():
-                    return
-                row = conn.execute(
-                    "SELECT duplicate FROM durable.inbox_admit("
-                    " source => %s, message_id => %s, chat_id => %s, payload => %s)",
-                    (self.source, message_id, chat_id, Jsonb(payload))).fetchone()
-                if row[0]:
-                    self.stats["duplicates"] += 1
-                time.sleep(self.args.feed_delay)
+        conn = self.connect("webhook")
+        for message_id, chat_id, payload in feed_messages(self.args.feed):
+            while not self.stop.is_set():
+                try:
+                    row = conn.execute(
+                        "SELECT duplicate FROM durable.inbox_admit("
+                        " source => %s, message_id => %s, chat_id => %s, payload => %s)",
+                        (self.source, message_id, chat_id, Jsonb(payload))).fetchone()
+                    break
+                except psycopg.OperationalError:
+                    # did the admit commit?  Admitting again answers: it is deduplicated
+                    time.sleep(0.1)
+                    try:
+                        conn.close()
+                        conn = self.connect("webhook")
+                    except psycopg.OperationalError:
+                        pass
+            if self.stop.is_set():
+                break
+            if row[0]:
+                self.stats["duplicates"] += 1
+            time.sleep(self.args.feed_delay)
+        conn.close()
 
     # -- one message ----------------------------------------------------
     def handle(self, rec):
@@ -167,7 +233,10 @@ class Bot:
                                   (rid, token, f"provider: {e}"))
                 return
             if action == "send":
+                # the provider's answer must reach the journal: kept until it has
+                self.unconfirmed[key] = (send_token, pmid)
                 self.conn.execute("SELECT durable.outbox_sent(%s, %s, %s)", (key, send_token, pmid))
+                del self.unconfirmed[key]
             self.stats["replies"] += 1
         elif action == "sent":
             pass  # sent by an earlier run of this handler: answered from the journal
@@ -219,8 +288,9 @@ class Bot:
                 self.stats["heartbeats"] += 1
 
     def feed_done(self):
+        """Every message finished: done, or dead (out of attempts: an operator's now)."""
         row = self.conn.execute(
-            "SELECT count(*) FROM durable.inbox WHERE source = %s AND state = 'done'",
+            "SELECT count(*) FROM durable.inbox WHERE source = %s AND state IN ('done', 'dead')",
             (self.source,)).fetchone()
         return row[0] >= self.args.feed
 
@@ -230,48 +300,57 @@ class Bot:
         feeder = threading.Thread(target=self.feeder, daemon=True)
         feeder.start()
         deadline = time.monotonic() + self.args.timeout
-        with self.conn.cursor(row_factory=dict_row) as cur:
-            while not self.stop.is_set():
-                if time.monotonic() > deadline:
-                    print(f"{self.instance}: timed out", file=sys.stderr)
-                    return 1
-                # waits in the server until work is admitted or due: no polling
-                cur.execute("SELECT * FROM durable.inbox_claim(instance => %s, max => 3,"
-                            " lease => %s::interval, wait => '2s')",
-                            (self.instance, self.args.lease))
-                batch = cur.fetchall()
-                self.held = {rec["id"]: rec["token"] for rec in batch}
-                for rec in batch:
-                    if self.stop.is_set():
-                        # clean shutdown: give back what we hold, attempts not counted
-                        for held_id, held_token in self.held.items():
-                            try:
-                                self.conn.execute("SELECT durable.inbox_release(%s, %s)",
-                                                  (held_id, held_token))
-                                self.stats["released"] += 1
-                            except psycopg.Error as e:
-                                if e.sqlstate != STALE_LEASE:
-                                    raise  # DR001: its lease had ended; nothing to give back
-                        break
-                    if rec["id"] not in self.held:
-                        continue  # its lease was lost while it waited its turn
-                    try:
-                        self.handle(rec)
-                    except psycopg.Error as e:
-                        if e.sqlstate != STALE_LEASE:
-                            raise
-                        self.stats["stale"] += 1  # fenced off: drop it, its new holder handles it
-                    self.held.pop(rec["id"], None)  # (a heartbeat may have dropped it)
-                if not batch and not feeder.is_alive() and self.feed_done():
+        while not self.stop.is_set():
+            if time.monotonic() > deadline:
+                print(f"{self.instance}: timed out", file=sys.stderr)
+                return 1
+            try:
+                if self.claim_and_handle(feeder):
+                    break
+            except psycopg.OperationalError as e:
+                if not self.reconnect(e, deadline):
                     break
         feeder.join()
         s = self.stats
         how = "stopped by SIGTERM" if self.stop.is_set() else "feed processed"
         print(f"{self.instance}: {how}: handled {s['handled']}, replies delivered {s['replies']}, "
               f"duplicates {s['duplicates']}, provider errors {s['provider_errors']}, "
-              f"heartbeats {s['heartbeats']}, released {s['released']}, stale {s['stale']}",
+              f"heartbeats {s['heartbeats']}, released {s['released']}, stale {s['stale']}, "
+              f"reconnects {s['reconnects']}",
               flush=True)
         return 0
+
+    def claim_and_handle(self, feeder):
+        """One claim and its batch; True once the whole feed is done."""
+        # waits in the server until work is admitted or due: no polling
+        with self.conn.cursor(row_factory=dict_row) as cur:
+            cur.execute("SELECT * FROM durable.inbox_claim(instance => %s, max => 3,"
+                        " lease => %s::interval, wait => '2s')",
+                        (self.instance, self.args.lease))
+            batch = cur.fetchall()
+        self.held = {rec["id"]: rec["token"] for rec in batch}
+        for rec in batch:
+            if self.stop.is_set():
+                # clean shutdown: give back what we hold, attempts not counted
+                for held_id, held_token in self.held.items():
+                    try:
+                        self.conn.execute("SELECT durable.inbox_release(%s, %s)",
+                                          (held_id, held_token))
+                        self.stats["released"] += 1
+                    except psycopg.Error as e:
+                        if e.sqlstate != STALE_LEASE:
+                            raise  # DR001: its lease had ended; nothing to give back
+                return False
+            if rec["id"] not in self.held:
+                continue  # its lease was lost while it waited its turn
+            try:
+                self.handle(rec)
+            except psycopg.Error as e:
+                if e.sqlstate != STALE_LEASE:
+                    raise
+                self.stats["stale"] += 1  # fenced off: drop it, its new holder handles it
+            self.held.pop(rec["id"], None)  # (a heartbeat may have dropped it)
+        return not batch and not feeder.is_alive() and self.feed_done()
 
 
 def main():
