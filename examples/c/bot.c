@@ -23,6 +23,12 @@
  *			inbox_complete: the effect commits exactly when the message is
  *			done;
  *	 - slow jobs send inbox_heartbeat while they work;
+ *	 - a lost connection (a server restart, a failover) is a reboot: the
+ *	   worker connects again and calls instance_start, which takes back the
+ *	   leases it held and flags a send it had begun but not confirmed as
+ *	   unknown; a send the provider had accepted is then confirmed with its
+ *	   token (outbox_sent), so it ends sent; the webhook repeats an admit
+ *	   whose answer was lost, which the journal deduplicates;
  *	 - SIGTERM stops after the message in hand and gives back, with
  *	   inbox_release, whatever the last claim handed out but was not handled.
  *
@@ -49,6 +55,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -87,6 +94,7 @@ typedef struct Stats
 	int			heartbeats;
 	int			released;
 	int			stale;
+	int			reconnects;
 } Stats;
 
 static volatile sig_atomic_t stopping = 0;
@@ -107,6 +115,24 @@ typedef struct Held
 static Held held[MAX_BATCH];
 static int	nheld;
 
+/*
+ * A lost connection of the worker unwinds to its loop (worker_lost), which
+ * reconnects.  The only result held across calls is the last claim's.
+ */
+static sigjmp_buf worker_lost;
+static bool worker_running;
+static PGresult *claimed;
+
+/* A send the provider accepted whose outbox_sent has not answered yet. */
+typedef struct Unconfirmed
+{
+	bool		pending;
+	char		key[600];
+	char		token[32];
+	char		pmid[64];
+} Unconfirmed;
+static Unconfirmed unconfirmed;
+
 /* Keys the fake provider refused once (it refuses only the first call). */
 static char **refused;
 static int	nrefused;
@@ -126,6 +152,32 @@ die(const char *what, PGresult *res)
 	exit(1);
 }
 
+/*
+ * Connect with --conninfo (or the environment), named "<instance> <role>"
+ * so that an operator (or examples/run) can tell the connections apart.
+ */
+static PGconn *
+connect_as(const char *role)
+{
+	char		name[128];
+	const char *keys[] = {"dbname", "application_name", NULL};
+	const char *values[] = {args.conninfo, name, NULL};
+
+	snprintf(name, sizeof(name), "%s %s", args.instance, role);
+	return PQconnectdbParams(keys, values, 1);
+}
+
+/* A failed call of the worker's on a connection that is gone: go reconnect. */
+static void
+check_lost(PGconn *conn, PGresult *res)
+{
+	if (conn != db || !worker_running || PQstatus(conn) != CONNECTION_BAD)
+		return;
+	fprintf(stderr, "%s: connection lost: %s", args.instance, PQresultErrorMessage(res));
+	PQclear(res);
+	siglongjmp(worker_lost, 1);
+}
+
 /* Run a statement with text parameters; any failure ends the bot. */
 static PGresult *
 exec(PGconn *conn, const char *sql, int n, const char *const *params)
@@ -133,7 +185,10 @@ exec(PGconn *conn, const char *sql, int n, const char *const *params)
 	PGresult   *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
+	{
+		check_lost(conn, res);
 		die(sql, res);
+	}
 	return res;
 }
 
@@ -150,6 +205,7 @@ exec_fenced(const char *sql, int n, const char *const *params)
 
 	if (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
 		return res;
+	check_lost(db, res);
 	sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	if (sqlstate == NULL || strcmp(sqlstate, STALE_LEASE) != 0)
 		die(sql, res);
@@ -244,7 +300,7 @@ provider_send(const char *key, const char *chat_id, const char *text, bool refus
 static void
 feeder_main(void)
 {
-	PGconn	   *conn = PQconnectdb(args.conninfo);
+	PGconn	   *conn = connect_as("webhook");
 	int			duplicates = 0;
 	int			deliveries = 0;
 	int			i,
@@ -272,8 +328,23 @@ feeder_main(void)
 				snprintf(payload, sizeof(payload), "{\"text\": \"say \\\"hello\\\" \\\\ %d\", \"n\": %d}", i, i);
 			else
 				snprintf(payload, sizeof(payload), "{\"text\": \"hello %d\", \"n\": %d}", i, i);
-			res = exec(conn, "SELECT duplicate FROM durable.inbox_admit(source => $1,"
-					   " message_id => $2, chat_id => $3, payload => $4::jsonb)", 4, params);
+			for (;;)
+			{
+				res = PQexecParams(conn, "SELECT duplicate FROM durable.inbox_admit(source => $1,"
+								   " message_id => $2, chat_id => $3, payload => $4::jsonb)",
+								   4, NULL, params, NULL, NULL, 0);
+				if (PQresultStatus(res) == PGRES_TUPLES_OK)
+					break;
+				if (PQstatus(conn) != CONNECTION_BAD || stopping)
+				{
+					fprintf(stderr, "%s webhook: inbox_admit: %s", args.instance, PQresultErrorMessage(res));
+					_exit(1);
+				}
+				/* did the admit commit?  Admitting again answers: it is deduplicated */
+				PQclear(res);
+				sleep_s(0.1);
+				PQreset(conn);
+			}
 			deliveries++;
 			if (strcmp(PQgetvalue(res, 0, 0), "t") == 0)
 				duplicates++;
@@ -399,7 +470,13 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 		{
 			const char *params[3] = {key, send_token, pmid};
 
+			/* the provider's answer must reach the journal: kept until it has */
+			unconfirmed.pending = true;
+			snprintf(unconfirmed.key, sizeof(unconfirmed.key), "%s", key);
+			snprintf(unconfirmed.token, sizeof(unconfirmed.token), "%s", send_token);
+			snprintf(unconfirmed.pmid, sizeof(unconfirmed.pmid), "%s", pmid);
 			exec_clear(db, "SELECT durable.outbox_sent($1, $2::bigint, $3)", 3, params);
+			unconfirmed.pending = false;
 		}
 		stats.replies++;
 	}
@@ -460,6 +537,64 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 	}
 }
 
+/* durable.instance_start: what this instance held comes back. */
+static void
+start_instance(const char *what)
+{
+	const char *params[1] = {args.instance};
+	PGresult   *res = exec(db, "SELECT * FROM durable.instance_start($1)", 1, params);
+
+	printf("%s: %s (recovered %s inbox records, %s ambiguous sends)\n", args.instance, what,
+		   PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+	fflush(stdout);
+	PQclear(res);
+}
+
+/*
+ * The connection was lost: connect again and reboot, as after a crash.
+ * Whatever this run held is taken back by instance_start rather than
+ * finished; a send the provider accepted whose outbox_sent was lost (now
+ * unknown) is confirmed with its token, a repeat of a confirmation that did
+ * commit being a no-op.  False if the deadline or a SIGTERM came first.
+ */
+static bool
+reconnect(double deadline)
+{
+	double		delay = 0.1;
+
+	stats.reconnects++;
+	PQclear(claimed);
+	claimed = NULL;
+	nheld = 0;
+	while (!stopping && now_s() < deadline)
+	{
+		PQreset(db);
+		if (PQstatus(db) == CONNECTION_OK)
+		{
+			exec_clear(db, "SET client_min_messages = warning", 0, NULL);
+			start_instance("reconnected");
+			if (unconfirmed.pending)
+			{
+				const char *params[3] = {unconfirmed.key, unconfirmed.token, unconfirmed.pmid};
+				PGresult   *res = PQexecParams(db, "SELECT durable.outbox_sent($1, $2::bigint, $3)",
+											   3, NULL, params, NULL, NULL, 0);
+				const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+				/* DR001/DR003: an operator settled it meanwhile (retried or discarded) */
+				if (PQresultStatus(res) != PGRES_TUPLES_OK &&
+					(sqlstate == NULL || (strcmp(sqlstate, STALE_LEASE) != 0 && strcmp(sqlstate, "DR003") != 0)))
+					die("outbox_sent after reconnecting", res);
+				PQclear(res);
+				unconfirmed.pending = false;
+			}
+			return true;
+		}
+		sleep_s(delay);
+		delay = delay * 2 > 5 ? 5 : delay * 2;
+	}
+	return false;
+}
+
 /* Every message finished: done, or dead (out of attempts: an operator's now). */
 static bool
 feed_done(void)
@@ -505,7 +640,7 @@ main(int argc, char **argv)
 	pid_t		feeder;
 	double		deadline;
 	int			c;
-	bool		feeder_alive = true;
+	volatile bool feeder_alive = true;	/* (kept across a siglongjmp) */
 	char	   *schema;
 	char		sql[512];
 
@@ -542,7 +677,7 @@ main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 
 	/* boot */
-	db = PQconnectdb(args.conninfo);
+	db = connect_as("worker");
 	if (PQstatus(db) != CONNECTION_OK)
 		die("connect", NULL);
 	exec_clear(db, "SET client_min_messages = warning", 0, NULL);
@@ -555,15 +690,7 @@ main(int argc, char **argv)
 			 " at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp())", schema);
 	exec_clear(db, sql, 0, NULL);
 	PQfreemem(schema);
-	{
-		const char *params[1] = {args.instance};
-		PGresult   *res = exec(db, "SELECT * FROM durable.instance_start($1)", 1, params);
-
-		printf("%s: booted (recovered %s inbox records, %s ambiguous sends)\n", args.instance,
-			   PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
-		fflush(stdout);
-		PQclear(res);
-	}
+	start_instance("booted");
 
 	feeder = fork();
 	if (feeder < 0)
@@ -576,6 +703,13 @@ main(int argc, char **argv)
 
 	/* the worker loop */
 	deadline = now_s() + args.timeout;
+	if (sigsetjmp(worker_lost, 0) != 0 && !reconnect(deadline) && !stopping)
+	{
+		fprintf(stderr, "%s: timed out reconnecting\n", args.instance);
+		kill(feeder, SIGTERM);
+		return 1;
+	}
+	worker_running = true;
 	while (!stopping)
 	{
 		const char *params[2] = {args.instance, args.lease};
@@ -590,7 +724,7 @@ main(int argc, char **argv)
 			return 1;
 		}
 		/* waits in the server until work is admitted or due: no polling */
-		res = exec(db, "SELECT c.id, c.token, c.message_id, c.chat_id,"
+		res = claimed = exec(db, "SELECT c.id, c.token, c.message_id, c.chat_id,"
 				   " (c.payload->>'n')::pg_catalog.int4, c.payload->>'text'"
 				   " FROM durable.inbox_claim(instance => $1, max => 3, lease => $2::interval,"
 				   " wait => '2s') c", 2, params);
@@ -626,6 +760,7 @@ main(int argc, char **argv)
 		}
 		nheld = 0;
 		PQclear(res);
+		claimed = NULL;
 		if (feeder_alive && waitpid(feeder, NULL, WNOHANG) == feeder)
 			feeder_alive = false;
 		if (n == 0 && !feeder_alive && feed_done())
@@ -637,9 +772,10 @@ main(int argc, char **argv)
 		waitpid(feeder, NULL, 0);
 	}
 	printf("%s: %s: handled %d, replies delivered %d, provider errors %d, heartbeats %d,"
-		   " released %d, stale %d\n", args.instance, stopping ? "stopped by SIGTERM" : "feed processed",
+		   " released %d, stale %d, reconnects %d\n", args.instance,
+		   stopping ? "stopped by SIGTERM" : "feed processed",
 		   stats.handled, stats.replies, stats.provider_errors, stats.heartbeats, stats.released,
-		   stats.stale);
+		   stats.stale, stats.reconnects);
 	PQfinish(db);
 	return 0;
 }
