@@ -194,11 +194,12 @@ exec(PGconn *conn, const char *sql, int n, const char *const *params)
 
 /*
  * As exec(), for a call that names a lease we hold: NULL when the lease was
- * lost (DR001, a stale token: another replica has the record now), any
- * other failure ends the bot.
+ * lost (DR001, a stale token: another replica has the record now) or, with
+ * settled_too, when an operator settled the send meanwhile (DR003:
+ * discarded, or sent after a retry); any other failure ends the bot.
  */
 static PGresult *
-exec_fenced(const char *sql, int n, const char *const *params)
+exec_fenced_or(const char *sql, int n, const char *const *params, bool settled_too)
 {
 	PGresult   *res = PQexecParams(db, sql, n, NULL, params, NULL, NULL, 0);
 	const char *sqlstate;
@@ -207,10 +208,17 @@ exec_fenced(const char *sql, int n, const char *const *params)
 		return res;
 	check_lost(db, res);
 	sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-	if (sqlstate == NULL || strcmp(sqlstate, STALE_LEASE) != 0)
+	if (sqlstate == NULL ||
+		(strcmp(sqlstate, STALE_LEASE) != 0 && !(settled_too && strcmp(sqlstate, "DR003") == 0)))
 		die(sql, res);
 	PQclear(res);
 	return NULL;
+}
+
+static PGresult *
+exec_fenced(const char *sql, int n, const char *const *params)
+{
+	return exec_fenced_or(sql, n, params, false);
 }
 
 static void
@@ -527,6 +535,7 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 			stats.handled++;
 			return;
 		}
+		check_lost(db, res);	/* (the transaction is gone with the connection) */
 		sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 		if (sqlstate == NULL || strcmp(sqlstate, STALE_LEASE) != 0)
 			die("inbox_complete", res);
@@ -560,7 +569,7 @@ start_instance(const char *what)
 static bool
 reconnect(double deadline)
 {
-	double		delay = 0.1;
+	static double delay = 0.1;	/* (a loss while reconnecting comes back here) */
 
 	stats.reconnects++;
 	PQclear(claimed);
@@ -568,29 +577,20 @@ reconnect(double deadline)
 	nheld = 0;
 	while (!stopping && now_s() < deadline)
 	{
-		PQreset(db);
-		if (PQstatus(db) == CONNECTION_OK)
-		{
-			exec_clear(db, "SET client_min_messages = warning", 0, NULL);
-			start_instance("reconnected");
-			if (unconfirmed.pending)
-			{
-				const char *params[3] = {unconfirmed.key, unconfirmed.token, unconfirmed.pmid};
-				PGresult   *res = PQexecParams(db, "SELECT durable.outbox_sent($1, $2::bigint, $3)",
-											   3, NULL, params, NULL, NULL, 0);
-				const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-
-				/* DR001/DR003: an operator settled it meanwhile (retried or discarded) */
-				if (PQresultStatus(res) != PGRES_TUPLES_OK &&
-					(sqlstate == NULL || (strcmp(sqlstate, STALE_LEASE) != 0 && strcmp(sqlstate, "DR003") != 0)))
-					die("outbox_sent after reconnecting", res);
-				PQclear(res);
-				unconfirmed.pending = false;
-			}
-			return true;
-		}
 		sleep_s(delay);
 		delay = delay * 2 > 5 ? 5 : delay * 2;
+		PQreset(db);
+		if (PQstatus(db) != CONNECTION_OK)
+			continue;
+		exec_clear(db, "SET client_min_messages = warning", 0, NULL);
+		start_instance("reconnected");
+		if (unconfirmed.pending)
+			PQclear(exec_fenced_or("SELECT durable.outbox_sent($1, $2::bigint, $3)", 3,
+								   (const char *const[]) {unconfirmed.key, unconfirmed.token,
+														  unconfirmed.pmid}, true));
+		unconfirmed.pending = false;
+		delay = 0.1;
+		return true;
 	}
 	return false;
 }
@@ -703,11 +703,14 @@ main(int argc, char **argv)
 
 	/* the worker loop */
 	deadline = now_s() + args.timeout;
-	if (sigsetjmp(worker_lost, 0) != 0 && !reconnect(deadline) && !stopping)
+	if (sigsetjmp(worker_lost, 0) != 0)
 	{
-		fprintf(stderr, "%s: timed out reconnecting\n", args.instance);
-		kill(feeder, SIGTERM);
-		return 1;
+		if (!reconnect(deadline) && !stopping)
+		{
+			fprintf(stderr, "%s: timed out reconnecting\n", args.instance);
+			kill(feeder, SIGTERM);
+			return 1;
+		}
 	}
 	worker_running = true;
 	while (!stopping)

@@ -44,10 +44,13 @@ const { Client, escapeIdentifier } = require('pg');
 const STALE_LEASE = 'DR001';
 
 // The server ended the session (57P01-57P03: shutdown, crash, not accepting
-// connections yet), the connection failed (class 08), or its socket closed.
+// connections yet; 53300: too many connections), the connection failed
+// (class 08), or its socket closed or is not there (a restarting server's
+// Unix socket: ENOENT).
 function connectionLost(e) {
-  return ['57P01', '57P02', '57P03'].includes(e.code) || String(e.code || '').startsWith('08')
-    || /Connection terminated|ECONNRESET|ECONNREFUSED|EPIPE|not queryable|Client was closed/.test(e.message);
+  return ['57P01', '57P02', '57P03', '53300'].includes(e.code) || String(e.code || '').startsWith('08')
+    || ['ECONNRESET', 'ECONNREFUSED', 'ENOENT', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH'].includes(e.code)
+    || /Connection terminated|not queryable|Client was closed/.test(e.message);
 }
 
 function parseArgs(argv) {
@@ -332,7 +335,9 @@ class Bot {
   async run() {
     await this.boot();
     let feederDone = false;
-    const feeder = this.feeder().finally(() => { feederDone = true; });
+    let feederError = null;
+    // (caught here, or an error of the webhook's would end the process at once)
+    const feeder = this.feeder().catch((e) => { feederError = e; }).finally(() => { feederDone = true; });
     const deadline = Date.now() + this.args.timeout * 1000;
     while (!this.stopping) {
       if (Date.now() > deadline) {
@@ -343,10 +348,17 @@ class Bot {
         if (await this.claimAndHandle(() => feederDone)) break;
       } catch (e) {
         if (!connectionLost(e)) throw e;
-        if (!await this.reconnect(e, deadline)) break;
+        if (!await this.reconnect(e, deadline)) {
+          if (this.stopping) break;
+          console.error(`${this.instance}: timed out reconnecting`);
+          this.stopping = true; // the webhook stops too
+          await feeder;
+          return 1;
+        }
       }
     }
     await feeder;
+    if (feederError) throw feederError;
     await this.db.end().catch(() => {});
     const s = this.stats;
     console.log(`${this.instance}: ${this.stopping ? 'stopped by SIGTERM' : 'feed processed'}: `

@@ -14,11 +14,16 @@ A complete, runnable loop with a fake chat platform and a fake provider:
   * each message is handled in the order the discipline requires:
       1. the reply goes out through outbox_begin (key derived from the
          inbound lease, so a reprocessed message re-derives the same key),
-         the provider, then outbox_sent, or outbox_failed + inbox_fail
-         when the provider refuses (the message comes back later and the
-         retried send reuses its key);
-      2. one transaction writes the handler's effect row and ends with
-         inbox_complete: the effect commits exactly when the message is done;
+         the provider, then outbox_sent; when the provider refuses,
+         outbox_failed: the journal holds the reply and the sender loop
+         retries it (the Node and C bots give the message back instead);
+      2. one transaction writes the handler's effect row, enqueues a
+         follow-up for every 4th message (outbox_enqueue, due later) and
+         ends with inbox_complete: the effect and the follow-up commit
+         exactly when the message is done;
+  * a sender loop (its own thread, connection and instance id) waits in the
+    server with outbox_claim for due sends -- follow-ups, refused replies --
+    and sends and confirms them;
   * slow jobs send inbox_heartbeat while they work;
   * a lost connection (a server restart, a failover) is a reboot: the bot
     connects again and calls instance_start, which takes back the leases it
@@ -61,24 +66,27 @@ class FakeProvider:
     """Delivers by appending "key<TAB>chat<TAB>text" to a file.
 
     It refuses the first call for the keys it is told to (a 503), so that
-    the retry path runs; the refused call delivers nothing.
+    the retry path runs; the refused call delivers nothing.  The worker and
+    the sender loop call it from two threads.
     """
 
     def __init__(self, path):
         self.path = path
         self.refused = set()
         self.calls = 0
+        self.lock = threading.Lock()
 
     def send(self, key, chat_id, text, refuse_first):
-        self.calls += 1
-        if refuse_first and key not in self.refused:
-            self.refused.add(key)
-            raise ProviderError("503 service unavailable")
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(f"{key}\t{chat_id}\t{text}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        return f"py-{self.calls}"
+        with self.lock:
+            self.calls += 1
+            if refuse_first and key not in self.refused:
+                self.refused.add(key)
+                raise ProviderError("503 service unavailable")
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(f"{key}\t{chat_id}\t{text}\n")
+                f.flush()
+                os.fsync(f.fileno())
+            return f"py-{self.calls}"
 
 
 def feed_messages(n):
@@ -102,8 +110,10 @@ class Bot:
         self.source = args.instance
         self.schema = sql.Identifier(args.schema)
         self.provider = FakeProvider(args.deliveries)
-        self.stats = dict(handled=0, duplicates=0, provider_errors=0,
-                          heartbeats=0, released=0, stale=0, replies=0, reconnects=0)
+        self.stats = dict(handled=0, duplicates=0, provider_errors=0, heartbeats=0,
+                          released=0, stale=0, replies=0, followups=0, sender_sent=0,
+                          reconnects=0)
+        self.feed_finished = threading.Event()  # tells the sender loop to end once idle
         self.conn = self.connect()
         self.held = {}  # id -> token of every record we hold a lease on
         self.unconfirmed = {}  # key -> (token, provider id) the provider gave, not yet journaled
@@ -147,27 +157,92 @@ class Bot:
                 self.conn.close()
                 self.conn = self.connect()
                 self.start_instance("reconnected")
-                self.confirm_sends()
+                self.confirm_sends(self.conn, self.unconfirmed)
                 return True
             except psycopg.OperationalError:
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
         return False
 
-    def confirm_sends(self):
+    @staticmethod
+    def confirm_sends(conn, unconfirmed):
         """Journal the sends the provider accepted whose outbox_sent was lost.
 
         instance_start flagged them unknown; their token still confirms them
         (a repeat of a confirmation that did commit is a no-op).
         """
-        for key, (token, pmid) in list(self.unconfirmed.items()):
+        for key, (token, pmid) in list(unconfirmed.items()):
             try:
-                self.conn.execute("SELECT durable.outbox_sent(%s, %s, %s)", (key, token, pmid))
+                conn.execute("SELECT durable.outbox_sent(%s, %s, %s)", (key, token, pmid))
             except psycopg.Error as e:
                 if e.sqlstate not in (STALE_LEASE, "DR003"):
                     raise
                 # DR001/DR003: an operator settled it meanwhile (retried or discarded)
-            del self.unconfirmed[key]
+            del unconfirmed[key]
+
+    # -- the sender loop, in its own thread and connection ----------------
+    def sender(self):
+        """Send what the journal hands out when due: follow-ups, refused replies.
+
+        Its leases are taken under an instance id of its own: instance_start
+        takes back everything an id holds, and the worker's reboot after a
+        lost connection must not flag the sends this loop is making.  It ends
+        on SIGTERM after the sends in hand, or once the feed is finished and
+        no send of the feed's messages is still due.
+        """
+        instance = f"{self.instance}-sender"
+        conn = None
+        unconfirmed = {}  # key -> (token, provider id), as the worker keeps them
+        delay = 0.1
+        while not self.stop.is_set():
+            try:
+                if conn is None:
+                    conn = self.connect("sender")
+                    conn.execute("SELECT * FROM durable.instance_start(%s)", (instance,))
+                    self.confirm_sends(conn, unconfirmed)
+                    delay = 0.1
+                rows = conn.execute(
+                    "SELECT key, token, chat_id, payload FROM durable.outbox_claim("
+                    " instance => %s, max => 5, lease => %s::interval, wait => '1s')",
+                    (instance, self.args.send_lease)).fetchall()
+                for key, token, chat_id, payload in rows:  # all of them, even on SIGTERM
+                    self.deliver(conn, unconfirmed, key, token, chat_id, payload)
+                if not rows and self.feed_finished.is_set() and not self.sends_due(conn):
+                    break
+            except psycopg.OperationalError:
+                if conn is not None:
+                    conn.close()
+                conn = None
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        if conn is not None:
+            conn.close()
+
+    def deliver(self, conn, unconfirmed, key, token, chat_id, payload):
+        text = payload.get("text", str(payload)) if isinstance(payload, dict) else str(payload)
+        try:
+            pmid = self.provider.send(key, chat_id, text, refuse_first=False)
+        except ProviderError as e:
+            conn.execute("SELECT * FROM durable.outbox_failed(%s, %s, %s, retryable => true)",
+                         (key, token, str(e)))
+            return
+        unconfirmed[key] = (token, pmid)
+        try:
+            conn.execute("SELECT durable.outbox_sent(%s, %s, %s)", (key, token, pmid))
+        except psycopg.Error as e:
+            if e.sqlstate != STALE_LEASE:
+                raise
+            # DR001: its lease ended before the confirmation (another sender has it now,
+            # or an operator retried it): the provider had it, the journal will not say so
+        del unconfirmed[key]
+        self.stats["sender_sent"] += 1
+
+    def sends_due(self, conn):
+        """Whether a send of the feed's messages is still to be sent (or being sent)."""
+        return conn.execute(
+            "SELECT EXISTS (SELECT FROM durable.outbox o JOIN durable.inbox i ON i.id = o.inbound_id"
+            " WHERE i.source = %s AND o.state IN ('pending', 'failed', 'sending'))",
+            (self.source,)).fetchone()[0]
 
     # -- the platform's webhook, in its own thread and connection -------
     def feeder(self):
@@ -224,30 +299,26 @@ class Bot:
                                           refuse_first=(n % self.args.fail_every == 0))
             except ProviderError as e:
                 self.stats["provider_errors"] += 1
+                if action == "bypass":
+                    # not journaled: nobody else will retry it; the message comes back
+                    self.conn.execute("SELECT * FROM durable.inbox_fail(%s, %s, %s, retry_in => '200ms')",
+                                      (rid, token, f"provider: {e}"))
+                    return
+                # journaled: the sender loop retries it when due; the message is handled
+                self.conn.execute(
+                    "SELECT * FROM durable.outbox_failed(%s, %s, %s, retryable => true,"
+                    " retry_in => '100ms')", (key, send_token, str(e)))
+            else:
                 if action == "send":
-                    self.conn.execute(
-                        "SELECT * FROM durable.outbox_failed(%s, %s, %s, retryable => true,"
-                        " retry_in => '100ms')", (key, send_token, str(e)))
-                # the message comes back after the retry is due; its send reuses the key
-                self.conn.execute("SELECT * FROM durable.inbox_fail(%s, %s, %s, retry_in => '200ms')",
-                                  (rid, token, f"provider: {e}"))
-                return
-            if action == "send":
-                # the provider's answer must reach the journal: kept until it has
-                self.unconfirmed[key] = (send_token, pmid)
-                self.conn.execute("SELECT durable.outbox_sent(%s, %s, %s)", (key, send_token, pmid))
-                del self.unconfirmed[key]
-            self.stats["replies"] += 1
-        elif action == "sent":
-            pass  # sent by an earlier run of this handler: answered from the journal
-        elif action in ("busy", "wait"):
-            # busy: another holder's send lease is live; it sends, or dies and the send turns
-            # unknown, by the end of that lease: come back then, not sooner (each return
-            # uses an attempt).  wait: this bot's own outbox_failed asked for 100 ms.
-            retry_in = self.args.send_lease if action == "busy" else "200ms"
-            self.conn.execute("SELECT * FROM durable.inbox_fail(%s, %s, %s, retry_in => %s::interval)",
-                              (rid, token, f"reply {action}", retry_in))
-            return
+                    # the provider's answer must reach the journal: kept until it has
+                    self.unconfirmed[key] = (send_token, pmid)
+                    self.conn.execute("SELECT durable.outbox_sent(%s, %s, %s)", (key, send_token, pmid))
+                    del self.unconfirmed[key]
+                self.stats["replies"] += 1
+        elif action in ("sent", "busy", "wait"):
+            # sent by an earlier run of this handler (answered from the journal), or being
+            # sent by the sender loop, or due later: the journal has the reply either way
+            pass
         else:  # dead or unknown: an operator decides (durablectl); do not resend
             print(f"{self.instance}: reply {key} is {action}; left to the operator", flush=True)
 
@@ -258,6 +329,18 @@ class Bot:
                     sql.SQL("INSERT INTO {}.effects (message_id, chat_id, reply_key, instance)"
                             " VALUES (%s, %s, %s, %s)").format(self.schema),
                     (rec["message_id"], chat_id, key, self.instance))
+                if n % self.args.followup_every == 0:
+                    # journaled with the effects, sent by the sender loop when due; the key
+                    # is derived from the lease as the reply's is (the next one)
+                    self.conn.execute(
+                        "SELECT * FROM durable.outbox_enqueue(idempotency_key => NULL, chat_id => %s,"
+                        " payload => %s, not_before => clock_timestamp() + %s::interval,"
+                        " inbound_id => %s, inbound_token => %s)",
+                        (chat_id, Jsonb({"text": f"follow-up on {n}"}), self.args.followup_in,
+                         rid, token))
+                    followups = 1
+                else:
+                    followups = 0
                 self.conn.execute("SELECT durable.inbox_complete(%s, %s)", (rid, token))
         except psycopg.Error as e:
             if e.sqlstate != STALE_LEASE:
@@ -266,6 +349,7 @@ class Bot:
             self.stats["stale"] += 1
             return
         self.stats["handled"] += 1
+        self.stats["followups"] += followups
 
     def slow_job(self, rid, token):
         """Work longer than the lease, extending it as we go.
@@ -299,6 +383,8 @@ class Bot:
         self.boot()
         feeder = threading.Thread(target=self.feeder, daemon=True)
         feeder.start()
+        sender = threading.Thread(target=self.sender, daemon=True)
+        sender.start()
         deadline = time.monotonic() + self.args.timeout
         while not self.stop.is_set():
             if time.monotonic() > deadline:
@@ -309,13 +395,24 @@ class Bot:
                     break
             except psycopg.OperationalError as e:
                 if not self.reconnect(e, deadline):
-                    break
+                    if self.stop.is_set():
+                        break
+                    print(f"{self.instance}: timed out reconnecting", file=sys.stderr)
+                    self.stop.set()  # the webhook and the sender loop stop too
+                    feeder.join()
+                    return 1
         feeder.join()
+        self.feed_finished.set()
+        sender.join(max(0.0, deadline - time.monotonic()))
+        if sender.is_alive():
+            print(f"{self.instance}: timed out waiting for the sender loop", file=sys.stderr)
+            return 1
         s = self.stats
         how = "stopped by SIGTERM" if self.stop.is_set() else "feed processed"
         print(f"{self.instance}: {how}: handled {s['handled']}, replies delivered {s['replies']}, "
               f"duplicates {s['duplicates']}, provider errors {s['provider_errors']}, "
               f"heartbeats {s['heartbeats']}, released {s['released']}, stale {s['stale']}, "
+              f"follow-ups {s['followups']}, sent by the sender loop {s['sender_sent']}, "
               f"reconnects {s['reconnects']}",
               flush=True)
         return 0
@@ -366,6 +463,8 @@ def main():
     p.add_argument("--slow-every", type=int, default=7)
     p.add_argument("--slow-seconds", type=float, default=1.6)
     p.add_argument("--fail-every", type=int, default=6)
+    p.add_argument("--followup-every", type=int, default=4, help="a follow-up for every K-th message")
+    p.add_argument("--followup-in", default="300ms", help="how long after the message it is due")
     p.add_argument("--timeout", type=float, default=120)
     args = p.parse_args()
 
