@@ -20,7 +20,8 @@
  * privileges (granted by the role that made them, its creator) whose
  * grantee and privilege the creator's default privileges for tables name
  * (global or for schema durable, as 0.5 reads them), other than the
- * SELECT that the scripts grant pg_monitor; and any grant to PUBLIC, which
+ * SELECT that the scripts grant pg_monitor (of which only a grant option
+ * that they name is revoked); and any grant to PUBLIC, which
  * durable never makes (PUBLIC has no USAGE on the schema anyway).  Those
  * the view still has are revoked (CASCADE: a grant passed on from a grant
  * option goes with it) and named in a WARNING, since a grant made later by
@@ -97,35 +98,49 @@ BEGIN
         creator := (SELECT initial.grantor FROM pg_catalog.aclexplode(v.initprivs) initial LIMIT 1);
 
         FOR g IN
-            SELECT CASE WHEN granted.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                        ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(granted.grantee)) END AS grantee,
-                   pg_catalog.string_agg(granted.privilege_type, ', ' ORDER BY granted.privilege_type) AS privileges
-              FROM pg_catalog.aclexplode(v.relacl) granted
-             WHERE granted.grantor OPERATOR(pg_catalog.=) v.relowner
-               AND granted.grantee OPERATOR(pg_catalog.<>) v.relowner
-               AND (granted.grantee OPERATOR(pg_catalog.=) 0
-                    OR (NOT (granted.grantee OPERATOR(pg_catalog.=) 'pg_monitor'::pg_catalog.regrole
-                             AND granted.privilege_type OPERATOR(pg_catalog.=) 'SELECT')
-                        AND EXISTS (
-                            SELECT FROM pg_catalog.aclexplode(v.initprivs) initial
-                             WHERE initial.grantor OPERATOR(pg_catalog.=) creator
-                               AND initial.grantee OPERATOR(pg_catalog.=) granted.grantee
-                               AND initial.privilege_type OPERATOR(pg_catalog.=) granted.privilege_type)
-                        AND EXISTS (
-                            SELECT FROM pg_catalog.pg_default_acl d
-                             CROSS JOIN LATERAL pg_catalog.aclexplode(d.defaclacl) by_default
-                             WHERE d.defaclrole OPERATOR(pg_catalog.=) creator
-                               AND d.defaclobjtype OPERATOR(pg_catalog.=) 'r'
-                               AND d.defaclnamespace OPERATOR(pg_catalog.=) ANY
-                                       (ARRAY[0, 'durable'::pg_catalog.regnamespace]::pg_catalog.oid[])
-                               AND by_default.grantee OPERATOR(pg_catalog.=) granted.grantee
-                               AND by_default.privilege_type OPERATOR(pg_catalog.=) granted.privilege_type)))
-             GROUP BY granted.grantee
-             ORDER BY 1
+            SELECT c.grantee, c.option_only,
+                   pg_catalog.string_agg(c.privilege_type, ', ' ORDER BY c.privilege_type) AS privileges
+              FROM (SELECT CASE WHEN granted.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                                ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(granted.grantee))
+                           END AS grantee,
+                           granted.privilege_type,
+                           /* pg_monitor keeps its SELECT: only a grant option is revoked */
+                           (granted.grantee OPERATOR(pg_catalog.=) 'pg_monitor'::pg_catalog.regrole
+                            AND granted.privilege_type OPERATOR(pg_catalog.=) 'SELECT') AS option_only,
+                           granted.grantee AS grantee_oid, granted.is_grantable
+                      FROM pg_catalog.aclexplode(v.relacl) granted
+                     WHERE granted.grantor OPERATOR(pg_catalog.=) v.relowner
+                       AND granted.grantee OPERATOR(pg_catalog.<>) v.relowner) c
+             WHERE c.grantee_oid OPERATOR(pg_catalog.=) 0
+                OR ((c.is_grantable OR NOT c.option_only)
+                    AND EXISTS (
+                        SELECT FROM pg_catalog.aclexplode(v.initprivs) initial
+                         WHERE initial.grantor OPERATOR(pg_catalog.=) creator
+                           AND initial.grantee OPERATOR(pg_catalog.=) c.grantee_oid
+                           AND initial.privilege_type OPERATOR(pg_catalog.=) c.privilege_type
+                           AND (initial.is_grantable OR NOT c.option_only))
+                    AND EXISTS (
+                        SELECT FROM pg_catalog.pg_default_acl d
+                         CROSS JOIN LATERAL pg_catalog.aclexplode(d.defaclacl) by_default
+                         WHERE d.defaclrole OPERATOR(pg_catalog.=) creator
+                           AND d.defaclobjtype OPERATOR(pg_catalog.=) 'r'
+                           AND d.defaclnamespace OPERATOR(pg_catalog.=) ANY
+                                   (ARRAY[0, 'durable'::pg_catalog.regnamespace]::pg_catalog.oid[])
+                           AND by_default.grantee OPERATOR(pg_catalog.=) c.grantee_oid
+                           AND by_default.privilege_type OPERATOR(pg_catalog.=) c.privilege_type
+                           AND (by_default.is_grantable OR NOT c.option_only)))
+             GROUP BY c.grantee, c.option_only
+             ORDER BY 1, 2
         LOOP
             EXECUTE pg_catalog.format('REVOKE %s ON TABLE %s FROM %s CASCADE', g.privileges, v.name, g.grantee);
+            IF g.option_only THEN
+                /* granted again, without the option, last in the ACL as in a fresh install */
+                EXECUTE pg_catalog.format('GRANT SELECT ON TABLE %s TO pg_monitor', v.name);
+            END IF;
             revoked := revoked OPERATOR(pg_catalog.||)
-                       pg_catalog.format('%s (%s) on %s', g.grantee, g.privileges, v.name);
+                       pg_catalog.format('%s (%s%s) on %s', g.grantee,
+                                         CASE WHEN g.option_only THEN 'grant option for ' ELSE '' END,
+                                         g.privileges, v.name);
         END LOOP;
 
         IF v.relowner OPERATOR(pg_catalog.<>) owner_oid THEN

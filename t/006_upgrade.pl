@@ -311,6 +311,7 @@ $node->safe_psql('other_updater', "CREATE EXTENSION durable VERSION '$first'");
 $node->safe_psql('other_updater', q{
 	ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC, upgrade_analytics;
 	ALTER DEFAULT PRIVILEGES GRANT INSERT ON TABLES TO upgrade_analytics WITH GRANT OPTION;
+	ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO pg_monitor WITH GRANT OPTION;
 	ALTER EXTENSION durable UPDATE TO '0.8';
 	GRANT SELECT ON durable.stat_counters TO upgrade_reader;
 	GRANT SELECT (inbox_pending) ON durable.stat_standing TO upgrade_reader;
@@ -324,14 +325,14 @@ my ($other_rc, $other_out, $other_err) = $node->psql('other_updater',
 	'ALTER EXTENSION durable UPDATE', extra_params => [ '-U', 'upgrade_admin2' ]);
 is($other_rc, 0, 'other_updater: the update to 0.9 runs') or diag($other_err);
 like($other_err,
-	qr/WARNING:  durable: revoked what default privileges granted on its monitoring views: PUBLIC \(SELECT\) on durable\.stat_counters, upgrade_analytics \(INSERT, SELECT\) on durable\.stat_counters, PUBLIC \(SELECT\) on durable\.stat_standing, upgrade_analytics \(INSERT, SELECT\) on durable\.stat_standing\n.*owned by upgrade_admin2/s,
+	qr/WARNING:  durable: revoked what default privileges granted on its monitoring views: PUBLIC \(SELECT\) on durable\.stat_counters, pg_monitor \(grant option for SELECT\) on durable\.stat_counters, upgrade_analytics \(INSERT, SELECT\) on durable\.stat_counters, PUBLIC \(SELECT\) on durable\.stat_standing, pg_monitor \(grant option for SELECT\) on durable\.stat_standing, upgrade_analytics \(INSERT, SELECT\) on durable\.stat_standing\n.*owned by upgrade_admin2/s,
 	'other_updater: the WARNING names each revoked grant and the former owner') or diag($other_err);
 is($node->safe_psql('other_updater', q{
 	SELECT string_agg(c.relname || ' ' || c.relowner::regrole || ' ' || c.relacl::text, '; ' ORDER BY c.relname)
 	  FROM pg_class c WHERE c.relnamespace = 'durable'::regnamespace AND c.relkind = 'v'}),
-	'stat_counters postgres {postgres=arwdDxt/postgres,pg_monitor=r/postgres,upgrade_reader=r/postgres}; '
+	'stat_counters postgres {postgres=arwdDxt/postgres,upgrade_reader=r/postgres,pg_monitor=r/postgres}; '
 	  . 'stat_standing postgres {postgres=arwdDxt/postgres,pg_monitor=r/postgres}',
-	"other_updater: the views belong to durable's owner; the grant made by hand stays, the passed-on one went with its grant option");
+	"other_updater: the views belong to durable's owner; the grant made by hand stays, the passed-on one went with its grant option, pg_monitor keeps SELECT without one");
 like(schema_dump('other_updater'), qr/^GRANT SELECT ON TABLE durable\.stat_counters TO upgrade_reader;$/m,
 	'other_updater: pg_dump writes the grant made by hand (not taken for an initial privilege)');
 $node->safe_psql('other_updater', q{
