@@ -24,7 +24,9 @@ A complete, runnable loop with a fake chat platform and a fake provider:
   * a sender loop (its own thread, connection and instance id) waits in the
     server with outbox_claim for due sends -- follow-ups, refused replies --
     and sends and confirms them;
-  * slow jobs send inbox_heartbeat while they work;
+  * slow jobs send inbox_heartbeat while they work, and a slow provider call
+    outbox_heartbeat as well: a send lease that ran out mid-call would make
+    the send unknown (ambiguous);
   * a lost connection (a server restart, a failover) is a reboot: the bot
     connects again and calls instance_start, which takes back the leases it
     held and flags a send it had begun but not confirmed as unknown
@@ -44,6 +46,7 @@ PGUSER, PGDATABASE) or --dsn.  Requires the Debian package python3-psycopg.
 """
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -76,7 +79,8 @@ class FakeProvider:
         self.calls = 0
         self.lock = threading.Lock()
 
-    def send(self, key, chat_id, text, refuse_first):
+    def send(self, key, chat_id, text, refuse_first, delay=0.0):
+        time.sleep(delay)  # a slow API
         with self.lock:
             self.calls += 1
             if refuse_first and key not in self.refused:
@@ -112,7 +116,7 @@ class Bot:
         self.provider = FakeProvider(args.deliveries)
         self.stats = dict(handled=0, duplicates=0, provider_errors=0, heartbeats=0,
                           released=0, stale=0, replies=0, followups=0, sender_sent=0,
-                          reconnects=0)
+                          send_heartbeats=0, reconnects=0)
         self.feed_finished = threading.Event()  # tells the sender loop to end once idle
         self.conn = self.connect()
         self.held = {}  # id -> token of every record we hold a lease on
@@ -223,8 +227,7 @@ class Bot:
         try:
             pmid = self.provider.send(key, chat_id, text, refuse_first=False)
         except ProviderError as e:
-            conn.execute("SELECT * FROM durable.outbox_failed(%s, %s, %s, retryable => true)",
-                         (key, token, str(e)))
+            self.report_failure(conn, key, token, str(e))
             return
         unconfirmed[key] = (token, pmid)
         try:
@@ -236,6 +239,21 @@ class Bot:
             # or an operator retried it): the provider had it, the journal will not say so
         del unconfirmed[key]
         self.stats["sender_sent"] += 1
+
+    def report_failure(self, conn, key, token, error, retry_in=None):
+        """outbox_failed: due again after retry_in, or the backoff when None.
+
+        A send whose lease ended before the refusal was told (DR001, DR003:
+        now unknown, or settled by an operator) is left as the journal has it.
+        """
+        try:
+            conn.execute("SELECT * FROM durable.outbox_failed(%s, %s, %s, retryable => true,"
+                         " retry_in => %s::interval)", (key, token, error, retry_in))
+        except psycopg.Error as e:
+            if e.sqlstate not in (STALE_LEASE, "DR003"):
+                raise
+            print(f"{self.instance}: send {key} refused after its lease ended; left to the operator",
+                  flush=True)
 
     def sends_due(self, conn):
         """Whether a send of the feed's messages is still to be sent (or being sent)."""
@@ -294,9 +312,12 @@ class Bot:
             send_text = journaled_payload.get("text", str(journaled_payload)) \
                 if isinstance(journaled_payload, dict) else str(journaled_payload)
         if action in ("send", "bypass"):
+            slow = self.args.slow_provider_seconds if n % self.args.slow_provider_every == 0 else 0.0
             try:
-                pmid = self.provider.send(key, send_to, send_text,
-                                          refuse_first=(n % self.args.fail_every == 0))
+                with self.keeping_leases(key, send_token) if action == "send" \
+                        else contextlib.nullcontext():
+                    pmid = self.provider.send(key, send_to, send_text,
+                                              refuse_first=(n % self.args.fail_every == 0), delay=slow)
             except ProviderError as e:
                 self.stats["provider_errors"] += 1
                 if action == "bypass":
@@ -305,9 +326,7 @@ class Bot:
                                       (rid, token, f"provider: {e}"))
                     return
                 # journaled: the sender loop retries it when due; the message is handled
-                self.conn.execute(
-                    "SELECT * FROM durable.outbox_failed(%s, %s, %s, retryable => true,"
-                    " retry_in => '100ms')", (key, send_token, str(e)))
+                self.report_failure(self.conn, key, send_token, str(e), retry_in="100ms")
             else:
                 if action == "send":
                     # the provider's answer must reach the journal: kept until it has
@@ -351,6 +370,43 @@ class Bot:
         self.stats["handled"] += 1
         self.stats["followups"] += followups
 
+    @contextlib.contextmanager
+    def keeping_leases(self, key, token):
+        """Extend the send's lease, and the inbox leases we hold, while the provider is called.
+
+        A send lease that ran out mid-call would make the send unknown; an
+        inbox lease, hand the message to another replica.  Each heartbeat
+        answers its new lease end; the next round goes out a third of the
+        shortest lease later.  The worker's connection is free meanwhile (the
+        provider is not the database), and psycopg serializes its use.  A
+        heartbeat that fails (DR001: the send's lease is lost; a lost
+        connection) ends them: outbox_sent then says what became of the send.
+        """
+        done = threading.Event()
+
+        def beat():
+            while not done.is_set():
+                try:
+                    left = self.conn.execute(
+                        "SELECT extract(epoch FROM durable.outbox_heartbeat(%s, %s, %s::interval)"
+                        " - clock_timestamp())::float8",
+                        (key, token, self.args.send_lease)).fetchone()[0]
+                    self.stats["send_heartbeats"] += 1
+                    inbox_left = self.heartbeat_held()
+                except psycopg.Error:
+                    return
+                if inbox_left is not None:
+                    left = min(left, inbox_left)
+                done.wait(max(left / 3, 0.01))
+
+        beater = threading.Thread(target=beat, daemon=True)
+        beater.start()
+        try:
+            yield
+        finally:
+            done.set()
+            beater.join()
+
     def slow_job(self, rid, token):
         """Work longer than the lease, extending it as we go.
 
@@ -361,15 +417,24 @@ class Bot:
         steps = 4
         for _ in range(steps):
             time.sleep(self.args.slow_seconds / steps)
-            for held_id, held_token in list(self.held.items()):
-                try:
-                    self.conn.execute("SELECT durable.inbox_heartbeat(%s, %s, %s::interval)",
-                                      (held_id, held_token, self.args.lease))
-                except psycopg.Error as e:
-                    if e.sqlstate != STALE_LEASE:
-                        raise
-                    del self.held[held_id]  # lost: someone else has it now
-                self.stats["heartbeats"] += 1
+            self.heartbeat_held()
+
+    def heartbeat_held(self):
+        """Extend every inbox lease we hold; the seconds the shortest has left."""
+        left = None
+        for held_id, held_token in list(self.held.items()):
+            try:
+                until = self.conn.execute(
+                    "SELECT extract(epoch FROM durable.inbox_heartbeat(%s, %s, %s::interval)"
+                    " - clock_timestamp())::float8",
+                    (held_id, held_token, self.args.lease)).fetchone()[0]
+                left = until if left is None else min(left, until)
+            except psycopg.Error as e:
+                if e.sqlstate != STALE_LEASE:
+                    raise
+                del self.held[held_id]  # lost: someone else has it now
+            self.stats["heartbeats"] += 1
+        return left
 
     def feed_done(self):
         """Every message finished: done, or dead (out of attempts: an operator's now)."""
@@ -411,7 +476,8 @@ class Bot:
         how = "stopped by SIGTERM" if self.stop.is_set() else "feed processed"
         print(f"{self.instance}: {how}: handled {s['handled']}, replies delivered {s['replies']}, "
               f"duplicates {s['duplicates']}, provider errors {s['provider_errors']}, "
-              f"heartbeats {s['heartbeats']}, released {s['released']}, stale {s['stale']}, "
+              f"heartbeats {s['heartbeats']}, send heartbeats {s['send_heartbeats']}, "
+              f"released {s['released']}, stale {s['stale']}, "
               f"follow-ups {s['followups']}, sent by the sender loop {s['sender_sent']}, "
               f"reconnects {s['reconnects']}",
               flush=True)
@@ -463,6 +529,9 @@ def main():
     p.add_argument("--slow-every", type=int, default=7)
     p.add_argument("--slow-seconds", type=float, default=1.6)
     p.add_argument("--fail-every", type=int, default=6)
+    p.add_argument("--slow-provider-every", type=int, default=9,
+                   help="every K-th reply takes the provider --slow-provider-seconds")
+    p.add_argument("--slow-provider-seconds", type=float, default=1.5)
     p.add_argument("--followup-every", type=int, default=4, help="a follow-up for every K-th message")
     p.add_argument("--followup-in", default="300ms", help="how long after the message it is due")
     p.add_argument("--timeout", type=float, default=120)
