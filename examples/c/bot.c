@@ -467,9 +467,20 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 			const char *params[3] = {key, send_token, "503 service unavailable"};
 
 			stats.provider_errors++;
+			/*
+			 * NULL: the send's lease ended before the refusal was told (it
+			 * is unknown now, or an operator settled it): left as the
+			 * journal has it
+			 */
 			if (strcmp(action, "send") == 0)
-				exec_clear(db, "SELECT * FROM durable.outbox_failed($1, $2::bigint, $3,"
-						   " retryable => true, retry_in => '100ms')", 3, params);
+			{
+				res = exec_fenced_or("SELECT * FROM durable.outbox_failed($1, $2::bigint, $3,"
+									 " retryable => true, retry_in => '100ms')", 3, params, true);
+				if (res == NULL)
+					printf("%s: send %s refused after its lease ended; left to the operator\n",
+						   args.instance, key);
+				PQclear(res);
+			}
 			/* the message comes back after the retry is due; its send reuses the key */
 			fail_for_now(id, token, "provider: 503 service unavailable", "200ms");
 			return;

@@ -257,9 +257,16 @@ class Bot {
         if (!(e instanceof ProviderError)) throw e;
         this.stats.providerErrors++;
         if (b.action === 'send') {
-          await this.db.query(
-            "SELECT * FROM durable.outbox_failed($1, $2, $3, retryable => true, retry_in => '100ms')",
-            [b.key, b.token, e.message]);
+          try {
+            await this.db.query(
+              "SELECT * FROM durable.outbox_failed($1, $2, $3, retryable => true, retry_in => '100ms')",
+              [b.key, b.token, e.message]);
+          } catch (err) {
+            // DR001/DR003: the send's lease ended before the refusal was told (it is unknown
+            // now, or an operator settled it): left as the journal has it
+            if (err.code !== STALE_LEASE && err.code !== 'DR003') throw err;
+            console.log(`${this.instance}: send ${b.key} refused after its lease ended; left to the operator`);
+          }
         }
         // the message comes back after the retry is due; its send reuses the key
         await this.db.query("SELECT * FROM durable.inbox_fail($1::bigint, $2::bigint, $3, retry_in => '200ms')",
