@@ -16,29 +16,32 @@
  * refuses.  0.2 is released and is not edited; this step repairs what it
  * left, in every database whose views differ from a fresh install's.
  *
- * Which grants came from default privileges: those of the view's initial
- * privileges (granted by the role that made them, its creator) whose
- * grantee and privilege the creator's default privileges for tables name
- * (global or for schema durable, as 0.5 reads them), other than the
- * SELECT that the scripts grant pg_monitor (of which only a grant option
- * that they name is revoked); and any grant to PUBLIC, which
- * durable never makes (PUBLIC has no USAGE on the schema anyway).  Those
- * the view still has are revoked (CASCADE: a grant passed on from a grant
- * option goes with it) and named in a WARNING, since a grant made later by
- * hand to such a role with the same privilege cannot be told from them.
- * A grant made by hand to a role the default privileges do not name stays
- * -- even one that a later step's GRANT recorded as initial -- its grantor
- * becoming the new owner, as ALTER ... OWNER TO does.  (The initial
- * privileges cannot be trusted further: 0.5's GRANT to pg_monitor recorded
- * the whole ACL of its day as initial.)
+ * Which grants came from default privileges: those among the view's
+ * initial privileges whose grantee and privilege a role's default
+ * privileges for tables (global or for schema durable, as 0.5 reads them)
+ * still name, or that a role since dropped granted there -- the role that
+ * ran the 0.2 step may have been given back its objects (REASSIGN OWNED)
+ * before a later step recorded the ACL as initial, or dropped, so it is not
+ * always the grantor there -- other than the SELECT that the scripts grant
+ * pg_monitor (of which only a grant option so named is revoked); and a
+ * grant to PUBLIC by the owner, which durable never makes (PUBLIC has no
+ * USAGE on the schema anyway).  Those the view still has from its owner are
+ * revoked (CASCADE: a grant passed on from a grant option goes with it) and
+ * named in a WARNING, since a grant made by hand to such a role with the
+ * same privilege cannot be told from them.  A grant made by hand to a role
+ * no default privilege names stays -- even one that a later step's GRANT
+ * recorded as initial -- its grantor becoming the new owner, as ALTER ...
+ * OWNER TO does.  (The initial privileges cannot be trusted further: 0.5's
+ * GRANT to pg_monitor recorded the whole ACL of its day as initial.)
  *
  * Then the view is given to durable's owner -- the owner of durable.inbox,
  * the role its SECURITY DEFINER functions and its worker run as -- and its
- * initial privileges become a fresh install's (the owner's defaults and
- * pg_monitor's SELECT; none for its columns, which a REVOKE on a view whose
- * columns have grants records), written to the catalog as 0.8 does: a GRANT
- * in an extension script records the whole ACL as initial, and pg_dump
- * would then leave the hand-made grants out of dumps.  The shared
+ * initial privileges become a fresh install's (the owner's own entry as
+ * the view has it, and pg_monitor's SELECT; none for its columns, which a
+ * REVOKE on a view whose columns have grants records), written to the
+ * catalog as 0.8 does: a GRANT in an extension script records the whole
+ * ACL as initial, and pg_dump would then leave the hand-made grants out of
+ * dumps.  The shared
  * dependencies on roles named in initial privileges (pg_shdepend deptype
  * 'i', which PostgreSQL 17 records) become those of durable.inbox, whose
  * initial privileges name the same owner and nobody else that is not pinned;
@@ -47,21 +50,45 @@
  *
  * A view whose owner and initial privileges are a fresh install's is left
  * alone: a fresh install, and an update run by the creator, change nothing.
+ * Every operator is schema-qualified, IS DISTINCT FROM avoided: the step
+ * runs as a superuser with schema durable, whose owner may be an ordinary
+ * role, first on its search_path.
  *
  * Security notes (as for durable--0.1.sql): every name schema-qualified,
  * operators qualified; the DDL is built with format() from catalog names
  * (%I, %s of quote_ident output).
  */
 
+/*
+ * A fresh install's initial privileges for a view of owner `owner` whose
+ * ACL is `acl`: the owner's own entry as the view has it (default
+ * privileges may have taken some of the owner's rights, which a fresh
+ * install keeps) and pg_monitor's SELECT.  Exists only while this script
+ * runs.
+ */
+CREATE FUNCTION durable.fresh_view_initprivs(acl pg_catalog.aclitem[], owner pg_catalog.oid)
+RETURNS pg_catalog.aclitem[]
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fresh_view_initprivs$
+    SELECT pg_catalog.array_agg(e.item ORDER BY e.n)
+      FROM (SELECT own.item, 1 AS n
+              FROM pg_catalog.unnest(COALESCE(acl, pg_catalog.acldefault('r'::pg_catalog."char", owner))) own(item)
+             WHERE EXISTS (SELECT FROM pg_catalog.aclexplode(ARRAY[own.item]) a
+                            WHERE a.grantee OPERATOR(pg_catalog.=) owner
+                              AND a.grantor OPERATOR(pg_catalog.=) owner)
+            UNION ALL
+            SELECT pg_catalog.makeaclitem('pg_monitor'::pg_catalog.regrole, owner, 'SELECT', false), 2) e
+$fresh_view_initprivs$;
+
 DO $repair_monitoring_views$
 DECLARE
     owner_oid pg_catalog.oid;
     owner_name pg_catalog.text;
     this_db pg_catalog.oid;
-    fresh_init pg_catalog.aclitem[];
     v record;
     g record;
-    creator pg_catalog.oid;
+    target pg_catalog.aclitem[];
     revoked pg_catalog.text[] := '{}';
     moved pg_catalog.text[] := '{}';
 BEGIN
@@ -72,13 +99,14 @@ BEGIN
     SELECT d.oid INTO this_db
       FROM pg_catalog.pg_database d
      WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database();
-    fresh_init := pg_catalog.acldefault('r'::pg_catalog."char", owner_oid)
-                  OPERATOR(pg_catalog.||)
-                  pg_catalog.makeaclitem('pg_monitor'::pg_catalog.regrole, owner_oid, 'SELECT', false);
 
     FOR v IN
         SELECT c.oid, c.relowner, c.relacl, i.initprivs,
-               'durable.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname) AS name
+               'durable.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname) AS name,
+               EXISTS (SELECT FROM pg_catalog.pg_init_privs ci
+                        WHERE ci.objoid OPERATOR(pg_catalog.=) c.oid
+                          AND ci.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                          AND ci.objsubid OPERATOR(pg_catalog.>) 0) AS column_initprivs
           FROM pg_catalog.pg_class c
           LEFT JOIN pg_catalog.pg_init_privs i
             ON i.objoid OPERATOR(pg_catalog.=) c.oid
@@ -87,15 +115,12 @@ BEGIN
          WHERE c.oid OPERATOR(pg_catalog.=) ANY
                    (ARRAY['durable.stat_counters'::pg_catalog.regclass,
                           'durable.stat_standing'::pg_catalog.regclass]::pg_catalog.oid[])
-           AND (c.relowner OPERATOR(pg_catalog.<>) owner_oid
-                OR i.initprivs IS DISTINCT FROM fresh_init
-                OR EXISTS (SELECT FROM pg_catalog.pg_init_privs ci
-                            WHERE ci.objoid OPERATOR(pg_catalog.=) c.oid
-                              AND ci.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-                              AND ci.objsubid OPERATOR(pg_catalog.>) 0))
          ORDER BY c.relname
     LOOP
-        creator := (SELECT initial.grantor FROM pg_catalog.aclexplode(v.initprivs) initial LIMIT 1);
+        CONTINUE WHEN v.relowner OPERATOR(pg_catalog.=) owner_oid
+                  AND v.initprivs IS NOT NULL
+                  AND v.initprivs OPERATOR(pg_catalog.=) durable.fresh_view_initprivs(v.relacl, owner_oid)
+                  AND NOT v.column_initprivs;
 
         FOR g IN
             SELECT c.grantee, c.option_only,
@@ -115,20 +140,20 @@ BEGIN
                 OR ((c.is_grantable OR NOT c.option_only)
                     AND EXISTS (
                         SELECT FROM pg_catalog.aclexplode(v.initprivs) initial
-                         WHERE initial.grantor OPERATOR(pg_catalog.=) creator
-                           AND initial.grantee OPERATOR(pg_catalog.=) c.grantee_oid
+                         WHERE initial.grantee OPERATOR(pg_catalog.=) c.grantee_oid
                            AND initial.privilege_type OPERATOR(pg_catalog.=) c.privilege_type
-                           AND (initial.is_grantable OR NOT c.option_only))
-                    AND EXISTS (
-                        SELECT FROM pg_catalog.pg_default_acl d
-                         CROSS JOIN LATERAL pg_catalog.aclexplode(d.defaclacl) by_default
-                         WHERE d.defaclrole OPERATOR(pg_catalog.=) creator
-                           AND d.defaclobjtype OPERATOR(pg_catalog.=) 'r'
-                           AND d.defaclnamespace OPERATOR(pg_catalog.=) ANY
-                                   (ARRAY[0, 'durable'::pg_catalog.regnamespace]::pg_catalog.oid[])
-                           AND by_default.grantee OPERATOR(pg_catalog.=) c.grantee_oid
-                           AND by_default.privilege_type OPERATOR(pg_catalog.=) c.privilege_type
-                           AND (by_default.is_grantable OR NOT c.option_only)))
+                           AND (initial.is_grantable OR NOT c.option_only)
+                           AND (NOT EXISTS (SELECT FROM pg_catalog.pg_roles r
+                                             WHERE r.oid OPERATOR(pg_catalog.=) initial.grantor)
+                                OR EXISTS (
+                                    SELECT FROM pg_catalog.pg_default_acl d
+                                     CROSS JOIN LATERAL pg_catalog.aclexplode(d.defaclacl) by_default
+                                     WHERE d.defaclobjtype OPERATOR(pg_catalog.=) 'r'
+                                       AND d.defaclnamespace OPERATOR(pg_catalog.=) ANY
+                                               (ARRAY[0, 'durable'::pg_catalog.regnamespace]::pg_catalog.oid[])
+                                       AND by_default.grantee OPERATOR(pg_catalog.=) c.grantee_oid
+                                       AND by_default.privilege_type OPERATOR(pg_catalog.=) c.privilege_type
+                                       AND (by_default.is_grantable OR NOT c.option_only)))))
              GROUP BY c.grantee, c.option_only
              ORDER BY 1, 2
         LOOP
@@ -149,11 +174,13 @@ BEGIN
                      pg_catalog.format('%s (owned by %I)', v.name, pg_catalog.pg_get_userbyid(v.relowner));
         END IF;
 
+        SELECT durable.fresh_view_initprivs(c.relacl, owner_oid) INTO target
+          FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) v.oid;
         DELETE FROM pg_catalog.pg_init_privs i
          WHERE i.objoid OPERATOR(pg_catalog.=) v.oid
            AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass;
         INSERT INTO pg_catalog.pg_init_privs (objoid, classoid, objsubid, privtype, initprivs)
-        VALUES (v.oid, 'pg_catalog.pg_class'::pg_catalog.regclass, 0, 'e', fresh_init);
+        VALUES (v.oid, 'pg_catalog.pg_class'::pg_catalog.regclass, 0, 'e', target);
         DELETE FROM pg_catalog.pg_shdepend d
          WHERE d.dbid OPERATOR(pg_catalog.=) this_db
            AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
@@ -174,9 +201,9 @@ BEGIN
     IF pg_catalog.cardinality(revoked) OPERATOR(pg_catalog.>) 0 THEN
         RAISE WARNING 'durable: revoked what default privileges granted on its monitoring views: %',
                       pg_catalog.array_to_string(revoked, ', ')
-            USING DETAIL = pg_catalog.format('The update to 0.2 created them as the role that ran it, with its default privileges; a fresh install has none of these grants.%s',
+            USING DETAIL = pg_catalog.format('Default privileges of the role that created them (the update to 0.2 run by another role than the creator, or an install by a role with default privileges) granted these; a fresh install has none of them.%s',
                                              CASE WHEN pg_catalog.cardinality(moved) OPERATOR(pg_catalog.>) 0
-                                                  THEN pg_catalog.format(' They now belong to %I, as in a fresh install: %s.',
+                                                  THEN pg_catalog.format(' The views now belong to %I, as in a fresh install: %s.',
                                                                          owner_name, pg_catalog.array_to_string(moved, ', '))
                                                   ELSE '' END),
                   HINT = 'To let a role read the views, make it a member of pg_monitor (README, "Monitoring").';
@@ -187,3 +214,5 @@ BEGIN
     END IF;
 END
 $repair_monitoring_views$;
+
+DROP FUNCTION durable.fresh_view_initprivs(pg_catalog.aclitem[], pg_catalog.oid);

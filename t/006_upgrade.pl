@@ -412,6 +412,82 @@ is(diff_lines($fresh_catalog, $node->safe_psql('hand_grant_0_2', $catalog_sql)),
 	"hand_grant_0_2: without it, a fresh install's catalog");
 $node->safe_psql('postgres', 'DROP ROLE upgrade_admin5');
 
+# Given back before 0.5 recorded the ACL as initial (so the grantor there is
+# durable's owner, not the role whose default privileges made the grants),
+# or given back and that role dropped: the default grants go all the same.
+$node->safe_psql('postgres', q{
+	CREATE ROLE upgrade_admin6 LOGIN SUPERUSER;
+	CREATE ROLE upgrade_admin7 LOGIN SUPERUSER;
+	CREATE DATABASE reassigned_early;
+	CREATE DATABASE creator_dropped;
+});
+$node->safe_psql('reassigned_early', "CREATE EXTENSION durable VERSION '$first'");
+$node->safe_psql('reassigned_early', q{
+	ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC, upgrade_analytics;
+	ALTER EXTENSION durable UPDATE TO '0.2';
+}, extra_params => [ '-U', 'upgrade_admin6' ]);
+$node->safe_psql('reassigned_early', q{
+	REASSIGN OWNED BY upgrade_admin6 TO postgres;
+	ALTER EXTENSION durable UPDATE TO '0.8';
+});
+$node->safe_psql('creator_dropped', "CREATE EXTENSION durable VERSION '$first'");
+$node->safe_psql('creator_dropped', q{
+	ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC, upgrade_analytics;
+	ALTER EXTENSION durable UPDATE TO '0.8';
+}, extra_params => [ '-U', 'upgrade_admin7' ]);
+$node->safe_psql('creator_dropped', q{
+	REASSIGN OWNED BY upgrade_admin7 TO postgres;
+	DROP OWNED BY upgrade_admin7;
+});
+$node->safe_psql('postgres', 'DROP ROLE upgrade_admin7');
+for my $db ('reassigned_early', 'creator_dropped')
+{
+	($other_rc, $other_out, $other_err) = $node->psql($db, 'ALTER EXTENSION durable UPDATE');
+	like($other_err, qr/revoked what default privileges granted on its monitoring views: PUBLIC \(SELECT\) on durable\.stat_counters, upgrade_analytics \(SELECT\) on durable\.stat_counters,/,
+		"$db: the default grants are revoked and named") or diag($other_err);
+	is(diff_lines($fresh_catalog, $node->safe_psql($db, $catalog_sql)), '', "$db: a fresh install's catalog");
+}
+$node->safe_psql('reassigned_early', 'DROP OWNED BY upgrade_admin6');
+$node->safe_psql('postgres', 'DROP ROLE upgrade_admin6');
+
+# A fresh install by a role whose default privileges take some of its own
+# rights on tables keeps them so, its initial privileges included: 0.9
+# leaves it alone, and pg_dump writes nothing for the views.
+$node->safe_psql('postgres', q{
+	CREATE ROLE upgrade_admin8 LOGIN SUPERUSER;
+	CREATE DATABASE self_restricted;
+});
+$node->safe_psql('self_restricted', q{
+	ALTER DEFAULT PRIVILEGES REVOKE TRUNCATE, REFERENCES, TRIGGER, DELETE ON TABLES FROM upgrade_admin8;
+	CREATE EXTENSION durable;
+}, extra_params => [ '-U', 'upgrade_admin8' ]);
+is($node->safe_psql('self_restricted', q{SELECT string_agg(c.relacl::text || ' ' || i.initprivs::text, '; ')
+	FROM pg_class c JOIN pg_init_privs i ON i.objoid = c.oid AND i.objsubid = 0
+	WHERE c.oid = 'durable.stat_counters'::regclass}),
+	'{upgrade_admin8=arw/upgrade_admin8,pg_monitor=r/upgrade_admin8} {upgrade_admin8=arw/upgrade_admin8,pg_monitor=r/upgrade_admin8}',
+	'self_restricted: the views keep the owner\'s own entry, as their initial privileges say');
+unlike(schema_dump('self_restricted'), qr/ON TABLE durable\.stat_/, 'self_restricted: pg_dump writes no GRANT or REVOKE for the views');
+
+# A non-superuser owner of durable (made so after the install) plants an
+# operator for aclitem[] in schema durable, first on the update's
+# search_path; a superuser then runs the update.  Every comparison of the
+# step names pg_catalog's operators: the planted one never runs.
+$node->safe_psql('postgres', q{
+	CREATE ROLE upgrade_owner LOGIN SUPERUSER;
+	CREATE DATABASE hostile_operator OWNER upgrade_owner;
+});
+$node->safe_psql('hostile_operator', "CREATE EXTENSION durable VERSION '0.8'",
+	extra_params => [ '-U', 'upgrade_owner' ]);
+$node->safe_psql('postgres', 'ALTER ROLE upgrade_owner NOSUPERUSER');
+$node->safe_psql('hostile_operator', q{
+	CREATE FUNCTION durable.acl_eq(aclitem[], aclitem[]) RETURNS bool LANGUAGE sql
+	  AS $$ ALTER ROLE upgrade_owner SUPERUSER; SELECT pg_catalog.array_eq($1, $2) $$;
+	CREATE OPERATOR durable.= (LEFTARG = aclitem[], RIGHTARG = aclitem[], FUNCTION = durable.acl_eq);
+}, extra_params => [ '-U', 'upgrade_owner' ]);
+$node->safe_psql('hostile_operator', 'ALTER EXTENSION durable UPDATE');
+is($node->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'upgrade_owner'}),
+	'f', 'hostile_operator: the update ran no operator of schema durable (its owner is still no superuser)');
+
 # ---- 0.8 replaced outbox_enqueue (a sixth argument) and outbox_begin (two
 # result columns): their privileges carry over.  The new functions' ACLs
 # equal the old ones, grantors and grant options included (a grant passed
