@@ -364,15 +364,23 @@ is($other_err, '', 'still_0_8: the update by the creator says nothing (nothing t
 # the README of 0.8 described) still carry the default grants and, in their
 # initial privileges, the role that ran the 0.2 step: after DROP ROLE of it
 # pg_dump would write a REVOKE naming its number, which a restore refuses.
-$node->safe_psql('postgres', q{
-	CREATE ROLE upgrade_admin3 LOGIN SUPERUSER;
-	CREATE DATABASE reassigned;
-});
-$node->safe_psql('reassigned', "CREATE EXTENSION durable VERSION '$first'");
-$node->safe_psql('reassigned', q{
-	ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC, upgrade_analytics;
-	ALTER EXTENSION durable UPDATE TO '0.8';
-}, extra_params => [ '-U', 'upgrade_admin3' ]);
+# A database created at the first version, then updated to $to by $role,
+# whose default privileges grant SELECT on tables to PUBLIC and
+# upgrade_analytics.
+sub updated_with_defaults
+{
+	my ($db, $role, $to) = @_;
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, "CREATE EXTENSION durable VERSION '$first'");
+	$node->safe_psql($db, qq{
+		ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC, upgrade_analytics;
+		ALTER EXTENSION durable UPDATE TO '$to';
+	}, extra_params => [ '-U', $role ]);
+	return;
+}
+
+$node->safe_psql('postgres', 'CREATE ROLE upgrade_admin3 LOGIN SUPERUSER');
+updated_with_defaults('reassigned', 'upgrade_admin3', '0.8');
 $node->safe_psql('reassigned', 'REASSIGN OWNED BY upgrade_admin3 TO postgres');
 ($other_rc, $other_out, $other_err) = $node->psql('reassigned', 'ALTER EXTENSION durable UPDATE');
 like($other_err,
@@ -418,23 +426,13 @@ $node->safe_psql('postgres', 'DROP ROLE upgrade_admin5');
 $node->safe_psql('postgres', q{
 	CREATE ROLE upgrade_admin6 LOGIN SUPERUSER;
 	CREATE ROLE upgrade_admin7 LOGIN SUPERUSER;
-	CREATE DATABASE reassigned_early;
-	CREATE DATABASE creator_dropped;
 });
-$node->safe_psql('reassigned_early', "CREATE EXTENSION durable VERSION '$first'");
-$node->safe_psql('reassigned_early', q{
-	ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC, upgrade_analytics;
-	ALTER EXTENSION durable UPDATE TO '0.2';
-}, extra_params => [ '-U', 'upgrade_admin6' ]);
+updated_with_defaults('reassigned_early', 'upgrade_admin6', '0.2');
 $node->safe_psql('reassigned_early', q{
 	REASSIGN OWNED BY upgrade_admin6 TO postgres;
 	ALTER EXTENSION durable UPDATE TO '0.8';
 });
-$node->safe_psql('creator_dropped', "CREATE EXTENSION durable VERSION '$first'");
-$node->safe_psql('creator_dropped', q{
-	ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC, upgrade_analytics;
-	ALTER EXTENSION durable UPDATE TO '0.8';
-}, extra_params => [ '-U', 'upgrade_admin7' ]);
+updated_with_defaults('creator_dropped', 'upgrade_admin7', '0.8');
 $node->safe_psql('creator_dropped', q{
 	REASSIGN OWNED BY upgrade_admin7 TO postgres;
 	DROP OWNED BY upgrade_admin7;
