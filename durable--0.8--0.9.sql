@@ -36,8 +36,10 @@
  *
  * Then the view is given to durable's owner -- the owner of durable.inbox,
  * the role its SECURITY DEFINER functions and its worker run as -- and its
- * initial privileges become a fresh install's (the owner's own entry as
- * the view has it, and pg_monitor's SELECT; none for its columns, which a
+ * initial privileges become a fresh install's (the owner's own entry --
+ * its initial one if the view kept its owner, else all rights, which are
+ * granted it, the old owner's default privileges having maybe narrowed the
+ * entry that ALTER ... OWNER TO carried over -- and pg_monitor's SELECT; none for its columns, which a
  * REVOKE on a view whose columns have grants records), written to the
  * catalog as 0.8 does: a GRANT in an extension script records the whole
  * ACL as initial, and pg_dump would then leave the hand-made grants out of
@@ -60,11 +62,10 @@
  */
 
 /*
- * A fresh install's initial privileges for a view of owner `owner` whose
- * ACL is `acl`: the owner's own entry as the view has it (default
- * privileges may have taken some of the owner's rights, which a fresh
- * install keeps) and pg_monitor's SELECT.  Exists only while this script
- * runs.
+ * A fresh install's initial privileges for a view of owner `owner`: the
+ * owner's own entry as `acl` has it (default privileges may have taken
+ * some of the owner's rights, which a fresh install keeps) and pg_monitor's
+ * SELECT.  Exists only while this script runs.
  */
 CREATE FUNCTION durable.fresh_view_initprivs(acl pg_catalog.aclitem[], owner pg_catalog.oid)
 RETURNS pg_catalog.aclitem[]
@@ -117,9 +118,10 @@ BEGIN
                           'durable.stat_standing'::pg_catalog.regclass]::pg_catalog.oid[])
          ORDER BY c.relname
     LOOP
+        /* The owner's own entry is the initial one: a REVOKE from itself made since stays. */
         CONTINUE WHEN v.relowner OPERATOR(pg_catalog.=) owner_oid
                   AND v.initprivs IS NOT NULL
-                  AND v.initprivs OPERATOR(pg_catalog.=) durable.fresh_view_initprivs(v.relacl, owner_oid)
+                  AND v.initprivs OPERATOR(pg_catalog.=) durable.fresh_view_initprivs(v.initprivs, owner_oid)
                   AND NOT v.column_initprivs;
 
         FOR g IN
@@ -170,11 +172,23 @@ BEGIN
 
         IF v.relowner OPERATOR(pg_catalog.<>) owner_oid THEN
             EXECUTE pg_catalog.format('ALTER VIEW %s OWNER TO %I', v.name, owner_name);
+            /* the old owner's entry came over: its default privileges may have narrowed it */
+            EXECUTE pg_catalog.format('GRANT ALL ON TABLE %s TO %I', v.name, owner_name);
             moved := moved OPERATOR(pg_catalog.||)
                      pg_catalog.format('%s (owned by %I)', v.name, pg_catalog.pg_get_userbyid(v.relowner));
         END IF;
 
-        SELECT durable.fresh_view_initprivs(c.relacl, owner_oid) INTO target
+        /*
+         * The owner's entry: the initial one when the view kept its owner and
+         * its initial privileges have one for it, else the one it has now.
+         */
+        SELECT durable.fresh_view_initprivs(
+                   CASE WHEN v.relowner OPERATOR(pg_catalog.=) owner_oid
+                             AND EXISTS (SELECT FROM pg_catalog.aclexplode(v.initprivs) a
+                                          WHERE a.grantee OPERATOR(pg_catalog.=) owner_oid
+                                            AND a.grantor OPERATOR(pg_catalog.=) owner_oid)
+                        THEN v.initprivs ELSE c.relacl END,
+                   owner_oid) INTO target
           FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) v.oid;
         DELETE FROM pg_catalog.pg_init_privs i
          WHERE i.objoid OPERATOR(pg_catalog.=) v.oid

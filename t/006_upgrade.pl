@@ -466,6 +466,30 @@ is($node->safe_psql('self_restricted', q{SELECT string_agg(c.relacl::text || ' '
 	'self_restricted: the views keep the owner\'s own entry, as their initial privileges say');
 unlike(schema_dump('self_restricted'), qr/ON TABLE durable\.stat_/, 'self_restricted: pg_dump writes no GRANT or REVOKE for the views');
 
+# The owner that took a right from itself by hand keeps that REVOKE (0.9
+# leaves the view alone: pg_dump still writes it); views that another
+# superuser's update created with its own rights narrowed by its default
+# privileges get a fresh install's owner entry.
+$node->safe_psql('postgres', q{
+	CREATE ROLE upgrade_admin9 LOGIN SUPERUSER;
+	CREATE DATABASE owner_revoked_itself;
+	CREATE DATABASE narrowed_by_updater;
+});
+$node->safe_psql('owner_revoked_itself', "CREATE EXTENSION durable VERSION '0.8'");
+$node->safe_psql('owner_revoked_itself', 'REVOKE TRUNCATE ON durable.stat_counters FROM postgres');
+($other_rc, $other_out, $other_err) = $node->psql('owner_revoked_itself', 'ALTER EXTENSION durable UPDATE');
+is($other_err, '', 'owner_revoked_itself: the update says nothing');
+like(schema_dump('owner_revoked_itself'), qr/^REVOKE ALL ON TABLE durable\.stat_counters FROM postgres;$/m,
+	'owner_revoked_itself: pg_dump still writes the REVOKE');
+$node->safe_psql('narrowed_by_updater', "CREATE EXTENSION durable VERSION '$first'");
+$node->safe_psql('narrowed_by_updater', q{
+	ALTER DEFAULT PRIVILEGES REVOKE TRUNCATE, DELETE ON TABLES FROM upgrade_admin9;
+	ALTER EXTENSION durable UPDATE TO '0.8';
+}, extra_params => [ '-U', 'upgrade_admin9' ]);
+$node->safe_psql('narrowed_by_updater', 'ALTER EXTENSION durable UPDATE');
+is(diff_lines($fresh_catalog, $node->safe_psql('narrowed_by_updater', $catalog_sql)), '',
+	"narrowed_by_updater: a fresh install's catalog (the owner has all its rights on the views)");
+
 # A non-superuser owner of durable (made so after the install) plants an
 # operator for aclitem[] in schema durable, first on the update's
 # search_path; a superuser then runs the update.  Every comparison of the
