@@ -742,17 +742,19 @@ static void
 guard_owner_change(const char *what, RoleSpec *newowner)
 {
 	Oid			owner = durable_owner();
+	const char *owner_name;
 
 	/* (pg_upgrade's restore gives each member its old owner after an extension of its own) */
 	if (guard_in_our_scripts() || IsBinaryUpgrade || get_rolespec_oid(newowner, false) == owner)
 		return;
+	owner_name = GetUserNameFromId(owner, false);
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			 errmsg("cannot change the owner of %s alone", what),
 			 errdetail("durable's functions, its workers' passes and the trust in tables that reference its journals all go by one owner (%s).",
-					   GetUserNameFromId(owner, false)),
+					   owner_name),
 			 errhint("REASSIGN OWNED BY %s TO <new owner> moves all of durable at once.",
-					 quote_identifier(GetUserNameFromId(owner, false)))));
+					 quote_identifier(owner_name))));
 }
 
 /* ALTER FUNCTION | SCHEMA ... OWNER TO of durable's functions or schema. */
