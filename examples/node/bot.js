@@ -19,7 +19,9 @@
 //         send reuses its key);
 //      2. one transaction writes the handler's effect row and ends with
 //         inbox_complete: the effect commits exactly when the message is done;
-//  * slow jobs send inbox_heartbeat while they work;
+//  * slow jobs send inbox_heartbeat while they work, and a slow provider call
+//    outbox_heartbeat as well: a send lease that ran out mid-call would make
+//    the send unknown (ambiguous);
 //  * a lost connection (a server restart, a failover) is a reboot: the bot
 //    connects again and calls instance_start, which takes back the leases it
 //    held and flags a send it had begun but not confirmed as unknown
@@ -57,7 +59,7 @@ function parseArgs(argv) {
   const o = {
     instance: 'example-node', schema: 'example_node', feed: 20, feedDelay: 0.02,
     deliveries: 'deliveries.txt', lease: '1s', sendLease: '30s', slowEvery: 7, slowSeconds: 1.6,
-    failEvery: 6, timeout: 120,
+    failEvery: 6, slowProviderEvery: 9, slowProviderSeconds: 1.5, timeout: 120,
   };
   const names = {
     '--instance': ['instance', String], '--schema': ['schema', String],
@@ -66,6 +68,9 @@ function parseArgs(argv) {
     '--send-lease': ['sendLease', String],
     '--slow-every': ['slowEvery', Number], '--slow-seconds': ['slowSeconds', Number],
     '--fail-every': ['failEvery', Number], '--timeout': ['timeout', Number],
+    // every K-th reply takes the provider --slow-provider-seconds
+    '--slow-provider-every': ['slowProviderEvery', Number],
+    '--slow-provider-seconds': ['slowProviderSeconds', Number],
   };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i].split(/=(.*)/s);
@@ -84,13 +89,14 @@ const sleep = (s) => new Promise((r) => setTimeout(r, s * 1000));
 
 class ProviderError extends Error {}
 
-// Delivers by appending "key<TAB>chat<TAB>text" to a file.  It refuses the
-// first call for the keys it is told to (a 503), so that the retry path
-// runs; the refused call delivers nothing.
+// Delivers by appending "key<TAB>chat<TAB>text" to a file, after `delay`
+// seconds (a slow API).  It refuses the first call for the keys it is told
+// to (a 503), so that the retry path runs; the refused call delivers nothing.
 class FakeProvider {
   constructor(path) { this.path = path; this.refused = new Set(); this.calls = 0; }
 
-  send(key, chatId, text, refuseFirst) {
+  async send(key, chatId, text, refuseFirst, delay = 0) {
+    await sleep(delay);
     this.calls++;
     if (refuseFirst && !this.refused.has(key)) {
       this.refused.add(key);
@@ -125,7 +131,8 @@ class Bot {
     this.stopping = false;
     this.provider = new FakeProvider(args.deliveries);
     this.stats = {
-      handled: 0, duplicates: 0, providerErrors: 0, heartbeats: 0, released: 0, stale: 0, replies: 0, reconnects: 0,
+      handled: 0, duplicates: 0, providerErrors: 0, heartbeats: 0, sendHeartbeats: 0, released: 0, stale: 0,
+      replies: 0, reconnects: 0,
     };
     this.db = this.newClient('worker');
     this.held = new Map(); // id -> token of every record we hold a lease on
@@ -250,9 +257,12 @@ class Bot {
       : (typeof journaled === 'object' && journaled !== null && 'text' in journaled ? journaled.text
         : JSON.stringify(journaled));
     if (b.action === 'send' || b.action === 'bypass') {
+      const slow = n % this.args.slowProviderEvery === 0 ? this.args.slowProviderSeconds : 0;
+      const call = () => this.provider.send(b.key, sendTo, text, n % this.args.failEvery === 0, slow);
       let pmid;
       try {
-        pmid = this.provider.send(b.key, sendTo, text, n % this.args.failEvery === 0);
+        // (a bypassed send has no lease to keep)
+        pmid = await (b.action === 'send' ? this.keepingLeases(b.key, b.token, call) : call());
       } catch (e) {
         if (!(e instanceof ProviderError)) throw e;
         this.stats.providerErrors++;
@@ -311,6 +321,50 @@ class Bot {
     this.stats.handled++;
   }
 
+  // Run fn (the provider call), extending the send's lease and the inbox
+  // leases we hold while it runs.  A send lease that ran out mid-call would
+  // make the send unknown; an inbox lease, hand the message to another
+  // replica.  Each heartbeat answers its new lease end; the next round goes
+  // out a third of the shortest lease later.  The worker's connection is
+  // free meanwhile (the provider is not the database; pg queues a client's
+  // queries).  A heartbeat that fails (DR001: the send's lease is lost; a
+  // lost connection) ends them: outbox_sent then says what became of the
+  // send.
+  async keepingLeases(key, token, fn) {
+    let done = false;
+    let timer = null;
+    let wake = () => {};
+    const beat = async () => {
+      while (!done) {
+        let left;
+        try {
+          left = (await this.db.query(
+            'SELECT extract(epoch FROM durable.outbox_heartbeat($1, $2::bigint, $3::interval)'
+            + ' - clock_timestamp())::float8 AS left', [key, token, this.args.sendLease])).rows[0].left;
+          this.stats.sendHeartbeats++;
+          const inboxLeft = await this.heartbeatHeld();
+          if (inboxLeft !== null) left = Math.min(left, inboxLeft);
+        } catch (e) {
+          return;
+        }
+        if (done) return;
+        await new Promise((resolve) => {
+          wake = resolve;
+          timer = setTimeout(resolve, Math.max(left / 3, 0.01) * 1000);
+        });
+      }
+    };
+    const beater = beat();
+    try {
+      return await fn();
+    } finally {
+      done = true;
+      clearTimeout(timer);
+      wake();
+      await beater;
+    }
+  }
+
   // Work longer than the lease, extending it as we go.  Every record the
   // last claim handed out is leased to us, not just the one in hand: the
   // heartbeat extends them all, or the ones waiting their turn would expire
@@ -319,17 +373,26 @@ class Bot {
     const steps = 4;
     for (let i = 0; i < steps; i++) {
       await sleep(this.args.slowSeconds / steps);
-      for (const [heldId, heldToken] of [...this.held]) {
-        try {
-          await this.db.query('SELECT durable.inbox_heartbeat($1::bigint, $2::bigint, $3::interval)',
-            [heldId, heldToken, this.args.lease]);
-        } catch (e) {
-          if (e.code !== STALE_LEASE) throw e;
-          this.held.delete(heldId); // lost: someone else has it now
-        }
-        this.stats.heartbeats++;
-      }
+      await this.heartbeatHeld();
     }
+  }
+
+  // Extend every inbox lease we hold; the seconds the shortest has left (null: none held).
+  async heartbeatHeld() {
+    let left = null;
+    for (const [heldId, heldToken] of [...this.held]) {
+      try {
+        const until = (await this.db.query(
+          'SELECT extract(epoch FROM durable.inbox_heartbeat($1::bigint, $2::bigint, $3::interval)'
+          + ' - clock_timestamp())::float8 AS left', [heldId, heldToken, this.args.lease])).rows[0].left;
+        left = left === null ? until : Math.min(left, until);
+      } catch (e) {
+        if (e.code !== STALE_LEASE) throw e;
+        this.held.delete(heldId); // lost: someone else has it now
+      }
+      this.stats.heartbeats++;
+    }
+    return left;
   }
 
   // Every message finished: done, or dead (out of attempts: an operator's now).
@@ -370,7 +433,8 @@ class Bot {
     const s = this.stats;
     console.log(`${this.instance}: ${this.stopping ? 'stopped by SIGTERM' : 'feed processed'}: `
       + `handled ${s.handled}, replies delivered ${s.replies}, duplicates ${s.duplicates}, `
-      + `provider errors ${s.providerErrors}, heartbeats ${s.heartbeats}, released ${s.released}, stale ${s.stale}, `
+      + `provider errors ${s.providerErrors}, heartbeats ${s.heartbeats}, send heartbeats ${s.sendHeartbeats}, `
+      + `released ${s.released}, stale ${s.stale}, `
       + `reconnects ${s.reconnects}`);
     return 0;
   }
