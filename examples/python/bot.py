@@ -127,6 +127,28 @@ class Bot:
         return psycopg.connect(self.args.dsn, autocommit=True,
                                application_name=f"{self.instance} {role}")
 
+    def connect_retrying(self, role, setup=None, deadline=None):
+        """A new connection, once setup(conn) ran on it, or None when stopped or past deadline.
+
+        The worker, the webhook and the sender loop all come back this way
+        after a lost connection: a server restarting or failing over refuses
+        connections for a while, so the tries back off from 0.1 s to 5 s.
+        """
+        delay = 0.1
+        while not self.stop.is_set() and (deadline is None or time.monotonic() < deadline):
+            conn = None
+            try:
+                conn = self.connect(role)
+                if setup is not None:
+                    setup(conn)
+                return conn
+            except psycopg.OperationalError:
+                if conn is not None:
+                    conn.close()
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        return None
+
     # -- boot ---------------------------------------------------------
     def boot(self):
         with self.conn.cursor() as cur:
@@ -135,10 +157,10 @@ class Bot:
                 message_id text NOT NULL, chat_id text NOT NULL,
                 reply_key text, instance text NOT NULL,
                 at timestamptz NOT NULL DEFAULT clock_timestamp())""").format(self.schema))
-        self.start_instance("booted")
+        self.start_instance(self.conn, "booted")
 
-    def start_instance(self, what):
-        recovered, ambiguous = self.conn.execute(
+    def start_instance(self, conn, what):
+        recovered, ambiguous = conn.execute(
             "SELECT * FROM durable.instance_start(%s)", (self.instance,)).fetchone()
         print(f"{self.instance}: {what} (recovered {recovered} inbox records, "
               f"{ambiguous} ambiguous sends)", flush=True)
@@ -155,18 +177,17 @@ class Bot:
         self.held = {}
         print(f"{self.instance}: connection lost ({error.__class__.__name__}); reconnecting",
               flush=True)
-        delay = 0.1
-        while not self.stop.is_set() and time.monotonic() < deadline:
-            try:
-                self.conn.close()
-                self.conn = self.connect()
-                self.start_instance("reconnected")
-                self.confirm_sends(self.conn, self.unconfirmed)
-                return True
-            except psycopg.OperationalError:
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-        return False
+        self.conn.close()
+
+        def reboot(conn):
+            self.start_instance(conn, "reconnected")
+            self.confirm_sends(conn, self.unconfirmed)
+
+        conn = self.connect_retrying("worker", reboot, deadline)
+        if conn is None:
+            return False
+        self.conn = conn
+        return True
 
     @staticmethod
     def confirm_sends(conn, unconfirmed):
@@ -195,16 +216,15 @@ class Bot:
         no send of the feed's messages is still due.
         """
         instance = f"{self.instance}-sender"
-        conn = None
         unconfirmed = {}  # key -> (token, provider id), as the worker keeps them
-        delay = 0.1
-        while not self.stop.is_set():
+
+        def reboot(conn):
+            conn.execute("SELECT * FROM durable.instance_start(%s)", (instance,))
+            self.confirm_sends(conn, unconfirmed)
+
+        conn = self.connect_retrying("sender", reboot)
+        while conn is not None and not self.stop.is_set():
             try:
-                if conn is None:
-                    conn = self.connect("sender")
-                    conn.execute("SELECT * FROM durable.instance_start(%s)", (instance,))
-                    self.confirm_sends(conn, unconfirmed)
-                    delay = 0.1
                 rows = conn.execute(
                     "SELECT key, token, chat_id, payload FROM durable.outbox_claim("
                     " instance => %s, max => 5, lease => %s::interval, wait => '1s')",
@@ -214,11 +234,8 @@ class Bot:
                 if not rows and self.feed_finished.is_set() and not self.sends_due(conn):
                     break
             except psycopg.OperationalError:
-                if conn is not None:
-                    conn.close()
-                conn = None
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                conn.close()
+                conn = self.connect_retrying("sender", reboot)
         if conn is not None:
             conn.close()
 
@@ -266,7 +283,7 @@ class Bot:
     def feeder(self):
         conn = self.connect("webhook")
         for message_id, chat_id, payload in feed_messages(self.args.feed):
-            while not self.stop.is_set():
+            while conn is not None and not self.stop.is_set():
                 try:
                     row = conn.execute(
                         "SELECT duplicate FROM durable.inbox_admit("
@@ -275,18 +292,15 @@ class Bot:
                     break
                 except psycopg.OperationalError:
                     # did the admit commit?  Admitting again answers: it is deduplicated
-                    time.sleep(0.1)
-                    try:
-                        conn.close()
-                        conn = self.connect("webhook")
-                    except psycopg.OperationalError:
-                        pass
-            if self.stop.is_set():
+                    conn.close()
+                    conn = self.connect_retrying("webhook")
+            if conn is None or self.stop.is_set():
                 break
             if row[0]:
                 self.stats["duplicates"] += 1
             time.sleep(self.args.feed_delay)
-        conn.close()
+        if conn is not None:
+            conn.close()
 
     # -- one message ----------------------------------------------------
     def handle(self, rec):
