@@ -30,7 +30,10 @@
  *	   token (outbox_sent), so it ends sent; the webhook repeats an admit
  *	   whose answer was lost, which the journal deduplicates;
  *	 - SIGTERM stops after the message in hand and gives back, with
- *	   inbox_release, whatever the last claim handed out but was not handled.
+ *	   inbox_release, whatever the last claim handed out but was not handled;
+ *	   while reconnecting, it stops at once unless the provider accepted a
+ *	   send whose confirmation was lost: then it keeps trying for
+ *	   --stop-grace seconds, to confirm it (given up, the send stays unknown).
  *
  * Why the send is not inside the completing transaction: the provider is
  * outside the database, so the send record must be committed before the
@@ -84,6 +87,7 @@ typedef struct Args
 	double		slow_seconds;
 	int			fail_every;
 	double		timeout;
+	double		stop_grace;
 } Args;
 
 typedef struct Stats
@@ -577,16 +581,39 @@ start_instance(const char *what)
  * unknown) is confirmed with its token, a repeat of a confirmation that did
  * commit being a no-op.  False if the deadline or a SIGTERM came first.
  */
+/*
+ * Whether to try connecting again: until the deadline or a SIGTERM, except
+ * that a send the provider accepted and the journal was not told of keeps
+ * the bot trying for --stop-grace seconds after the SIGTERM.
+ */
+static bool
+keep_reconnecting(double deadline, double *grace_end)
+{
+	double		now = now_s();
+
+	if (now >= deadline)
+		return false;
+	if (!stopping)
+		return true;
+	if (!unconfirmed.pending)
+		return false;
+	if (*grace_end == 0)
+		*grace_end = now + args.stop_grace;
+	return now < *grace_end;
+}
+
 static bool
 reconnect(double deadline)
 {
-	static double delay = 0.1;	/* (a loss while reconnecting comes back here) */
+	/* (a loss while reconnecting comes back here: both are kept) */
+	static double delay = 0.1;
+	static double grace_end = 0;
 
 	stats.reconnects++;
 	PQclear(claimed);
 	claimed = NULL;
 	nheld = 0;
-	while (!stopping && now_s() < deadline)
+	while (keep_reconnecting(deadline, &grace_end))
 	{
 		sleep_s(delay);
 		delay = delay * 2 > 5 ? 5 : delay * 2;
@@ -601,6 +628,7 @@ reconnect(double deadline)
 														  unconfirmed.pmid}, true));
 		unconfirmed.pending = false;
 		delay = 0.1;
+		grace_end = 0;
 		return true;
 	}
 	return false;
@@ -625,7 +653,7 @@ usage(void)
 	fprintf(stderr,
 			"usage: bot [--conninfo C] [--instance I] [--schema S] [--feed N] [--feed-delay S]\n"
 			"           [--deliveries FILE] [--lease L] [--send-lease L] [--slow-every K] [--slow-seconds S]\n"
-			"           [--fail-every K] [--timeout S]\n");
+			"           [--fail-every K] [--timeout S] [--stop-grace S]\n");
 	exit(2);
 }
 
@@ -645,6 +673,7 @@ main(int argc, char **argv)
 		{"slow-seconds", required_argument, NULL, 'W'},
 		{"fail-every", required_argument, NULL, 'e'},
 		{"timeout", required_argument, NULL, 't'},
+		{"stop-grace", required_argument, NULL, 'g'},
 		{NULL, 0, NULL, 0}
 	};
 	struct sigaction sa;
@@ -657,7 +686,7 @@ main(int argc, char **argv)
 
 	args = (Args)
 	{
-		"", "example-c", "example_c", "deliveries.txt", "1s", "30s", 20, 0.02, 7, 1.6, 6, 120
+		"", "example-c", "example_c", "deliveries.txt", "1s", "30s", 20, 0.02, 7, 1.6, 6, 120, 10
 	};
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
 	{
@@ -675,6 +704,7 @@ main(int argc, char **argv)
 			case 'W': args.slow_seconds = atof(optarg); break;
 			case 'e': args.fail_every = atoi(optarg); break;
 			case 't': args.timeout = atof(optarg); break;
+			case 'g': args.stop_grace = atof(optarg); break;
 			default: usage();
 		}
 	}

@@ -28,7 +28,10 @@
 //    (ambiguous: left to an operator, never resent); the webhook retries its
 //    admit, which the journal deduplicates;
 //  * SIGTERM stops after the message in hand and gives back, with
-//    inbox_release, whatever the last claim handed out but was not handled.
+//    inbox_release, whatever the last claim handed out but was not handled;
+//    while reconnecting, it stops at once unless the provider accepted a
+//    send whose confirmation was lost: then it keeps trying for
+//    --stop-grace seconds, to confirm it (given up, the send stays unknown).
 //
 // The provider "delivers" by appending a line to a file; the test
 // (examples/run) checks that every message has exactly one effect row and
@@ -59,7 +62,7 @@ function parseArgs(argv) {
   const o = {
     instance: 'example-node', schema: 'example_node', feed: 20, feedDelay: 0.02,
     deliveries: 'deliveries.txt', lease: '1s', sendLease: '30s', slowEvery: 7, slowSeconds: 1.6,
-    failEvery: 6, slowProviderEvery: 9, slowProviderSeconds: 1.5, timeout: 120,
+    failEvery: 6, slowProviderEvery: 9, slowProviderSeconds: 1.5, timeout: 120, stopGrace: 10,
   };
   const names = {
     '--instance': ['instance', String], '--schema': ['schema', String],
@@ -68,6 +71,8 @@ function parseArgs(argv) {
     '--send-lease': ['sendLease', String],
     '--slow-every': ['slowEvery', Number], '--slow-seconds': ['slowSeconds', Number],
     '--fail-every': ['failEvery', Number], '--timeout': ['timeout', Number],
+    // after SIGTERM, how long to keep reconnecting to confirm an accepted send
+    '--stop-grace': ['stopGrace', Number],
     // every K-th reply takes the provider --slow-provider-seconds
     '--slow-provider-every': ['slowProviderEvery', Number],
     '--slow-provider-seconds': ['slowProviderSeconds', Number],
@@ -174,16 +179,25 @@ class Bot {
     this.held = new Map();
     console.log(`${this.instance}: connection lost (${error.code || error.message}); reconnecting`);
     let delay = 0.1;
-    while (!this.stopping && Date.now() < deadline) {
+    let graceEnd = null;
+    while (Date.now() < deadline) {
+      if (this.stopping) {
+        // after SIGTERM, only a send the provider accepted keeps us trying, for a while
+        if (this.unconfirmed.size === 0) return false;
+        graceEnd = graceEnd || Date.now() + this.args.stopGrace * 1000;
+        if (Date.now() >= graceEnd) return false;
+      }
       try {
         this.db.end().catch(() => {});
         this.db = this.newClient('worker');
-        await this.db.connect();
+        // any error of connect() is a failure to connect (a server that refuses
+        // connections for now answers with its own SQLSTATE, 57P03, 55000, ...)
+        await this.db.connect().catch((e) => { e.connecting = true; throw e; });
         await this.startInstance('reconnected');
         await this.confirmSends();
         return true;
       } catch (e) {
-        if (!connectionLost(e)) throw e;
+        if (!e.connecting && !connectionLost(e)) throw e;
         await sleep(delay);
         delay = Math.min(delay * 2, 5);
       }

@@ -33,7 +33,10 @@ A complete, runnable loop with a fake chat platform and a fake provider:
     (ambiguous: left to an operator, never resent); the webhook retries its
     admit, which the journal deduplicates;
   * SIGTERM stops after the message in hand and gives back, with
-    inbox_release, whatever the last claim handed out but was not handled.
+    inbox_release, whatever the last claim handed out but was not handled;
+    while reconnecting, it stops at once unless the provider accepted a send
+    whose confirmation was lost: then it keeps trying for --stop-grace
+    seconds, to confirm it (given up, the send stays unknown).
 
 The provider "delivers" by appending a line to a file; the test
 (examples/run) checks that every message has exactly one effect row and
@@ -127,15 +130,24 @@ class Bot:
         return psycopg.connect(self.args.dsn, autocommit=True,
                                application_name=f"{self.instance} {role}")
 
-    def connect_retrying(self, role, setup=None, deadline=None):
+    def connect_retrying(self, role, setup=None, deadline=None, unconfirmed=None):
         """A new connection, once setup(conn) ran on it, or None when stopped or past deadline.
 
         The worker, the webhook and the sender loop all come back this way
         after a lost connection: a server restarting or failing over refuses
         connections for a while, so the tries back off from 0.1 s to 5 s.
+        After SIGTERM, only sends the provider accepted and the journal was
+        not told of (unconfirmed) keep it trying, for --stop-grace seconds.
         """
         delay = 0.1
-        while not self.stop.is_set() and (deadline is None or time.monotonic() < deadline):
+        grace_end = None
+        while deadline is None or time.monotonic() < deadline:
+            if self.stop.is_set():
+                if not unconfirmed:
+                    return None
+                grace_end = grace_end or time.monotonic() + self.args.stop_grace
+                if time.monotonic() >= grace_end:
+                    return None
             conn = None
             try:
                 conn = self.connect(role)
@@ -183,7 +195,7 @@ class Bot:
             self.start_instance(conn, "reconnected")
             self.confirm_sends(conn, self.unconfirmed)
 
-        conn = self.connect_retrying("worker", reboot, deadline)
+        conn = self.connect_retrying("worker", reboot, deadline, self.unconfirmed)
         if conn is None:
             return False
         self.conn = conn
@@ -222,7 +234,7 @@ class Bot:
             conn.execute("SELECT * FROM durable.instance_start(%s)", (instance,))
             self.confirm_sends(conn, unconfirmed)
 
-        conn = self.connect_retrying("sender", reboot)
+        conn = self.connect_retrying("sender", reboot, unconfirmed=unconfirmed)
         while conn is not None and not self.stop.is_set():
             try:
                 rows = conn.execute(
@@ -235,7 +247,7 @@ class Bot:
                     break
             except psycopg.OperationalError:
                 conn.close()
-                conn = self.connect_retrying("sender", reboot)
+                conn = self.connect_retrying("sender", reboot, unconfirmed=unconfirmed)
         if conn is not None:
             conn.close()
 
@@ -549,6 +561,8 @@ def main():
     p.add_argument("--followup-every", type=int, default=4, help="a follow-up for every K-th message")
     p.add_argument("--followup-in", default="300ms", help="how long after the message it is due")
     p.add_argument("--timeout", type=float, default=120)
+    p.add_argument("--stop-grace", type=float, default=10,
+                   help="after SIGTERM, how long to keep reconnecting to confirm an accepted send")
     args = p.parse_args()
 
     stop = threading.Event()
