@@ -98,6 +98,27 @@ SELECT action, token, state
 -- The silent sender was only slow: its confirmation, with the token it holds, resolves the
 -- ambiguity truthfully: sent.
 SELECT durable.outbox_sent('rob-2', (SELECT token FROM durable.outbox WHERE key = 'rob-2'), 'tg-1002');
+
+-- So does a refusal: the provider's answer told late, with the token that held the send,
+-- makes an unknown send failed (due again after the backoff) or dead. Another token gets
+-- DR001, as for a sending send.
+SELECT action FROM durable.outbox_begin('rob-3', 'rob-chat-3', '{"text":"refused"}', 'bot-1', lease => '30 ms');
+SELECT action FROM durable.outbox_begin('rob-4', 'rob-chat-3', '{"text":"blocked"}', 'bot-1', lease => '30 ms');
+SELECT pg_sleep(0.1);
+SELECT key, action FROM durable.outbox_begin('rob-3', 'rob-chat-3', '{"text":"refused"}', 'bot-2')
+UNION ALL
+SELECT key, action FROM durable.outbox_begin('rob-4', 'rob-chat-3', '{"text":"blocked"}', 'bot-2');
+\set VERBOSITY sqlstate
+SELECT * FROM durable.outbox_failed('rob-3', (SELECT token + 1 FROM durable.outbox WHERE key = 'rob-3'), 'HTTP 503');
+\set VERBOSITY default
+SELECT state, not_before > clock_timestamp() AS backing_off
+  FROM durable.outbox_failed('rob-3', (SELECT token FROM durable.outbox WHERE key = 'rob-3'), 'HTTP 503');
+SELECT state, not_before IS NULL AS no_retry
+  FROM durable.outbox_failed('rob-4', (SELECT token FROM durable.outbox WHERE key = 'rob-4'), 'HTTP 403', retryable => false);
+-- Due later, a repeat of the key now waits for the retry instead of answering unknown.
+SELECT action, state FROM durable.outbox_begin('rob-3', 'rob-chat-3', '{"text":"refused"}', 'bot-2');
+SELECT key, state, error, lease_until IS NULL AS no_lease FROM durable.outbox
+ WHERE key IN ('rob-3', 'rob-4') ORDER BY key;
 SELECT state, provider_message_id FROM durable.outbox WHERE key = 'rob-2';
 
 ------------------------------------------------------------------------
@@ -557,10 +578,11 @@ DROP EXTENSION amcheck;
 -- Counters
 ------------------------------------------------------------------------
 
--- Everything above, counted in shared memory: 50 sends journaled (31 by outbox_begin, 19
--- enqueued, so 19 deferred), 27 repeated keys, 8 retries (3 failed sends leased again by
--- outbox_begin, 1 by outbox_claim, 4 outbox_retry calls), 4 dead, 3 unknown, 1 bypass,
--- 4 divergences, and 3 stale tokens (the stale completion and the two fenced enqueues).
+-- Everything above, counted in shared memory: 52 sends journaled (33 by outbox_begin, 19
+-- enqueued, so 19 deferred), 30 repeated keys, 8 retries (3 failed sends leased again by
+-- outbox_begin, 1 by outbox_claim, 4 outbox_retry calls), 5 dead, 5 unknown, 1 bypass,
+-- 4 divergences, and 4 stale tokens (the stale completion, the two fenced enqueues and the
+-- refusal of an unknown send under another token).
 SELECT outbox_journaled, outbox_deduped, outbox_retried, outbox_deferred, outbox_dead,
        outbox_ambiguous, outbox_bypassed, stale_leases, outbox_diverged
   FROM durable.metrics();

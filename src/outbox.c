@@ -8,8 +8,9 @@
  * States: pending -> sending -> sent; sending -> failed (due again at
  * not_before) -> sending ...; -> dead (not retryable, or out of retries);
  * sending whose lease expired -> unknown (the provider may or may not have
- * delivered it; never resent by itself); dead, failed and unknown -> pending
- * (outbox_retry).  attempts counts tries against the provider: it grows at
+ * delivered it; never resent by itself); unknown -> sent, failed or dead
+ * when the token that held it tells the provider's answer (outbox_sent,
+ * outbox_failed); dead, failed and unknown -> pending (outbox_retry).  attempts counts tries against the provider: it grows at
  * every lease to a sender.  The id column gives journal order.
  *
  * Locking protocol:
@@ -841,8 +842,10 @@ durable_outbox_sent(PG_FUNCTION_ARGS)
  * outbox_failed(key, token, error, retryable, retry_in) → (state,
  * not_before).  The provider refused the send: it is due again after the
  * backoff (or retry_in), or dead when not retryable or after
- * durable.outbox_retries retries.  Fenced like outbox_sent, but only a
- * sending send can fail.
+ * durable.outbox_retries retries.  Fenced like outbox_sent: accepted from
+ * the token's holder while the send is sending, or unknown (its lease ran
+ * out, or instance_start took it back, before the refusal was told: the
+ * provider's answer resolves the ambiguity, as a confirmation does).
  */
 Datum
 durable_outbox_failed(PG_FUNCTION_ARGS)
@@ -897,9 +900,9 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 		outbox_error_stale(key, &probe);
 	if (outbox_lease_ended(probe.state))
 		outbox_error_lease_ended(key, &probe);
-	if (strcmp(probe.state, "sending") != 0)
+	if (strcmp(probe.state, "sending") != 0 && strcmp(probe.state, "unknown") != 0)
 		outbox_error_state(key, probe.state,
-						   "Only a send in state sending can fail.");
+						   "Only a send in state sending or unknown can fail.");
 
 	/* attempts counts tries: retries used so far are attempts - 1. */
 	dead = !retryable || attempts > durable_outbox_retries;

@@ -26,14 +26,15 @@
  *	 - a lost connection (a server restart, a failover) is a reboot: the
  *	   worker connects again and calls instance_start, which takes back the
  *	   leases it held and flags a send it had begun but not confirmed as
- *	   unknown; a send the provider had accepted is then confirmed with its
- *	   token (outbox_sent), so it ends sent; the webhook repeats an admit
- *	   whose answer was lost, which the journal deduplicates;
+ *	   unknown; the provider's answer to that send, when it had one, is then
+ *	   told with its token (outbox_sent or outbox_failed), so it ends sent,
+ *	   or failed and retried; the webhook repeats an admit whose answer was
+ *	   lost, which the journal deduplicates;
  *	 - SIGTERM stops after the message in hand and gives back, with
  *	   inbox_release, whatever the last claim handed out but was not handled;
- *	   while reconnecting, it stops at once unless the provider accepted a
- *	   send whose confirmation was lost: then it keeps trying for
- *	   --stop-grace seconds, to confirm it (given up, the send stays unknown).
+ *	   while reconnecting, it stops at once unless the journal still lacks
+ *	   the provider's answer to a send: then it keeps trying for --stop-grace
+ *	   seconds, to tell it (given up, the send stays unknown).
  *
  * Why the send is not inside the completing transaction: the provider is
  * outside the database, so the send record must be committed before the
@@ -127,15 +128,34 @@ static sigjmp_buf worker_lost;
 static bool worker_running;
 static PGresult *claimed;
 
-/* A send the provider accepted whose outbox_sent has not answered yet. */
-typedef struct Unconfirmed
+/*
+ * The provider's answer to a send, kept until the journal has it, so that a
+ * lost connection does not lose it: reconnect() tells it again.
+ */
+typedef struct Untold
 {
 	bool		pending;
+	bool		refused;		/* outbox_failed; else outbox_sent with pmid */
 	char		key[600];
 	char		token[32];
 	char		pmid[64];
-} Unconfirmed;
-static Unconfirmed unconfirmed;
+} Untold;
+static Untold untold;
+
+/* A refused reply is due again 100 ms later. */
+#define OUTBOX_REFUSED_SQL \
+	"SELECT * FROM durable.outbox_failed($1, $2::bigint, $3, retryable => true, retry_in => '100ms')"
+#define REFUSAL "503 service unavailable"
+
+static void
+keep_untold(bool refused, const char *key, const char *token, const char *pmid)
+{
+	untold.pending = true;
+	untold.refused = refused;
+	snprintf(untold.key, sizeof(untold.key), "%s", key);
+	snprintf(untold.token, sizeof(untold.token), "%s", token);
+	snprintf(untold.pmid, sizeof(untold.pmid), "%s", pmid);
+}
 
 /* Keys the fake provider refused once (it refuses only the first call). */
 static char **refused;
@@ -468,38 +488,35 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 		PQclear(begun);
 		if (!delivered)
 		{
-			const char *params[3] = {key, send_token, "503 service unavailable"};
+			const char *params[3] = {key, send_token, REFUSAL};
 
 			stats.provider_errors++;
 			/*
-			 * NULL: the send's lease ended before the refusal was told (it
-			 * is unknown now, or an operator settled it): left as the
-			 * journal has it
+			 * NULL: the send was settled before the refusal was told (an
+			 * operator retried or discarded it, another sender has it):
+			 * left as the journal has it
 			 */
 			if (strcmp(action, "send") == 0)
 			{
-				res = exec_fenced_or("SELECT * FROM durable.outbox_failed($1, $2::bigint, $3,"
-									 " retryable => true, retry_in => '100ms')", 3, params, true);
+				keep_untold(true, key, send_token, "");
+				res = exec_fenced_or(OUTBOX_REFUSED_SQL, 3, params, true);
+				untold.pending = false;
 				if (res == NULL)
-					printf("%s: send %s refused after its lease ended; left to the operator\n",
+					printf("%s: send %s refused, but settled meanwhile; left as it is\n",
 						   args.instance, key);
 				PQclear(res);
 			}
 			/* the message comes back after the retry is due; its send reuses the key */
-			fail_for_now(id, token, "provider: 503 service unavailable", "200ms");
+			fail_for_now(id, token, "provider: " REFUSAL, "200ms");
 			return;
 		}
 		if (strcmp(action, "send") == 0)
 		{
 			const char *params[3] = {key, send_token, pmid};
 
-			/* the provider's answer must reach the journal: kept until it has */
-			unconfirmed.pending = true;
-			snprintf(unconfirmed.key, sizeof(unconfirmed.key), "%s", key);
-			snprintf(unconfirmed.token, sizeof(unconfirmed.token), "%s", send_token);
-			snprintf(unconfirmed.pmid, sizeof(unconfirmed.pmid), "%s", pmid);
+			keep_untold(false, key, send_token, pmid);
 			exec_clear(db, "SELECT durable.outbox_sent($1, $2::bigint, $3)", 3, params);
-			unconfirmed.pending = false;
+			untold.pending = false;
 		}
 		stats.replies++;
 	}
@@ -575,16 +592,9 @@ start_instance(const char *what)
 }
 
 /*
- * The connection was lost: connect again and reboot, as after a crash.
- * Whatever this run held is taken back by instance_start rather than
- * finished; a send the provider accepted whose outbox_sent was lost (now
- * unknown) is confirmed with its token, a repeat of a confirmation that did
- * commit being a no-op.  False if the deadline or a SIGTERM came first.
- */
-/*
  * Whether to try connecting again: until the deadline or a SIGTERM, except
- * that a send the provider accepted and the journal was not told of keeps
- * the bot trying for --stop-grace seconds after the SIGTERM.
+ * that a provider's answer the journal was not told of keeps the bot trying
+ * for --stop-grace seconds after the SIGTERM.
  */
 static bool
 keep_reconnecting(double deadline, double *grace_end)
@@ -595,13 +605,22 @@ keep_reconnecting(double deadline, double *grace_end)
 		return false;
 	if (!stopping)
 		return true;
-	if (!unconfirmed.pending)
+	if (!untold.pending)
 		return false;
 	if (*grace_end == 0)
 		*grace_end = now + args.stop_grace;
 	return now < *grace_end;
 }
 
+/*
+ * The connection was lost: connect again and reboot, as after a crash.
+ * Whatever this run held is taken back by instance_start rather than
+ * finished; the provider's answer to a send whose outbox_sent or
+ * outbox_failed was lost (the send is unknown now) is told again with its
+ * token: sent, or failed and due again.  (A repeat of a confirmation that
+ * did commit is a no-op; of a refusal that did, DR001: left as it is.)
+ * False if the deadline or a SIGTERM came first.
+ */
 static bool
 reconnect(double deadline)
 {
@@ -622,11 +641,13 @@ reconnect(double deadline)
 			continue;
 		exec_clear(db, "SET client_min_messages = warning", 0, NULL);
 		start_instance("reconnected");
-		if (unconfirmed.pending)
-			PQclear(exec_fenced_or("SELECT durable.outbox_sent($1, $2::bigint, $3)", 3,
-								   (const char *const[]) {unconfirmed.key, unconfirmed.token,
-														  unconfirmed.pmid}, true));
-		unconfirmed.pending = false;
+		if (untold.pending)
+			PQclear(exec_fenced_or(untold.refused ? OUTBOX_REFUSED_SQL :
+								   "SELECT durable.outbox_sent($1, $2::bigint, $3)", 3,
+								   (const char *const[]) {untold.key, untold.token,
+														  untold.refused ? REFUSAL : untold.pmid},
+								   true));
+		untold.pending = false;
 		delay = 0.1;
 		grace_end = 0;
 		return true;

@@ -25,13 +25,15 @@
 //  * a lost connection (a server restart, a failover) is a reboot: the bot
 //    connects again and calls instance_start, which takes back the leases it
 //    held and flags a send it had begun but not confirmed as unknown
-//    (ambiguous: left to an operator, never resent); the webhook retries its
-//    admit, which the journal deduplicates;
+//    (ambiguous: left to an operator, never resent) -- unless the provider
+//    had answered: that answer is then told with the send's token
+//    (outbox_sent, outbox_failed), so it ends sent, or failed and retried;
+//    the webhook retries its admit, which the journal deduplicates;
 //  * SIGTERM stops after the message in hand and gives back, with
 //    inbox_release, whatever the last claim handed out but was not handled;
-//    while reconnecting, it stops at once unless the provider accepted a
-//    send whose confirmation was lost: then it keeps trying for
-//    --stop-grace seconds, to confirm it (given up, the send stays unknown).
+//    while reconnecting, it stops at once unless the journal still lacks the
+//    provider's answer to a send: then it keeps trying for --stop-grace
+//    seconds, to tell it (given up, the send stays unknown).
 //
 // The provider "delivers" by appending a line to a file; the test
 // (examples/run) checks that every message has exactly one effect row and
@@ -47,6 +49,9 @@ const fs = require('fs');
 const { Client, escapeIdentifier } = require('pg');
 
 const STALE_LEASE = 'DR001';
+// The provider's answers to a send, as the journal takes them.
+const SENT = 'SELECT durable.outbox_sent($1, $2, $3)';
+const REFUSED = "SELECT * FROM durable.outbox_failed($1, $2, $3, retryable => true, retry_in => '100ms')";
 
 // The server ended the session (57P01-57P03: shutdown, crash, not accepting
 // connections yet; 53300: too many connections), the connection failed
@@ -141,7 +146,7 @@ class Bot {
     };
     this.db = this.newClient('worker');
     this.held = new Map(); // id -> token of every record we hold a lease on
-    this.unconfirmed = new Map(); // key -> [token, provider id] the provider gave, not yet journaled
+    this.untold = new Map(); // key -> [SENT or REFUSED, params]: the provider's answers not yet journaled
     this.effects = `${escapeIdentifier(args.schema)}.effects`;
   }
 
@@ -183,7 +188,7 @@ class Bot {
     while (Date.now() < deadline) {
       if (this.stopping) {
         // after SIGTERM, only a send the provider accepted keeps us trying, for a while
-        if (this.unconfirmed.size === 0) return false;
+        if (this.untold.size === 0) return false;
         graceEnd = graceEnd || Date.now() + this.args.stopGrace * 1000;
         if (Date.now() >= graceEnd) return false;
       }
@@ -194,7 +199,7 @@ class Bot {
         // connections for now answers with its own SQLSTATE, 57P03, 55000, ...)
         await this.db.connect().catch((e) => { e.connecting = true; throw e; });
         await this.startInstance('reconnected');
-        await this.confirmSends();
+        await this.tellAgain();
         return true;
       } catch (e) {
         if (!e.connecting && !connectionLost(e)) throw e;
@@ -205,18 +210,33 @@ class Bot {
     return false;
   }
 
-  // Journal the sends the provider accepted whose outbox_sent was lost:
-  // instance_start flagged them unknown; their token still confirms them (a
-  // repeat of a confirmation that did commit is a no-op).
-  async confirmSends() {
-    for (const [key, [token, pmid]] of [...this.unconfirmed]) {
+  // Give the journal the provider's answer to a send (SENT or REFUSED;
+  // params[0] is the key), kept in untold until the journal has it: a
+  // connection lost on the way keeps it for tellAgain, after the reboot.
+  async tell(answer, params) {
+    this.untold.set(params[0], [answer, params]);
+    try {
+      await this.db.query(answer, params);
+    } catch (e) {
+      if (!connectionLost(e)) this.untold.delete(params[0]);
+      throw e;
+    }
+    this.untold.delete(params[0]);
+  }
+
+  // Tell the journal the provider's answers that a lost connection kept from
+  // it: instance_start flagged those sends unknown; their token still settles
+  // them: sent, or failed and due again.  A repeat of a confirmation that did
+  // commit is a no-op; of a refusal that did, DR001 (its lease ended with it).
+  async tellAgain() {
+    for (const [key, [answer, params]] of [...this.untold]) {
       try {
-        await this.db.query('SELECT durable.outbox_sent($1, $2, $3)', [key, token, pmid]);
+        await this.db.query(answer, params);
       } catch (e) {
-        // DR001/DR003: an operator settled it meanwhile (retried or discarded)
+        // DR001/DR003: settled meanwhile (by the answer itself, or an operator)
         if (e.code !== STALE_LEASE && e.code !== 'DR003') throw e;
       }
-      this.unconfirmed.delete(key);
+      this.untold.delete(key);
     }
   }
 
@@ -282,14 +302,13 @@ class Bot {
         this.stats.providerErrors++;
         if (b.action === 'send') {
           try {
-            await this.db.query(
-              "SELECT * FROM durable.outbox_failed($1, $2, $3, retryable => true, retry_in => '100ms')",
-              [b.key, b.token, e.message]);
+            await this.tell(REFUSED, [b.key, b.token, e.message]);
           } catch (err) {
-            // DR001/DR003: the send's lease ended before the refusal was told (it is unknown
-            // now, or an operator settled it): left as the journal has it
+            // DR001/DR003: settled before the refusal was told (an operator retried or
+            // discarded it, another sender has it): left as the journal has it.  (Told
+            // late, after the lease ran out, the refusal still settles an unknown send.)
             if (err.code !== STALE_LEASE && err.code !== 'DR003') throw err;
-            console.log(`${this.instance}: send ${b.key} refused after its lease ended; left to the operator`);
+            console.log(`${this.instance}: send ${b.key} refused, but settled meanwhile; left as it is`);
           }
         }
         // the message comes back after the retry is due; its send reuses the key
@@ -298,10 +317,7 @@ class Bot {
         return;
       }
       if (b.action === 'send') {
-        // the provider's answer must reach the journal: kept until it has
-        this.unconfirmed.set(b.key, [b.token, pmid]);
-        await this.db.query('SELECT durable.outbox_sent($1, $2, $3)', [b.key, b.token, pmid]);
-        this.unconfirmed.delete(b.key);
+        await this.tell(SENT, [b.key, b.token, pmid]);
       }
       this.stats.replies++;
     } else if (b.action === 'busy' || b.action === 'wait') {

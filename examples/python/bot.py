@@ -30,13 +30,15 @@ A complete, runnable loop with a fake chat platform and a fake provider:
   * a lost connection (a server restart, a failover) is a reboot: the bot
     connects again and calls instance_start, which takes back the leases it
     held and flags a send it had begun but not confirmed as unknown
-    (ambiguous: left to an operator, never resent); the webhook retries its
-    admit, which the journal deduplicates;
+    (ambiguous: left to an operator, never resent) -- unless the provider
+    had answered: that answer is then told with the send's token
+    (outbox_sent, outbox_failed), so it ends sent, or failed and retried;
+    the webhook retries its admit, which the journal deduplicates;
   * SIGTERM stops after the message in hand and gives back, with
     inbox_release, whatever the last claim handed out but was not handled;
-    while reconnecting, it stops at once unless the provider accepted a send
-    whose confirmation was lost: then it keeps trying for --stop-grace
-    seconds, to confirm it (given up, the send stays unknown).
+    while reconnecting, it stops at once unless the journal still lacks the
+    provider's answer to a send: then it keeps trying for --stop-grace
+    seconds, to tell it (given up, the send stays unknown).
 
 The provider "delivers" by appending a line to a file; the test
 (examples/run) checks that every message has exactly one effect row and
@@ -62,6 +64,10 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 STALE_LEASE = "DR001"
+# The provider's answers to a send, as the journal takes them.
+SENT = "SELECT durable.outbox_sent(%s, %s, %s)"
+REFUSED = ("SELECT * FROM durable.outbox_failed(%s, %s, %s, retryable => true,"
+           " retry_in => %s::interval)")
 
 
 class ProviderError(Exception):
@@ -123,27 +129,27 @@ class Bot:
         self.feed_finished = threading.Event()  # tells the sender loop to end once idle
         self.conn = self.connect()
         self.held = {}  # id -> token of every record we hold a lease on
-        self.unconfirmed = {}  # key -> (token, provider id) the provider gave, not yet journaled
+        self.untold = {}  # key -> (SENT or REFUSED, params): the provider's answers not yet journaled
 
     def connect(self, role="worker"):
         # named, so that an operator (or examples/run) can tell the connections apart
         return psycopg.connect(self.args.dsn, autocommit=True,
                                application_name=f"{self.instance} {role}")
 
-    def connect_retrying(self, role, setup=None, deadline=None, unconfirmed=None):
+    def connect_retrying(self, role, setup=None, deadline=None, untold=None):
         """A new connection, once setup(conn) ran on it, or None when stopped or past deadline.
 
         The worker, the webhook and the sender loop all come back this way
         after a lost connection: a server restarting or failing over refuses
         connections for a while, so the tries back off from 0.1 s to 5 s.
-        After SIGTERM, only sends the provider accepted and the journal was
-        not told of (unconfirmed) keep it trying, for --stop-grace seconds.
+        After SIGTERM, only provider answers the journal was not told of
+        (untold) keep it trying, for --stop-grace seconds.
         """
         delay = 0.1
         grace_end = None
         while deadline is None or time.monotonic() < deadline:
             if self.stop.is_set():
-                if not unconfirmed:
+                if not untold:
                     return None
                 grace_end = grace_end or time.monotonic() + self.args.stop_grace
                 if time.monotonic() >= grace_end:
@@ -193,29 +199,49 @@ class Bot:
 
         def reboot(conn):
             self.start_instance(conn, "reconnected")
-            self.confirm_sends(conn, self.unconfirmed)
+            self.tell_again(conn, self.untold)
 
-        conn = self.connect_retrying("worker", reboot, deadline, self.unconfirmed)
+        conn = self.connect_retrying("worker", reboot, deadline, self.untold)
         if conn is None:
             return False
         self.conn = conn
         return True
 
     @staticmethod
-    def confirm_sends(conn, unconfirmed):
-        """Journal the sends the provider accepted whose outbox_sent was lost.
+    def tell(conn, untold, answer, params):
+        """Give the journal the provider's answer to a send (SENT or REFUSED; params[0] is the key).
 
-        instance_start flagged them unknown; their token still confirms them
-        (a repeat of a confirmation that did commit is a no-op).
+        Kept in untold until the journal has it: a connection lost on the way
+        keeps it for tell_again, after the reboot.
         """
-        for key, (token, pmid) in list(unconfirmed.items()):
+        key = params[0]
+        untold[key] = (answer, params)
+        try:
+            conn.execute(answer, params)
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error:
+            del untold[key]
+            raise
+        del untold[key]
+
+    @staticmethod
+    def tell_again(conn, untold):
+        """Tell the journal the provider's answers that a lost connection kept from it.
+
+        instance_start flagged those sends unknown; their token still settles
+        them: sent, or failed and due again.  A repeat of a confirmation that
+        did commit is a no-op; of a refusal that did, DR001 (its lease ended
+        with it).
+        """
+        for key, (answer, params) in list(untold.items()):
             try:
-                conn.execute("SELECT durable.outbox_sent(%s, %s, %s)", (key, token, pmid))
+                conn.execute(answer, params)
             except psycopg.Error as e:
                 if e.sqlstate not in (STALE_LEASE, "DR003"):
                     raise
-                # DR001/DR003: an operator settled it meanwhile (retried or discarded)
-            del unconfirmed[key]
+                # DR001/DR003: settled meanwhile (by the answer itself, or an operator)
+            del untold[key]
 
     # -- the sender loop, in its own thread and connection ----------------
     def sender(self):
@@ -228,13 +254,13 @@ class Bot:
         no send of the feed's messages is still due.
         """
         instance = f"{self.instance}-sender"
-        unconfirmed = {}  # key -> (token, provider id), as the worker keeps them
+        untold = {}  # as the worker keeps them
 
         def reboot(conn):
             conn.execute("SELECT * FROM durable.instance_start(%s)", (instance,))
-            self.confirm_sends(conn, unconfirmed)
+            self.tell_again(conn, untold)
 
-        conn = self.connect_retrying("sender", reboot, unconfirmed=unconfirmed)
+        conn = self.connect_retrying("sender", reboot, untold=untold)
         while conn is not None and not self.stop.is_set():
             try:
                 rows = conn.execute(
@@ -242,46 +268,45 @@ class Bot:
                     " instance => %s, max => 5, lease => %s::interval, wait => '1s')",
                     (instance, self.args.send_lease)).fetchall()
                 for key, token, chat_id, payload in rows:  # all of them, even on SIGTERM
-                    self.deliver(conn, unconfirmed, key, token, chat_id, payload)
+                    self.deliver(conn, untold, key, token, chat_id, payload)
                 if not rows and self.feed_finished.is_set() and not self.sends_due(conn):
                     break
             except psycopg.OperationalError:
                 conn.close()
-                conn = self.connect_retrying("sender", reboot, unconfirmed=unconfirmed)
+                conn = self.connect_retrying("sender", reboot, untold=untold)
         if conn is not None:
             conn.close()
 
-    def deliver(self, conn, unconfirmed, key, token, chat_id, payload):
+    def deliver(self, conn, untold, key, token, chat_id, payload):
         text = payload.get("text", str(payload)) if isinstance(payload, dict) else str(payload)
         try:
             pmid = self.provider.send(key, chat_id, text, refuse_first=False)
         except ProviderError as e:
-            self.report_failure(conn, key, token, str(e))
+            self.report_failure(conn, untold, key, token, str(e))
             return
-        unconfirmed[key] = (token, pmid)
         try:
-            conn.execute("SELECT durable.outbox_sent(%s, %s, %s)", (key, token, pmid))
+            self.tell(conn, untold, SENT, (key, token, pmid))
         except psycopg.Error as e:
             if e.sqlstate != STALE_LEASE:
                 raise
             # DR001: its lease ended before the confirmation (another sender has it now,
             # or an operator retried it): the provider had it, the journal will not say so
-        del unconfirmed[key]
         self.stats["sender_sent"] += 1
 
-    def report_failure(self, conn, key, token, error, retry_in=None):
+    def report_failure(self, conn, untold, key, token, error, retry_in=None):
         """outbox_failed: due again after retry_in, or the backoff when None.
 
-        A send whose lease ended before the refusal was told (DR001, DR003:
-        now unknown, or settled by an operator) is left as the journal has it.
+        Told late -- the send's lease ran out, or instance_start took it
+        back -- the refusal still settles an unknown send.  One settled
+        meanwhile (DR001, DR003: an operator retried or discarded it, another
+        sender has it) is left as the journal has it.
         """
         try:
-            conn.execute("SELECT * FROM durable.outbox_failed(%s, %s, %s, retryable => true,"
-                         " retry_in => %s::interval)", (key, token, error, retry_in))
+            self.tell(conn, untold, REFUSED, (key, token, error, retry_in))
         except psycopg.Error as e:
             if e.sqlstate not in (STALE_LEASE, "DR003"):
                 raise
-            print(f"{self.instance}: send {key} refused after its lease ended; left to the operator",
+            print(f"{self.instance}: send {key} refused, but settled meanwhile; left as it is",
                   flush=True)
 
     def sends_due(self, conn):
@@ -352,13 +377,10 @@ class Bot:
                                       (rid, token, f"provider: {e}"))
                     return
                 # journaled: the sender loop retries it when due; the message is handled
-                self.report_failure(self.conn, key, send_token, str(e), retry_in="100ms")
+                self.report_failure(self.conn, self.untold, key, send_token, str(e), retry_in="100ms")
             else:
                 if action == "send":
-                    # the provider's answer must reach the journal: kept until it has
-                    self.unconfirmed[key] = (send_token, pmid)
-                    self.conn.execute("SELECT durable.outbox_sent(%s, %s, %s)", (key, send_token, pmid))
-                    del self.unconfirmed[key]
+                    self.tell(self.conn, self.untold, SENT, (key, send_token, pmid))
                 self.stats["replies"] += 1
         elif action in ("sent", "busy", "wait"):
             # sent by an earlier run of this handler (answered from the journal), or being

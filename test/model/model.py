@@ -1215,6 +1215,8 @@ def sent_errs(s, tok, op):
         return {"DR001"}  # the lease ended (outbox_retry, outbox_failed)
     if op == "sent" and s.state in ("unknown", "sent"):
         return None  # resolves an ambiguous send; a repeat is a no-op
+    if op == "failed" and s.state == "unknown":
+        return None  # the provider's refusal resolves it too
     return {"DR003"}
 
 
