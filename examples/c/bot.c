@@ -219,8 +219,8 @@ exec(PGconn *conn, const char *sql, int n, const char *const *params)
 /*
  * As exec(), for a call that names a lease we hold: NULL when the lease was
  * lost (DR001, a stale token: another replica has the record now) or, with
- * settled_too, when an operator settled the send meanwhile (DR003:
- * discarded, or sent after a retry); any other failure ends the bot.
+ * settled_too, when the send was settled meanwhile (DR003: sent or dead;
+ * DR002: an operator discarded it); any other failure ends the bot.
  */
 static PGresult *
 exec_fenced_or(const char *sql, int n, const char *const *params, bool settled_too)
@@ -233,7 +233,8 @@ exec_fenced_or(const char *sql, int n, const char *const *params, bool settled_t
 	check_lost(db, res);
 	sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	if (sqlstate == NULL ||
-		(strcmp(sqlstate, STALE_LEASE) != 0 && !(settled_too && strcmp(sqlstate, "DR003") == 0)))
+		(strcmp(sqlstate, STALE_LEASE) != 0 &&
+		 !(settled_too && (strcmp(sqlstate, "DR003") == 0 || strcmp(sqlstate, "DR002") == 0))))
 		die(sql, res);
 	PQclear(res);
 	return NULL;
@@ -614,12 +615,15 @@ keep_reconnecting(double deadline, double *grace_end)
 
 /*
  * The connection was lost: connect again and reboot, as after a crash.
- * Whatever this run held is taken back by instance_start rather than
- * finished; the provider's answer to a send whose outbox_sent or
- * outbox_failed was lost (the send is unknown now) is told again with its
- * token: sent, or failed and due again.  (A repeat of a confirmation that
- * did commit is a no-op; of a refusal that did, DR001: left as it is.)
- * False if the deadline or a SIGTERM came first.
+ * First the provider's answer to a send whose outbox_sent or outbox_failed
+ * was lost is told again with its token: sent, or failed and due again.
+ * Told before instance_start, the send is still ours (sending, or unknown
+ * if its lease ran out) and so is its message: no other replica can find
+ * the send unknown and finish the message meanwhile, which would leave a
+ * refused reply failed with no handler to send it.  (A repeat of a
+ * confirmation that did commit is a no-op; of a refusal, DR001: left as it
+ * is.)  Then whatever this run held is taken back by instance_start rather
+ * than finished.  False if the deadline or a SIGTERM came first.
  */
 static bool
 reconnect(double deadline)
@@ -640,7 +644,6 @@ reconnect(double deadline)
 		if (PQstatus(db) != CONNECTION_OK)
 			continue;
 		exec_clear(db, "SET client_min_messages = warning", 0, NULL);
-		start_instance("reconnected");
 		if (untold.pending)
 			PQclear(exec_fenced_or(untold.refused ? OUTBOX_REFUSED_SQL :
 								   "SELECT durable.outbox_sent($1, $2::bigint, $3)", 3,
@@ -648,6 +651,7 @@ reconnect(double deadline)
 														  untold.refused ? REFUSAL : untold.pmid},
 								   true));
 		untold.pending = false;
+		start_instance("reconnected");
 		delay = 0.1;
 		grace_end = 0;
 		return true;

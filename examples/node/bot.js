@@ -49,6 +49,9 @@ const fs = require('fs');
 const { Client, escapeIdentifier } = require('pg');
 
 const STALE_LEASE = 'DR001';
+// A send settled by someone else meanwhile: another sender has it or an operator retried
+// it (DR001), it is sent or dead (DR003), an operator discarded it (DR002).
+const SETTLED = [STALE_LEASE, 'DR002', 'DR003'];
 // The provider's answers to a send, as the journal takes them.
 const SENT = 'SELECT durable.outbox_sent($1, $2, $3)';
 const REFUSED = "SELECT * FROM durable.outbox_failed($1, $2, $3, retryable => true, retry_in => '100ms')";
@@ -175,10 +178,11 @@ class Bot {
   }
 
   // The connection was lost: connect again and reboot, as after a crash.
-  // Whatever this run held is taken back by instance_start rather than
+  // The provider's answers the journal lacks are told first (tellAgain);
+  // then whatever this run held is taken back by instance_start rather than
   // finished: a confirmation might have committed or not, and a send begun
-  // but not confirmed might have reached the provider or not (instance_start
-  // flags it unknown; it is never resent by itself).
+  // whose answer we do not know might have reached the provider or not
+  // (instance_start flags it unknown; it is never resent by itself).
   async reconnect(error, deadline) {
     this.stats.reconnects++;
     this.held = new Map();
@@ -187,7 +191,7 @@ class Bot {
     let graceEnd = null;
     while (Date.now() < deadline) {
       if (this.stopping) {
-        // after SIGTERM, only a send the provider accepted keeps us trying, for a while
+        // after SIGTERM, only a provider's answer the journal lacks keeps us trying, for a while
         if (this.untold.size === 0) return false;
         graceEnd = graceEnd || Date.now() + this.args.stopGrace * 1000;
         if (Date.now() >= graceEnd) return false;
@@ -198,8 +202,8 @@ class Bot {
         // any error of connect() is a failure to connect (a server that refuses
         // connections for now answers with its own SQLSTATE, 57P03, 55000, ...)
         await this.db.connect().catch((e) => { e.connecting = true; throw e; });
-        await this.startInstance('reconnected');
         await this.tellAgain();
+        await this.startInstance('reconnected');
         return true;
       } catch (e) {
         if (!e.connecting && !connectionLost(e)) throw e;
@@ -225,16 +229,18 @@ class Bot {
   }
 
   // Tell the journal the provider's answers that a lost connection kept from
-  // it: instance_start flagged those sends unknown; their token still settles
-  // them: sent, or failed and due again.  A repeat of a confirmation that did
-  // commit is a no-op; of a refusal that did, DR001 (its lease ended with it).
+  // it.  Called before instance_start: the sends are still ours (sending, or
+  // unknown if their lease ran out; the token settles them either way: sent,
+  // or failed and due again), and so are their messages, which no other
+  // replica can then finish while the send looks unknown -- leaving a refused
+  // reply failed with no handler to send it.  A repeat of a confirmation that
+  // did commit is a no-op; of a refusal, DR001.
   async tellAgain() {
     for (const [key, [answer, params]] of [...this.untold]) {
       try {
         await this.db.query(answer, params);
       } catch (e) {
-        // DR001/DR003: settled meanwhile (by the answer itself, or an operator)
-        if (e.code !== STALE_LEASE && e.code !== 'DR003') throw e;
+        if (!SETTLED.includes(e.code)) throw e;
       }
       this.untold.delete(key);
     }
@@ -307,7 +313,7 @@ class Bot {
             // DR001/DR003: settled before the refusal was told (an operator retried or
             // discarded it, another sender has it): left as the journal has it.  (Told
             // late, after the lease ran out, the refusal still settles an unknown send.)
-            if (err.code !== STALE_LEASE && err.code !== 'DR003') throw err;
+            if (!SETTLED.includes(err.code)) throw err;
             console.log(`${this.instance}: send ${b.key} refused, but settled meanwhile; left as it is`);
           }
         }

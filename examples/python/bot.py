@@ -64,6 +64,9 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 STALE_LEASE = "DR001"
+# A send settled by someone else meanwhile: another sender has it or an operator retried
+# it (DR001), it is sent or dead (DR003), an operator discarded it (DR002).
+SETTLED = (STALE_LEASE, "DR002", "DR003")
 # The provider's answers to a send, as the journal takes them.
 SENT = "SELECT durable.outbox_sent(%s, %s, %s)"
 REFUSED = ("SELECT * FROM durable.outbox_failed(%s, %s, %s, retryable => true,"
@@ -186,10 +189,12 @@ class Bot:
     def reconnect(self, error, deadline):
         """The connection was lost: connect again and reboot, as after a crash.
 
-        Whatever this run held is taken back by instance_start rather than
-        finished: a lease's confirmation might have committed or not, and a
-        send begun but not confirmed might have reached the provider or not
-        (instance_start flags it unknown; it is never resent by itself).
+        The provider's answers the journal lacks are told first (tell_again);
+        then whatever this run held is taken back by instance_start rather
+        than finished: a lease's confirmation might have committed or not,
+        and a send begun whose answer we do not know might have reached the
+        provider or not (instance_start flags it unknown; it is never resent
+        by itself).
         """
         self.stats["reconnects"] += 1
         self.held = {}
@@ -198,8 +203,8 @@ class Bot:
         self.conn.close()
 
         def reboot(conn):
-            self.start_instance(conn, "reconnected")
             self.tell_again(conn, self.untold)
+            self.start_instance(conn, "reconnected")
 
         conn = self.connect_retrying("worker", reboot, deadline, self.untold)
         if conn is None:
@@ -229,18 +234,18 @@ class Bot:
     def tell_again(conn, untold):
         """Tell the journal the provider's answers that a lost connection kept from it.
 
-        instance_start flagged those sends unknown; their token still settles
-        them: sent, or failed and due again.  A repeat of a confirmation that
-        did commit is a no-op; of a refusal that did, DR001 (its lease ended
-        with it).
+        Called before instance_start: the sends are still ours (sending, or
+        unknown if their lease ran out; the token settles them either way:
+        sent, or failed and due again), and so are their messages, which no
+        other replica can then finish while the send looks unknown.  A repeat
+        of a confirmation that did commit is a no-op; of a refusal, DR001.
         """
         for key, (answer, params) in list(untold.items()):
             try:
                 conn.execute(answer, params)
             except psycopg.Error as e:
-                if e.sqlstate not in (STALE_LEASE, "DR003"):
+                if e.sqlstate not in SETTLED:
                     raise
-                # DR001/DR003: settled meanwhile (by the answer itself, or an operator)
             del untold[key]
 
     # -- the sender loop, in its own thread and connection ----------------
@@ -257,8 +262,8 @@ class Bot:
         untold = {}  # as the worker keeps them
 
         def reboot(conn):
-            conn.execute("SELECT * FROM durable.instance_start(%s)", (instance,))
             self.tell_again(conn, untold)
+            conn.execute("SELECT * FROM durable.instance_start(%s)", (instance,))
 
         conn = self.connect_retrying("sender", reboot, untold=untold)
         while conn is not None and not self.stop.is_set():
@@ -287,10 +292,11 @@ class Bot:
         try:
             self.tell(conn, untold, SENT, (key, token, pmid))
         except psycopg.Error as e:
-            if e.sqlstate != STALE_LEASE:
+            if e.sqlstate not in (STALE_LEASE, "DR002"):
                 raise
-            # DR001: its lease ended before the confirmation (another sender has it now,
-            # or an operator retried it): the provider had it, the journal will not say so
+            # DR001/DR002: its lease ended before the confirmation (another sender has it
+            # now, an operator retried or discarded it): the provider had it, the journal
+            # will not say so
         self.stats["sender_sent"] += 1
 
     def report_failure(self, conn, untold, key, token, error, retry_in=None):
@@ -298,13 +304,12 @@ class Bot:
 
         Told late -- the send's lease ran out, or instance_start took it
         back -- the refusal still settles an unknown send.  One settled
-        meanwhile (DR001, DR003: an operator retried or discarded it, another
-        sender has it) is left as the journal has it.
+        meanwhile (SETTLED) is left as the journal has it.
         """
         try:
             self.tell(conn, untold, REFUSED, (key, token, error, retry_in))
         except psycopg.Error as e:
-            if e.sqlstate not in (STALE_LEASE, "DR003"):
+            if e.sqlstate not in SETTLED:
                 raise
             print(f"{self.instance}: send {key} refused, but settled meanwhile; left as it is",
                   flush=True)
