@@ -89,6 +89,8 @@ typedef struct Args
 	int			fail_every;
 	double		timeout;
 	double		stop_grace;
+	int			slow_provider_every;	/* 0: never */
+	double		slow_provider_seconds;
 } Args;
 
 typedef struct Stats
@@ -279,13 +281,14 @@ now_s(void)
  */
 static bool
 provider_send(const char *key, const char *chat_id, const char *text, bool refuse_first,
-			  char *pmid, size_t pmid_size)
+			  double delay, char *pmid, size_t pmid_size)
 {
 	char	   *line;
 	size_t		len;
 	int			fd;
 	int			i;
 
+	sleep_s(delay);				/* a slow API */
 	provider_calls++;
 	if (refuse_first)
 	{
@@ -483,7 +486,9 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 	if (strcmp(action, "send") == 0 || strcmp(action, "bypass") == 0)
 	{
 		char		pmid[64];
-		bool		delivered = provider_send(key, send_to, send_text, n % args.fail_every == 0,
+		double		slow = (args.slow_provider_every > 0 && n % args.slow_provider_every == 0) ?
+			args.slow_provider_seconds : 0;
+		bool		delivered = provider_send(key, send_to, send_text, n % args.fail_every == 0, slow,
 											  pmid, sizeof(pmid));
 
 		PQclear(begun);
@@ -515,8 +520,14 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 		{
 			const char *params[3] = {key, send_token, pmid};
 
+			/*
+			 * NULL: settled meanwhile (its lease had run out: an operator
+			 * discarded or retried it, another sender has it): the provider
+			 * had it, the journal will not say so; the message is handled
+			 * all the same
+			 */
 			keep_untold(false, key, send_token, pmid);
-			exec_clear(db, "SELECT durable.outbox_sent($1, $2::bigint, $3)", 3, params);
+			PQclear(exec_fenced_or("SELECT durable.outbox_sent($1, $2::bigint, $3)", 3, params, true));
 			untold.pending = false;
 		}
 		stats.replies++;
@@ -678,7 +689,8 @@ usage(void)
 	fprintf(stderr,
 			"usage: bot [--conninfo C] [--instance I] [--schema S] [--feed N] [--feed-delay S]\n"
 			"           [--deliveries FILE] [--lease L] [--send-lease L] [--slow-every K] [--slow-seconds S]\n"
-			"           [--fail-every K] [--timeout S] [--stop-grace S]\n");
+			"           [--fail-every K] [--timeout S] [--stop-grace S]\n"
+			"           [--slow-provider-every K] [--slow-provider-seconds S]\n");
 	exit(2);
 }
 
@@ -699,6 +711,8 @@ main(int argc, char **argv)
 		{"fail-every", required_argument, NULL, 'e'},
 		{"timeout", required_argument, NULL, 't'},
 		{"stop-grace", required_argument, NULL, 'g'},
+		{"slow-provider-every", required_argument, NULL, 'p'},
+		{"slow-provider-seconds", required_argument, NULL, 'P'},
 		{NULL, 0, NULL, 0}
 	};
 	struct sigaction sa;
@@ -711,7 +725,7 @@ main(int argc, char **argv)
 
 	args = (Args)
 	{
-		"", "example-c", "example_c", "deliveries.txt", "1s", "30s", 20, 0.02, 7, 1.6, 6, 120, 10
+		"", "example-c", "example_c", "deliveries.txt", "1s", "30s", 20, 0.02, 7, 1.6, 6, 120, 10, 0, 1.5
 	};
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
 	{
@@ -730,10 +744,13 @@ main(int argc, char **argv)
 			case 'e': args.fail_every = atoi(optarg); break;
 			case 't': args.timeout = atof(optarg); break;
 			case 'g': args.stop_grace = atof(optarg); break;
+			case 'p': args.slow_provider_every = atoi(optarg); break;
+			case 'P': args.slow_provider_seconds = atof(optarg); break;
 			default: usage();
 		}
 	}
-	if (optind < argc || args.feed < 1 || args.slow_every < 1 || args.fail_every < 1)
+	if (optind < argc || args.feed < 1 || args.slow_every < 1 || args.fail_every < 1 ||
+		args.slow_provider_every < 0)
 		usage();
 
 	memset(&sa, 0, sizeof(sa));

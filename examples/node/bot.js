@@ -79,7 +79,7 @@ function parseArgs(argv) {
     '--send-lease': ['sendLease', String],
     '--slow-every': ['slowEvery', Number], '--slow-seconds': ['slowSeconds', Number],
     '--fail-every': ['failEvery', Number], '--timeout': ['timeout', Number],
-    // after SIGTERM, how long to keep reconnecting to confirm an accepted send
+    // after SIGTERM, how long to keep reconnecting to journal a provider's answer
     '--stop-grace': ['stopGrace', Number],
     // every K-th reply takes the provider --slow-provider-seconds
     '--slow-provider-every': ['slowProviderEvery', Number],
@@ -232,8 +232,8 @@ class Bot {
   // it.  Called before instance_start: the sends are still ours (sending, or
   // unknown if their lease ran out; the token settles them either way: sent,
   // or failed and due again), and so are their messages, which no other
-  // replica can then finish while the send looks unknown -- leaving a refused
-  // reply failed with no handler to send it.  A repeat of a confirmation that
+  // replica can then finish while the send looks unknown (as long as the inbox
+  // lease holds) -- leaving a refused reply failed with no handler to send it.  A repeat of a confirmation that
   // did commit is a no-op; of a refusal, DR001.
   async tellAgain() {
     for (const [key, [answer, params]] of [...this.untold]) {
@@ -310,8 +310,8 @@ class Bot {
           try {
             await this.tell(REFUSED, [b.key, b.token, e.message]);
           } catch (err) {
-            // DR001/DR003: settled before the refusal was told (an operator retried or
-            // discarded it, another sender has it): left as the journal has it.  (Told
+            // SETTLED before the refusal was told (an operator retried or discarded
+            // it, another sender has it): left as the journal has it.  (Told
             // late, after the lease ran out, the refusal still settles an unknown send.)
             if (!SETTLED.includes(err.code)) throw err;
             console.log(`${this.instance}: send ${b.key} refused, but settled meanwhile; left as it is`);
@@ -323,7 +323,14 @@ class Bot {
         return;
       }
       if (b.action === 'send') {
-        await this.tell(SENT, [b.key, b.token, pmid]);
+        try {
+          await this.tell(SENT, [b.key, b.token, pmid]);
+        } catch (e) {
+          // settled meanwhile (its lease had run out: an operator discarded or retried it,
+          // another sender has it): the provider had it, the journal will not say so; the
+          // message is handled all the same
+          if (!SETTLED.includes(e.code)) throw e;
+        }
       }
       this.stats.replies++;
     } else if (b.action === 'busy' || b.action === 'wait') {

@@ -237,7 +237,8 @@ class Bot:
         Called before instance_start: the sends are still ours (sending, or
         unknown if their lease ran out; the token settles them either way:
         sent, or failed and due again), and so are their messages, which no
-        other replica can then finish while the send looks unknown.  A repeat
+        other replica can then finish while the send looks unknown (as long
+        as the inbox lease holds).  A repeat
         of a confirmation that did commit is a no-op; of a refusal, DR001.
         """
         for key, (answer, params) in list(untold.items()):
@@ -385,7 +386,14 @@ class Bot:
                 self.report_failure(self.conn, self.untold, key, send_token, str(e), retry_in="100ms")
             else:
                 if action == "send":
-                    self.tell(self.conn, self.untold, SENT, (key, send_token, pmid))
+                    try:
+                        self.tell(self.conn, self.untold, SENT, (key, send_token, pmid))
+                    except psycopg.Error as e:
+                        if e.sqlstate not in SETTLED:
+                            raise
+                        # settled meanwhile (its lease had run out: an operator discarded or
+                        # retried it, another sender has it): the provider had it, the
+                        # journal will not say so; the message is handled all the same
                 self.stats["replies"] += 1
         elif action in ("sent", "busy", "wait"):
             # sent by an earlier run of this handler (answered from the journal), or being
@@ -589,7 +597,7 @@ def main():
     p.add_argument("--followup-in", default="300ms", help="how long after the message it is due")
     p.add_argument("--timeout", type=float, default=120)
     p.add_argument("--stop-grace", type=float, default=10,
-                   help="after SIGTERM, how long to keep reconnecting to confirm an accepted send")
+                   help="after SIGTERM, how long to keep reconnecting to journal a provider's answer")
     args = p.parse_args()
 
     stop = threading.Event()
