@@ -168,6 +168,10 @@ class Bot:
                     conn.close()
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
+            except BaseException:
+                if conn is not None:
+                    conn.close()
+                raise
         return None
 
     # -- boot ---------------------------------------------------------
@@ -509,7 +513,16 @@ class Bot:
         self.boot()
         feeder = threading.Thread(target=self.feeder, daemon=True)
         feeder.start()
-        sender = threading.Thread(target=self.sender, daemon=True)
+        sender_failed = []  # the error that ended the sender loop, if one did
+
+        def sender_main():
+            try:
+                self.sender()
+            except BaseException as e:
+                sender_failed.append(e)
+                raise
+
+        sender = threading.Thread(target=sender_main, daemon=True)
         sender.start()
         deadline = time.monotonic() + self.args.timeout
         while not self.stop.is_set():
@@ -532,6 +545,10 @@ class Bot:
         sender.join(max(0.0, deadline - time.monotonic()))
         if sender.is_alive():
             print(f"{self.instance}: timed out waiting for the sender loop", file=sys.stderr)
+            return 1
+        if sender_failed:
+            # (its traceback is on stderr already); the sends it held are the journal's
+            print(f"{self.instance}: the sender loop failed: {sender_failed[0]!r}", file=sys.stderr)
             return 1
         s = self.stats
         how = "stopped by SIGTERM" if self.stop.is_set() else "feed processed"
