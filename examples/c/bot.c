@@ -32,9 +32,10 @@
  *	   lost, which the journal deduplicates;
  *	 - SIGTERM stops after the message in hand and gives back, with
  *	   inbox_release, whatever the last claim handed out but was not handled;
- *	   while reconnecting, it stops at once unless the journal still lacks
- *	   the provider's answer to a send: then it keeps trying for --stop-grace
- *	   seconds, to tell it (given up, the send stays unknown).
+ *	   while reconnecting, it stops after the current back-off unless the
+ *	   journal still lacks the provider's answer to a send: then it keeps
+ *	   trying for --stop-grace seconds, to tell it (given up, the send stays
+ *	   unknown).
  *
  * Why the send is not inside the completing transaction: the provider is
  * outside the database, so the send record must be committed before the
@@ -144,20 +145,14 @@ typedef struct Untold
 } Untold;
 static Untold untold;
 
-/* A refused reply is due again 100 ms later. */
+/*
+ * The provider's answers, as the journal takes them; a refused reply is due
+ * again 100 ms later.
+ */
+#define OUTBOX_SENT_SQL "SELECT durable.outbox_sent($1, $2::bigint, $3)"
 #define OUTBOX_REFUSED_SQL \
 	"SELECT * FROM durable.outbox_failed($1, $2::bigint, $3, retryable => true, retry_in => '100ms')"
 #define REFUSAL "503 service unavailable"
-
-static void
-keep_untold(bool refused, const char *key, const char *token, const char *pmid)
-{
-	untold.pending = true;
-	untold.refused = refused;
-	snprintf(untold.key, sizeof(untold.key), "%s", key);
-	snprintf(untold.token, sizeof(untold.token), "%s", token);
-	snprintf(untold.pmid, sizeof(untold.pmid), "%s", pmid);
-}
 
 /* Keys the fake provider refused once (it refuses only the first call). */
 static char **refused;
@@ -246,6 +241,33 @@ static PGresult *
 exec_fenced(const char *sql, int n, const char *const *params)
 {
 	return exec_fenced_or(sql, n, params, false);
+}
+
+/*
+ * Tell the journal the kept answer: NULL when the send was settled meanwhile
+ * (exec_fenced_or).  A lost connection unwinds with it still kept.
+ */
+static PGresult *
+tell_untold(void)
+{
+	const char *params[3] = {untold.key, untold.token, untold.refused ? REFUSAL : untold.pmid};
+	PGresult   *res = exec_fenced_or(untold.refused ? OUTBOX_REFUSED_SQL : OUTBOX_SENT_SQL,
+									 3, params, true);
+
+	untold.pending = false;
+	return res;
+}
+
+/* Keep the provider's answer to a send, then tell it: tell_untold(). */
+static PGresult *
+tell(bool refused, const char *key, const char *token, const char *pmid)
+{
+	untold.pending = true;
+	untold.refused = refused;
+	snprintf(untold.key, sizeof(untold.key), "%s", key);
+	snprintf(untold.token, sizeof(untold.token), "%s", token);
+	snprintf(untold.pmid, sizeof(untold.pmid), "%s", pmid);
+	return tell_untold();
 }
 
 static void
@@ -494,8 +516,6 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 		PQclear(begun);
 		if (!delivered)
 		{
-			const char *params[3] = {key, send_token, REFUSAL};
-
 			stats.provider_errors++;
 			/*
 			 * NULL: the send was settled before the refusal was told (an
@@ -504,9 +524,7 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 			 */
 			if (strcmp(action, "send") == 0)
 			{
-				keep_untold(true, key, send_token, "");
-				res = exec_fenced_or(OUTBOX_REFUSED_SQL, 3, params, true);
-				untold.pending = false;
+				res = tell(true, key, send_token, "");
 				if (res == NULL)
 					printf("%s: send %s refused, but settled meanwhile; left as it is\n",
 						   args.instance, key);
@@ -518,17 +536,13 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 		}
 		if (strcmp(action, "send") == 0)
 		{
-			const char *params[3] = {key, send_token, pmid};
-
 			/*
 			 * NULL: settled meanwhile (its lease had run out: an operator
 			 * discarded or retried it, another sender has it): the provider
 			 * had it, the journal will not say so; the message is handled
 			 * all the same
 			 */
-			keep_untold(false, key, send_token, pmid);
-			PQclear(exec_fenced_or("SELECT durable.outbox_sent($1, $2::bigint, $3)", 3, params, true));
-			untold.pending = false;
+			PQclear(tell(false, key, send_token, pmid));
 		}
 		stats.replies++;
 	}
@@ -656,12 +670,7 @@ reconnect(double deadline)
 			continue;
 		exec_clear(db, "SET client_min_messages = warning", 0, NULL);
 		if (untold.pending)
-			PQclear(exec_fenced_or(untold.refused ? OUTBOX_REFUSED_SQL :
-								   "SELECT durable.outbox_sent($1, $2::bigint, $3)", 3,
-								   (const char *const[]) {untold.key, untold.token,
-														  untold.refused ? REFUSAL : untold.pmid},
-								   true));
-		untold.pending = false;
+			PQclear(tell_untold());
 		start_instance("reconnected");
 		delay = 0.1;
 		grace_end = 0;

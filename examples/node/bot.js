@@ -31,9 +31,10 @@
 //    the webhook retries its admit, which the journal deduplicates;
 //  * SIGTERM stops after the message in hand and gives back, with
 //    inbox_release, whatever the last claim handed out but was not handled;
-//    while reconnecting, it stops at once unless the journal still lacks the
-//    provider's answer to a send: then it keeps trying for --stop-grace
-//    seconds, to tell it (given up, the send stays unknown).
+//    while reconnecting, it stops after the current back-off unless the
+//    journal still lacks the provider's answer to a send: then it keeps
+//    trying for --stop-grace seconds, to tell it (given up, the send stays
+//    unknown).
 //
 // The provider "delivers" by appending a line to a file; the test
 // (examples/run) checks that every message has exactly one effect row and
@@ -232,17 +233,17 @@ class Bot {
   // it.  Called before instance_start: the sends are still ours (sending, or
   // unknown if their lease ran out; the token settles them either way: sent,
   // or failed and due again), and so are their messages, which no other
-  // replica can then finish while the send looks unknown (as long as the inbox
-  // lease holds) -- leaving a refused reply failed with no handler to send it.  A repeat of a confirmation that
-  // did commit is a no-op; of a refusal, DR001.
+  // replica can then finish while the send looks unknown (as long as the
+  // inbox lease holds) -- leaving a refused reply failed with no handler to
+  // send it.  A repeat of a confirmation that did commit is a no-op; of a
+  // refusal, DR001.
   async tellAgain() {
-    for (const [key, [answer, params]] of [...this.untold]) {
+    for (const [answer, params] of [...this.untold.values()]) {
       try {
-        await this.db.query(answer, params);
+        await this.tell(answer, params);
       } catch (e) {
         if (!SETTLED.includes(e.code)) throw e;
       }
-      this.untold.delete(key);
     }
   }
 

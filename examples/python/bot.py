@@ -36,9 +36,10 @@ A complete, runnable loop with a fake chat platform and a fake provider:
     the webhook retries its admit, which the journal deduplicates;
   * SIGTERM stops after the message in hand and gives back, with
     inbox_release, whatever the last claim handed out but was not handled;
-    while reconnecting, it stops at once unless the journal still lacks the
-    provider's answer to a send: then it keeps trying for --stop-grace
-    seconds, to tell it (given up, the send stays unknown).
+    while reconnecting, it stops after the current back-off unless the
+    journal still lacks the provider's answer to a send: then it keeps
+    trying for --stop-grace seconds, to tell it (given up, the send stays
+    unknown).
 
 The provider "delivers" by appending a line to a file; the test
 (examples/run) checks that every message has exactly one effect row and
@@ -242,16 +243,15 @@ class Bot:
         unknown if their lease ran out; the token settles them either way:
         sent, or failed and due again), and so are their messages, which no
         other replica can then finish while the send looks unknown (as long
-        as the inbox lease holds).  A repeat
-        of a confirmation that did commit is a no-op; of a refusal, DR001.
+        as the inbox lease holds).  A repeat of a confirmation that did
+        commit is a no-op; of a refusal, DR001.
         """
-        for key, (answer, params) in list(untold.items()):
+        for answer, params in list(untold.values()):
             try:
-                conn.execute(answer, params)
+                Bot.tell(conn, untold, answer, params)
             except psycopg.Error as e:
                 if e.sqlstate not in SETTLED:
                     raise
-            del untold[key]
 
     # -- the sender loop, in its own thread and connection ----------------
     def sender(self):
