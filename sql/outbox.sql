@@ -187,6 +187,46 @@ SELECT inbound_id = :in_id AS linked FROM durable.outbox WHERE key = 'rob-5';
 -- Still two journaled sends derived from the message, plus rob-5.
 SELECT count(*) AS sends FROM durable.outbox WHERE inbound_id = :in_id;
 
+-- A key of the caller's own can have the derived shape. Here '<id>:1' and '<id>:2' of a
+-- message not handled yet are taken by sends to another chat, one without an inbound
+-- record, one linked to another record. The handler's keyless sends pass over them: were
+-- they answered from those sends, its replies would never go out.
+SELECT id AS in_id3, token AS in_token3
+  FROM durable.inbox_admit(source => 'regress-outbox', message_id => 'm-3',
+                           chat_id => 'rob-chat-20', instance => 'bot-1') \gset
+SELECT action, state FROM durable.outbox_begin(:'in_id3' || ':1', 'rob-chat-21', '{"own":1}', 'bot-9');
+SELECT durable.outbox_sent(:'in_id3' || ':1',
+                           (SELECT token FROM durable.outbox WHERE key = :'in_id3' || ':1'), 'tg-own-1');
+SELECT created, state
+  FROM durable.outbox_enqueue(:'in_id3' || ':2', 'rob-chat-21', '{"own":2}',
+                              not_before => now() + interval '1 day', inbound_id => :in_id);
+SELECT action, key = :'in_id3' || ':3' AS third_key, state
+  FROM durable.outbox_begin(NULL, 'rob-chat-20', '{"text":"reply 1"}', 'bot-1',
+                            inbound_id => :in_id3, inbound_token => :in_token3);
+SELECT created, key = :'in_id3' || ':4' AS fourth_key
+  FROM durable.outbox_enqueue(NULL, 'rob-chat-20', '{"text":"reply 2"}',
+                              not_before => now() + interval '1 day',
+                              inbound_id => :in_id3, inbound_token => :in_token3);
+
+-- Reprocessing passes over the same sends, so it re-derives the same keys: the first reply
+-- is still leased to the first run (busy), the second is journaled (created false), here
+-- from an enqueue without the token.
+SELECT durable.inbox_release(:in_id3, :in_token3);
+SELECT token AS in_token3b
+  FROM durable.inbox_admit(source => 'regress-outbox', message_id => 'm-3',
+                           chat_id => 'rob-chat-20', instance => 'bot-2') \gset
+SELECT action, key = :'in_id3' || ':3' AS third_key
+  FROM durable.outbox_begin(NULL, 'rob-chat-20', '{"text":"reply 1"}', 'bot-2',
+                            inbound_id => :in_id3, inbound_token => :in_token3b);
+SELECT created, key = :'in_id3' || ':4' AS fourth_key
+  FROM durable.outbox_enqueue(NULL, 'rob-chat-20', '{"text":"reply 2"}',
+                              not_before => now() + interval '1 day', inbound_id => :in_id3);
+
+-- The own sends are untouched; the replies are linked to their message.
+SELECT substr(key, length(:'in_id3') + 1) AS key_suffix, chat_id, state,
+       inbound_id = :in_id3 AS linked
+  FROM durable.outbox WHERE key LIKE :'in_id3' || ':%' ORDER BY id;
+
 ------------------------------------------------------------------------
 -- outbox_failed: backoff, retry_in and dead
 ------------------------------------------------------------------------
@@ -578,8 +618,8 @@ DROP EXTENSION amcheck;
 -- Counters
 ------------------------------------------------------------------------
 
--- Everything above, counted in shared memory: 52 sends journaled (33 by outbox_begin, 19
--- enqueued, so 19 deferred), 30 repeated keys, 8 retries (3 failed sends leased again by
+-- Everything above, counted in shared memory: 56 sends journaled (35 by outbox_begin, 21
+-- enqueued, so 21 deferred), 32 repeated keys, 8 retries (3 failed sends leased again by
 -- outbox_begin, 1 by outbox_claim, 4 outbox_retry calls), 5 dead, 5 unknown, 1 bypass,
 -- 4 divergences, and 4 stale tokens (the stale completion, the two fenced enqueues and the
 -- refusal of an unknown send under another token).
@@ -588,5 +628,5 @@ SELECT outbox_journaled, outbox_deduped, outbox_retried, outbox_deferred, outbox
   FROM durable.metrics();
 
 -- CLEANUP
-DELETE FROM durable.outbox WHERE key LIKE 'rob-%' OR chat_id LIKE 'rob-chat-%' OR inbound_id = :in_id;
+DELETE FROM durable.outbox WHERE key LIKE 'rob-%' OR chat_id LIKE 'rob-chat-%' OR inbound_id IN (:in_id, :in_id3);
 DELETE FROM durable.inbox WHERE source = 'regress-outbox';

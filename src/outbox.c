@@ -338,7 +338,8 @@ outbox_random_key(void)
  * The key of the next send derived from inbox record inbound_id:
  * '<inbound_id>:<n>', n counting the sends of the record's current lease
  * (the inbox resets it at every new lease, so a reprocessed message
- * re-derives the same keys).  With with_token the record must be leased
+ * re-derives the same keys; the caller passes over a key that a send of
+ * another origin holds, outbox_foreign_to).  With with_token the record must be leased
  * with inbound_token (the fence); else it must just be leased (an
  * outbox_enqueue without inbound_token).  The UPDATE keeps the inbox record locked
  * until the caller's transaction ends.  Raises DR002 or DR001.  Caller must
@@ -482,10 +483,39 @@ outbox_restamp_after_wait(Datum key, TimestampTz stamped, int64 lease_us)
 				 values, NULL, SPI_OK_UPDATE, 1);
 }
 
+/* What outbox_begin_existing found under the key. */
+typedef enum OutboxExisting
+{
+	OUTBOX_ABSENT,				/* no such send: discarded since the insert
+								 * conflicted, or not committed yet */
+	OUTBOX_ANSWERED,			/* the send: res holds the answer */
+	OUTBOX_FOREIGN				/* a derived key held by a send of another
+								 * origin (outbox_foreign_to) */
+} OutboxExisting;
+
 /*
- * The journaled send `key` seen again by outbox_begin: decide by its state.
- * Returns false when there is no such send (it may have been discarded
- * since the caller's insert conflicted).  Caller must be connected to SPI.
+ * Whether the journaled send found under a key derived from inbox record
+ * *derived_from belongs to another origin: a caller's own key of the same
+ * shape ('12:1'), or a send derived from or linked to another record.  Its
+ * holder's send is not this one, and answering the derived call from it
+ * would drop a bot's reply; the caller takes the next derived key instead.
+ * Reprocessing passes over the same sends in the same order, so it
+ * re-derives the same keys.  column is the journal's inbound_id in the
+ * current SPI result.  False for a key the caller named (derived_from
+ * NULL).
+ */
+static bool
+outbox_foreign_to(const int64 *derived_from, int column)
+{
+	return derived_from != NULL &&
+		(durable_col_isnull(0, column) ||
+		 durable_col_int64(0, column) != *derived_from);
+}
+
+/*
+ * The journaled send `key` seen again by outbox_begin: decide by its state
+ * (OUTBOX_ANSWERED), unless it is absent or foreign to the key's derivation
+ * (derived_from, see outbox_foreign_to).  Caller must be connected to SPI.
  *
  * A plain read decides the answers that change nothing (sent, busy, wait,
  * dead, unknown): they take no row lock, so a caller that keeps its
@@ -499,9 +529,10 @@ outbox_restamp_after_wait(Datum key, TimestampTz stamped, int64 lease_us)
  * clock is read after each read: a wait for the lock would otherwise
  * shorten the lease it grants.
  */
-static bool
-outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
-					  int64 lease_us, OutboxBeginResult *res)
+static OutboxExisting
+outbox_begin_existing(Datum key, const int64 *derived_from, Datum chat_id,
+					  Datum payload, Datum instance, int64 lease_us,
+					  OutboxBeginResult *res)
 {
 	static SPIPlanPtr plan_read[2] = {NULL, NULL};
 	static SPIPlanPtr plan_lease = NULL;
@@ -511,7 +542,7 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 	static const Oid unknown_types[1] = {TEXTOID};
 	static const char *const read_sql =
 		"SELECT state, lease_until, not_before, provider_message_id, chat_id,"
-		" (chat_id <> $2 OR payload <> $3), payload, id"
+		" (chat_id <> $2 OR payload <> $3), payload, id, inbound_id"
 		" FROM durable.outbox WHERE key = $1";
 	Datum		values[3];
 	char	   *state;
@@ -531,7 +562,9 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 								3, lock_types);
 		durable_exec(plan_read[locked], values, NULL, SPI_OK_SELECT, 1);
 		if (SPI_processed == 0)
-			return false;
+			return OUTBOX_ABSENT;
+		if (outbox_foreign_to(derived_from, 9))
+			return OUTBOX_FOREIGN;
 		now = GetCurrentTimestamp();
 		state = TextDatumGetCString(durable_col(0, 1));
 		live = !durable_col_isnull(0, 2) &&
@@ -635,7 +668,7 @@ outbox_begin_existing(Datum key, Datum chat_id, Datum payload, Datum instance,
 		res->action = "unknown";
 		res->state = "unknown";
 	}
-	return true;
+	return OUTBOX_ANSWERED;
 }
 
 /*
@@ -659,6 +692,7 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 	int64		inbound_id = 0;
 	int64		inbound_token = 0;
 	bool		oversized;
+	const int64 *derived_from;
 	OutboxBeginResult res;
 	Datum		out[7];
 	bool		outnulls[7];
@@ -695,10 +729,13 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 		key = outbox_derive_key(inbound_id, true, inbound_token);
 	else if (!has_key)
 		key = outbox_random_key();
+	derived_from = (has_inbound && !has_key) ? &inbound_id : NULL;
 
 	memset(&res, 0, sizeof(res));
-	for (race = 0;; race++)
+	for (race = 0;;)
 	{
+		OutboxExisting existing;
+
 		if (!oversized)
 		{
 			/* Read after the inbound fence and each race's wait. */
@@ -732,8 +769,14 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 		 * too: a repeat is still answered from the journal rather than sent
 		 * again).
 		 */
-		if (outbox_begin_existing(key, chat_id, payload, instance, lease_us, &res))
+		existing = outbox_begin_existing(key, derived_from, chat_id, payload, instance, lease_us, &res);
+		if (existing == OUTBOX_ANSWERED)
 			break;
+		if (existing == OUTBOX_FOREIGN)
+		{
+			key = outbox_derive_key(inbound_id, true, inbound_token);
+			continue;
+		}
 
 		/*
 		 * Not found: a transaction in progress may be journaling the key,
@@ -742,7 +785,10 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 		 * again.
 		 */
 		if (oversized && race < OUTBOX_MAX_RACES && durable_outbox_await_key(key))
+		{
+			race++;
 			continue;
+		}
 		if (oversized)
 		{
 			durable_count(DC_OUTBOX_BYPASSED, 1);
@@ -756,7 +802,7 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 			res.state = NULL;
 			break;
 		}
-		if (race >= OUTBOX_MAX_RACES)
+		if (race++ >= OUTBOX_MAX_RACES)
 			outbox_error_races(key);
 	}
 
@@ -987,6 +1033,7 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	int64		inbound_id = has_inbound ? PG_GETARG_INT64(4) : 0;
 	bool		has_token = PG_NARGS() > 5 && !PG_ARGISNULL(5);
 	int64		inbound_token = has_token ? PG_GETARG_INT64(5) : 0;
+	const int64 *derived_from;
 	Datum		values[6];
 	char		nulls[6];
 	bool		created = false;
@@ -1029,6 +1076,7 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 		key = outbox_derive_key(inbound_id, has_token, inbound_token);
 	else if (!has_key)
 		key = outbox_random_key();
+	derived_from = (has_inbound && !has_key) ? &inbound_id : NULL;
 	/*
 	 * The same checks as outbox_begin's direct insert (its INSERT draws the
 	 * id from outbox_id_seq); after the inbox, in the order the other calls
@@ -1047,7 +1095,7 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	if (!has_inbound)
 		nulls[4] = 'n';
 	values[5] = TimestampTzGetDatum(now);
-	for (race = 0;; race++)
+	for (race = 0;;)
 	{
 		durable_exec(durable_plan(&plan_insert,
 								  "INSERT INTO durable.outbox"
@@ -1070,17 +1118,24 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 
 		/* A fresh statement sees the committed winner of the conflict. */
 		durable_exec(durable_plan(&plan_existing,
-								  "SELECT state, (chat_id <> $2 OR payload <> $3)"
+								  "SELECT state, (chat_id <> $2 OR payload <> $3), inbound_id"
 								  " FROM durable.outbox WHERE key = $1",
 								  3, insert_types),
 					 values, NULL, SPI_OK_SELECT, 1);
+		if (SPI_processed == 1 &&
+			outbox_foreign_to(derived_from, 3))
+		{
+			key = outbox_derive_key(inbound_id, has_token, inbound_token);
+			values[0] = key;
+			continue;
+		}
 		if (SPI_processed == 1)
 		{
 			state = durable_col(0, 1);
 			outbox_count_repeat(key, DatumGetBool(durable_col(0, 2)), false);
 			break;
 		}
-		if (race >= OUTBOX_MAX_RACES)
+		if (race++ >= OUTBOX_MAX_RACES)
 			outbox_error_races(key);
 	}
 
