@@ -140,6 +140,54 @@ SELECT source, state, count(*) FROM durable.inbox WHERE message_id LIKE 'many-%'
  GROUP BY source, state ORDER BY source, state;
 ROLLBACK;
 
+-- 2c. A BEFORE UPDATE trigger of yours that returns NULL keeps a record
+-- leased without an error.  The records it kept are remembered and passed
+-- over like records whose recovery fails, with a WARNING, or the oldest of
+-- them would fill every batch.  Here 1,000 expired leases (a whole batch)
+-- are kept, and 5 that ran out later are not: the first pass meets the
+-- 1,000 and says so, the second recovers the 5 (before 2026-12-03 every
+-- pass met the same 1,000, recovered nothing and said nothing).  The same
+-- for a send.  A new session: the mark of the failures above would hide
+-- these leases.
+\c
+BEGIN;
+CREATE FUNCTION pg_temp.hold_inbox() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.source = 'hold' AND NEW.state <> OLD.state THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER hold_inbox BEFORE UPDATE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.hold_inbox();
+CREATE FUNCTION pg_temp.hold_outbox() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.key = 'sweep-hold' AND NEW.state <> OLD.state THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER hold_outbox BEFORE UPDATE ON durable.outbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.hold_outbox();
+SELECT count(*) AS leased
+  FROM generate_series(1, 1005) g,
+       durable.inbox_admit(CASE WHEN g <= 1000 THEN 'hold' ELSE 'go' END, 'held-' || g,
+                           'sweep-held-' || g, instance => 'sweep-held', lease => '1h') a;
+UPDATE durable.inbox SET lease_until = now() - interval '1 hour' + substr(message_id, 6)::int * interval '1 ms'
+ WHERE message_id LIKE 'held-%';
+SELECT count(*) AS sending
+  FROM unnest(ARRAY['sweep-hold', 'sweep-go']) k,
+       durable.outbox_begin(k, k, '{}', 'sweep-held', lease => '20ms') b;
+SELECT pg_sleep(0.1);
+\set VERBOSITY terse
+SELECT inbox_expired, outbox_ambiguous FROM durable.sweep();
+\set VERBOSITY default
+SELECT inbox_expired, outbox_ambiguous FROM durable.sweep();
+SELECT source, state, count(*) FROM durable.inbox WHERE message_id LIKE 'held-%'
+ GROUP BY source, state ORDER BY source, state;
+SELECT key, state FROM durable.outbox WHERE key IN ('sweep-hold', 'sweep-go') ORDER BY key;
+ROLLBACK;
+
 -- The records that fail are found by halving the batch, not by recovering
 -- its records one at a time: every subtransaction that moves a record and
 -- commits keeps an xid until the pass ends, and past 64 of them every other
@@ -148,7 +196,7 @@ ROLLBACK;
 -- dozen xids (one at a time took 258: one per record, the batch's, the sweep's).
 -- The xids are counted between two committed transactions, so this part
 -- commits its records and removes them at the end, and runs in a new
--- session (the failures above are remembered by this one).
+-- session (the records above are remembered by this one).
 \c
 CREATE FUNCTION pg_temp.audit_half() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

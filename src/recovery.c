@@ -12,9 +12,9 @@
  * themselves.
  *
  * Fencing (lessons.md #1, River #1302).  The statements pick their rows with
- *	  WHERE id = ANY (ARRAY(SELECT id ... WHERE state = 'leased' AND <lost>
- *							ORDER BY ... LIMIT n FOR NO KEY UPDATE SKIP LOCKED))
- *		AND state = 'leased' AND <lost>
+ *	  chosen: ARRAY(SELECT id ... WHERE state = 'leased' AND <lost>
+ *					ORDER BY ... LIMIT n FOR NO KEY UPDATE SKIP LOCKED)
+ *	  WHERE id = ANY (chosen) AND state = 'leased' AND <lost>
  * The row lock is taken on the row's latest version and the outer condition
  * is re-checked on it, so a completion or a fresh takeover that committed
  * after the statement's snapshot was taken is never overwritten: recovery
@@ -33,7 +33,7 @@
  * Under REPEATABLE READ a record changed after the caller's snapshot makes
  * the statement fail with a serialization error rather than overwrite it.
  *
- * The ARRAY() form makes the locking scan an InitPlan that runs once, after
+ * The ARRAY() form makes the locking scan run once, after
  * which the outer statement probes the primary key for exactly those rows:
  * the cost of a batch is the batch.  (With "id IN (subquery)" the planner
  * may join against a scan of every lost row, which makes clearing a backlog
@@ -85,6 +85,20 @@ typedef enum RecoveryScope
 								 * expired */
 } RecoveryScope;
 
+/*
+ * The records a recovery statement chose and did not move: a BEFORE UPDATE
+ * trigger of the DBA's returned NULL for them (only the sweep's statements
+ * fire the journals' triggers).  They stay leased and lost, the oldest of
+ * all, so unless the sweep passes over them they would fill every batch
+ * and stop the recovery of every other lost lease without a word.
+ */
+typedef struct RecoveryHeld
+{
+	DurableSkipList *skip;		/* where this process remembers them */
+	int			count;
+	char		first[DURABLE_MAX_ID_BYTES + 1];	/* the first one's id or key */
+} RecoveryHeld;
+
 /* A recovery statement's arguments beyond now and limit; each scope reads its own. */
 typedef struct RecoveryArgs
 {
@@ -99,12 +113,21 @@ typedef struct RecoveryArgs
  * The inbox recovery statement, for a "lost lease" condition given as a
  * column of alias c (the candidate scan) and of alias i (the re-check on
  * the locked row version).  $1 now, $2 limit (NULL: all), $3
- * durable.inbox_max_attempts, $4 the reason, $5-$8 RecoveryArgs.  The CTE
+ * durable.inbox_max_attempts, $4 the reason, $5-$8 RecoveryArgs.  It
  * returns the moved records in id order so that notifications go out in a
- * stable order.
+ * stable order, then the records it chose and did not move, with their
+ * lease: every one it chose is locked and still lost, so the UPDATE skipped
+ * them only because a BEFORE UPDATE trigger of the DBA's returned NULL
+ * (RecoveryHeld).
  */
 #define RECOVERY_INBOX_SQL(lost_c, lost_i, order_c) \
-	"WITH moved AS (" \
+	"WITH chosen AS MATERIALIZED (" \
+	" SELECT ARRAY(SELECT c.id FROM durable.inbox c" \
+	"               WHERE " INBOX_OPEN_SCAN("c") \
+	"                 AND c.state = 'leased' AND " lost_c \
+	"               ORDER BY " order_c " LIMIT $2" \
+	"               FOR NO KEY UPDATE SKIP LOCKED) AS ids)," \
+	" moved AS (" \
 	" UPDATE durable.inbox i" \
 	"    SET state = CASE WHEN i.attempts >= $3 THEN 'dead' ELSE 'pending' END," \
 	"        not_before = CASE WHEN i.attempts >= $3 THEN i.not_before ELSE $1 END," \
@@ -114,32 +137,40 @@ typedef struct RecoveryArgs
 	"                ELSE i.error END," \
 	"        lease_until = NULL," \
 	"        finished_at = CASE WHEN i.attempts >= $3 THEN $1 END" \
-	"  WHERE i.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c" \
-	"                          WHERE " INBOX_OPEN_SCAN("c") \
-	"                            AND c.state = 'leased' AND " lost_c \
-	"                          ORDER BY " order_c " LIMIT $2" \
-	"                          FOR NO KEY UPDATE SKIP LOCKED))" \
+	"  WHERE i.id = ANY ((SELECT ids FROM chosen)::pg_catalog.int8[])" \
 	"    AND i.state = 'leased' AND " lost_i \
 	"  RETURNING i.id, i.state, i.error)" \
-	" SELECT m.id, m.state = 'dead', m.error FROM moved m ORDER BY m.id"
+	" SELECT m.id, m.state = 'dead', m.error, false, NULL::pg_catalog.timestamptz" \
+	"   FROM moved m" \
+	" UNION ALL" \
+	" SELECT h.id, false, NULL, true, h.lease_until FROM durable.inbox h" \
+	"  WHERE h.id = ANY ((SELECT ids FROM chosen)::pg_catalog.int8[]) AND h.id NOT IN (SELECT id FROM moved)" \
+	" ORDER BY 4, 1"
 #define RECOVERY_INBOX_NARGS 8
 
 /*
- * The outbox recovery statement, same shape: $1 now, $2 limit, $3-$6
- * RecoveryArgs.  Owner, token and attempts stay: they say who was sending
- * and how many tries the provider saw.
+ * The outbox recovery statement, same shape and answer: $1 now, $2 limit,
+ * $3-$6 RecoveryArgs.  Owner, token and attempts stay: they say who was
+ * sending and how many tries the provider saw.
  */
 #define RECOVERY_OUTBOX_SQL(lost_c, lost_o, order_c) \
-	"WITH flagged AS (" \
+	"WITH chosen AS MATERIALIZED (" \
+	" SELECT ARRAY(SELECT c.key FROM durable.outbox c" \
+	"               WHERE c.state = 'sending' AND " lost_c \
+	"               ORDER BY " order_c " LIMIT $2" \
+	"               FOR NO KEY UPDATE SKIP LOCKED) AS keys)," \
+	" flagged AS (" \
 	" UPDATE durable.outbox o" \
 	"    SET state = 'unknown', lease_until = NULL" \
-	"  WHERE o.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c" \
-	"                           WHERE c.state = 'sending' AND " lost_c \
-	"                           ORDER BY " order_c " LIMIT $2" \
-	"                           FOR NO KEY UPDATE SKIP LOCKED))" \
+	"  WHERE o.key = ANY ((SELECT keys FROM chosen)::pg_catalog.text[])" \
 	"    AND o.state = 'sending' AND " lost_o \
 	"  RETURNING o.id, o.key, o.chat_id)" \
-	" SELECT f.key, f.chat_id, f.id FROM flagged f ORDER BY f.id"
+	" SELECT f.key, f.chat_id, f.id, false, NULL::pg_catalog.timestamptz" \
+	"   FROM flagged f" \
+	" UNION ALL" \
+	" SELECT h.key, h.chat_id, h.id, true, h.lease_until FROM durable.outbox h" \
+	"  WHERE h.key = ANY ((SELECT keys FROM chosen)::pg_catalog.text[]) AND h.key NOT IN (SELECT key FROM flagged)" \
+	" ORDER BY 4, 3"
 #define RECOVERY_OUTBOX_NARGS 6
 
 /*
@@ -151,8 +182,9 @@ typedef struct RecoveryArgs
 typedef struct RecoveryJournal
 {
 	const char *what;			/* for the WARNING: "inbox record", "send" */
+	const char *table;			/* its journal */
 	int			(*recover) (TimestampTz now, RecoveryScope scope, const RecoveryArgs *args,
-							int limit);
+							int limit, RecoveryHeld *held);
 	const char *candidates_sql;
 	SPIPlanPtr	candidates_plan;
 	DurableSkipList skip;		/* records whose recovery failed lately */
@@ -160,13 +192,14 @@ typedef struct RecoveryJournal
 } RecoveryJournal;
 
 static int	recovery_inbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args,
-						   int limit);
+						   int limit, RecoveryHeld *held);
 static int	recovery_outbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args,
-							int limit);
+							int limit, RecoveryHeld *held);
 
 static RecoveryJournal recovery_journals[] = {
 	{
 		.what = "inbox record",
+		.table = "inbox",
 		.recover = recovery_inbox,
 		.candidates_sql = "SELECT c.id, c.lease_until FROM durable.inbox c"
 		" WHERE " INBOX_OPEN_SCAN("c") " AND c.state = 'leased' AND c.lease_until < $1"
@@ -176,6 +209,7 @@ static RecoveryJournal recovery_journals[] = {
 	},
 	{
 		.what = "send",
+		.table = "outbox",
 		.recover = recovery_outbox,
 		.candidates_sql = "SELECT c.key, c.lease_until FROM durable.outbox c"
 		" WHERE c.state = 'sending' AND c.lease_until < $1"
@@ -209,8 +243,27 @@ recovery_args_params(RecoveryScope scope, const RecoveryArgs *args, Datum *value
 	nulls[3] = (scope == RECOVER_KEYS) ? ' ' : 'n';
 }
 
+/*
+ * Row `row` of a recovery statement's answer, a record it chose and did not
+ * move (columns 4 and 5: held, lease_until): note it in `held`, which the
+ * sweep passes; instance_start's statements cannot meet one (it refuses a
+ * journal with such a trigger).
+ */
+static void
+recovery_note_held(RecoveryHeld *held, uint64 row)
+{
+	if (held == NULL)
+		return;
+	if (held->count++ == 0)
+		strlcpy(held->first, SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1),
+				sizeof(held->first));
+	durable_skip_remember(held->skip, durable_col(row, 1),
+						  DatumGetTimestampTz(durable_col(row, 5)));
+}
+
 static int
-recovery_inbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, int limit)
+recovery_inbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, int limit,
+			   RecoveryHeld *held)
 {
 	static SPIPlanPtr plans[3];
 	static const char *const sql[3] = {
@@ -227,7 +280,7 @@ recovery_inbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, i
 	};
 	Datum		values[RECOVERY_INBOX_NARGS];
 	char		nulls[RECOVERY_INBOX_NARGS] = {' ', ' ', ' ', ' '};
-	uint64		n;
+	uint64		n = 0;
 	uint64		row;
 	int64		dead = 0;
 
@@ -240,9 +293,14 @@ recovery_inbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, i
 	durable_exec(durable_plan(&plans[scope], sql[scope], RECOVERY_INBOX_NARGS, types),
 				 values, nulls, SPI_OK_SELECT, 0);
 
-	n = SPI_processed;
-	for (row = 0; row < n; row++)
+	for (row = 0; row < SPI_processed; row++)
 	{
+		if (DatumGetBool(durable_col(row, 4)))
+		{
+			recovery_note_held(held, row);
+			continue;
+		}
+		n++;
 		if (!DatumGetBool(durable_col(row, 2)))
 			continue;
 		dead++;
@@ -267,7 +325,8 @@ recovery_inbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, i
 }
 
 static int
-recovery_outbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, int limit)
+recovery_outbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, int limit,
+				RecoveryHeld *held)
 {
 	static SPIPlanPtr plans[3];
 	static const char *const sql[3] = {
@@ -283,7 +342,7 @@ recovery_outbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, 
 	};
 	Datum		values[RECOVERY_OUTBOX_NARGS];
 	char		nulls[RECOVERY_OUTBOX_NARGS] = {' ', ' '};
-	uint64		n;
+	uint64		n = 0;
 	uint64		row;
 
 	values[0] = TimestampTzGetDatum(now);
@@ -292,9 +351,14 @@ recovery_outbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, 
 	durable_exec(durable_plan(&plans[scope], sql[scope], RECOVERY_OUTBOX_NARGS, types),
 				 values, nulls, SPI_OK_SELECT, 0);
 
-	n = SPI_processed;
-	for (row = 0; row < n; row++)
+	for (row = 0; row < SPI_processed; row++)
 	{
+		if (DatumGetBool(durable_col(row, 4)))
+		{
+			recovery_note_held(held, row);
+			continue;
+		}
+		n++;
 		durable_notify_ambiguous(durable_col_int64(row, 3),
 								 durable_text_to_cstring_datum(durable_col(row, 1)),
 								 durable_text_to_cstring_datum(durable_col(row, 2)));
@@ -314,7 +378,7 @@ durable_recover_instance_inbox(TimestampTz now, Datum owner)
 {
 	RecoveryArgs args = {.owner = owner};
 
-	return recovery_inbox(now, RECOVER_OWNER, &args, 0);
+	return recovery_inbox(now, RECOVER_OWNER, &args, 0, NULL);
 }
 
 int
@@ -322,7 +386,7 @@ durable_recover_instance_outbox(TimestampTz now, Datum owner)
 {
 	RecoveryArgs args = {.owner = owner};
 
-	return recovery_outbox(now, RECOVER_OWNER, &args, 0);
+	return recovery_outbox(now, RECOVER_OWNER, &args, 0, NULL);
 }
 
 /* A recovery attempt for durable_try: its arguments and what it moved. */
@@ -333,6 +397,7 @@ typedef struct RecoveryCall
 	RecoveryScope scope;
 	RecoveryArgs args;
 	int			limit;
+	RecoveryHeld *held;
 	int			moved;
 } RecoveryCall;
 
@@ -341,7 +406,8 @@ recovery_call(void *arg)
 {
 	RecoveryCall *call = (RecoveryCall *) arg;
 
-	call->moved = call->journal->recover(call->now, call->scope, &call->args, call->limit);
+	call->moved = call->journal->recover(call->now, call->scope, &call->args, call->limit,
+										 call->held);
 }
 
 /* The search for the records that fail: its journal and what it found. */
@@ -349,6 +415,7 @@ typedef struct RecoveryHalves
 {
 	RecoveryJournal *journal;
 	TimestampTz now;
+	RecoveryHeld *held;
 	int			moved;
 	int			failed;			/* records that failed alone */
 	int			lasting;		/* of them, those remembered (not of the moment) */
@@ -362,7 +429,7 @@ recovery_apply_keys(void *arg, const Datum *keys, int nkeys)
 	RecoveryJournal *j = halves->journal;
 	RecoveryArgs args = {.keys = durable_key_array(keys, nkeys, j->skip.key_type)};
 
-	halves->moved += j->recover(halves->now, RECOVER_KEYS, &args, 0);
+	halves->moved += j->recover(halves->now, RECOVER_KEYS, &args, 0, halves->held);
 }
 
 static void
@@ -405,6 +472,23 @@ recovery_halves(RecoveryHalves *halves, const RecoveryArgs *expired, int limit)
 	durable_try_halves(recovery_apply_keys, recovery_key_failed, halves);
 }
 
+/* The records a trigger kept, when there are: they are remembered already. */
+static void
+recovery_warn_held(const RecoveryJournal *j, const RecoveryHeld *held)
+{
+	if (held->count == 0)
+		return;
+	ereport(WARNING,
+			(errmsg("durable: lease recovery passed over %d expired %s%s that a trigger kept",
+					held->count, j->what, held->count == 1 ? "" : "s"),
+			 held->count == 1 ?
+			 errdetail("A BEFORE UPDATE trigger on durable.%s returned NULL for it (%s %s).",
+					   j->table, j->what, held->first) :
+			 errdetail("A BEFORE UPDATE trigger on durable.%s returned NULL for them (the first: %s %s).",
+					   j->table, j->what, held->first),
+			 errhint("They stay leased until the trigger lets them go: this process passes over them for up to a minute, then tries them again.")));
+}
+
 /*
  * The sweep's recovery of one journal's expired leases, at most `limit`
  * records, oldest lease first: a batch in a subtransaction, passing over the
@@ -417,9 +501,10 @@ recovery_halves(RecoveryHalves *halves, const RecoveryArgs *expired, int limit)
 static int
 recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 {
+	RecoveryHeld held = {.skip = &j->skip};
 	RecoveryCall call = {.journal = j, .now = now, .scope = RECOVER_EXPIRED,
-	.limit = limit};
-	RecoveryHalves halves = {.journal = j, .now = now};
+	.limit = limit, .held = &held};
+	RecoveryHalves halves = {.journal = j, .now = now, .held = &held};
 	ErrorData  *edata;
 	ErrorData  *first;
 
@@ -429,7 +514,9 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 	edata = durable_try(recovery_call, &call);
 	if (edata == NULL)
 	{
-		*full = *full || call.moved >= limit;
+		/* Held records count: the next pass, which passes over them, comes at once. */
+		*full = *full || call.moved + held.count >= limit;
+		recovery_warn_held(j, &held);
 		return call.moved;
 	}
 	FreeErrorData(edata);
@@ -441,6 +528,7 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 	 */
 	recovery_halves(&halves, &call.args, limit);
 	*full = *full || halves.moved >= limit;
+	recovery_warn_held(j, &held);
 	first = halves.first;
 
 	/*
