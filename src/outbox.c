@@ -338,8 +338,8 @@ outbox_random_key(void)
  * The key of the next send derived from inbox record inbound_id:
  * '<inbound_id>:<n>', n counting the sends of the record's current lease
  * (the inbox resets it at every new lease, so a reprocessed message
- * re-derives the same keys; the caller passes over a key that a send of
- * another origin holds, outbox_foreign_to).  With with_token the record must be leased
+ * re-derives the same keys; a send of another origin under the key is
+ * refused, outbox_check_derived).  With with_token the record must be leased
  * with inbound_token (the fence); else it must just be leased (an
  * outbox_enqueue without inbound_token).  The UPDATE keeps the inbox record locked
  * until the caller's transaction ends.  Raises DR002 or DR001.  Caller must
@@ -483,39 +483,38 @@ outbox_restamp_after_wait(Datum key, TimestampTz stamped, int64 lease_us)
 				 values, NULL, SPI_OK_UPDATE, 1);
 }
 
-/* What outbox_begin_existing found under the key. */
-typedef enum OutboxExisting
-{
-	OUTBOX_ABSENT,				/* no such send: discarded since the insert
-								 * conflicted, or not committed yet */
-	OUTBOX_ANSWERED,			/* the send: res holds the answer */
-	OUTBOX_FOREIGN				/* a derived key held by a send of another
-								 * origin (outbox_foreign_to) */
-} OutboxExisting;
-
 /*
- * Whether the journaled send found under a key derived from inbox record
- * *derived_from belongs to another origin: a caller's own key of the same
- * shape ('12:1'), or a send derived from or linked to another record.  Its
- * holder's send is not this one, and answering the derived call from it
- * would drop a bot's reply; the caller takes the next derived key instead.
- * Reprocessing passes over the same sends in the same order, so it
- * re-derives the same keys.  column is the journal's inbound_id in the
- * current SPI result.  False for a key the caller named (derived_from
- * NULL).
+ * The journaled send found under a key derived from inbox record
+ * *derived_from (derived_from NULL: a key the caller named) must be linked
+ * to that record; column is its inbound_id in the current SPI result.  A
+ * send that is not was journaled under a key of the caller's own that has
+ * the derived shape ('12:1').  Answering the derived call from it would
+ * drop the bot's reply without a word; passing over it to the next n would
+ * not be repeatable (once that send is discarded or purged, a reprocessed
+ * message would derive the freed key and send its reply again).  So the
+ * call fails, as loudly as a handler's error: the message is retried, and
+ * ends dead with this error unless the key is freed.
  */
-static bool
-outbox_foreign_to(const int64 *derived_from, int column)
+static void
+outbox_check_derived(Datum key, const int64 *derived_from, int column)
 {
-	return derived_from != NULL &&
-		(durable_col_isnull(0, column) ||
-		 durable_col_int64(0, column) != *derived_from);
+	if (derived_from == NULL ||
+		(!durable_col_isnull(0, column) && durable_col_int64(0, column) == *derived_from))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("derived key \"%s\" is taken by a send that is not from inbound record " INT64_FORMAT,
+					TextDatumGetCString(key), *derived_from),
+			 errdetail("That send was given its key by its caller and is not linked to this record; keys of that shape, '<inbound_id>:<n>', are the ones derived from inbound records."),
+			 errhint("Give keys of your own a prefix (for example \"tg:\") so that they never have that shape, or pass this send a key of its own.")));
 }
 
 /*
- * The journaled send `key` seen again by outbox_begin: decide by its state
- * (OUTBOX_ANSWERED), unless it is absent or foreign to the key's derivation
- * (derived_from, see outbox_foreign_to).  Caller must be connected to SPI.
+ * The journaled send `key` seen again by outbox_begin: decide by its state.
+ * Returns false when there is no such send (it may have been discarded
+ * since the caller's insert conflicted).  A key derived from an inbox record
+ * (derived_from) must belong to it (outbox_check_derived).  Caller must be
+ * connected to SPI.
  *
  * A plain read decides the answers that change nothing (sent, busy, wait,
  * dead, unknown): they take no row lock, so a caller that keeps its
@@ -529,7 +528,7 @@ outbox_foreign_to(const int64 *derived_from, int column)
  * clock is read after each read: a wait for the lock would otherwise
  * shorten the lease it grants.
  */
-static OutboxExisting
+static bool
 outbox_begin_existing(Datum key, const int64 *derived_from, Datum chat_id,
 					  Datum payload, Datum instance, int64 lease_us,
 					  OutboxBeginResult *res)
@@ -562,9 +561,8 @@ outbox_begin_existing(Datum key, const int64 *derived_from, Datum chat_id,
 								3, lock_types);
 		durable_exec(plan_read[locked], values, NULL, SPI_OK_SELECT, 1);
 		if (SPI_processed == 0)
-			return OUTBOX_ABSENT;
-		if (outbox_foreign_to(derived_from, 9))
-			return OUTBOX_FOREIGN;
+			return false;
+		outbox_check_derived(key, derived_from, 9);
 		now = GetCurrentTimestamp();
 		state = TextDatumGetCString(durable_col(0, 1));
 		live = !durable_col_isnull(0, 2) &&
@@ -668,7 +666,7 @@ outbox_begin_existing(Datum key, const int64 *derived_from, Datum chat_id,
 		res->action = "unknown";
 		res->state = "unknown";
 	}
-	return OUTBOX_ANSWERED;
+	return true;
 }
 
 /*
@@ -732,10 +730,8 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 	derived_from = (has_inbound && !has_key) ? &inbound_id : NULL;
 
 	memset(&res, 0, sizeof(res));
-	for (race = 0;;)
+	for (race = 0;; race++)
 	{
-		OutboxExisting existing;
-
 		if (!oversized)
 		{
 			/* Read after the inbound fence and each race's wait. */
@@ -769,14 +765,8 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 		 * too: a repeat is still answered from the journal rather than sent
 		 * again).
 		 */
-		existing = outbox_begin_existing(key, derived_from, chat_id, payload, instance, lease_us, &res);
-		if (existing == OUTBOX_ANSWERED)
+		if (outbox_begin_existing(key, derived_from, chat_id, payload, instance, lease_us, &res))
 			break;
-		if (existing == OUTBOX_FOREIGN)
-		{
-			key = outbox_derive_key(inbound_id, true, inbound_token);
-			continue;
-		}
 
 		/*
 		 * Not found: a transaction in progress may be journaling the key,
@@ -785,10 +775,7 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 		 * again.
 		 */
 		if (oversized && race < OUTBOX_MAX_RACES && durable_outbox_await_key(key))
-		{
-			race++;
 			continue;
-		}
 		if (oversized)
 		{
 			durable_count(DC_OUTBOX_BYPASSED, 1);
@@ -802,7 +789,7 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 			res.state = NULL;
 			break;
 		}
-		if (race++ >= OUTBOX_MAX_RACES)
+		if (race >= OUTBOX_MAX_RACES)
 			outbox_error_races(key);
 	}
 
@@ -1095,7 +1082,7 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	if (!has_inbound)
 		nulls[4] = 'n';
 	values[5] = TimestampTzGetDatum(now);
-	for (race = 0;;)
+	for (race = 0;; race++)
 	{
 		durable_exec(durable_plan(&plan_insert,
 								  "INSERT INTO durable.outbox"
@@ -1122,20 +1109,14 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 								  " FROM durable.outbox WHERE key = $1",
 								  3, insert_types),
 					 values, NULL, SPI_OK_SELECT, 1);
-		if (SPI_processed == 1 &&
-			outbox_foreign_to(derived_from, 3))
-		{
-			key = outbox_derive_key(inbound_id, has_token, inbound_token);
-			values[0] = key;
-			continue;
-		}
 		if (SPI_processed == 1)
 		{
+			outbox_check_derived(key, derived_from, 3);
 			state = durable_col(0, 1);
 			outbox_count_repeat(key, DatumGetBool(durable_col(0, 2)), false);
 			break;
 		}
-		if (race++ >= OUTBOX_MAX_RACES)
+		if (race >= OUTBOX_MAX_RACES)
 			outbox_error_races(key);
 	}
 

@@ -821,7 +821,7 @@ def op_replay():
 # ---------------------------------------------------------------- outbox ops
 def pick_key():
     """A key of the caller's own; now and then one of the derived shape
-    '<id>:<n>' of a record in the inbox, which its keyless sends pass over."""
+    '<id>:<n>' of a record in the inbox, whose keyless sends it then refuses."""
     if inbox and R.random() < 0.08:
         return f"{R.choice(list(inbox))}:{R.randint(1, 3)}"
     return f"k{R.randrange(25)}"
@@ -841,12 +841,15 @@ def inbound_check(iid, itok, need_token):
 
 
 def derived_key(r):
-    """The key of the next keyless send of r's handler run, and its n: keys
-    that a send of another origin holds are passed over."""
-    n = r.sends + 1
-    while f"{r.id}:{n}" in outbox and outbox[f"{r.id}:{n}"].inbound != r.id:
-        n += 1
-    return f"{r.id}:{n}", n
+    """The key of the next keyless send of r's handler run."""
+    return f"{r.id}:{r.sends + 1}"
+
+
+def derived_taken(r):
+    """The error of a keyless send of r's run whose key a send that is not
+    r's holds (a caller's own key of the derived shape), or None."""
+    s = outbox.get(derived_key(r))
+    return {"23505"} if s is not None and s.inbound != r.id else None
 
 
 def op_begin():
@@ -884,6 +887,8 @@ def op_begin():
     rin = None
     if inbound is not None:
         exp, rin = inbound_check(inbound, itok, True)
+        if exp is None and key is None:
+            exp = derived_taken(rin)
     res = call(sql, params)
     note(f"begin key={key} {chat} {canon(pl)} {inst} lease={lease} in={inbound}/{itok} -> {res[:2]}")
     if not check("outbox_begin", sql, params, exp, res, extra=f"inbound model: {rin and (rin.state, rin.token)}"):
@@ -893,12 +898,11 @@ def op_begin():
     (act, k, tok, pmid, st, jchat, jpl), = res[1]
     t0, t1 = res[2], res[3]
     if key is None and inbound is not None:
-        dk, n = derived_key(rin)
-        if k != dk:
-            finding("outbox_begin derived key", f"  {fmtsql(sql, params)} -> key {k}, expected {dk}\n  recent: " + "\n    ".join(ops_log))
+        if k != derived_key(rin):
+            finding("outbox_begin derived key", f"  {fmtsql(sql, params)} -> key {k}, expected {derived_key(rin)}\n  recent: " + "\n    ".join(ops_log))
             resync()
             return
-        rin.sends = n
+        rin.sends += 1
     if key is not None and k != key:
         finding("outbox_begin key", f"{fmtsql(sql, params)} -> {k}")
     s = outbox.get(k)
@@ -1025,6 +1029,8 @@ def op_enqueue():
                 exp = {"DR002"}
             elif rin.state != "leased":
                 exp = {"DR001"}
+        if exp is None and key is None:
+            exp = derived_taken(rin)
     if nbopt == "400d":
         exp = {"22023"}
     res = call(sql, params)
@@ -1036,12 +1042,11 @@ def op_enqueue():
     (k, created, st), = res[1]
     t0, t1 = res[2], res[3]
     if key is None and inbound is not None:
-        dk, n = derived_key(rin)
-        if k != dk:
-            finding("outbox_enqueue derived key", f"  {fmtsql(sql, params)} -> key {k}, expected {dk}\n  recent: " + "\n    ".join(ops_log))
+        if k != derived_key(rin):
+            finding("outbox_enqueue derived key", f"  {fmtsql(sql, params)} -> key {k}, expected {derived_key(rin)}\n  recent: " + "\n    ".join(ops_log))
             resync()
             return
-        rin.sends = n
+        rin.sends += 1
     s = outbox.get(k)
     if s is None:
         if created is not True or st != "pending":
@@ -1096,6 +1101,8 @@ def op_handler_tx():
                " payload => %s::jsonb, inbound_id => %s, inbound_token => %s)")
         params = [r.chat, json.dumps({"reply": r.id}), r.id, tok]
         exp, _ = inbound_check(r.id, tok, True)
+        if exp is None:
+            exp = derived_taken(r)
         res = call(sql, params)
         note(f"tx enqueue reply of {r.id}/{tok} -> {res[:2]}")
         if not check("tx:outbox_enqueue", sql, params, exp, res, in_tx=True):
@@ -1104,13 +1111,12 @@ def op_handler_tx():
             failed = res
             break
         (k, was_created, st), = res[1]
-        dk, n = derived_key(r)
-        if k != dk:
+        if k != derived_key(r):
             cur.execute("ROLLBACK")
-            finding("tx outbox_enqueue derived key", f"  {fmtsql(sql, params)} -> {k}, expected {dk}")
+            finding("tx outbox_enqueue derived key", f"  {fmtsql(sql, params)} -> {k}, expected {derived_key(r)}")
             resync()
             return
-        r.sends = n
+        r.sends += 1
         if k in outbox:
             em("outbox_deduped")
             if (outbox[k].chat, outbox[k].payload) != (r.chat, canon({"reply": r.id})):
