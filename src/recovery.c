@@ -118,7 +118,8 @@ typedef struct RecoveryArgs
  * stable order, then the records it chose and did not move, with their
  * lease: every one it chose is locked and still lost, so the UPDATE skipped
  * them only because a BEFORE UPDATE trigger of the DBA's returned NULL
- * (RecoveryHeld).
+ * (RecoveryHeld).  That second scan runs only when fewer moved than were
+ * chosen (a one-time filter), so it costs a batch nothing otherwise.
  */
 #define RECOVERY_INBOX_SQL(lost_c, lost_i, order_c) \
 	"WITH chosen AS MATERIALIZED (" \
@@ -145,6 +146,8 @@ typedef struct RecoveryArgs
 	" UNION ALL" \
 	" SELECT h.id, false, NULL, true, h.lease_until FROM durable.inbox h" \
 	"  WHERE h.id = ANY ((SELECT ids FROM chosen)::pg_catalog.int8[]) AND h.id NOT IN (SELECT id FROM moved)" \
+	"    AND (SELECT pg_catalog.count(*) FROM moved)" \
+	"        < pg_catalog.cardinality((SELECT ids FROM chosen))" \
 	" ORDER BY 4, 1"
 #define RECOVERY_INBOX_NARGS 8
 
@@ -170,6 +173,8 @@ typedef struct RecoveryArgs
 	" UNION ALL" \
 	" SELECT h.key, h.chat_id, h.id, true, h.lease_until FROM durable.outbox h" \
 	"  WHERE h.key = ANY ((SELECT keys FROM chosen)::pg_catalog.text[]) AND h.key NOT IN (SELECT key FROM flagged)" \
+	"    AND (SELECT pg_catalog.count(*) FROM flagged)" \
+	"        < pg_catalog.cardinality((SELECT keys FROM chosen))" \
 	" ORDER BY 4, 3"
 #define RECOVERY_OUTBOX_NARGS 6
 
@@ -527,7 +532,7 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 	 * pause, meeting the same failures.
 	 */
 	recovery_halves(&halves, &call.args, limit);
-	*full = *full || halves.moved >= limit;
+	*full = *full || halves.moved + held.count >= limit;
 	recovery_warn_held(j, &held);
 	first = halves.first;
 
