@@ -186,6 +186,7 @@ extern bool durable_may_use_schema(Oid nsp);
 extern bool durable_schema_current(char **installed);
 extern SPIPlanPtr durable_plan(SPIPlanPtr *cache, const char *sql, int nargs,
 							   const Oid *argtypes);
+extern void durable_plan_build(SPIPlanPtr plan);
 
 /*
  * A statement of durable's on one of its tables wrote or deleted no row

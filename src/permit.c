@@ -113,6 +113,45 @@ durable_permit(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 
+	/*
+	 * A connection's first call plans the statements of steps 3 and 4 before
+	 * it reads the clock (step 2): planned at their first execution, between
+	 * the stamp and the grant, they made its caller learn of the permit
+	 * milliseconds after the stamp that the window counts, so that more than
+	 * max callers could act on permits within one `per`.
+	 */
+	if (oldest_plan == NULL)
+	{
+		durable_plan_build(durable_plan(&count_plan,
+												"WITH gone AS ("
+												"  DELETE FROM durable.permits p"
+												"   WHERE p.bucket = $1 AND p.granted_at <= $2),"
+												" ahead AS ("
+												"  UPDATE durable.permits p SET granted_at = $3"
+												"   WHERE p.bucket = $1 AND p.granted_at > $3),"
+												" last AS ("
+												"  UPDATE durable.permit_buckets b SET last_granted_at = $3"
+												"   WHERE b.bucket = $1 AND b.last_granted_at > $3)"
+												" SELECT pg_catalog.count(*) FROM durable.permits p"
+												"  WHERE p.bucket = $1 AND p.granted_at > $2",
+												3, count_types));
+		durable_plan_build(durable_plan(&grant_plan,
+												"WITH p AS ("
+												"  INSERT INTO durable.permits (bucket, granted_at)"
+												"  VALUES ($1, $2) RETURNING 1),"
+												" b AS ("
+												"  UPDATE durable.permit_buckets b SET last_granted_at = $2"
+												"   WHERE b.bucket = $1 RETURNING 1)"
+												" SELECT (SELECT pg_catalog.count(*) FROM p),"
+												"        (SELECT pg_catalog.count(*) FROM b)",
+												2, count_types));
+		durable_plan_build(durable_plan(&oldest_plan,
+												"SELECT p.granted_at FROM durable.permits p"
+												" WHERE p.bucket = $1 AND p.granted_at > $2"
+												" ORDER BY p.granted_at OFFSET $3 LIMIT 1",
+												3, oldest_types));
+	}
+
 	/* 1. Create or lock the bucket row; it stays locked to our commit. */
 	args[0] = bucket;
 	args[1] = durable_interval_datum(per_us);
@@ -135,20 +174,7 @@ durable_permit(PG_FUNCTION_ARGS)
 	 */
 	args[1] = TimestampTzGetDatum(cutoff);
 	args[2] = TimestampTzGetDatum(now);
-	durable_exec(durable_plan(&count_plan,
-							  "WITH gone AS ("
-							  "  DELETE FROM durable.permits p"
-							  "   WHERE p.bucket = $1 AND p.granted_at <= $2),"
-							  " ahead AS ("
-							  "  UPDATE durable.permits p SET granted_at = $3"
-							  "   WHERE p.bucket = $1 AND p.granted_at > $3),"
-							  " last AS ("
-							  "  UPDATE durable.permit_buckets b SET last_granted_at = $3"
-							  "   WHERE b.bucket = $1 AND b.last_granted_at > $3)"
-							  " SELECT pg_catalog.count(*) FROM durable.permits p"
-							  "  WHERE p.bucket = $1 AND p.granted_at > $2",
-							  3, count_types),
-				 args, NULL, SPI_OK_SELECT, 0);
+	durable_exec(count_plan, args, NULL, SPI_OK_SELECT, 0);
 	in_window = durable_col_int64(0, 1);
 
 	if (in_window < max)
@@ -159,17 +185,7 @@ durable_permit(PG_FUNCTION_ARGS)
 		 * not count against the next calls: an error instead.
 		 */
 		args[1] = TimestampTzGetDatum(now);
-		durable_exec(durable_plan(&grant_plan,
-								  "WITH p AS ("
-								  "  INSERT INTO durable.permits (bucket, granted_at)"
-								  "  VALUES ($1, $2) RETURNING 1),"
-								  " b AS ("
-								  "  UPDATE durable.permit_buckets b SET last_granted_at = $2"
-								  "   WHERE b.bucket = $1 RETURNING 1)"
-								  " SELECT (SELECT pg_catalog.count(*) FROM p),"
-								  "        (SELECT pg_catalog.count(*) FROM b)",
-								  2, count_types),
-					 args, NULL, SPI_OK_SELECT, 0);
+		durable_exec(grant_plan, args, NULL, SPI_OK_SELECT, 0);
 		if (durable_col_int64(0, 1) != 1)
 			durable_write_skipped("permits");
 		if (durable_col_int64(0, 2) != 1)
@@ -186,12 +202,7 @@ durable_permit(PG_FUNCTION_ARGS)
 		TimestampTz frees_at;
 
 		args[2] = Int64GetDatum(in_window - max);
-		durable_exec(durable_plan(&oldest_plan,
-								  "SELECT p.granted_at FROM durable.permits p"
-								  " WHERE p.bucket = $1 AND p.granted_at > $2"
-								  " ORDER BY p.granted_at OFFSET $3 LIMIT 1",
-								  3, oldest_types),
-					 args, NULL, SPI_OK_SELECT, 0);
+		durable_exec(oldest_plan, args, NULL, SPI_OK_SELECT, 0);
 		if (SPI_processed != 1)
 			elog(ERROR, "durable: permit window changed while locked");
 		frees_at = DatumGetTimestampTz(durable_col(0, 1)) + per_us;

@@ -37,7 +37,9 @@
 #include "utils/fmgrprotos.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
+#include "utils/plancache.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 #include "utils/syscache.h"
 
 #ifndef DURABLE_VERSION
@@ -204,6 +206,19 @@ durable_plan(SPIPlanPtr *cache, const char *sql, int nargs, const Oid *argtypes)
 		elog(ERROR, "durable: SPI_keepplan failed");
 	*cache = plan;
 	return plan;
+}
+
+/*
+ * Build a cached statement's generic plan now rather than at its first
+ * execution: for a caller that reads the clock in between (permit.c).
+ */
+void
+durable_plan_build(SPIPlanPtr plan)
+{
+	CachedPlan *cplan = SPI_plan_get_cached_plan(plan);
+
+	if (cplan != NULL)
+		ReleaseCachedPlan(cplan, CurrentResourceOwner);
 }
 
 /*
