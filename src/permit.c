@@ -123,33 +123,33 @@ durable_permit(PG_FUNCTION_ARGS)
 	if (oldest_plan == NULL)
 	{
 		durable_plan_build(durable_plan(&count_plan,
-												"WITH gone AS ("
-												"  DELETE FROM durable.permits p"
-												"   WHERE p.bucket = $1 AND p.granted_at <= $2),"
-												" ahead AS ("
-												"  UPDATE durable.permits p SET granted_at = $3"
-												"   WHERE p.bucket = $1 AND p.granted_at > $3),"
-												" last AS ("
-												"  UPDATE durable.permit_buckets b SET last_granted_at = $3"
-												"   WHERE b.bucket = $1 AND b.last_granted_at > $3)"
-												" SELECT pg_catalog.count(*) FROM durable.permits p"
-												"  WHERE p.bucket = $1 AND p.granted_at > $2",
-												3, count_types));
+						"WITH gone AS ("
+						"  DELETE FROM durable.permits p"
+						"   WHERE p.bucket = $1 AND p.granted_at <= $2),"
+						" ahead AS ("
+						"  UPDATE durable.permits p SET granted_at = $3"
+						"   WHERE p.bucket = $1 AND p.granted_at > $3),"
+						" last AS ("
+						"  UPDATE durable.permit_buckets b SET last_granted_at = $3"
+						"   WHERE b.bucket = $1 AND b.last_granted_at > $3)"
+						" SELECT pg_catalog.count(*) FROM durable.permits p"
+						"  WHERE p.bucket = $1 AND p.granted_at > $2",
+						3, count_types));
 		durable_plan_build(durable_plan(&grant_plan,
-												"WITH p AS ("
-												"  INSERT INTO durable.permits (bucket, granted_at)"
-												"  VALUES ($1, $2) RETURNING 1),"
-												" b AS ("
-												"  UPDATE durable.permit_buckets b SET last_granted_at = $2"
-												"   WHERE b.bucket = $1 RETURNING 1)"
-												" SELECT (SELECT pg_catalog.count(*) FROM p),"
-												"        (SELECT pg_catalog.count(*) FROM b)",
-												2, count_types));
+						"WITH p AS ("
+						"  INSERT INTO durable.permits (bucket, granted_at)"
+						"  VALUES ($1, $2) RETURNING 1),"
+						" b AS ("
+						"  UPDATE durable.permit_buckets b SET last_granted_at = $2"
+						"   WHERE b.bucket = $1 RETURNING 1)"
+						" SELECT (SELECT pg_catalog.count(*) FROM p),"
+						"        (SELECT pg_catalog.count(*) FROM b)",
+						2, count_types));
 		durable_plan_build(durable_plan(&oldest_plan,
-												"SELECT p.granted_at FROM durable.permits p"
-												" WHERE p.bucket = $1 AND p.granted_at > $2"
-												" ORDER BY p.granted_at OFFSET $3 LIMIT 1",
-												3, oldest_types));
+						"SELECT p.granted_at FROM durable.permits p"
+						" WHERE p.bucket = $1 AND p.granted_at > $2"
+						" ORDER BY p.granted_at OFFSET $3 LIMIT 1",
+						3, oldest_types));
 	}
 
 	/* 1. Create or lock the bucket row; it stays locked to our commit. */
