@@ -524,6 +524,15 @@ extern int64 durable_outbox_purge_direct(TimestampTz from, TimestampTz cutoff, i
  * statements do fire the DBA's triggers.
  */
 extern void durable_journal_check_writable(DurableQueue queue, int16 event);
+
+/*
+ * After an insert of a leased record (key: an inbox id, an outbox key) that
+ * stamped lease_until: when the stamp predates a wait for another insert of
+ * the same key, stamp the lease again from now; return the lease.
+ */
+extern TimestampTz durable_restamp_inserted_lease(DurableQueue queue, Datum key,
+												  TimestampTz lease_until, int64 lease_us);
+
 /*
  * Whether a row-level BEFORE trigger on `event` (a TRIGGER_TYPE_* flag;
  * DELETE for the callers, as the journals allow DELETE triggers) that would

@@ -432,6 +432,13 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 		 */
 		if (durable_inbox_insert_direct(&msg, &new_id))
 		{
+			/*
+			 * The insert waits for another of the same message id (which
+			 * the chat lock does not order when it names another chat).
+			 */
+			if (leased)
+				lease_until = durable_restamp_inserted_lease(DQ_INBOX, Int64GetDatum(new_id),
+															 lease_until, lease_us);
 			DURABLE_FAIL_POINT("inbox_admit");
 			out[0] = Int64GetDatum(new_id);
 			durable_claim_floor_admitted(DQ_INBOX, DatumGetInt64(out[0]));
@@ -673,18 +680,26 @@ durable_inbox_heartbeat(PG_FUNCTION_ARGS)
 
 	/*
 	 * The new lease starts when the row is ours (durable_restamp_lease).
-	 * The lease it replaces (as the statement's snapshot saw it): only a
-	 * shorter lease concerns the claim floor, which knows the old one or an
-	 * earlier one.  Telling it of every heartbeat would discard every floor
-	 * refresh under way (claim_floor.c).
+	 * Only a shorter lease than the one it replaces concerns the claim
+	 * floor, which knows that one or an earlier one; telling it of every
+	 * heartbeat would discard every floor refresh under way
+	 * (claim_floor.c).  The lease replaced is read from the row's latest
+	 * version, once it is locked: the statement's snapshot may predate a
+	 * heartbeat of the same token that committed while this one waited (a
+	 * lease lengthened to an hour, which claimers and the floor saw), and
+	 * against that older lease a shortening would pass unnoticed.
 	 */
 	SPI_connect();
 	durable_journal_check_writable(DQ_INBOX, TRIGGER_TYPE_UPDATE);
 	durable_exec(durable_plan(&inbox_heartbeat_plan,
-							  "UPDATE durable.inbox i SET lease_until = pg_catalog.clock_timestamp() + $3"
+							  "WITH replaced AS MATERIALIZED ("
+							  " SELECT o.lease_until FROM durable.inbox o"
+							  "  WHERE o.id = $1 AND o.token = $2 AND o.state = 'leased'"
+							  "  FOR NO KEY UPDATE)"
+							  " UPDATE durable.inbox i SET lease_until = pg_catalog.clock_timestamp() + $3"
+							  "  FROM replaced r"
 							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'"
-							  " RETURNING i.lease_until,"
-							  " (SELECT o.lease_until FROM durable.inbox o WHERE o.id = $1)",
+							  " RETURNING i.lease_until, r.lease_until",
 							  3, types),
 				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
 	if (SPI_processed == 0)

@@ -457,33 +457,6 @@ outbox_warn_other_provider_id(Datum key, const OutboxProbe *probe, Datum provide
 /* ---- outbox_begin ---- */
 
 /*
- * The insert of a new send waits when another transaction is inserting the
- * same key, and goes in when that one aborts: the lease, stamped before the
- * wait, would be shortened by it, or be over already, and the sweep would
- * flag a send that is being made as ambiguous.  After a wait longer than a
- * tenth of the lease, the lease starts again from now.  Rare; the common
- * insert costs one clock read.
- */
-static void
-outbox_restamp_after_wait(Datum key, TimestampTz stamped, int64 lease_us)
-{
-	static SPIPlanPtr plan = NULL;
-	static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
-	TimestampTz now = GetCurrentTimestamp();
-	Datum		values[2];
-
-	if (!durable_lease_stamped_before_wait(stamped + lease_us, lease_us))
-		return;
-	durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_UPDATE);
-	values[0] = key;
-	values[1] = TimestampTzGetDatum(now + lease_us);
-	durable_exec(durable_plan(&plan,
-							  "UPDATE durable.outbox SET lease_until = $2 WHERE key = $1",
-							  2, types),
-				 values, NULL, SPI_OK_UPDATE, 1);
-}
-
-/*
  * The journaled send found under a key derived from inbox record
  * *derived_from (derived_from NULL: a key the caller named) must be linked
  * to that record; column is its inbound_id in the current SPI result.  A
@@ -749,7 +722,7 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 			send.inbound_id = inbound_id;
 			if (durable_outbox_insert_direct(&send, &token))
 			{
-				outbox_restamp_after_wait(key, now, lease_us);
+				(void) durable_restamp_inserted_lease(DQ_OUTBOX, key, now + lease_us, lease_us);
 				durable_count(DC_OUTBOX_JOURNALED, 1);
 				res.action = "send";
 				res.state = "sending";

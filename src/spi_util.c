@@ -26,6 +26,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_trigger.h"
 #include "commands/async.h"
 #include "common/pg_prng.h"
 #include "funcapi.h"
@@ -260,6 +261,38 @@ durable_restamp_lease(SPIPlanPtr plan, const Datum *values, TimestampTz lease_un
 	if (SPI_processed != 1)
 		elog(ERROR, "durable: a lease held by this transaction vanished");
 	return DatumGetTimestampTz(durable_col(0, 1));
+}
+
+/*
+ * An insert waits when another transaction is inserting the same key, and
+ * goes in when that one aborts: a lease stamped before the insert would then
+ * be shortened by the wait, or be over already, and the record would be
+ * taken over (inbox) or flagged ambiguous (outbox) while its caller works on
+ * it.  After a wait longer than a tenth of the lease, the lease starts again
+ * from now.  Rare; the common insert costs one clock read.
+ */
+TimestampTz
+durable_restamp_inserted_lease(DurableQueue queue, Datum key, TimestampTz lease_until,
+							   int64 lease_us)
+{
+	static SPIPlanPtr plans[2];
+	static const char *const sql[2] = {
+		[DQ_INBOX] = "UPDATE durable.inbox SET lease_until = $2 WHERE id = $1",
+		[DQ_OUTBOX] = "UPDATE durable.outbox SET lease_until = $2 WHERE key = $1",
+	};
+	Oid			types[2] = {queue == DQ_INBOX ? INT8OID : TEXTOID, TIMESTAMPTZOID};
+	Datum		values[2];
+
+	if (!durable_lease_stamped_before_wait(lease_until, lease_us))
+		return lease_until;
+	durable_journal_check_writable(queue, TRIGGER_TYPE_UPDATE);
+	lease_until = GetCurrentTimestamp() + lease_us;
+	values[0] = key;
+	values[1] = TimestampTzGetDatum(lease_until);
+	durable_exec(durable_plan(&plans[queue], sql[queue], 2, types), values, NULL, SPI_OK_UPDATE, 1);
+	if (SPI_processed != 1)
+		durable_write_skipped(queue == DQ_INBOX ? "inbox" : "outbox");
+	return lease_until;
 }
 
 void
