@@ -126,15 +126,26 @@ PGDLLEXPORT void durable_worker_main(Datum main_arg);
 
 /*
  * Workers in flight at most — started, and not yet known to stay (see
- * wkr_workers_in_flight) — and how soon the launcher looks again when it
- * had more to start (it is also woken when one exits).  Most are
- * short-lived checks of databases without durable; started all at once
- * after a restart of a cluster with many databases, they took every
- * background worker slot from parallel query, logical replication and each
- * other ("could not start a worker" for databases the launcher retried).
+ * wkr_workers_in_flight): a quarter of max_worker_processes, from 1 to 8 —
+ * and how soon the launcher looks again when it had more to start (it is
+ * also woken when one exits).  Most are short-lived checks of databases
+ * without durable; started all at once after a restart of a cluster with
+ * many databases, they took every background worker slot from parallel
+ * query, logical replication and each other ("could not start a worker"
+ * for databases the launcher retried).  A fixed 8 did the same under the
+ * default max_worker_processes of 8, of which two are taken (the logical
+ * replication launcher and durable's).
  */
 #define WKR_MAX_IN_FLIGHT		8
 #define WKR_START_PACE_MS		100
+
+/*
+ * Registrations that fail (every background worker slot in use) are
+ * warned of only once they have failed this long without one succeeding:
+ * a moment's crowding (parallel query, a burst of checks) is retried in
+ * silence, a lasting shortage is named.
+ */
+#define WKR_NO_ROOM_WARN_MS		10000
 
 /*
  * A worker older than this is not counted in flight: one that waits before
@@ -203,6 +214,8 @@ typedef struct WkrAbsent
 
 static List *wkr_absent = NIL;	/* of WkrAbsent, in TopMemoryContext */
 static List *wkr_warned_no_worker = NIL;
+static int64 wkr_no_room_since = 0;	/* first failed registration since the
+									 * last one that succeeded, or 0 */
 
 /* ---- worker state (worker process only) ---- */
 static DurableDbSlot *wkr_slot = NULL;
@@ -614,10 +627,11 @@ wkr_free_orphan_slots(List *candidates, List *dbs)
 
 /*
  * Register a worker for db and track its handle.  Returns false when the
- * postmaster has no room for it (warning once per database).
+ * postmaster has no room for it (warning once per database, once that has
+ * lasted WKR_NO_ROOM_WARN_MS).
  */
 static bool
-wkr_start_worker(const WkrDatabase *db)
+wkr_start_worker(const WkrDatabase *db, int64 now)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
@@ -648,15 +662,23 @@ wkr_start_worker(const WkrDatabase *db)
 		wkr_tracked[wkr_ntracked].started_at = started_at;
 		wkr_ntracked++;
 		wkr_warned_no_worker = list_delete_oid(wkr_warned_no_worker, db->oid);
+		wkr_no_room_since = 0;
 	}
-	else if (!list_member_oid(wkr_warned_no_worker, db->oid))
+	else
 	{
-		ereport(WARNING,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("durable could not start a worker for database \"%s\"", NameStr(db->name)),
-				 errdetail("All background worker slots are in use; durable will try again."),
-				 errhint("You may need to increase \"max_worker_processes\".")));
-		wkr_warned_no_worker = lappend_oid(wkr_warned_no_worker, db->oid);
+		if (wkr_no_room_since == 0)
+			wkr_no_room_since = now;
+		if (now - wkr_no_room_since >= (int64) WKR_NO_ROOM_WARN_MS * 1000 &&
+			!list_member_oid(wkr_warned_no_worker, db->oid))
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("durable could not start a worker for database \"%s\"", NameStr(db->name)),
+					 errdetail("All background worker slots have been in use for %d s; durable will try again.",
+							   (int) ((now - wkr_no_room_since) / USECS_PER_SEC)),
+					 errhint("You may need to increase \"max_worker_processes\".")));
+			wkr_warned_no_worker = lappend_oid(wkr_warned_no_worker, db->oid);
+		}
 	}
 	MemoryContextSwitchTo(old);
 	if (ok)
@@ -813,6 +835,8 @@ wkr_launch_workers(int64 now)
 	List	   *dbs = wkr_list_databases();
 	ListCell   *lc;
 	int			in_flight = wkr_workers_in_flight(now);
+	int			max_in_flight = Max(1, Min(WKR_MAX_IN_FLIGHT, max_worker_processes / 4));
+	bool		no_room = false;
 
 	wkr_free_orphan_slots(idle, dbs);
 	wkr_forget_dropped_absent(dbs);
@@ -848,7 +872,10 @@ wkr_launch_workers(int64 now)
 				wkr_warn_no_slot(db);
 			continue;
 		}
-		if (in_flight >= WKR_MAX_IN_FLIGHT)
+		/* After a failed registration, the others would fail too. */
+		if (no_room)
+			continue;
+		if (in_flight >= max_in_flight)
 		{
 			next = Min(next, now + (int64) WKR_START_PACE_MS * 1000);
 			continue;
@@ -881,8 +908,9 @@ wkr_launch_workers(int64 now)
 
 		if (start)
 			in_flight++;
-		if (start && !wkr_start_worker(db))
+		if (start && !wkr_start_worker(db, now))
 		{
+			no_room = true;
 			SpinLockAcquire(&slot->mutex);
 			slot->worker_starting = false;
 			slot->worker_blocked_until = now + wkr_restart_delay_us(0);
@@ -1363,8 +1391,10 @@ wkr_may_copy_database(Oid dboid)
  * Stop the worker of the named database before a command that needs the
  * database to itself, and keep new ones away for WKR_BLOCK_MS (the caller
  * lifts that sooner with wkr_unblock).  Does nothing for a missing
- * database, the current one (the command fails anyway), or one the user
- * may not act on (owns, or for a copy may copy: the command fails anyway).
+ * database, the current one unless the command copies it (PostgreSQL
+ * refuses to drop, rename or move the current database, but copies it when
+ * no other session is connected to it), or one the user may not act on
+ * (owns, or for a copy may copy: the command fails anyway).
  * Returns the database blocked, or InvalidOid.
  */
 static Oid
@@ -1379,7 +1409,7 @@ wkr_stop_worker(const char *dbname, bool copy)
 	if (dbname == NULL)
 		return InvalidOid;
 	dboid = get_database_oid(dbname, true);
-	if (!OidIsValid(dboid) || dboid == MyDatabaseId ||
+	if (!OidIsValid(dboid) || (dboid == MyDatabaseId && !copy) ||
 		!(copy ? wkr_may_copy_database(dboid) : wkr_owns_database(dboid)))
 		return InvalidOid;
 	slot = durable_db_slot(dboid, false);

@@ -252,6 +252,21 @@ ok($node->poll_query_until('postgres', has_workers('copied', 1)),
 ok($node->poll_query_until('postgres', has_workers('source', 1)),
 	'the template gets its worker back');
 
+# A copy of the database one is connected to: PostgreSQL allows it when no
+# other session is connected (createdb leaves its own backend out), so the
+# worker must go for it too.  The hook used to pass over the current
+# database, and the copy failed after 5 s.
+$start = time;
+($ret, $stdout, $stderr) =
+  $node->psql('source', 'CREATE DATABASE copied_from_inside TEMPLATE source');
+is($ret, 0, 'CREATE DATABASE from the database one is connected to succeeds')
+  or diag $stderr;
+ok(time - $start < 4, 'and completes quickly');
+ok($node->poll_query_until('postgres', has_workers('copied_from_inside', 1)),
+	'that copy gets a worker of its own');
+ok($node->poll_query_until('postgres', has_workers('source', 1)),
+	'and the source gets its worker back');
+
 # A database made a template after its worker started: any role with CREATEDB
 # may copy it, so its worker must go.  The copy stops it at once (the role
 # does not own the template) and the launcher keeps it away.

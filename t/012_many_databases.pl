@@ -14,7 +14,8 @@
 #   - the databases without durable are still checked: one that installs
 #     durable afterwards gets its worker too;
 #   - the launcher starts those checks a few at a time, so they do not take
-#     every background worker slot at once.
+#     every background worker slot at once: with max_worker_processes = 16,
+#     and with PostgreSQL's default 8.
 use strict;
 use warnings;
 
@@ -90,6 +91,33 @@ $node->safe_psql($victim, 'CREATE EXTENSION durable') if $victim ne '';
 ok($victim ne '' && $node->poll_query_until($victim, has_worker($victim)),
 	"a database checked before, whose slot went to another ($victim), gets its worker once it installs durable");
 ok($node->poll_query_until('late', has_worker('late')), 'and the first keeps its worker');
+
+# PostgreSQL's default max_worker_processes, 8, of which the logical
+# replication launcher and durable's take two and the two workers above two
+# more: a cap of eight checks in flight took every slot left after a restart
+# (21 "could not start a worker" with 31 databases, one of them for a
+# database with durable, whose worker came late).  A quarter of the setting
+# leaves room.
+$node->append_conf('postgresql.conf', "max_worker_processes = 8\n");
+$offset = -s $node->logfile;
+$node->restart;
+$node->wait_for_log(qr/durable launcher started/, $offset);
+$checked = 0;
+for (my $i = 0; $i < 3000; $i++)
+{
+	my %seen = map { $_ => 1 }
+	  (slurp_file($node->logfile, $offset) =~ /registered a worker for database "(plain\d+)"/g);
+	$checked = scalar keys %seen;
+	last if $checked >= $ndb - 1;
+	select(undef, undef, undef, 0.1);
+}
+cmp_ok($checked, '>=', $ndb - 1,
+	"under max_worker_processes = 8 the launcher checked $checked of $ndb databases again");
+$crowded = () = slurp_file($node->logfile, $offset) =~ /durable could not start a worker/g;
+is($crowded, 0, 'without running out of background worker slots');
+ok($node->poll_query_until('late', has_worker('late')), 'and late has its worker');
+ok($victim ne '' && $node->poll_query_until($victim, has_worker($victim)),
+	"and so has $victim");
 
 $node->stop;
 done_testing();
