@@ -143,9 +143,12 @@ PGDLLEXPORT void durable_worker_main(Datum main_arg);
  * Registrations that fail (every background worker slot in use) are
  * warned of only once they have failed this long without one succeeding:
  * a moment's crowding (parallel query, a burst of checks) is retried in
- * silence, a lasting shortage is named.
+ * silence (DEBUG1), a lasting shortage is named.  Failures further apart
+ * than WKR_NO_ROOM_GAP_MS (a lasting shortage retries every restart delay,
+ * at most WKR_RESTART_MAX_MS) are not one shortage.
  */
 #define WKR_NO_ROOM_WARN_MS		10000
+#define WKR_NO_ROOM_GAP_MS		(2 * WKR_RESTART_MAX_MS)
 
 /*
  * A worker older than this is not counted in flight: one that waits before
@@ -214,8 +217,11 @@ typedef struct WkrAbsent
 
 static List *wkr_absent = NIL;	/* of WkrAbsent, in TopMemoryContext */
 static List *wkr_warned_no_worker = NIL;
-static int64 wkr_no_room_since = 0;	/* first failed registration since the
-									 * last one that succeeded, or 0 */
+static int64 wkr_no_room_since = 0;	/* first failed registration of a
+									 * shortage, or 0 */
+static int64 wkr_no_room_last = 0;	/* the latest failed registration */
+static Oid	wkr_no_room_db = InvalidOid;	/* where the latest look found no
+											 * room: the next starts after it */
 
 /* ---- worker state (worker process only) ---- */
 static DurableDbSlot *wkr_slot = NULL;
@@ -666,8 +672,13 @@ wkr_start_worker(const WkrDatabase *db, int64 now)
 	}
 	else
 	{
-		if (wkr_no_room_since == 0)
+		ereport(DEBUG1,
+				(errmsg_internal("durable launcher: no background worker slot for database \"%s\"",
+								 NameStr(db->name))));
+		if (wkr_no_room_since == 0 ||
+			now - wkr_no_room_last > (int64) WKR_NO_ROOM_GAP_MS * 1000)
 			wkr_no_room_since = now;
+		wkr_no_room_last = now;
 		if (now - wkr_no_room_since >= (int64) WKR_NO_ROOM_WARN_MS * 1000 &&
 			!list_member_oid(wkr_warned_no_worker, db->oid))
 		{
@@ -837,14 +848,30 @@ wkr_launch_workers(int64 now)
 	int			in_flight = wkr_workers_in_flight(now);
 	int			max_in_flight = Max(1, Min(WKR_MAX_IN_FLIGHT, max_worker_processes / 4));
 	bool		no_room = false;
+	int			ndbs = list_length(dbs);
+	int			first = 0;
+	int			k;
 
 	wkr_free_orphan_slots(idle, dbs);
 	wkr_forget_dropped_absent(dbs);
 	wkr_forget_installed();
 
+	/*
+	 * After a look that found no room, the next starts with the database
+	 * after the one that found none: in a lasting shortage, every database
+	 * is tried (and named) in turn, not the first in pg_database again and
+	 * again.
+	 */
 	foreach(lc, dbs)
 	{
-		WkrDatabase *db = (WkrDatabase *) lfirst(lc);
+		if (((WkrDatabase *) lfirst(lc))->oid == wkr_no_room_db)
+			first = foreach_current_index(lc) + 1;
+	}
+	wkr_no_room_db = InvalidOid;
+
+	for (k = 0; k < ndbs; k++)
+	{
+		WkrDatabase *db = (WkrDatabase *) list_nth(dbs, (first + k) % ndbs);
 		DurableDbSlot *slot;
 		bool		start = false;
 		int64		absent_until;
@@ -911,6 +938,7 @@ wkr_launch_workers(int64 now)
 		if (start && !wkr_start_worker(db, now))
 		{
 			no_room = true;
+			wkr_no_room_db = db->oid;
 			SpinLockAcquire(&slot->mutex);
 			slot->worker_starting = false;
 			slot->worker_blocked_until = now + wkr_restart_delay_us(0);
@@ -1608,6 +1636,19 @@ wkr_register_callback(void)
 }
 
 /*
+ * Whether a command that PostgreSQL runs only outside a transaction block
+ * (DROP DATABASE, CREATE DATABASE, ALTER DATABASE SET TABLESPACE) gets
+ * past that check.  When it does not, it fails anyway after this hook:
+ * stopping the worker of its database would only take that database's
+ * sweep away for up to WKR_BLOCK_MS.
+ */
+static bool
+wkr_outside_block(ProcessUtilityContext context)
+{
+	return context == PROCESS_UTILITY_TOPLEVEL && !IsTransactionBlock();
+}
+
+/*
  * The ProcessUtility hook (see the file header).
  */
 static void
@@ -1629,7 +1670,8 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				DropdbStmt *stmt = (DropdbStmt *) parsetree;
 
 				dropped_db = get_database_oid(stmt->dbname, true);
-				blocked_db = wkr_stop_worker(stmt->dbname, false);
+				if (wkr_outside_block(context))
+					blocked_db = wkr_stop_worker(stmt->dbname, false);
 				break;
 			}
 		case T_RenameStmt:
@@ -1645,14 +1687,15 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				const char *template = wkr_option(((CreatedbStmt *) parsetree)->options,
 												  "template");
 
-				blocked_db = wkr_stop_worker(template ? template : "template1", true);
+				if (wkr_outside_block(context))
+					blocked_db = wkr_stop_worker(template ? template : "template1", true);
 				break;
 			}
 		case T_AlterDatabaseStmt:
 			{
 				AlterDatabaseStmt *stmt = (AlterDatabaseStmt *) parsetree;
 
-				if (wkr_option(stmt->options, "tablespace") != NULL)
+				if (wkr_option(stmt->options, "tablespace") != NULL && wkr_outside_block(context))
 					blocked_db = wkr_stop_worker(stmt->dbname, false);
 				break;
 			}

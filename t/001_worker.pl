@@ -267,6 +267,16 @@ ok($node->poll_query_until('postgres', has_workers('copied_from_inside', 1)),
 ok($node->poll_query_until('postgres', has_workers('source', 1)),
 	'and the source gets its worker back');
 
+# Inside a transaction block PostgreSQL refuses the copy (25001) after the
+# hook has run: the hook leaves the worker alone rather than stop it for
+# nothing.
+my $source_pid = worker_pid($node, 'source');
+($ret, $stdout, $stderr) =
+  $node->psql('source', 'BEGIN; CREATE DATABASE never_made TEMPLATE source; COMMIT;');
+like($stderr, qr/cannot run inside a transaction block/,
+	'CREATE DATABASE inside a transaction block is refused');
+is(worker_pid($node, 'source'), $source_pid, 'and the worker of its template keeps running');
+
 # A database made a template after its worker started: any role with CREATEDB
 # may copy it, so its worker must go.  The copy stops it at once (the role
 # does not own the template) and the launcher keeps it away.
@@ -363,6 +373,8 @@ my $log = slurp_file($tight->logfile);
 my $warnings = () =
   $log =~ /WARNING:  durable could not start a worker for database "crowded"/g;
 is($warnings, 1, 'the shortage of worker slots is reported once per database');
+like($log, qr/DETAIL:  All background worker slots have been in use for \d+ s/,
+	'once it has lasted');
 like(
 	$log,
 	qr/HINT:  You may need to increase "max_worker_processes"/,
