@@ -379,6 +379,26 @@ like(
 	$log,
 	qr/HINT:  You may need to increase "max_worker_processes"/,
 	'with a hint to raise max_worker_processes');
+
+# In a lasting shortage every database is tried in turn.  With a naptime of
+# 1 s the launcher looks once a second, just as the database that found no
+# room the look before may be tried again: a look that started with the
+# first database in pg_database each time would name only that one.
+$tight->safe_psql('postgres', 'CREATE DATABASE crowded2');
+$tight->safe_psql('crowded2', 'CREATE EXTENSION durable');
+$tight->append_conf('postgresql.conf', "durable.naptime = '1s'\nlog_min_messages = debug1\n");
+$offset = -s $tight->logfile;
+$tight->restart;
+my @want = ('postgres', 'crowded', 'crowded2');
+my %named;
+for (my $i = 0; $i < 150 && keys %named < @want; $i++)
+{
+	%named = map { $_ => 1 } (slurp_file($tight->logfile, $offset) =~
+		  /durable launcher: no background worker slot for database "(\w+)"/g);
+	select(undef, undef, undef, 0.1);
+}
+is(join(' ', grep { $named{$_} } @want), join(' ', @want),
+	'in a lasting shortage the launcher tries every database in turn');
 $tight->stop;
 
 done_testing();
