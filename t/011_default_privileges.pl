@@ -97,6 +97,14 @@ sub check_locked_down
 create_database_with_defaults('fresh');
 my ($rc, $out, $err) = $node->psql('fresh', 'CREATE EXTENSION durable');
 is($rc, 0, 'CREATE EXTENSION under default privileges succeeds');
+# One WARNING from 0.5 for durable's objects, one from 0.7 for the helper it
+# creates and drops (README, "Default privileges do not reach durable").
+my @revoked = $err =~ /WARNING:  durable: revoked what default privileges granted on its objects: ([^\n]*)/g;
+is(scalar @revoked, 2, 'a fresh install says what it revoked in two WARNINGs');
+like($revoked[0] // '', qr/analytics on \d+ tables, app on \d+ functions/,
+	'the first counts the grants on durable\'s own objects by role and kind');
+is($revoked[1] // '', 'PUBLIC on 1 function, app on 1 function',
+	'the second, the 0.7 step\'s temporary helper function');
 check_locked_down('fresh', 'fresh install');
 
 # ---- a fresh install inside a subtransaction: durable's objects carry the
