@@ -25,6 +25,7 @@ OBJS = \
 	src/recovery.o \
 	src/sweep.o \
 	src/worker.o \
+	src/db_settings.o \
 	src/sessions.o \
 	src/permit.o \
 	src/waiting.o \

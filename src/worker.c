@@ -1109,6 +1109,23 @@ wkr_check_extension(void)
 	return present;
 }
 
+/*
+ * Exit so that the launcher starts a worker that connects with the
+ * database's new settings of ALTER DATABASE/ROLE ... SET (db_settings.c).
+ * Not a failure: no longer restart delay for the next worker.
+ */
+static void
+wkr_exit_for_settings(void)
+{
+	ereport(LOG,
+			(errmsg("durable worker for database \"%s\" restarting to take the settings of ALTER DATABASE or ALTER ROLE ... SET",
+					wkr_dbname)));
+	SpinLockAcquire(&wkr_slot->mutex);
+	wkr_slot->worker_stop_asked = true;
+	SpinLockRelease(&wkr_slot->mutex);
+	proc_exit(0);
+}
+
 /* Exit because DROP EXTENSION removed durable from this database. */
 static void
 wkr_exit_dropped(void)
@@ -1288,6 +1305,7 @@ durable_worker_main(Datum main_arg)
 	SetConfigOption("session_authorization", GetUserNameFromId(GetAuthenticatedUserId(), false),
 					PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("role", "none", PGC_SUSET, PGC_S_OVERRIDE);
+	durable_db_settings_remember();
 	CommitTransactionCommand();
 
 	if (!wkr_check_extension())
@@ -1317,6 +1335,8 @@ durable_worker_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			if (durable_db_settings_changed())
+				wkr_exit_for_settings();
 		}
 
 		now = durable_clock_us();

@@ -350,6 +350,63 @@ foreach my $db ('late', 'renamed2', 'source', 'copied')
 $took = expire_and_wait($node, 'late', 'w3');
 ok(defined $took && $took < 5, 'and sweeps again');
 
+# ---- Per-database settings reach a running worker at a reload ----
+# The README sets durable.inbox_max_attempts and durable.retention per
+# database; PostgreSQL applies those when a process connects, and a reload
+# reads only the files, so the worker kept the values it started with.  Now
+# a reload that finds them changed restarts the worker, which connects with
+# them.  A lease that runs out on its first attempt tells which limit the
+# worker's lease recovery used: dead with inbox_max_attempts = 1, pending
+# with the default 5.
+$node->safe_psql('postgres', 'CREATE DATABASE settings');
+$node->safe_psql('settings', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('postgres', has_workers('settings', 1)), 'settings has its worker');
+
+sub first_attempt_expires_as
+{
+	my ($message_id) = @_;
+	$node->safe_psql('settings',
+		"SELECT durable.inbox_admit('tap', '$message_id', '$message_id', instance => 'bot', lease => '2s')");
+	$node->poll_query_until('settings',
+		"SELECT state <> 'leased' FROM durable.inbox WHERE message_id = '$message_id'")
+	  or return 'still leased';
+	return $node->safe_psql('settings',
+		"SELECT state FROM durable.inbox WHERE message_id = '$message_id'");
+}
+
+# Reload, and wait for the worker that replaces $old_pid: its pid.
+sub reload_replaces_worker
+{
+	my ($old_pid) = @_;
+	$node->reload;
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'durable worker'"
+		  . " AND datname = 'settings' AND pid <> $old_pid")
+	  or return undef;
+	return worker_pid($node, 'settings');
+}
+
+my $settings_pid = worker_pid($node, 'settings');
+$offset = -s $node->logfile;
+$node->safe_psql('settings', 'ALTER DATABASE settings SET durable.inbox_max_attempts = 1');
+my $new_pid = reload_replaces_worker($settings_pid);
+ok(defined $new_pid, 'a reload after ALTER DATABASE ... SET restarts the worker');
+ok($node->log_contains(
+		qr/durable worker for database "settings" restarting to take the settings of ALTER DATABASE/, $offset),
+	'and says why');
+is(first_attempt_expires_as('s1'), 'dead', 'which runs with the new setting');
+
+$node->safe_psql('settings', 'ALTER DATABASE settings RESET durable.inbox_max_attempts');
+$settings_pid = reload_replaces_worker($new_pid // 0);
+ok(defined $settings_pid, 'so does a reload after RESET');
+is(first_attempt_expires_as('s2'), 'pending', 'the worker is back to the default');
+
+# A reload that changes none of them leaves the worker alone (the lease's
+# 2 s give it ample time to see the reload).
+$node->reload;
+is(first_attempt_expires_as('s3'), 'pending', 'a reload without a change to them');
+is(worker_pid($node, 'settings'), $settings_pid // '', 'keeps the worker');
+
 $node->stop;
 
 # ---- No room for workers: one warning per database, with a hint ----
