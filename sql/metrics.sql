@@ -296,6 +296,29 @@ SET LOCAL durable.bound_count = 0;
 SELECT over_bound, regexp_replace(why, '[0-9]+', 'N', 'g') AS why FROM durable.standing();
 ROLLBACK;
 
+-- An inbox lease that ran out, and that no sweep has moved yet, is waiting
+-- too (a claim would take it over), from the end of its lease: a fleet that
+-- died holding its records, with no worker to sweep them, shows as over
+-- bound, not as nothing waiting.  A live lease is not waiting: one waiting
+-- record is not over a bound_count of 1.
+BEGIN;
+DELETE FROM durable.inbox WHERE finished_at IS NULL;
+DELETE FROM durable.outbox WHERE state IN ('pending', 'failed');
+SELECT id AS gone_id
+  FROM durable.inbox_admit('regress-metrics', 'm-gone', 'met-g', instance => 'gone-bot', lease => '20ms') \gset
+SELECT token IS NOT NULL AS leased
+  FROM durable.inbox_admit('regress-metrics', 'm-live', 'met-v', instance => 'live-bot', lease => '1h');
+SELECT pg_sleep(0.1);
+SET LOCAL durable.bound_count = 0;
+SET LOCAL durable.bound_age = '30min';
+SELECT inbox_pending, inbox_leased,
+       oldest_pending = (SELECT lease_until FROM durable.inbox WHERE id = :gone_id) AS waits_from_lease_end,
+       over_bound, regexp_replace(why, '[0-9]+', 'N', 'g') AS why
+  FROM durable.standing();
+SET LOCAL durable.bound_count = 1;
+SELECT over_bound FROM durable.standing();
+ROLLBACK;
+
 -- CLEANUP
 DELETE FROM durable.inbox WHERE source = 'regress-metrics';
 DELETE FROM durable.outbox WHERE key LIKE 'met-%';

@@ -237,8 +237,16 @@ durable_metrics_reset(PG_FUNCTION_ARGS)
  * deferred to later (outbox_enqueue's not_before, a retry's delay) is not
  * waiting for anyone until then, and waits from its due time on: else a
  * reminder scheduled for tomorrow would hold the journal over bound_age
- * all day.  The state counts still count every record in the state.
+ * all day.  An inbox lease that ran out and that no sweep has moved yet is
+ * waiting too, from the end of its lease: a claim would take it over, and
+ * a fleet that died holding its records, with no worker to sweep them (not
+ * preloaded, or failing), must show as over bound, not as nothing waiting.
+ * (An outbox send whose lease ran out is not work for anyone: it becomes
+ * unknown.)  The state counts still count every record in the state.
  */
+#define STANDING_INBOX_DUE \
+	"(i.state = 'pending' AND i.not_before <= $1) OR (i.state = 'leased' AND i.lease_until < $1)"
+
 Datum
 durable_standing(PG_FUNCTION_ARGS)
 {
@@ -271,9 +279,11 @@ durable_standing(PG_FUNCTION_ARGS)
 							  " LEAST(open.oldest, sends.oldest), open.due + sends.due"
 							  " FROM (SELECT pg_catalog.count(*) FILTER (WHERE i.state = 'pending'),"
 							  "              pg_catalog.count(*) FILTER (WHERE i.state = 'leased'),"
-							  "              pg_catalog.count(*) FILTER (WHERE i.state = 'pending' AND i.not_before <= $1),"
-							  "              pg_catalog.min(GREATEST(i.created_at, i.not_before))"
-							  "                FILTER (WHERE i.state = 'pending' AND i.not_before <= $1)"
+							  "              pg_catalog.count(*) FILTER (WHERE " STANDING_INBOX_DUE "),"
+							  "              pg_catalog.min(CASE i.state WHEN 'pending'"
+							  "                             THEN GREATEST(i.created_at, i.not_before)"
+							  "                             ELSE i.lease_until END)"
+							  "                FILTER (WHERE " STANDING_INBOX_DUE ")"
 							  "         FROM durable.inbox i WHERE " INBOX_OPEN_SCAN("i") ")"
 							  "      AS open(pending, leased, due, oldest),"
 							  "      (SELECT pg_catalog.count(*), pg_catalog.min(GREATEST(o.created_at, o.not_before))"
