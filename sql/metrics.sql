@@ -317,6 +317,12 @@ SELECT inbox_pending, inbox_leased,
   FROM durable.standing();
 SET LOCAL durable.bound_count = 1;
 SELECT over_bound FROM durable.standing();
+-- On its last attempt the same lease is the sweep's to make dead (no claim
+-- takes it over): not waiting
+SET LOCAL durable.bound_count = 0;
+SET LOCAL durable.inbox_max_attempts = 1;
+SELECT inbox_leased, oldest_pending, over_bound FROM durable.standing();
+SELECT count(*) AS claimed FROM durable.inbox_claim('met-other', 10);
 ROLLBACK;
 
 -- CLEANUP

@@ -238,24 +238,27 @@ durable_metrics_reset(PG_FUNCTION_ARGS)
  * waiting for anyone until then, and waits from its due time on: else a
  * reminder scheduled for tomorrow would hold the journal over bound_age
  * all day.  An inbox lease that ran out and that no sweep has moved yet is
- * waiting too, from the end of its lease: a claim would take it over, and
- * a fleet that died holding its records, with no worker to sweep them (not
- * preloaded, or failing), must show as over bound, not as nothing waiting.
- * (An outbox send whose lease ran out is not work for anyone: it becomes
- * unknown.)  The state counts still count every record in the state.
+ * waiting too, from the end of its lease, when it has attempts left: a
+ * claim would take it over, and a fleet that died holding its records, with
+ * no worker to sweep them (not preloaded, or failing), must show as over
+ * bound, not as nothing waiting.  (One on its last attempt is the sweep's
+ * to make dead, and an outbox send whose lease ran out becomes unknown: no
+ * claim takes either.)  The state counts still count every record in the
+ * state.
  */
 #define STANDING_INBOX_DUE \
-	"(i.state = 'pending' AND i.not_before <= $1) OR (i.state = 'leased' AND i.lease_until < $1)"
+	"(i.state = 'pending' AND i.not_before <= $1)" \
+	" OR (i.state = 'leased' AND i.lease_until < $1 AND i.attempts < $2)"
 
 Datum
 durable_standing(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
-	static const Oid types[1] = {TIMESTAMPTZOID};
+	static const Oid types[2] = {TIMESTAMPTZOID, INT4OID};
 	TupleDesc	tupdesc;
 	Datum		values[11];
 	bool		nulls[11];
-	Datum		now_arg[1];
+	Datum		args[2];
 	int64		waiting;
 	TimestampTz oldest;
 	TimestampTz now = GetCurrentTimestamp();
@@ -265,7 +268,8 @@ durable_standing(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "durable: return type must be a row type");
 
-	now_arg[0] = TimestampTzGetDatum(now);
+	args[0] = TimestampTzGetDatum(now);
+	args[1] = Int32GetDatum(durable_inbox_max_attempts);
 	SPI_connect();
 	durable_exec(durable_plan(&plan,
 							  "SELECT open.pending, open.leased,"
@@ -291,8 +295,8 @@ durable_standing(PG_FUNCTION_ARGS)
 							  "        WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
 							  "          AND o.not_before <= $1)"
 							  "      AS sends(due, oldest)",
-							  1, types),
-				 now_arg, NULL, SPI_OK_SELECT, 1);
+							  2, types),
+				 args, NULL, SPI_OK_SELECT, 1);
 
 	memset(nulls, 0, sizeof(nulls));
 	for (i = 0; i < 8; i++)

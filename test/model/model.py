@@ -1924,9 +1924,9 @@ def standing_check():
         finding("standing counts", f"  standing {row[:8]} model {expc}\n  recent: " + "\n    ".join(ops_log))
         return
     # Waiting: due pending inbox records and sends, and inbox leases that ran
-    # out (not yet swept), from the end of the lease.
+    # out (not yet swept) with attempts left, from the end of the lease.
     waiting = [(r.nlo, r.nhi) for r in inbox.values() if r.state == "pending" and r.nhi < t] + \
-              [(r.llo, r.lhi) for r in inbox.values() if r.state == "leased" and r.lhi < t] + \
+              [(r.llo, r.lhi) for r in inbox.values() if r.state == "leased" and r.lhi < t and r.attempts < MAXATT] + \
               [(x.nlo, x.nhi) for x in outbox.values() if x.state in ("pending", "failed") and x.nhi < t]
     if waiting:
         lo = min(w[0] for w in waiting)
