@@ -126,6 +126,7 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	slot->worker_blocked_until = 0;
 	slot->worker_checked_at = 0;
 	slot->extension_absent = false;
+	slot->installs = 0;
 	slot->worker_passed = false;
 	slot->worker_failed_starts = 0;
 	slot->worker_stop_asked = false;

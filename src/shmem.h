@@ -70,6 +70,7 @@ typedef struct DurableDbSlot
 	bool		worker_passed;	/* the running worker finished a pass */
 	bool		worker_stop_asked;	/* durable stopped it on purpose (a hook, the launcher) */
 	int			worker_failed_starts;	/* workers in a row that ended before one */
+	uint32		installs;		/* CREATE EXTENSION durable commits seen here */
 } DurableDbSlot;
 
 typedef struct DurableShared

@@ -1047,16 +1047,42 @@ wkr_claim_slot(Oid dboid)
 	return claimed;
 }
 
-/* Record what a check of the extension found, for the launcher. */
-static void
-wkr_record_check(bool present)
+/* The slot's count of CREATE EXTENSION durable commits (wkr_wake_launcher). */
+static uint32
+wkr_installs(void)
 {
-	int64		now = durable_clock_us();
+	uint32		installs;
 
 	SpinLockAcquire(&wkr_slot->mutex);
-	wkr_slot->extension_absent = !present;
-	wkr_slot->worker_checked_at = now;
+	installs = wkr_slot->installs;
 	SpinLockRelease(&wkr_slot->mutex);
+	return installs;
+}
+
+/*
+ * Record what a check of the extension found, for the launcher; installs
+ * is wkr_installs() from before the check's transaction.  A check that
+ * found none is not recorded, and false returned, when CREATE EXTENSION
+ * durable has committed here since: the check may have looked before that
+ * commit, and recording "absent" after the commit's wake cleared it would
+ * keep the database without a worker until its next check, 30 s later.
+ * (A commit whose wake comes after this record clears it itself.)
+ */
+static bool
+wkr_record_check(bool present, uint32 installs)
+{
+	int64		now = durable_clock_us();
+	bool		recorded = false;
+
+	SpinLockAcquire(&wkr_slot->mutex);
+	if (present || wkr_slot->installs == installs)
+	{
+		wkr_slot->extension_absent = !present;
+		wkr_slot->worker_checked_at = now;
+		recorded = true;
+	}
+	SpinLockRelease(&wkr_slot->mutex);
+	return recorded;
 }
 
 /*
@@ -1092,20 +1118,26 @@ static bool
 wkr_check_extension(void)
 {
 	bool		present;
+	uint32		installs;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	present = wkr_lock_extension();
-	if (wkr_dbname == NULL)
+	do
 	{
-		char	   *name = get_database_name(MyDatabaseId);
+		installs = wkr_installs();
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		present = wkr_lock_extension();
+		if (!present)
+			DURABLE_FAIL_POINT("extension_check");
+		if (wkr_dbname == NULL)
+		{
+			char	   *name = get_database_name(MyDatabaseId);
 
-		wkr_dbname = MemoryContextStrdup(TopMemoryContext, name ? name : "?");
-	}
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	wkr_record_check(present);
+			wkr_dbname = MemoryContextStrdup(TopMemoryContext, name ? name : "?");
+		}
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	} while (!wkr_record_check(present, installs));
 	return present;
 }
 
@@ -1172,6 +1204,7 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 	Oid			save_userid = InvalidOid;
 	int			save_sec_context = 0;
 	int64		started = durable_clock_us();
+	uint32		installs = wkr_installs();
 
 	memset(res, 0, sizeof(*res));
 	SetCurrentStatementStartTimestamp();
@@ -1223,7 +1256,8 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 	pgstat_report_stat(true);
 	pgstat_report_activity(STATE_IDLE, NULL);
 
-	wkr_record_check(present);
+	/* Not recorded if durable was dropped and installed again meanwhile. */
+	(void) wkr_record_check(present, installs);
 	if (present)
 	{
 		/* t/008_worker_pacing reads these lines. */
@@ -1580,6 +1614,7 @@ wkr_wake_launcher(void)
 	{
 		SpinLockAcquire(&slot->mutex);
 		slot->extension_absent = false;
+		slot->installs++;
 		/* Nothing else can block a database we are connected to. */
 		slot->worker_blocked_until = 0;
 		slot->worker_failed_starts = 0;

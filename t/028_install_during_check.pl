@@ -1,0 +1,76 @@
+# t/028_install_during_check.pl
+# A database without durable is looked at by a short-lived worker of the
+# launcher's, which records in the database's slot that it found no
+# extension; the launcher then looks again only 30 s later.  CREATE
+# EXTENSION durable wakes the launcher at commit and clears that record, so
+# that the database gets its worker at once.  When the commit came while a
+# look was under way, after it had found nothing but before it recorded so,
+# the look's record overwrote the clearing: the database waited 30 s for
+# its worker (no lease recovery, no retention meanwhile).  Now a look that
+# found nothing looks again when an install committed since it began.
+#
+# The race is staged with the fail point extension_check:wait, where the
+# look has found no extension and waits while this test holds
+# pg_advisory_lock(4242) in that database.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+my $node = PostgreSQL::Test::Cluster->new('install_during_check');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'durable'
+durable.naptime = '100ms'
+});
+$node->start;
+
+# A template (the launcher looks at none) until the fail point is set and
+# its lock held, so that the launcher's first look stops there.
+$node->safe_psql('postgres', 'CREATE DATABASE racy IS_TEMPLATE true');
+$node->safe_psql('postgres', "ALTER DATABASE racy SET durable.fail_point = 'extension_check:wait'");
+my $gate = $node->background_psql('racy');
+$gate->query_safe('SELECT pg_advisory_lock(4242)');
+$node->safe_psql('postgres', 'ALTER DATABASE racy IS_TEMPLATE false');
+
+# The launcher's look at the new database finds no durable, and waits.
+ok( $node->poll_query_until(
+		'postgres', q{
+	SELECT count(*) = 1
+	  FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+	 WHERE l.locktype = 'advisory' AND l.objid = 4242 AND NOT l.granted
+	   AND a.backend_type = 'durable worker' AND a.datname = 'racy'}),
+	'a look at the database has found no durable and waits');
+
+my $offset = -s $node->logfile;
+$node->safe_psql('racy', 'CREATE EXTENSION durable');
+my $installed_at = time;
+$gate->query_safe('SELECT pg_advisory_unlock(4242)');
+
+# 30 s is when the launcher would look again; 10 s leaves a loaded machine
+# room and still tells the two apart.
+my $started;
+while (time - $installed_at < 40)
+{
+	if (slurp_file($node->logfile, $offset) =~ /durable worker started for database "racy"/)
+	{
+		$started = time - $installed_at;
+		last;
+	}
+	select(undef, undef, undef, 0.1);
+}
+ok(defined $started, 'the database gets its worker');
+cmp_ok($started // 99, '<', 10,
+	sprintf('at once, not at the next look 30 s later (%.1f s)', $started // -1));
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'durable worker' AND datname = 'racy'"),
+	'and the worker stays');
+
+$gate->quit;
+$node->stop;
+done_testing();
