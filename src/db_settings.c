@@ -33,7 +33,6 @@
 #include "catalog/pg_db_role_setting.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
