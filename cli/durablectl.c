@@ -634,7 +634,10 @@ print_page_footer(long long total, long offset, int shown)
 
 /*
  * A page of records in JSON: one object with the total and the records as
- * the server renders them (row_to_json), so nothing is escaped by hand.
+ * the server renders them (json_build_object), their strings' characters
+ * written as put_json_string writes them: the server escapes only C0
+ * controls, and a bot's DEL, C1 controls, line separators or bidi
+ * overrides would otherwise reach the operator's terminal.
  */
 static void
 print_json_page(PGresult *res, long long total, const Options *opt)
@@ -644,7 +647,11 @@ print_json_page(PGresult *res, long long total, const Options *opt)
 	printf("{\"total\": %lld, \"offset\": %ld, \"limit\": %ld, \"records\": [", total,
 		   opt->offset, opt->limit);
 	for (i = 0; i < PQntuples(res); i++)
-		printf("%s%s", i > 0 ? ", " : "", col(res, i, "json"));
+	{
+		if (i > 0)
+			fputs(", ", stdout);
+		put_json_object(stdout, col(res, i, "json"));
+	}
 	printf("]}\n");
 }
 

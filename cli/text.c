@@ -248,7 +248,8 @@ put_json_string(FILE *out, const char *text)
 }
 
 /*
- * Write a payload that json_object_payload accepted, the characters of its
+ * Write JSON text (a payload that json_object_payload accepted, or the
+ * server's rendering of a record), the characters of its
  * strings as put_json_string writes them (escapes already in it are kept).
  */
 void

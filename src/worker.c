@@ -232,6 +232,8 @@ static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static bool wkr_callback_registered = false;
 static bool wkr_wake_launcher_at_commit = false;
 static bool wkr_wake_worker_at_commit = false;
+/* The slot's install count when durable was dropped (wkr_wake_worker). */
+static uint32 wkr_installs_at_drop = 0;
 
 static uint32 wkr_wait_event = PG_WAIT_EXTENSION;
 
@@ -1633,7 +1635,15 @@ wkr_wake_launcher(void)
 		SetLatch(latch);
 }
 
-/* Wake this database's worker: durable was just dropped here. */
+/*
+ * Durable was just dropped here: record it absent for the launcher, and
+ * wake this database's worker.  Without the record, the slot of a database
+ * that no worker ever checks (a template, one closed to connections: a
+ * CREATE and DROP EXTENSION there took a slot) would stay taken for good,
+ * since the launcher gives only slots recorded absent to other databases.
+ * Not recorded when CREATE EXTENSION durable committed here since the DROP
+ * (installs changed), as wkr_record_check does.
+ */
 static void
 wkr_wake_worker(void)
 {
@@ -1644,6 +1654,11 @@ wkr_wake_worker(void)
 	if (slot == NULL)
 		return;
 	SpinLockAcquire(&slot->mutex);
+	if (slot->installs == wkr_installs_at_drop)
+	{
+		slot->extension_absent = true;
+		slot->worker_checked_at = durable_clock_us();
+	}
 	pid = slot->worker_pid;
 	SpinLockRelease(&slot->mutex);
 	if (pid == 0)
@@ -1831,6 +1846,14 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			/* (durable_existed: set above only for a statement that may drop durable) */
 			if (durable_existed && !OidIsValid(get_extension_oid("durable", true)))
 			{
+				DurableDbSlot *slot = durable_db_slot(MyDatabaseId, false);
+
+				if (slot != NULL)
+				{
+					SpinLockAcquire(&slot->mutex);
+					wkr_installs_at_drop = slot->installs;
+					SpinLockRelease(&slot->mutex);
+				}
 				wkr_register_callback();
 				wkr_wake_worker_at_commit = true;
 			}

@@ -8,7 +8,8 @@
 #     warns once (not at every call);
 #   - metrics() there is an error with SQLSTATE 53400 and the same hint;
 #   - once another database drops durable, the third gets the slot and its
-#     worker, and metrics() answers.
+#     worker, and metrics() answers;
+#   - a template that created and dropped durable gives its slot back.
 use strict;
 use warnings;
 
@@ -90,6 +91,17 @@ ok( $node->poll_query_until(
 		'third', 'SELECT inbound_journaled >= 0 FROM durable.metrics()'),
 	'and its counters');
 is($node->safe_psql('second', has_worker('second')), 't', 'the second keeps its worker');
+
+# A database that no worker ever checks (a template) takes a slot when
+# durable is created there, and must give it back when durable is dropped:
+# the launcher hands on only slots recorded as without durable.
+$node->safe_psql('postgres', 'DROP DATABASE second');
+$node->safe_psql('template1', 'CREATE EXTENSION durable');
+$node->safe_psql('template1', 'DROP EXTENSION durable');
+$node->safe_psql('postgres', 'CREATE DATABASE fourth');
+$node->safe_psql('fourth', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('fourth', has_worker('fourth')),
+	'a slot a template took for durable goes to another database once durable is dropped there');
 
 $node->stop;
 done_testing();
