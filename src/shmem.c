@@ -127,6 +127,8 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	slot->worker_checked_at = 0;
 	slot->extension_absent = false;
 	slot->installs = 0;
+	for (q = 0; q < DQ_NUM_QUEUES; q++)
+		slot->worker_windows[q] = 0;
 	slot->worker_passed = false;
 	slot->worker_failed_starts = 0;
 	slot->worker_stop_asked = false;

@@ -71,6 +71,8 @@ typedef struct DurableDbSlot
 	bool		worker_stop_asked;	/* durable stopped it on purpose (a hook, the launcher) */
 	int			worker_failed_starts;	/* workers in a row that ended before one */
 	uint32		installs;		/* CREATE EXTENSION durable commits seen here */
+	/* Where the worker's due-work windows ended, by queue (0: none; sweep.c) */
+	TimestampTz worker_windows[DQ_NUM_QUEUES];
 } DurableDbSlot;
 
 typedef struct DurableShared

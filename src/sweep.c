@@ -36,7 +36,8 @@
  * transaction; to delete a large backlog without holding many row locks for
  * long, call it again (each call its own transaction) until it returns 0.
  *
- * "Due since the previous pass" uses a per-process watermark: the window is
+ * "Due since the previous pass" uses a watermark (the worker's kept in its
+ * database's slot, a sweep() caller's in its process): the window is
  * (previous check, now], where the previous check is moved back to the
  * start of the oldest transaction that was open then and may journal work
  * (deferred work committed after its due time is announced when it is
@@ -75,9 +76,12 @@ PG_FUNCTION_INFO_V1(durable_purge);
 /* Longest older_than purge() accepts (1000 years): keeps now - older_than in range. */
 #define SWEEP_MAX_AGE_US	(INT64CONST(1000) * 36525 * USECS_PER_DAY / 100)
 
-/* End of the previous due-work window of each journal in this process (0: none yet). */
-static TimestampTz sweep_inbox_checked_at = 0;
-static TimestampTz sweep_outbox_checked_at = 0;
+/*
+ * End of the previous due-work window of each journal in this process's
+ * sweep() calls (0: none yet).  The worker keeps its own in its database's
+ * slot, so that a worker restarted goes on where the one before it ended.
+ */
+static TimestampTz sweep_windows[DQ_NUM_QUEUES];
 
 /*
  * Work that came due in ($1, $2], counted for sweep_announce_due: inbox
@@ -156,8 +160,8 @@ sweep_oldest_writer(void)
  *
  * The window starts where the previous one ended (*checked_at), however
  * long ago that was (passes far apart: a long naptime, a pass that waited
- * for a lock); a process's first pass reaches SWEEP_READY_LOOKBACK_US back
- * (work that came due while a worker restarted).  The next one starts now
+ * for a lock, a worker restarted); a first pass reaches
+ * SWEEP_READY_LOOKBACK_US back.  The next one starts now
  * or, earlier, where `oldest_writer` began, but at most
  * SWEEP_READY_LOOKBACK_US back: a transaction still open may commit work
  * whose due time has passed.  Work still unclaimed in an overlap is
@@ -875,7 +879,8 @@ sweep_permits_isolated(TimestampTz now)
 }
 
 void
-durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
+durable_sweep_pass(TimestampTz now, bool scan_open, TimestampTz *windows,
+				   DurableSweepResult *result)
 {
 	static SPIPlanPtr outbox_due_plan = NULL;
 	int64		outbox_due;
@@ -907,13 +912,13 @@ durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result)
 
 		result->recovery_full = durable_recover_expired(now, &result->inbox_expired,
 														&result->outbox_ambiguous);
-		(void) sweep_announce_due(&sweep_inbox_checked_at, now, oldest_writer, &inbox_due_plan,
+		(void) sweep_announce_due(&windows[DQ_INBOX], now, oldest_writer, &inbox_due_plan,
 								  SWEEP_INBOX_DUE_SQL, "inbox", DQ_INBOX);
 		result->scanned_open = true;
 		result->scan_us = durable_clock_us() - started;
 	}
 
-	outbox_due = sweep_announce_due(&sweep_outbox_checked_at, now, oldest_writer, &outbox_due_plan,
+	outbox_due = sweep_announce_due(&windows[DQ_OUTBOX], now, oldest_writer, &outbox_due_plan,
 									SWEEP_OUTBOX_DUE_SQL, "outbox", DQ_OUTBOX);
 	result->outbox_due = (int) Min(outbox_due, (int64) PG_INT32_MAX);
 
@@ -949,7 +954,7 @@ durable_sweep(PG_FUNCTION_ARGS)
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
-	durable_sweep_pass(now, true, &res);
+	durable_sweep_pass(now, true, sweep_windows, &res);
 	SPI_finish();
 
 	values[0] = Int32GetDatum(res.inbox_expired);

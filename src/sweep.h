@@ -68,10 +68,12 @@ extern bool durable_recover_expired(TimestampTz now, int *inbox_expired,
  * One pass of the sweep at `now`: lost leases, due work, retention, expired
  * permits.  Each step handles at most DURABLE_SWEEP_BATCH rows.  The steps
  * that scan every open record (lease recovery, inbox records that came due)
- * run only when scan_open is true.  Caller must be in a transaction and
- * connected to SPI; the pass's effects and notifications take effect when
- * that transaction commits.
+ * run only when scan_open is true.  windows[queue] is where the previous
+ * pass's window of due work ended (0: none), moved on by the pass.  Caller
+ * must be in a transaction and connected to SPI; the pass's effects and
+ * notifications take effect when that transaction commits.
  */
-extern void durable_sweep_pass(TimestampTz now, bool scan_open, DurableSweepResult *result);
+extern void durable_sweep_pass(TimestampTz now, bool scan_open, TimestampTz *windows,
+							   DurableSweepResult *result);
 
 #endif							/* DURABLE_SWEEP_H */

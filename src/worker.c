@@ -1207,8 +1207,17 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 	int			save_sec_context = 0;
 	int64		started = durable_clock_us();
 	uint32		installs = wkr_installs();
+	TimestampTz windows[DQ_NUM_QUEUES];
 
 	memset(res, 0, sizeof(*res));
+	/*
+	 * The due-work windows go on from the database's previous worker: one
+	 * of its own, starting 30 s back, would miss what came due between that
+	 * worker's last pass and this one's first when naptime is long.
+	 */
+	SpinLockAcquire(&wkr_slot->mutex);
+	memcpy(windows, wkr_slot->worker_windows, sizeof(windows));
+	SpinLockRelease(&wkr_slot->mutex);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
@@ -1246,7 +1255,7 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 		SetUserIdAndSecContext(durable_owner(),
 							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 		as_owner = true;
-		durable_sweep_pass(GetCurrentTimestamp(), scan_open, res);
+		durable_sweep_pass(GetCurrentTimestamp(), scan_open, windows, res);
 	}
 
 	SPI_finish();
@@ -1260,6 +1269,12 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 
 	/* Not recorded if durable was dropped and installed again meanwhile. */
 	(void) wkr_record_check(present, installs);
+	if (as_owner)
+	{
+		SpinLockAcquire(&wkr_slot->mutex);
+		memcpy(wkr_slot->worker_windows, windows, sizeof(windows));
+		SpinLockRelease(&wkr_slot->mutex);
+	}
 	if (present)
 	{
 		/* t/008_worker_pacing reads these lines. */
