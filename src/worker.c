@@ -1720,6 +1720,33 @@ wkr_register_callback(void)
 	}
 }
 
+/* Durable is created by the current transaction: wake the launcher at commit. */
+static void
+wkr_installed_at_commit(void)
+{
+	wkr_register_callback();
+	wkr_wake_launcher_at_commit = true;
+}
+
+/*
+ * Durable is dropped by the current transaction: record it absent and
+ * wake the worker at commit (wkr_wake_worker).
+ */
+static void
+wkr_dropped_at_commit(void)
+{
+	DurableDbSlot *slot = durable_db_slot(MyDatabaseId, false);
+
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		wkr_installs_at_drop = slot->installs;
+		SpinLockRelease(&slot->mutex);
+	}
+	wkr_register_callback();
+	wkr_wake_worker_at_commit = true;
+}
+
 /*
  * Whether a command that PostgreSQL runs only outside a transaction block
  * (DROP DATABASE, CREATE DATABASE, ALTER DATABASE SET TABLESPACE) gets
@@ -1810,8 +1837,10 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			 * with nothing new is harmless.  (Databases without durable are
 			 * left alone: waking would take a slot of shared memory.)
 			 */
-			if (((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED &&
-				OidIsValid(get_extension_oid("durable", true)))
+			if (((TransactionStmt *) parsetree)->kind != TRANS_STMT_COMMIT_PREPARED)
+				break;
+			durable_existed = OidIsValid(get_extension_oid("durable", true));
+			if (durable_existed)
 			{
 				durable_wake_at_commit(DQ_INBOX);
 				durable_wake_at_commit(DQ_OUTBOX);
@@ -1851,26 +1880,32 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			break;
 		case T_CreateExtensionStmt:
 			if (!durable_existed && OidIsValid(get_extension_oid("durable", true)))
-			{
-				wkr_register_callback();
-				wkr_wake_launcher_at_commit = true;
-			}
+				wkr_installed_at_commit();
 			break;
 		case T_DropStmt:
 		case T_DropOwnedStmt:
 			/* (durable_existed: set above only for a statement that may drop durable) */
 			if (durable_existed && !OidIsValid(get_extension_oid("durable", true)))
-			{
-				DurableDbSlot *slot = durable_db_slot(MyDatabaseId, false);
+				wkr_dropped_at_commit();
+			break;
+		case T_TransactionStmt:
 
-				if (slot != NULL)
-				{
-					SpinLockAcquire(&slot->mutex);
-					wkr_installs_at_drop = slot->installs;
-					SpinLockRelease(&slot->mutex);
-				}
-				wkr_register_callback();
-				wkr_wake_worker_at_commit = true;
+			/*
+			 * The prepared transaction may have created or dropped durable:
+			 * its commit callbacks ran at PREPARE, which wakes nobody.  The
+			 * catalog snapshot of the look before the command predates the
+			 * commit.
+			 */
+			if (((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED)
+			{
+				bool		exists;
+
+				InvalidateCatalogSnapshot();
+				exists = OidIsValid(get_extension_oid("durable", true));
+				if (exists && !durable_existed)
+					wkr_installed_at_commit();
+				else if (!exists && durable_existed)
+					wkr_dropped_at_commit();
 			}
 			break;
 		default:

@@ -12,6 +12,9 @@
 # The race is staged with the fail point extension_check:wait, where the
 # look has found no extension and waits while this test holds
 # pg_advisory_lock(4242) in that database.
+#
+# Also: COMMIT PREPARED of a CREATE or DROP EXTENSION wakes the launcher or
+# the worker as a plain commit does.
 use strict;
 use warnings;
 
@@ -26,6 +29,7 @@ $node->append_conf(
 	'postgresql.conf', qq{
 shared_preload_libraries = 'durable'
 durable.naptime = '100ms'
+max_prepared_transactions = 2
 });
 $node->start;
 
@@ -72,5 +76,49 @@ ok( $node->poll_query_until(
 	'and the worker stays');
 
 $gate->quit;
+
+# A prepared transaction's commit callbacks run at PREPARE, which wakes
+# nobody: COMMIT PREPARED of a CREATE EXTENSION wakes the launcher, and of a
+# DROP EXTENSION the worker, itself (each used to wait for the 30 s look).
+sub seconds_until_log
+{
+	my ($regexp, $from, $since) = @_;
+	while (time - $since < 40)
+	{
+		return time - $since if slurp_file($node->logfile, $from) =~ $regexp;
+		select(undef, undef, undef, 0.1);
+	}
+	return undef;
+}
+$node->safe_psql('postgres', 'CREATE DATABASE twophase');
+# The launcher's first look at it (a naptime of 100 ms) finds no durable.
+sleep 2;
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'durable worker' AND datname = 'twophase'"),
+	'the launcher has looked at a new database, and its worker left');
+$offset = -s $node->logfile;
+$node->safe_psql('twophase', q{BEGIN; CREATE EXTENSION durable; PREPARE TRANSACTION 'install'});
+$node->safe_psql('twophase', q{COMMIT PREPARED 'install'});
+$started = seconds_until_log(qr/durable worker started for database "twophase"/, $offset, time);
+cmp_ok($started // 99, '<', 10,
+	sprintf('COMMIT PREPARED of CREATE EXTENSION starts the worker at once (%.1f s)', $started // -1));
+
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'durable worker' AND datname = 'twophase'"),
+	'the worker runs');
+# A naptime of an hour: only the wake can stop the worker in time.
+$node->safe_psql('postgres', q{ALTER SYSTEM SET durable.naptime = '1h'});
+$node->reload;
+sleep 1;
+$offset = -s $node->logfile;
+$node->safe_psql('twophase', q{BEGIN; DROP EXTENSION durable; PREPARE TRANSACTION 'uninstall'});
+$node->safe_psql('twophase', q{COMMIT PREPARED 'uninstall'});
+my $stopped = seconds_until_log(
+	qr/durable worker for database "twophase" stopping: the extension was dropped/, $offset, time);
+cmp_ok($stopped // 99, '<', 10,
+	sprintf('COMMIT PREPARED of DROP EXTENSION stops the worker at once (%.1f s)', $stopped // -1));
+
 $node->stop;
 done_testing();
