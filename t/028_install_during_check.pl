@@ -33,6 +33,26 @@ max_prepared_transactions = 2
 });
 $node->start;
 
+# Seconds from $since until the log from $from matches (undef: not in 40 s).
+sub seconds_until_log
+{
+	my ($regexp, $from, $since) = @_;
+	while (time - $since < 40)
+	{
+		return time - $since if slurp_file($node->logfile, $from) =~ $regexp;
+		select(undef, undef, undef, 0.1);
+	}
+	return undef;
+}
+
+# A query: is the number of durable workers in database $db $n?
+sub workers_are
+{
+	my ($db, $n) = @_;
+	return "SELECT count(*) = $n FROM pg_stat_activity"
+	  . " WHERE backend_type = 'durable worker' AND datname = '$db'";
+}
+
 # A template (the launcher looks at none) until the fail point is set and
 # its lock held, so that the launcher's first look stops there.
 $node->safe_psql('postgres', 'CREATE DATABASE racy IS_TEMPLATE true');
@@ -57,22 +77,12 @@ $gate->query_safe('SELECT pg_advisory_unlock(4242)');
 
 # 30 s is when the launcher would look again; 10 s leaves a loaded machine
 # room and still tells the two apart.
-my $started;
-while (time - $installed_at < 40)
-{
-	if (slurp_file($node->logfile, $offset) =~ /durable worker started for database "racy"/)
-	{
-		$started = time - $installed_at;
-		last;
-	}
-	select(undef, undef, undef, 0.1);
-}
+my $started = seconds_until_log(qr/durable worker started for database "racy"/, $offset,
+	$installed_at);
 ok(defined $started, 'the database gets its worker');
 cmp_ok($started // 99, '<', 10,
 	sprintf('at once, not at the next look 30 s later (%.1f s)', $started // -1));
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'durable worker' AND datname = 'racy'"),
+ok( $node->poll_query_until('postgres', workers_are('racy', 1)),
 	'and the worker stays');
 
 $gate->quit;
@@ -80,22 +90,10 @@ $gate->quit;
 # A prepared transaction's commit callbacks run at PREPARE, which wakes
 # nobody: COMMIT PREPARED of a CREATE EXTENSION wakes the launcher, and of a
 # DROP EXTENSION the worker, itself (each used to wait for the 30 s look).
-sub seconds_until_log
-{
-	my ($regexp, $from, $since) = @_;
-	while (time - $since < 40)
-	{
-		return time - $since if slurp_file($node->logfile, $from) =~ $regexp;
-		select(undef, undef, undef, 0.1);
-	}
-	return undef;
-}
 $node->safe_psql('postgres', 'CREATE DATABASE twophase');
 # The launcher's first look at it (a naptime of 100 ms) finds no durable.
 sleep 2;
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'durable worker' AND datname = 'twophase'"),
+ok( $node->poll_query_until('postgres', workers_are('twophase', 0)),
 	'the launcher has looked at a new database, and its worker left');
 $offset = -s $node->logfile;
 $node->safe_psql('twophase', q{BEGIN; CREATE EXTENSION durable; PREPARE TRANSACTION 'install'});
@@ -104,9 +102,7 @@ $started = seconds_until_log(qr/durable worker started for database "twophase"/,
 cmp_ok($started // 99, '<', 10,
 	sprintf('COMMIT PREPARED of CREATE EXTENSION starts the worker at once (%.1f s)', $started // -1));
 
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'durable worker' AND datname = 'twophase'"),
+ok( $node->poll_query_until('postgres', workers_are('twophase', 1)),
 	'the worker runs');
 # A naptime of an hour: only the wake can stop the worker in time.
 $node->safe_psql('postgres', q{ALTER SYSTEM SET durable.naptime = '1h'});
