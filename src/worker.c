@@ -232,8 +232,11 @@ static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static bool wkr_callback_registered = false;
 static bool wkr_wake_launcher_at_commit = false;
 static bool wkr_wake_worker_at_commit = false;
-/* The slot's install count when durable was dropped (wkr_wake_worker). */
+/* Durable is gone at commit: record it absent then (wkr_wake_worker). */
+static bool wkr_absent_at_commit = false;
+/* The slot's install count while durable was gone (0: the slot had none). */
 static uint32 wkr_installs_at_drop = 0;
+static bool wkr_installs_read = false;
 
 static uint32 wkr_wait_event = PG_WAIT_EXTENSION;
 
@@ -1651,13 +1654,14 @@ wkr_wake_launcher(void)
 }
 
 /*
- * Durable was just dropped here: record it absent for the launcher, and
- * wake this database's worker.  Without the record, the slot of a database
- * that no worker ever checks (a template, one closed to connections: a
- * CREATE and DROP EXTENSION there took a slot) would stay taken for good,
- * since the launcher gives only slots recorded absent to other databases.
- * Not recorded when CREATE EXTENSION durable committed here since the DROP
- * (installs changed), as wkr_record_check does.
+ * Durable was just dropped here: wake this database's worker, and when it
+ * is still gone (wkr_absent_at_commit) record it absent for the launcher.
+ * Without the record, the slot of a database that no worker ever checks (a
+ * template, one closed to connections: a CREATE and DROP EXTENSION there
+ * took a slot) would stay taken for good, since the launcher gives only
+ * slots recorded absent to other databases.  Not recorded when CREATE
+ * EXTENSION durable committed here since (installs changed), as
+ * wkr_record_check does.
  */
 static void
 wkr_wake_worker(void)
@@ -1666,13 +1670,15 @@ wkr_wake_worker(void)
 	pid_t		pid;
 	PGPROC	   *proc;
 
+	int64		now = durable_clock_us();
+
 	if (slot == NULL)
 		return;
 	SpinLockAcquire(&slot->mutex);
-	if (slot->installs == wkr_installs_at_drop)
+	if (wkr_absent_at_commit && slot->installs == wkr_installs_at_drop)
 	{
 		slot->extension_absent = true;
-		slot->worker_checked_at = durable_clock_us();
+		slot->worker_checked_at = now;
 	}
 	pid = slot->worker_pid;
 	SpinLockRelease(&slot->mutex);
@@ -1681,6 +1687,43 @@ wkr_wake_worker(void)
 	proc = BackendPidGetProc(pid);
 	if (proc != NULL)
 		SetLatch(&proc->procLatch);
+}
+
+/* The current database's slot's install count; 0 when it has no slot. */
+static uint32
+wkr_my_installs(void)
+{
+	DurableDbSlot *slot = durable_db_slot(MyDatabaseId, false);
+	uint32		installs = 0;
+
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		installs = slot->installs;
+		SpinLockRelease(&slot->mutex);
+	}
+	return installs;
+}
+
+/*
+ * Before commit, with the transaction's last word on durable: a CREATE or
+ * DROP undone by ROLLBACK TO SAVEPOINT, or undone by the other in the same
+ * transaction, must neither wake the launcher into a database without
+ * durable nor record one with durable absent (the launcher would give its
+ * slot away).  The install count is read while the drop is uncommitted, so
+ * no CREATE can come in between (COMMIT PREPARED read it before the
+ * command).
+ */
+static void
+wkr_settle_wakes(void)
+{
+	bool		exists = OidIsValid(get_extension_oid("durable", true));
+
+	if (!exists)
+		wkr_wake_launcher_at_commit = false;
+	wkr_absent_at_commit = !exists && wkr_wake_worker_at_commit;
+	if (wkr_absent_at_commit && !wkr_installs_read)
+		wkr_installs_at_drop = wkr_my_installs();
 }
 
 /*
@@ -1692,22 +1735,26 @@ wkr_xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
+		case XACT_EVENT_PRE_COMMIT:
+			if (wkr_wake_launcher_at_commit || wkr_wake_worker_at_commit)
+				wkr_settle_wakes();
+			return;
 		case XACT_EVENT_COMMIT:
 			if (wkr_wake_launcher_at_commit)
 				wkr_wake_launcher();
 			if (wkr_wake_worker_at_commit)
 				wkr_wake_worker();
-			wkr_wake_launcher_at_commit = false;
-			wkr_wake_worker_at_commit = false;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
-			wkr_wake_launcher_at_commit = false;
-			wkr_wake_worker_at_commit = false;
 			break;
 		default:
-			break;
+			return;
 	}
+	wkr_wake_launcher_at_commit = false;
+	wkr_wake_worker_at_commit = false;
+	wkr_absent_at_commit = false;
+	wkr_installs_read = false;
 }
 
 static void
@@ -1729,20 +1776,12 @@ wkr_installed_at_commit(void)
 }
 
 /*
- * Durable is dropped by the current transaction: record it absent and
- * wake the worker at commit (wkr_wake_worker).
+ * Durable is dropped by the current transaction: wake the worker at
+ * commit, and record it absent then (wkr_settle_wakes, wkr_wake_worker).
  */
 static void
 wkr_dropped_at_commit(void)
 {
-	DurableDbSlot *slot = durable_db_slot(MyDatabaseId, false);
-
-	if (slot != NULL)
-	{
-		SpinLockAcquire(&slot->mutex);
-		wkr_installs_at_drop = slot->installs;
-		SpinLockRelease(&slot->mutex);
-	}
 	wkr_register_callback();
 	wkr_wake_worker_at_commit = true;
 }
@@ -1840,6 +1879,10 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			if (((TransactionStmt *) parsetree)->kind != TRANS_STMT_COMMIT_PREPARED)
 				break;
 			durable_existed = OidIsValid(get_extension_oid("durable", true));
+			/* (the drop it may commit is committed once the command returns) */
+			wkr_installs_at_drop = wkr_my_installs();
+			wkr_installs_read = true;
+			wkr_register_callback();	/* which forgets it at the end */
 			if (durable_existed)
 			{
 				durable_wake_at_commit(DQ_INBOX);

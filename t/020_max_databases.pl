@@ -9,7 +9,9 @@
 #   - metrics() there is an error with SQLSTATE 53400 and the same hint;
 #   - once another database drops durable, the third gets the slot and its
 #     worker, and metrics() answers;
-#   - a template that created and dropped durable gives its slot back.
+#   - a template that created and dropped durable gives its slot back, also
+#     when both were in one transaction, but not after a DROP rolled back
+#     to a savepoint.
 use strict;
 use warnings;
 
@@ -96,12 +98,53 @@ is($node->safe_psql('second', has_worker('second')), 't', 'the second keeps its 
 # durable is created there, and must give it back when durable is dropped:
 # the launcher hands on only slots recorded as without durable.
 $node->safe_psql('postgres', 'DROP DATABASE second');
-$node->safe_psql('template1', 'CREATE EXTENSION durable');
+($rc, $stdout, $stderr) = $node->psql('template1', 'CREATE EXTENSION durable');
+unlike($stderr, qr/tracks at most/, 'durable in a template takes the free slot');
 $node->safe_psql('template1', 'DROP EXTENSION durable');
 $node->safe_psql('postgres', 'CREATE DATABASE fourth');
 $node->safe_psql('fourth', 'CREATE EXTENSION durable');
 ok($node->poll_query_until('fourth', has_worker('fourth')),
 	'a slot a template took for durable goes to another database once durable is dropped there');
+
+# The same when durable is created, used (which takes the slot) and dropped
+# in one transaction.
+$node->safe_psql('postgres', 'DROP DATABASE third');
+($rc, $stdout, $stderr) = $node->psql(
+	'template1', q{
+BEGIN;
+CREATE EXTENSION durable;
+SELECT state FROM durable.inbox_admit('maxdb', 'm1', 'chat-1');
+DROP EXTENSION durable;
+COMMIT;});
+unlike($stderr, qr/tracks at most/, 'a transaction in a template takes the free slot');
+$node->safe_psql('postgres', 'CREATE DATABASE fifth');
+$node->safe_psql('fifth', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('fifth', has_worker('fifth')),
+	'and gives it back when it drops durable again before it commits');
+
+# A DROP undone by ROLLBACK TO SAVEPOINT records nothing: a database that
+# keeps durable, without a worker (a template), keeps its slot.
+$node->safe_psql('postgres', 'ALTER DATABASE fifth IS_TEMPLATE true');
+ok($node->poll_query_until('postgres', "SELECT NOT (" . has_worker('fifth') . ")"),
+	'a template has no worker');
+$node->safe_psql('fifth', q{
+BEGIN;
+SAVEPOINT s;
+DROP EXTENSION durable;
+ROLLBACK TO s;
+COMMIT;});
+$offset = -s $node->logfile;
+$node->safe_psql('postgres', 'CREATE DATABASE sixth');
+$node->safe_psql('sixth', 'CREATE EXTENSION durable');
+$warned = 0;
+for (my $i = 0; $i < 300 && !$warned; $i++)
+{
+	$warned = slurp_file($node->logfile, $offset) =~
+	  /WARNING:  durable cannot start a worker for database "sixth"/;
+	select(undef, undef, undef, 0.1) unless $warned;
+}
+ok($warned, 'after a DROP rolled back to a savepoint, the slot stays with its database');
+is($node->safe_psql('sixth', has_worker('sixth')), 'f', 'so a new database has none');
 
 $node->stop;
 done_testing();

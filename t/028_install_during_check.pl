@@ -90,9 +90,13 @@ $gate->quit;
 # A prepared transaction's commit callbacks run at PREPARE, which wakes
 # nobody: COMMIT PREPARED of a CREATE EXTENSION wakes the launcher, and of a
 # DROP EXTENSION the worker, itself (each used to wait for the 30 s look).
-$node->safe_psql('postgres', 'CREATE DATABASE twophase');
-# The launcher's first look at it (a naptime of 100 ms) finds no durable.
-sleep 2;
+# The launcher's first look at a new database finds no durable (its
+# worker's DEBUG1 line, at the database's log level).
+$offset = -s $node->logfile;
+$node->safe_psql('postgres', 'CREATE DATABASE twophase IS_TEMPLATE true');
+$node->safe_psql('postgres', 'ALTER DATABASE twophase SET log_min_messages = debug1');
+$node->safe_psql('postgres', 'ALTER DATABASE twophase IS_TEMPLATE false');
+$node->wait_for_log(qr/durable worker: extension not installed in database "twophase"/, $offset);
 ok( $node->poll_query_until('postgres', workers_are('twophase', 0)),
 	'the launcher has looked at a new database, and its worker left');
 $offset = -s $node->logfile;

@@ -4,8 +4,8 @@
 # ended.  A worker restarted for new settings (ALTER DATABASE ... SET and a
 # reload) used to start a window of its own 30 s back at its first pass, a
 # naptime after it started, itself up to 10 s after the old worker left:
-# with a naptime over 20 s, a send that came due in between was never
-# announced.  The window's end now lives in the database's shared-memory
+# with a long naptime, a send that came due in between could go
+# unannounced.  The window's end now lives in the database's shared-memory
 # slot, and the new worker goes on from it.
 #
 # Read off the workers' DEBUG1 pass lines ("N due"): the new worker's first
