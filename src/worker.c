@@ -1052,25 +1052,35 @@ wkr_claim_slot(Oid dboid)
 	return claimed;
 }
 
-/* The slot's count of CREATE EXTENSION durable commits (wkr_wake_launcher). */
+/* A slot's count of CREATE EXTENSION durable commits (wkr_wake_launcher). */
 static uint32
-wkr_installs(void)
+wkr_slot_installs(DurableDbSlot *slot)
 {
 	uint32		installs;
 
-	SpinLockAcquire(&wkr_slot->mutex);
-	installs = wkr_slot->installs;
-	SpinLockRelease(&wkr_slot->mutex);
+	SpinLockAcquire(&slot->mutex);
+	installs = slot->installs;
+	SpinLockRelease(&slot->mutex);
 	return installs;
+}
+
+/* The current database's count, from a backend; 0 when it has no slot. */
+static uint32
+wkr_my_installs(void)
+{
+	DurableDbSlot *slot = durable_db_slot(MyDatabaseId, false);
+
+	return slot != NULL ? wkr_slot_installs(slot) : 0;
 }
 
 /*
  * Record what a check of the extension found, for the launcher; installs
- * is wkr_installs() from before the check's transaction.  A check that
- * found none is not recorded, and false returned, when CREATE EXTENSION
- * durable has committed here since: the check may have looked before that
- * commit, and recording "absent" after the commit's wake cleared it would
- * keep the database without a worker until its next check, 30 s later.
+ * is wkr_slot_installs(wkr_slot) from before the check's transaction.  A
+ * check that found none is not recorded, and false returned, when CREATE
+ * EXTENSION durable has committed here since: the check may have looked
+ * before that commit, and recording "absent" after the commit's wake
+ * cleared it would keep the database without a worker until its next
+ * check, 30 s later.
  * (A commit whose wake comes after this record clears it itself.)
  */
 static bool
@@ -1127,7 +1137,7 @@ wkr_check_extension(void)
 
 	do
 	{
-		installs = wkr_installs();
+		installs = wkr_slot_installs(wkr_slot);
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
@@ -1209,7 +1219,7 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 	Oid			save_userid = InvalidOid;
 	int			save_sec_context = 0;
 	int64		started = durable_clock_us();
-	uint32		installs = wkr_installs();
+	uint32		installs = wkr_slot_installs(wkr_slot);
 	TimestampTz windows[DQ_NUM_QUEUES];
 
 	memset(res, 0, sizeof(*res));
@@ -1669,7 +1679,6 @@ wkr_wake_worker(void)
 	DurableDbSlot *slot = durable_db_slot(MyDatabaseId, false);
 	pid_t		pid;
 	PGPROC	   *proc;
-
 	int64		now = durable_clock_us();
 
 	if (slot == NULL)
@@ -1687,22 +1696,6 @@ wkr_wake_worker(void)
 	proc = BackendPidGetProc(pid);
 	if (proc != NULL)
 		SetLatch(&proc->procLatch);
-}
-
-/* The current database's slot's install count; 0 when it has no slot. */
-static uint32
-wkr_my_installs(void)
-{
-	DurableDbSlot *slot = durable_db_slot(MyDatabaseId, false);
-	uint32		installs = 0;
-
-	if (slot != NULL)
-	{
-		SpinLockAcquire(&slot->mutex);
-		installs = slot->installs;
-		SpinLockRelease(&slot->mutex);
-	}
-	return installs;
 }
 
 /*
