@@ -152,11 +152,74 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	slot->dboid = dboid;
 }
 
-void
-durable_db_slot_reassign(DurableDbSlot *slot, Oid dboid)
+DurableDbSlot *
+durable_db_slot_take_absent(Oid dboid, Oid *absent_db, int64 *checked_at)
 {
+	DurableDbSlot *taken = NULL;
+	int			i;
+
 	Assert(LWLockHeldByMeInMode(durable_shared->lock, LW_EXCLUSIVE));
-	dshm_slot_reset(slot, dboid);
+	*absent_db = InvalidOid;
+	*checked_at = 0;
+	for (i = 0; i < durable_max_databases; i++)
+	{
+		if (durable_shared->slots[i].dboid == dboid)
+			return &durable_shared->slots[i];
+	}
+	for (i = 0; i < durable_max_databases && taken == NULL; i++)
+	{
+		DurableDbSlot *slot = &durable_shared->slots[i];
+
+		if (slot->dboid == InvalidOid)
+			continue;
+		SpinLockAcquire(&slot->mutex);
+		if (slot->extension_absent && slot->worker_pid == 0 && !slot->worker_starting)
+		{
+			taken = slot;
+			*absent_db = slot->dboid;
+			*checked_at = slot->worker_checked_at;
+		}
+		SpinLockRelease(&slot->mutex);
+	}
+	if (taken != NULL)
+		dshm_slot_reset(taken, dboid);
+	return taken;
+}
+
+/*
+ * This database uses durable and found every slot taken: take the slot of
+ * one without durable, as the launcher would a moment later.  Without this,
+ * the backend that just ran CREATE EXTENSION (and every durable call in it
+ * for a second) found no slot: a WARNING, and metrics() failed with 53400.
+ * The launcher learns the database given up and its last check through
+ * handed_dboid, so that it keeps to that database's recheck time instead of
+ * starting a worker there at once (or warning that it cannot).  There is
+ * one such record: while it waits for the launcher, the next backend in
+ * this position waits for the launcher too.
+ */
+static DurableDbSlot *
+dshm_take_absent_slot(void)
+{
+	DurableDbSlot *taken = NULL;
+	Oid			absent_db = InvalidOid;
+	int64		checked_at = 0;
+	bool		record_free;
+
+	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
+	SpinLockAcquire(&durable_shared->mutex);
+	record_free = !OidIsValid(durable_shared->handed_dboid);
+	SpinLockRelease(&durable_shared->mutex);
+	if (record_free)
+		taken = durable_db_slot_take_absent(MyDatabaseId, &absent_db, &checked_at);
+	if (OidIsValid(absent_db))
+	{
+		SpinLockAcquire(&durable_shared->mutex);
+		durable_shared->handed_dboid = absent_db;
+		durable_shared->handed_checked_at = checked_at;
+		SpinLockRelease(&durable_shared->mutex);
+	}
+	LWLockRelease(durable_shared->lock);
+	return taken;
 }
 
 DurableDbSlot *
@@ -223,6 +286,8 @@ durable_my_slot(void)
 	if (no_slot_until != 0 && GetCurrentTimestamp() < no_slot_until)
 		return NULL;
 	dshm_my_slot = durable_db_slot(MyDatabaseId, true);
+	if (dshm_my_slot == NULL)
+		dshm_my_slot = dshm_take_absent_slot();
 	if (dshm_my_slot == NULL)
 	{
 		no_slot_until = GetCurrentTimestamp() + USECS_PER_SEC;

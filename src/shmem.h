@@ -78,9 +78,12 @@ typedef struct DurableDbSlot
 typedef struct DurableShared
 {
 	LWLock	   *lock;			/* assigns and frees slots */
-	slock_t		mutex;			/* protects launcher_latch, installed_dboid */
+	slock_t		mutex;			/* protects launcher_latch, installed_dboid, handed_* */
 	Latch	   *launcher_latch; /* set to wake the launcher */
 	Oid			installed_dboid;	/* durable was just installed there */
+	/* A backend took this database's slot (found without durable), checked then */
+	Oid			handed_dboid;
+	int64		handed_checked_at;	/* durable_clock_us */
 	DurableDbSlot slots[FLEXIBLE_ARRAY_MEMBER]; /* durable_max_databases */
 } DurableShared;
 
@@ -104,8 +107,14 @@ extern DurableDbSlot *durable_my_slot(void);
 /* Free a database's slot (DROP DATABASE). */
 extern void durable_db_slot_free(Oid dboid);
 
-/* Give a slot to another database, reset; caller holds the slots' lock exclusively. */
-extern void durable_db_slot_reassign(DurableDbSlot *slot, Oid dboid);
+/*
+ * Every slot taken: give `dboid` the slot of a database whose last worker
+ * found no extension and that no worker is checking, and set *absent_db and
+ * *checked_at to that database and that check.  Returns dboid's slot if it
+ * has one (*absent_db invalid), NULL when no slot can be taken.  Caller
+ * holds the slots' lock exclusively.
+ */
+extern DurableDbSlot *durable_db_slot_take_absent(Oid dboid, Oid *absent_db, int64 *checked_at);
 
 /* Raise a clear error if the library was not preloaded. */
 extern void durable_require_shmem(void);

@@ -176,8 +176,18 @@ waiting_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			{
-				DurableDbSlot *slot = durable_my_slot();
+				DurableDbSlot *slot = NULL;
+				bool		pending = (waiting_lease_end_pending != 0);
 
+				/*
+				 * Only a transaction that used durable looks up the slot: a
+				 * backend's later transactions may run after DROP EXTENSION,
+				 * and the lookup takes a slot for a database without one.
+				 */
+				for (q = 0; q < DQ_NUM_QUEUES; q++)
+					pending |= waiting_wake_pending[q];
+				if (pending)
+					slot = durable_my_slot();
 				for (q = 0; q < DQ_NUM_QUEUES; q++)
 				{
 					if (waiting_wake_pending[q] && slot != NULL)

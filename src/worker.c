@@ -410,6 +410,38 @@ wkr_forget_dropped_absent(List *dbs)
 	}
 }
 
+/* Remember that a database without durable gave up its slot, checked at checked_at. */
+static void
+wkr_remember_absent(Oid dboid, int64 checked_at, int64 now)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	WkrAbsent  *absent = palloc(sizeof(WkrAbsent));
+
+	absent->dboid = dboid;
+	absent->recheck_at = Max(checked_at + (int64) WKR_ABSENT_RECHECK_MS * 1000, now);
+	wkr_absent = lappend(wkr_absent, absent);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Remember the database whose slot a backend took (durable_my_slot), as
+ * wkr_take_absent_slot does for the slots the launcher takes.
+ */
+static void
+wkr_collect_handed_over(int64 now)
+{
+	Oid			dboid;
+	int64		checked_at;
+
+	SpinLockAcquire(&durable_shared->mutex);
+	dboid = durable_shared->handed_dboid;
+	checked_at = durable_shared->handed_checked_at;
+	durable_shared->handed_dboid = InvalidOid;
+	SpinLockRelease(&durable_shared->mutex);
+	if (OidIsValid(dboid))
+		wkr_remember_absent(dboid, checked_at, now);
+}
+
 /*
  * Every slot is taken: give `dboid` the slot of a database whose worker
  * found no extension and is not due to check again, and remember that
@@ -418,40 +450,17 @@ wkr_forget_dropped_absent(List *dbs)
 static DurableDbSlot *
 wkr_take_absent_slot(Oid dboid, int64 now)
 {
-	DurableDbSlot *taken = NULL;
-	Oid			absent_db = InvalidOid;
-	int64		recheck_at = 0;
-	int			i;
+	DurableDbSlot *taken;
+	Oid			absent_db;
+	int64		checked_at;
 
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < durable_max_databases && taken == NULL; i++)
-	{
-		DurableDbSlot *slot = &durable_shared->slots[i];
-
-		if (slot->dboid == InvalidOid || slot->dboid == dboid)
-			continue;
-		SpinLockAcquire(&slot->mutex);
-		if (slot->extension_absent && slot->worker_pid == 0 && !slot->worker_starting)
-		{
-			taken = slot;
-			absent_db = slot->dboid;
-			recheck_at = slot->worker_checked_at + (int64) WKR_ABSENT_RECHECK_MS * 1000;
-		}
-		SpinLockRelease(&slot->mutex);
-	}
-	if (taken != NULL)
-		durable_db_slot_reassign(taken, dboid);
+	taken = durable_db_slot_take_absent(dboid, &absent_db, &checked_at);
 	LWLockRelease(durable_shared->lock);
 
-	if (taken != NULL)
+	if (OidIsValid(absent_db))
 	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-		WkrAbsent  *absent = palloc(sizeof(WkrAbsent));
-
-		absent->dboid = absent_db;
-		absent->recheck_at = Max(recheck_at, now);
-		wkr_absent = lappend(wkr_absent, absent);
-		MemoryContextSwitchTo(old);
+		wkr_remember_absent(absent_db, checked_at, now);
 		ereport(DEBUG1,
 				(errmsg_internal("durable launcher: database %u takes the slot of database %u, which has no durable",
 								 dboid, absent_db)));
@@ -496,6 +505,8 @@ wkr_launcher_slot(const WkrDatabase *db, int64 now, int64 *absent_until)
 	*absent_until = 0;
 	if (slot != NULL)
 		return slot;
+	/* A backend may have taken its slot just now. */
+	wkr_collect_handed_over(now);
 	*absent_until = wkr_absent_until(db->oid, now);
 	if (*absent_until != 0)
 		return NULL;
@@ -859,6 +870,7 @@ wkr_launch_workers(int64 now)
 
 	wkr_free_orphan_slots(idle, dbs);
 	wkr_forget_dropped_absent(dbs);
+	wkr_collect_handed_over(now);
 	wkr_forget_installed();
 
 	/*
@@ -1657,6 +1669,9 @@ wkr_wake_launcher(void)
 	SpinLockAcquire(&durable_shared->mutex);
 	latch = durable_shared->launcher_latch;
 	durable_shared->installed_dboid = MyDatabaseId;
+	/* A backend took our slot, checked before this install: not absent. */
+	if (durable_shared->handed_dboid == MyDatabaseId)
+		durable_shared->handed_dboid = InvalidOid;
 	SpinLockRelease(&durable_shared->mutex);
 	/* A latch outlives its process; a stale one only costs a spurious wake. */
 	if (latch != NULL)

@@ -11,7 +11,9 @@
 #     worker, and metrics() answers;
 #   - a template that created and dropped durable gives its slot back, also
 #     when both were in one transaction, but not after a DROP rolled back
-#     to a savepoint.
+#     to a savepoint;
+#   - a backend that finds every slot taken, one by a database without
+#     durable, takes that one itself, without a warning.
 use strict;
 use warnings;
 
@@ -145,6 +147,31 @@ for (my $i = 0; $i < 300 && !$warned; $i++)
 }
 ok($warned, 'after a DROP rolled back to a savepoint, the slot stays with its database');
 is($node->safe_psql('sixth', has_worker('sixth')), 'f', 'so a new database has none');
+
+# A backend that finds every slot taken, one by a database without durable,
+# takes that slot itself: right after CREATE EXTENSION, metrics() answers
+# and nothing warns.  The launcher keeps to the given-up database's next
+# check instead of warning that it has no slot to check it with.
+# The launcher must not remember the database that gives up its slot here:
+# an install makes it forget, and the drop records it without durable.
+$node->safe_psql('postgres', "DROP DATABASE $_") for qw(sixth first fourth);
+$node->safe_psql('postgres', 'CREATE EXTENSION durable');
+$node->safe_psql('postgres', 'DROP EXTENSION durable');
+sleep 1;
+ok($node->poll_query_until('postgres', "SELECT NOT (" . has_worker('postgres') . ")"),
+	'a database without durable holds the other slot, no worker running there');
+$node->safe_psql('postgres', 'CREATE DATABASE seventh IS_TEMPLATE true');
+$offset = -s $node->logfile;
+($rc, $stdout, $stderr) = $node->psql(
+	'seventh', q{
+CREATE EXTENSION durable;
+SELECT inbound_journaled FROM durable.metrics();});
+is($rc, 0, 'metrics() answers right after CREATE EXTENSION with every slot taken')
+  or diag($stderr);
+unlike($stderr, qr/tracks at most/, 'and the backend does not warn');
+sleep 2;
+unlike(slurp_file($node->logfile, $offset), qr/cannot start a worker for database "postgres"/,
+	'the launcher keeps to the next check of the database that gave up its slot');
 
 $node->stop;
 done_testing();
