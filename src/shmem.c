@@ -120,6 +120,7 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	pg_atomic_write_u32(&slot->tokens_lifted_seq, InvalidOid);
 	pg_atomic_write_u64(&slot->inbox_lease_end, 0);
 	SpinLockAcquire(&slot->mutex);
+	slot->dboid = dboid;
 	slot->since = GetCurrentTimestamp();
 	slot->worker_pid = 0;
 	slot->worker_starting = false;
@@ -149,7 +150,6 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 		f->busy_until = 0;
 		SpinLockRelease(&f->mutex);
 	}
-	slot->dboid = dboid;
 }
 
 DurableDbSlot *
@@ -194,8 +194,8 @@ durable_db_slot_take_absent(Oid dboid, Oid *absent_db, int64 *checked_at)
  * The launcher learns the database given up and its last check through
  * handed_dboid, so that it keeps to that database's recheck time instead of
  * starting a worker there at once (or warning that it cannot).  There is
- * one such record: while it waits for the launcher, the next backend in
- * this position waits for the launcher too.
+ * one such record: until the launcher, woken, has collected it, the next
+ * backend in this position waits for the launcher too.
  */
 static DurableDbSlot *
 dshm_take_absent_slot(void)
@@ -204,7 +204,10 @@ dshm_take_absent_slot(void)
 	Oid			absent_db = InvalidOid;
 	int64		checked_at = 0;
 	bool		record_free;
+	Latch	   *latch = NULL;
 
+	if (durable_shared == NULL)
+		return NULL;
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
 	SpinLockAcquire(&durable_shared->mutex);
 	record_free = !OidIsValid(durable_shared->handed_dboid);
@@ -216,9 +219,13 @@ dshm_take_absent_slot(void)
 		SpinLockAcquire(&durable_shared->mutex);
 		durable_shared->handed_dboid = absent_db;
 		durable_shared->handed_checked_at = checked_at;
+		latch = durable_shared->launcher_latch;
 		SpinLockRelease(&durable_shared->mutex);
 	}
 	LWLockRelease(durable_shared->lock);
+	/* The launcher frees the record, and starts this database's worker. */
+	if (latch != NULL)
+		SetLatch(latch);
 	return taken;
 }
 
@@ -314,8 +321,24 @@ durable_db_slot_free(Oid dboid)
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < durable_max_databases; i++)
 	{
-		if (durable_shared->slots[i].dboid == dboid)
-			durable_shared->slots[i].dboid = InvalidOid;
+		DurableDbSlot *slot = &durable_shared->slots[i];
+
+		if (slot->dboid == dboid)
+		{
+			SpinLockAcquire(&slot->mutex);
+			slot->dboid = InvalidOid;
+			SpinLockRelease(&slot->mutex);
+		}
 	}
 	LWLockRelease(durable_shared->lock);
+}
+
+bool
+durable_slot_lock_for(DurableDbSlot *slot, Oid dboid)
+{
+	SpinLockAcquire(&slot->mutex);
+	if (slot->dboid == dboid)
+		return true;
+	SpinLockRelease(&slot->mutex);
+	return false;
 }

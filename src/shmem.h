@@ -51,7 +51,7 @@ typedef struct DurableFloor
 
 typedef struct DurableDbSlot
 {
-	Oid			dboid;			/* InvalidOid: free */
+	Oid			dboid;			/* InvalidOid: free; written under both locks */
 	slock_t		mutex;			/* protects since and the worker fields */
 	TimestampTz since;			/* when the counters were last reset */
 	pg_atomic_uint64 counters[DC_NUM_COUNTERS];
@@ -103,6 +103,16 @@ extern DurableDbSlot *durable_db_slot(Oid dboid, bool create);
 
 /* The current database's slot, cached; NULL as above. */
 extern DurableDbSlot *durable_my_slot(void);
+
+/*
+ * Take the spinlock of a slot that durable_db_slot(dboid, false) returned,
+ * if the slot still belongs to dboid; else return false, not holding it.
+ * Without the slots' lock, a slot may go to another database between the
+ * lookup and the spinlock: the launcher, or a backend in durable_my_slot,
+ * gives away the slots of databases without durable.  A slot's dboid is
+ * written under both locks.
+ */
+extern bool durable_slot_lock_for(DurableDbSlot *slot, Oid dboid);
 
 /* Free a database's slot (DROP DATABASE). */
 extern void durable_db_slot_free(Oid dboid);

@@ -745,10 +745,9 @@ wkr_stop_unlaunchable(Oid dboid)
 	pid_t		pid = 0;
 	DurableDbSlot *slot = durable_db_slot(dboid, false);
 
-	if (slot != NULL)
+	if (slot != NULL && durable_slot_lock_for(slot, dboid))
 	{
-		SpinLockAcquire(&slot->mutex);
-		if (slot->dboid == dboid && (slot->worker_pid != 0 || slot->worker_starting))
+		if (slot->worker_pid != 0 || slot->worker_starting)
 		{
 			slot->worker_stop_asked = true;
 			pid = slot->worker_pid;
@@ -790,9 +789,8 @@ wkr_reap_workers(int64 now)
 		}
 
 		slot = durable_db_slot(wkr_tracked[i].dboid, false);
-		if (slot != NULL)
+		if (slot != NULL && durable_slot_lock_for(slot, wkr_tracked[i].dboid))
 		{
-			SpinLockAcquire(&slot->mutex);
 			slot->worker_starting = false;
 			if (slot->worker_pid == 0)
 			{
@@ -836,9 +834,8 @@ wkr_workers_in_flight(int64 now)
 		if (now - wkr_tracked[i].started_at >= (int64) WKR_IN_FLIGHT_MAX_MS * 1000)
 			continue;
 		slot = durable_db_slot(wkr_tracked[i].dboid, false);
-		if (slot != NULL)
+		if (slot != NULL && durable_slot_lock_for(slot, wkr_tracked[i].dboid))
 		{
-			SpinLockAcquire(&slot->mutex);
 			in_flight = slot->worker_checked_at < wkr_tracked[i].started_at ||
 				slot->extension_absent;
 			SpinLockRelease(&slot->mutex);
@@ -932,7 +929,9 @@ wkr_launch_workers(int64 now)
 			continue;
 		}
 
-		SpinLockAcquire(&slot->mutex);
+		/* A backend may have given the slot to its own database since. */
+		if (!durable_slot_lock_for(slot, db->oid))
+			continue;
 		if (slot->worker_pid == 0 && !slot->worker_starting)
 		{
 			int64		recheck = slot->worker_checked_at +
@@ -1064,13 +1063,17 @@ wkr_claim_slot(Oid dboid)
 	return claimed;
 }
 
-/* A slot's count of CREATE EXTENSION durable commits (wkr_wake_launcher). */
+/*
+ * A database's count of CREATE EXTENSION durable commits
+ * (wkr_wake_launcher), from its slot; 0 when the slot went to another.
+ */
 static uint32
-wkr_slot_installs(DurableDbSlot *slot)
+wkr_slot_installs(DurableDbSlot *slot, Oid dboid)
 {
 	uint32		installs;
 
-	SpinLockAcquire(&slot->mutex);
+	if (!durable_slot_lock_for(slot, dboid))
+		return 0;
 	installs = slot->installs;
 	SpinLockRelease(&slot->mutex);
 	return installs;
@@ -1082,12 +1085,12 @@ wkr_my_installs(void)
 {
 	DurableDbSlot *slot = durable_db_slot(MyDatabaseId, false);
 
-	return slot != NULL ? wkr_slot_installs(slot) : 0;
+	return slot != NULL ? wkr_slot_installs(slot, MyDatabaseId) : 0;
 }
 
 /*
  * Record what a check of the extension found, for the launcher; installs
- * is wkr_slot_installs(wkr_slot) from before the check's transaction.  A
+ * is wkr_slot_installs from before the check's transaction.  A
  * check that found none is not recorded, and false returned, when CREATE
  * EXTENSION durable has committed here since: the check may have looked
  * before that commit, and recording "absent" after the commit's wake
@@ -1149,7 +1152,7 @@ wkr_check_extension(void)
 
 	do
 	{
-		installs = wkr_slot_installs(wkr_slot);
+		installs = wkr_slot_installs(wkr_slot, MyDatabaseId);
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
@@ -1231,7 +1234,7 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 	Oid			save_userid = InvalidOid;
 	int			save_sec_context = 0;
 	int64		started = durable_clock_us();
-	uint32		installs = wkr_slot_installs(wkr_slot);
+	uint32		installs = wkr_slot_installs(wkr_slot, MyDatabaseId);
 	TimestampTz windows[DQ_NUM_QUEUES];
 
 	memset(res, 0, sizeof(*res));
@@ -1542,7 +1545,8 @@ wkr_stop_worker(const char *dbname, bool copy)
 
 	now = durable_clock_us();
 	deadline = now + (int64) WKR_STOP_WAIT_MS * 1000;
-	SpinLockAcquire(&slot->mutex);
+	if (!durable_slot_lock_for(slot, dboid))
+		return InvalidOid;
 	slot->worker_blocked_until = Max(slot->worker_blocked_until,
 									 now + (int64) WKR_BLOCK_MS * 1000);
 	SpinLockRelease(&slot->mutex);
@@ -1596,9 +1600,8 @@ wkr_unblock(Oid dboid)
 	DurableDbSlot *slot = durable_db_slot(dboid, false);
 	Latch	   *latch;
 
-	if (slot == NULL)
+	if (slot == NULL || !durable_slot_lock_for(slot, dboid))
 		return;
-	SpinLockAcquire(&slot->mutex);
 	slot->worker_blocked_until = 0;
 	SpinLockRelease(&slot->mutex);
 	SpinLockAcquire(&durable_shared->mutex);
@@ -1652,9 +1655,8 @@ wkr_wake_launcher(void)
 	DurableDbSlot *slot = durable_my_slot();
 	Latch	   *latch;
 
-	if (slot != NULL)
+	if (slot != NULL && durable_slot_lock_for(slot, MyDatabaseId))
 	{
-		SpinLockAcquire(&slot->mutex);
 		slot->extension_absent = false;
 		slot->installs++;
 		/* Nothing else can block a database we are connected to. */
@@ -1696,9 +1698,8 @@ wkr_wake_worker(void)
 	PGPROC	   *proc;
 	int64		now = durable_clock_us();
 
-	if (slot == NULL)
+	if (slot == NULL || !durable_slot_lock_for(slot, MyDatabaseId))
 		return;
-	SpinLockAcquire(&slot->mutex);
 	if (wkr_absent_at_commit && slot->installs == wkr_installs_at_drop)
 	{
 		slot->extension_absent = true;
