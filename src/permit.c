@@ -113,45 +113,6 @@ durable_permit(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 
-	/*
-	 * A connection's first call plans the statements of steps 3 and 4 before
-	 * it reads the clock (step 2): planned at their first execution, between
-	 * the stamp and the grant, they made its caller learn of the permit
-	 * milliseconds after the stamp that the window counts, so that more than
-	 * max callers could act on permits within one `per`.
-	 */
-	if (oldest_plan == NULL)
-	{
-		durable_plan_build(durable_plan(&count_plan,
-						"WITH gone AS ("
-						"  DELETE FROM durable.permits p"
-						"   WHERE p.bucket = $1 AND p.granted_at <= $2),"
-						" ahead AS ("
-						"  UPDATE durable.permits p SET granted_at = $3"
-						"   WHERE p.bucket = $1 AND p.granted_at > $3),"
-						" last AS ("
-						"  UPDATE durable.permit_buckets b SET last_granted_at = $3"
-						"   WHERE b.bucket = $1 AND b.last_granted_at > $3)"
-						" SELECT pg_catalog.count(*) FROM durable.permits p"
-						"  WHERE p.bucket = $1 AND p.granted_at > $2",
-						3, count_types));
-		durable_plan_build(durable_plan(&grant_plan,
-						"WITH p AS ("
-						"  INSERT INTO durable.permits (bucket, granted_at)"
-						"  VALUES ($1, $2) RETURNING 1),"
-						" b AS ("
-						"  UPDATE durable.permit_buckets b SET last_granted_at = $2"
-						"   WHERE b.bucket = $1 RETURNING 1)"
-						" SELECT (SELECT pg_catalog.count(*) FROM p),"
-						"        (SELECT pg_catalog.count(*) FROM b)",
-						2, count_types));
-		durable_plan_build(durable_plan(&oldest_plan,
-						"SELECT p.granted_at FROM durable.permits p"
-						" WHERE p.bucket = $1 AND p.granted_at > $2"
-						" ORDER BY p.granted_at OFFSET $3 LIMIT 1",
-						3, oldest_types));
-	}
-
 	/* 1. Create or lock the bucket row; it stays locked to our commit. */
 	args[0] = bucket;
 	args[1] = durable_interval_datum(per_us);
@@ -163,6 +124,44 @@ durable_permit(PG_FUNCTION_ARGS)
 				 args, NULL, SPI_OK_INSERT, 0);
 	if (SPI_processed != 1)
 		durable_write_skipped("permit_buckets");
+
+	/*
+	 * Plan the statements of steps 3 and 4, or check that their plans are
+	 * still valid, before reading the clock (step 2): planned between the
+	 * stamp and the grant (a connection's first call, and the first after
+	 * an ANALYZE of durable.permits invalidated them), they made the caller
+	 * learn of its permit up to a millisecond after the stamp that the window
+	 * counts.  Done under the bucket lock, this also takes their relations'
+	 * locks, so no invalidation arriving later is processed before the grant.
+	 */
+	durable_plan_build(durable_plan(&count_plan,
+					"WITH gone AS ("
+					"  DELETE FROM durable.permits p"
+					"   WHERE p.bucket = $1 AND p.granted_at <= $2),"
+					" ahead AS ("
+					"  UPDATE durable.permits p SET granted_at = $3"
+					"   WHERE p.bucket = $1 AND p.granted_at > $3),"
+					" last AS ("
+					"  UPDATE durable.permit_buckets b SET last_granted_at = $3"
+					"   WHERE b.bucket = $1 AND b.last_granted_at > $3)"
+					" SELECT pg_catalog.count(*) FROM durable.permits p"
+					"  WHERE p.bucket = $1 AND p.granted_at > $2",
+					3, count_types));
+	durable_plan_build(durable_plan(&grant_plan,
+					"WITH p AS ("
+					"  INSERT INTO durable.permits (bucket, granted_at)"
+					"  VALUES ($1, $2) RETURNING 1),"
+					" b AS ("
+					"  UPDATE durable.permit_buckets b SET last_granted_at = $2"
+					"   WHERE b.bucket = $1 RETURNING 1)"
+					" SELECT (SELECT pg_catalog.count(*) FROM p),"
+					"        (SELECT pg_catalog.count(*) FROM b)",
+					2, count_types));
+	durable_plan_build(durable_plan(&oldest_plan,
+					"SELECT p.granted_at FROM durable.permits p"
+					" WHERE p.bucket = $1 AND p.granted_at > $2"
+					" ORDER BY p.granted_at OFFSET $3 LIMIT 1",
+					3, oldest_types));
 
 	/* 2. Only now, under the lock, read the clock. */
 	now = GetCurrentTimestamp();
