@@ -57,7 +57,11 @@
  * transaction of its own open.  For a relation in durable's schema the
  * hook makes the same check first, without a lock, and refuses with the
  * error the command would have raised after its wait; a role that has the
- * right goes on to the command, which checks again (spec lock_guard).
+ * right goes on to the command, which checks again (spec lock_guard).  A
+ * name without a schema is pinned to the one it was found in, so that the
+ * command's own lookup cannot land on durable's relation after the check.
+ * DROP EXTENSION durable and ALTER ... DEPENDS ON EXTENSION durable lock
+ * the extension, which every worker pass locks too: they need its owner.
  *
  * Nothing here acts in a database without the extension, whatever its
  * schemas are called.
@@ -109,12 +113,27 @@ guard_in_our_scripts(void)
 static bool
 guard_in_durable_schema(RangeVar *rv, Oid nsp, Oid *relid)
 {
+	Oid			relnsp;
+
 	*relid = InvalidOid;
 	if (rv->schemaname != NULL &&
 		(strcmp(rv->schemaname, "durable") != 0 || !durable_may_use_schema(nsp)))
 		return false;
 	*relid = RangeVarGetRelid(rv, NoLock, true);
-	return OidIsValid(*relid) && get_rel_namespace(*relid) == nsp;
+	if (!OidIsValid(*relid))
+		return false;
+	relnsp = get_rel_namespace(*relid);
+
+	/*
+	 * The command looks an unqualified name up again.  Should the relation
+	 * found here be dropped while the command waits for its lock, it would
+	 * find durable's relation of that name further along search_path and
+	 * queue its lock there, which is what this guard refuses: pin the name
+	 * to the schema it was found in (the hook gave us a tree of our own).
+	 */
+	if (rv->schemaname == NULL && relnsp != nsp)
+		rv->schemaname = isTempNamespace(relnsp) ? pstrdup("pg_temp") : get_namespace_name(relnsp);
+	return relnsp == nsp;
 }
 
 /* Whether an added column is a stored generated one. */
@@ -581,21 +600,17 @@ guard_refuse(Oid relid, const char *command, const char *lock, bool ownership)
 }
 
 /*
- * ALTER <your object> [NO] DEPENDS ON EXTENSION durable needs the role to
- * own the extension.  PostgreSQL checks only the object's owner, then locks
- * the extension ACCESS EXCLUSIVE until the transaction ends, and every pass
- * of durable's worker, which locks the extension, would wait behind it: any
- * role that can create a temporary function could stop lease recovery.
+ * Refuse `command`, which locks the durable extension ACCESS EXCLUSIVE, to
+ * a role that does not own it.  Every pass of durable's worker locks the
+ * extension, and would wait behind the command for as long as the command
+ * waits for its own lock, or holds it.
  */
 static void
-guard_depends_on_durable(AlterObjectDependsStmt *stmt)
+guard_require_extension_owner(const char *command)
 {
-	Oid			extoid;
+	Oid			extoid = get_extension_oid("durable", true);
 	bool		owner;
 
-	if (stmt->extname == NULL || strcmp(strVal(stmt->extname), "durable") != 0)
-		return;
-	extoid = get_extension_oid("durable", true);
 	if (!OidIsValid(extoid))
 		return;
 #if PG_VERSION_NUM >= 160000
@@ -607,7 +622,43 @@ guard_depends_on_durable(AlterObjectDependsStmt *stmt)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of extension durable"),
-				 errdetail("ALTER ... DEPENDS ON EXTENSION would lock the extension (ACCESS EXCLUSIVE) until its transaction ends, and durable's background worker would wait behind it.")));
+				 errdetail("%s would lock the extension (ACCESS EXCLUSIVE) before or without checking this, and durable's background worker would wait behind it.",
+						   command)));
+}
+
+/*
+ * ALTER <your object> [NO] DEPENDS ON EXTENSION durable: PostgreSQL checks
+ * only the object's owner, then locks the extension until the transaction
+ * ends; any role that can create a temporary function could stop lease
+ * recovery.
+ */
+static void
+guard_depends_on_durable(AlterObjectDependsStmt *stmt)
+{
+	if (stmt->extname != NULL && strcmp(strVal(stmt->extname), "durable") == 0)
+		guard_require_extension_owner("ALTER ... DEPENDS ON EXTENSION");
+}
+
+/*
+ * DROP EXTENSION durable locks the extension before it checks the owner: a
+ * role that can only connect could make it wait behind a transaction of its
+ * own that looked the extension up (pg_get_object_address), and the worker
+ * behind the drop, for as long as that transaction stays open.
+ */
+static void
+guard_drop_extension(DropStmt *stmt)
+{
+	ListCell   *lc;
+
+	if (stmt->removeType != OBJECT_EXTENSION)
+		return;
+	foreach(lc, stmt->objects)
+	{
+		Node	   *name = (Node *) lfirst(lc);
+
+		if (IsA(name, String) && strcmp(strVal(name), "durable") == 0)
+			guard_require_extension_owner("DROP EXTENSION");
+	}
 }
 
 /* `command` on `rv` needs the role to own it, if it is durable's. */
@@ -901,6 +952,7 @@ static void
 guard_comment(CommentStmt *stmt, Oid nsp)
 {
 	List	   *names;
+	RangeVar   *rv;
 
 	switch (stmt->objtype)
 	{
@@ -921,19 +973,20 @@ guard_comment(CommentStmt *stmt, Oid nsp)
 		default:
 			return;
 	}
-	guard_require_owner(makeRangeVarFromNameList(names), nsp, "COMMENT", "SHARE UPDATE EXCLUSIVE");
+	rv = makeRangeVarFromNameList(names);
+	guard_require_owner(rv, nsp, "COMMENT", "SHARE UPDATE EXCLUSIVE");
+	/* The command reads its name list, not rv: pin the list too. */
+	if (rv->schemaname != NULL && list_length(names) == 1)
+		stmt->object = (Node *) lcons(makeString(rv->schemaname), castNode(List, stmt->object));
 }
 
 /*
- * Refuse `parsetree` before it runs if it is one of the commands of the
- * file header; called by the utility hook.
+ * Whether durable_ddl_guard looks at `parsetree`, and may write to it: the
+ * utility hook gives it a copy when the tree is read-only (a cached plan's).
  */
-void
-durable_ddl_guard(Node *parsetree)
+bool
+durable_ddl_guard_applies(Node *parsetree)
 {
-	Oid			nsp;
-	ListCell   *lc;
-
 	switch (nodeTag(parsetree))
 	{
 		case T_RuleStmt:
@@ -947,10 +1000,25 @@ durable_ddl_guard(Node *parsetree)
 		case T_AlterDomainStmt:
 		case T_AlterSeqStmt:
 		case T_AlterOwnerStmt:
-			break;
+		case T_DropStmt:
+			return true;
 		default:
-			return;
+			return false;
 	}
+}
+
+/*
+ * Refuse `parsetree` before it runs if it is one of the commands of the
+ * file header; called by the utility hook, with a tree it may write to.
+ */
+void
+durable_ddl_guard(Node *parsetree)
+{
+	Oid			nsp;
+	ListCell   *lc;
+
+	if (!durable_ddl_guard_applies(parsetree))
+		return;
 	/* A schema named durable without the extension is somebody else's. */
 	if (!OidIsValid(get_extension_oid("durable", true)))
 		return;
@@ -997,6 +1065,9 @@ durable_ddl_guard(Node *parsetree)
 			break;
 		case T_AlterOwnerStmt:
 			guard_alter_owner((AlterOwnerStmt *) parsetree, nsp);
+			break;
+		case T_DropStmt:
+			guard_drop_extension((DropStmt *) parsetree);
 			break;
 		case T_AlterObjectDependsStmt:
 			if (((AlterObjectDependsStmt *) parsetree)->relation != NULL)

@@ -562,6 +562,7 @@ extern bool durable_journal_column_changes(Oid relid, const char *column, bool *
 extern void durable_fail_point_hit(const char *name);
 
 /* ddl_guard.c: the utility hook's refusals, before a command runs. */
+extern bool durable_ddl_guard_applies(Node *parsetree);
 extern void durable_ddl_guard(Node *parsetree);
 
 #endif							/* DURABLE_H */

@@ -1809,13 +1809,14 @@ wkr_outside_block(ProcessUtilityContext context)
 }
 
 /*
- * The ProcessUtility hook (see the file header).
+ * The ProcessUtility hook (see the file header), given a tree it may write
+ * to when the guard looks at it.
  */
 static void
-wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
-				   bool readOnlyTree, ProcessUtilityContext context,
-				   ParamListInfo params, QueryEnvironment *queryEnv,
-				   DestReceiver *dest, QueryCompletion *qc)
+wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
+					bool readOnlyTree, ProcessUtilityContext context,
+					ParamListInfo params, QueryEnvironment *queryEnv,
+					DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 	volatile Oid dropped_db = InvalidOid;
@@ -1963,6 +1964,21 @@ wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		default:
 			break;
 	}
+}
+
+/* The guard pins the names it looked up (ddl_guard.c): it needs a tree of its own. */
+static void
+wkr_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+				   bool readOnlyTree, ProcessUtilityContext context,
+				   ParamListInfo params, QueryEnvironment *queryEnv,
+				   DestReceiver *dest, QueryCompletion *qc)
+{
+	if (readOnlyTree && durable_ddl_guard_applies(pstmt->utilityStmt))
+	{
+		pstmt = copyObject(pstmt);
+		readOnlyTree = false;
+	}
+	wkr_process_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 }
 
 /*
