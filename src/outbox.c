@@ -788,6 +788,31 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 /* ---- outbox_sent ---- */
 
 /*
+ * The provider's message id of outbox_sent.  A refusal here leaves a send
+ * that went out `sending`, later `unknown`: say how to record it anyway.
+ */
+static Datum
+outbox_arg_provider_id(FunctionCallInfo fcinfo, int argno)
+{
+	const char *hint = "When the provider answers without a message id, pass a text of your own "
+		"that names the send (its key, say): the send is recorded as sent either way.";
+
+	if (PG_ARGISNULL(argno) || VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(argno)) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("provider_message_id cannot be %s", PG_ARGISNULL(argno) ? "null" : "empty"),
+				 errhint("%s", hint)));
+	if (VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(argno)) > DURABLE_MAX_ID_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("provider_message_id is too long (%zu bytes)",
+						(Size) VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(argno))),
+				 errdetail("Ids, keys and names are limited to %d bytes.", DURABLE_MAX_ID_BYTES),
+				 errhint("Pass a digest of it, such as md5(id), and keep the full answer elsewhere: the send is recorded as sent either way.")));
+	return durable_arg_id(fcinfo, argno, "provider_message_id");
+}
+
+/*
  * outbox_sent(key, token, provider_message_id): the provider accepted the
  * send.  Accepted from the token's holder while the send is sending, or
  * unknown (flagged after its lease expired: the holder's confirmation
@@ -806,7 +831,7 @@ durable_outbox_sent(PG_FUNCTION_ARGS)
 
 	values[0] = durable_arg_id(fcinfo, 0, "key");
 	values[1] = Int64GetDatum(durable_arg_int64(fcinfo, 1, "token"));
-	values[2] = durable_arg_id(fcinfo, 2, "provider_message_id");
+	values[2] = outbox_arg_provider_id(fcinfo, 2);
 
 	/*
 	 * The fenced UPDATE, without the executor (direct.c).  Waiting claimers
