@@ -767,17 +767,33 @@ guard_create_table(CreateStmt *stmt, Oid nsp)
 {
 	ListCell   *lc;
 
-	/* CREATE TABLE IF NOT EXISTS of a table there is: PostgreSQL skips it. */
-	if (stmt->if_not_exists && OidIsValid(RangeVarGetRelid(stmt->relation, NoLock, true)))
-		return;
-	guard_foreign_keys(stmt->tableElts, nsp);
+	/*
+	 * The parents' owner check comes first, also for a CREATE TABLE IF NOT
+	 * EXISTS that PostgreSQL may skip: refusing a no-op to a role that could
+	 * not make the child loses nothing, and a skip decided here would rest
+	 * on a lookup of the new name that the role can change while the
+	 * command waits (before 2026-12-04 it looked the name up along
+	 * search_path, so that "pg_class" or a temporary table's name got the
+	 * command past the check).
+	 */
 	foreach(lc, stmt->inhRelations)
-	{
 		guard_require_owner(lfirst_node(RangeVar, lc), nsp,
 							stmt->partbound ? "CREATE TABLE ... PARTITION OF" : "CREATE TABLE ... INHERITS",
 							stmt->partbound ? "ACCESS EXCLUSIVE" : "SHARE UPDATE EXCLUSIVE");
+
+	/*
+	 * The refusals of shapes spare a table that is there already, which
+	 * PostgreSQL skips: looked for where the command looks, in the schema it
+	 * would create the table in.  (Its foreign keys come back through the
+	 * hook as an ALTER TABLE when the table is made.)
+	 */
+	if (stmt->if_not_exists &&
+		OidIsValid(get_relname_relid(stmt->relation->relname,
+									 RangeVarGetCreationNamespace(stmt->relation))))
+		return;
+	guard_foreign_keys(stmt->tableElts, nsp);
+	foreach(lc, stmt->inhRelations)
 		guard_refuse_journal_parent(lfirst_node(RangeVar, lc), nsp);
-	}
 }
 
 /*
