@@ -762,6 +762,27 @@ guard_refuse_journal_parent(RangeVar *parent, Oid nsp)
 				 errhint("Keep data of your own in a table of your own that references the journal.")));
 }
 
+/*
+ * Whether a CREATE TABLE's elements declare a foreign key: only then is its
+ * IF NOT EXISTS worth a lookup (which may create the session's temporary
+ * schema).
+ */
+static bool
+guard_any_foreign_key(List *elements)
+{
+	ListCell   *lc;
+
+	foreach(lc, elements)
+	{
+		Node	   *node = lfirst(lc);
+
+		if ((IsA(node, ColumnDef) && guard_any_foreign_key(((ColumnDef *) node)->constraints)) ||
+			(IsA(node, Constraint) && ((Constraint *) node)->contype == CONSTR_FOREIGN))
+			return true;
+	}
+	return false;
+}
+
 static void
 guard_create_table(CreateStmt *stmt, Oid nsp)
 {
@@ -787,7 +808,7 @@ guard_create_table(CreateStmt *stmt, Oid nsp)
 	 * would create the table in.  (Its foreign keys come back through the
 	 * hook as an ALTER TABLE when the table is made.)
 	 */
-	if (stmt->if_not_exists &&
+	if (stmt->if_not_exists && (stmt->inhRelations != NIL || guard_any_foreign_key(stmt->tableElts)) &&
 		OidIsValid(get_relname_relid(stmt->relation->relname,
 									 RangeVarGetCreationNamespace(stmt->relation))))
 		return;

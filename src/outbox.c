@@ -68,6 +68,8 @@
  */
 #include "durable.h"
 
+#include "access/detoast.h"
+
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
@@ -796,17 +798,23 @@ outbox_arg_provider_id(FunctionCallInfo fcinfo, int argno)
 {
 	const char *hint = "When the provider answers without a message id, pass a text of your own "
 		"that names the send (its key, say): the send is recorded as sent either way.";
+	Size		len;
 
-	if (PG_ARGISNULL(argno) || VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(argno)) == 0)
+	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("provider_message_id cannot be %s", PG_ARGISNULL(argno) ? "null" : "empty"),
+				 errmsg("provider_message_id cannot be null"),
 				 errhint("%s", hint)));
-	if (VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(argno)) > DURABLE_MAX_ID_BYTES)
+	len = toast_raw_datum_size(PG_GETARG_DATUM(argno)) - VARHDRSZ;
+	if (len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("provider_message_id is too long (%zu bytes)",
-						(Size) VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(argno))),
+				 errmsg("provider_message_id cannot be empty"),
+				 errhint("%s", hint)));
+	if (len > DURABLE_MAX_ID_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("provider_message_id is too long (%zu bytes)", len),
 				 errdetail("Ids, keys and names are limited to %d bytes.", DURABLE_MAX_ID_BYTES),
 				 errhint("Pass a digest of it, such as md5(id), and keep the full answer elsewhere: the send is recorded as sent either way.")));
 	return durable_arg_id(fcinfo, argno, "provider_message_id");

@@ -52,7 +52,8 @@
  * later statement whose snapshot sees every grant that committed before the
  * lock; a grant that commits later would need the lock first.  Each call
  * deletes a bounded number of rows, so a bucket with many grants may take
- * several passes.  Each call also reads a bounded number of buckets: it
+ * several passes (the walk below stays on its window meanwhile).  Each call
+ * also reads a bounded number of buckets: it
  * walks them in key order, PERMIT_EXPIRE_WINDOW at a time from where the
  * process's previous call stopped, and from the first again after the
  * last; a table of many buckets in use is gone round over several passes
@@ -229,9 +230,44 @@ durable_permit(PG_FUNCTION_ARGS)
 static void
 permit_expire_set_after(const char *bucket)
 {
+	char	   *copy = bucket ? MemoryContextStrdup(TopMemoryContext, bucket) : NULL;
+
 	if (permit_expire_after != NULL)
 		pfree(permit_expire_after);
-	permit_expire_after = bucket ? MemoryContextStrdup(TopMemoryContext, bucket) : NULL;
+	permit_expire_after = copy;
+}
+
+/*
+ * The last bucket of this call's window: the PERMIT_EXPIRE_WINDOW-th after
+ * `after`, else the last of all (*wraps set: the next call starts from the
+ * first), found by the primary key's index.  NULL when no bucket follows
+ * `after`.  The window's size is written into the statement, so that the
+ * generic plan knows how few rows it reads.
+ */
+static char *
+permit_expire_window_end(const char *after, bool *wraps)
+{
+	static SPIPlanPtr end_plan = NULL;
+	static SPIPlanPtr last_plan = NULL;
+	static const Oid types[1] = {TEXTOID};
+	Datum		args[1];
+
+	args[0] = CStringGetTextDatum(after ? after : "");
+	durable_exec(durable_plan(&end_plan,
+							  "SELECT w.bucket FROM durable.permit_buckets w"
+							  " WHERE w.bucket > $1 ORDER BY w.bucket"
+							  " OFFSET " CppAsString2(PERMIT_EXPIRE_WINDOW) " - 1 LIMIT 1",
+							  1, types),
+				 args, NULL, SPI_OK_SELECT, 0);
+	*wraps = (SPI_processed == 0);
+	if (!*wraps)
+		return TextDatumGetCString(durable_col(0, 1));
+	durable_exec(durable_plan(&last_plan,
+							  "SELECT pg_catalog.max(w.bucket) FROM durable.permit_buckets w"
+							  " WHERE w.bucket > $1",
+							  1, types),
+				 args, NULL, SPI_OK_SELECT, 0);
+	return durable_col_isnull(0, 1) ? NULL : TextDatumGetCString(durable_col(0, 1));
 }
 
 /*
@@ -248,18 +284,18 @@ permit_expire_set_after(const char *bucket)
 int64
 durable_permit_expire(TimestampTz now, int limit)
 {
-	static SPIPlanPtr end_plan = NULL;
-	static SPIPlanPtr idle_plans[2] = {NULL, NULL};
+	static SPIPlanPtr idle_plan = NULL;
 	static SPIPlanPtr grants_plan = NULL;
 	static SPIPlanPtr drop_plan = NULL;
-	static const Oid end_types[2] = {TEXTOID, INT4OID};
 	static const Oid idle_types[4] = {TIMESTAMPTZOID, INT4OID, TEXTOID, TEXTOID};
 	static const Oid grants_types[2] = {TEXTARRAYOID, INT4OID};
 	Datum		args[4];
 	Datum	   *buckets;
 	ArrayType  *array;
-	char	   *window_end = NULL;
+	char	   *window_start = permit_expire_after;
+	char	   *window_end;
 	char	   *next_after;
+	bool		wraps;
 	uint64		n;
 	uint64		i;
 	int64		deleted;
@@ -276,19 +312,19 @@ durable_permit_expire(TimestampTz now, int limit)
 	/*
 	 * This call's window: the PERMIT_EXPIRE_WINDOW buckets after where the
 	 * previous one stopped ('' sorts before every bucket, which is never
-	 * empty), its last bucket found by the primary key's index; none when
-	 * fewer remain, and the window runs to the end.
+	 * empty); from the first when none follow.
 	 */
-	args[0] = CStringGetTextDatum(permit_expire_after ? permit_expire_after : "");
-	args[1] = Int32GetDatum(PERMIT_EXPIRE_WINDOW);
-	durable_exec(durable_plan(&end_plan,
-							  "SELECT w.bucket FROM durable.permit_buckets w"
-							  " WHERE w.bucket > $1"
-							  " ORDER BY w.bucket OFFSET $2 - 1 LIMIT 1",
-							  2, end_types),
-				 args, NULL, SPI_OK_SELECT, 0);
-	if (SPI_processed == 1)
-		window_end = TextDatumGetCString(durable_col(0, 1));
+	window_end = permit_expire_window_end(window_start, &wraps);
+	if (window_end == NULL && window_start != NULL)
+	{
+		window_start = NULL;
+		window_end = permit_expire_window_end(NULL, &wraps);
+	}
+	if (window_end == NULL)
+	{
+		permit_expire_set_after(NULL);
+		return 0;
+	}
 
 	/*
 	 * Lock the idle buckets of the window.  The condition reads the bucket
@@ -296,36 +332,29 @@ durable_permit_expire(TimestampTz now, int limit)
 	 * a row that a grant changed meanwhile (a grant always stamps
 	 * last_granted_at).
 	 */
-	args[2] = args[0];
 	args[0] = TimestampTzGetDatum(now);
 	args[1] = Int32GetDatum(limit);
-	args[3] = window_end ? CStringGetTextDatum(window_end) : (Datum) 0;
-	durable_exec(window_end ?
-				 durable_plan(&idle_plans[0],
+	args[2] = CStringGetTextDatum(window_start ? window_start : "");
+	args[3] = CStringGetTextDatum(window_end);
+	durable_exec(durable_plan(&idle_plan,
 							  "SELECT b.bucket FROM durable.permit_buckets b"
 							  " WHERE b.bucket > $3 AND b.bucket <= $4"
 							  "   AND (b.last_granted_at IS NULL"
 							  "        OR b.last_granted_at <= $1 - b.per)"
 							  " ORDER BY b.bucket LIMIT $2 FOR UPDATE SKIP LOCKED",
-							  4, idle_types) :
-				 durable_plan(&idle_plans[1],
-							  "SELECT b.bucket FROM durable.permit_buckets b"
-							  " WHERE b.bucket > $3"
-							  "   AND (b.last_granted_at IS NULL"
-							  "        OR b.last_granted_at <= $1 - b.per)"
-							  " ORDER BY b.bucket LIMIT $2 FOR UPDATE SKIP LOCKED",
-							  3, idle_types),
+							  4, idle_types),
 				 args, NULL, SPI_OK_SELECT, 0);
 	n = SPI_processed;
 
 	/*
-	 * The next call goes on after this window, or after the last bucket
-	 * locked when the limit stopped this one short of the window's end.
+	 * The next call goes on after this window (from the first bucket after
+	 * the last), or after the last bucket locked when the limit stopped this
+	 * one short of the window's end.
 	 */
 	if (n > 0 && n == (uint64) limit)
 		next_after = TextDatumGetCString(durable_col(n - 1, 1));
 	else
-		next_after = window_end;
+		next_after = wraps ? NULL : window_end;
 	if (n == 0)
 	{
 		permit_expire_set_after(next_after);
@@ -356,6 +385,14 @@ durable_permit_expire(TimestampTz now, int limit)
 							  2, grants_types),
 				 args, NULL, SPI_OK_SELECT, 0);
 	deleted = durable_col_int64(0, 1);
+
+	/*
+	 * Grants left over in the locked buckets: the next call (at once, as
+	 * this one filled its batch) reads this window again, instead of a
+	 * round of the whole table later.
+	 */
+	if (deleted >= limit)
+		next_after = window_start;
 
 	durable_exec(durable_plan(&drop_plan,
 							  "WITH b AS ("
