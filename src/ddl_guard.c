@@ -61,7 +61,8 @@
  * name without a schema is pinned to the one it was found in, so that the
  * command's own lookup cannot land on durable's relation after the check.
  * DROP EXTENSION durable and ALTER ... DEPENDS ON EXTENSION durable lock
- * the extension, which every worker pass locks too: they need its owner.
+ * the extension, which every worker pass locks too, and DROP SCHEMA durable
+ * the schema: they need its owner.
  *
  * Nothing here acts in a database without the extension, whatever its
  * schemas are called.
@@ -640,24 +641,43 @@ guard_depends_on_durable(AlterObjectDependsStmt *stmt)
 }
 
 /*
- * DROP EXTENSION durable locks the extension before it checks the owner: a
- * role that can only connect could make it wait behind a transaction of its
- * own that looked the extension up (pg_get_object_address), and the worker
- * behind the drop, for as long as that transaction stays open.
+ * DROP EXTENSION durable and DROP SCHEMA durable lock their object before
+ * they check the owner: a role that can only connect could make them wait
+ * behind a transaction of its own that looked the object up
+ * (pg_get_object_address), for as long as that transaction stays open, and
+ * queue behind them the worker (which locks the extension at every pass),
+ * or the owner's ALTER EXTENSION durable UPDATE (which locks the schema to
+ * create in it, holding its locks on the journals).
  */
 static void
-guard_drop_extension(DropStmt *stmt)
+guard_drop_durable(DropStmt *stmt, Oid nsp)
 {
 	ListCell   *lc;
+	bool		owner;
 
-	if (stmt->removeType != OBJECT_EXTENSION)
+	if (stmt->removeType != OBJECT_EXTENSION && stmt->removeType != OBJECT_SCHEMA)
 		return;
 	foreach(lc, stmt->objects)
 	{
 		Node	   *name = (Node *) lfirst(lc);
 
-		if (IsA(name, String) && strcmp(strVal(name), "durable") == 0)
+		if (!IsA(name, String) || strcmp(strVal(name), "durable") != 0)
+			continue;
+		if (stmt->removeType == OBJECT_EXTENSION)
+		{
 			guard_require_extension_owner("DROP EXTENSION");
+			continue;
+		}
+#if PG_VERSION_NUM >= 160000
+		owner = object_ownercheck(NamespaceRelationId, nsp, GetUserId());
+#else
+		owner = pg_namespace_ownercheck(nsp, GetUserId());
+#endif
+		if (!owner)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("must be owner of schema durable"),
+					 errdetail("DROP SCHEMA would lock the schema (ACCESS EXCLUSIVE) before checking this, and durable's upgrades would wait behind it.")));
 	}
 }
 
@@ -1104,7 +1124,7 @@ durable_ddl_guard(Node *parsetree)
 			guard_alter_owner((AlterOwnerStmt *) parsetree, nsp);
 			break;
 		case T_DropStmt:
-			guard_drop_extension((DropStmt *) parsetree);
+			guard_drop_durable((DropStmt *) parsetree, nsp);
 			break;
 		case T_AlterObjectDependsStmt:
 			if (((AlterObjectDependsStmt *) parsetree)->relation != NULL)
