@@ -578,14 +578,32 @@ guard_relkind_word(Oid relid)
 	}
 }
 
+/* Whether the role owns the relation, extension or schema `objid` of catalog `classid`. */
+static bool
+guard_owns_object(Oid classid, Oid objid)
+{
+#if PG_VERSION_NUM >= 160000
+	return object_ownercheck(classid, objid, GetUserId());
+#else
+	switch (classid)
+	{
+		case RelationRelationId:
+			return pg_class_ownercheck(objid, GetUserId());
+		case ExtensionRelationId:
+			return pg_extension_ownercheck(objid, GetUserId());
+		case NamespaceRelationId:
+			return pg_namespace_ownercheck(objid, GetUserId());
+		default:
+			elog(ERROR, "durable: no owner check for catalog %u", classid);
+	}
+	return false;				/* keep the compiler quiet */
+#endif
+}
+
 static bool
 guard_owns(Oid relid)
 {
-#if PG_VERSION_NUM >= 160000
-	return object_ownercheck(RelationRelationId, relid, GetUserId());
-#else
-	return pg_class_ownercheck(relid, GetUserId());
-#endif
+	return guard_owns_object(RelationRelationId, relid);
 }
 
 static void
@@ -610,16 +628,8 @@ static void
 guard_require_extension_owner(const char *command)
 {
 	Oid			extoid = get_extension_oid("durable", true);
-	bool		owner;
 
-	if (!OidIsValid(extoid))
-		return;
-#if PG_VERSION_NUM >= 160000
-	owner = object_ownercheck(ExtensionRelationId, extoid, GetUserId());
-#else
-	owner = pg_extension_ownercheck(extoid, GetUserId());
-#endif
-	if (!owner)
+	if (OidIsValid(extoid) && !guard_owns_object(ExtensionRelationId, extoid))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of extension durable"),
@@ -653,7 +663,6 @@ static void
 guard_drop_durable(DropStmt *stmt, Oid nsp)
 {
 	ListCell   *lc;
-	bool		owner;
 
 	if (stmt->removeType != OBJECT_EXTENSION && stmt->removeType != OBJECT_SCHEMA)
 		return;
@@ -668,12 +677,7 @@ guard_drop_durable(DropStmt *stmt, Oid nsp)
 			guard_require_extension_owner("DROP EXTENSION");
 			continue;
 		}
-#if PG_VERSION_NUM >= 160000
-		owner = object_ownercheck(NamespaceRelationId, nsp, GetUserId());
-#else
-		owner = pg_namespace_ownercheck(nsp, GetUserId());
-#endif
-		if (!owner)
+		if (!guard_owns_object(NamespaceRelationId, nsp))
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("must be owner of schema durable"),
