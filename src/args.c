@@ -20,16 +20,24 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 
+/* hint, when not NULL, tells the caller what to pass instead */
 static void
-args_null(const char *name)
+args_null_hinted(const char *name, const char *hint)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("%s cannot be null", name)));
+			 errmsg("%s cannot be null", name),
+			 hint ? errhint("%s", hint) : 0));
+}
+
+static void
+args_null(const char *name)
+{
+	args_null_hinted(name, NULL);
 }
 
 static Datum
-args_check_id(Datum d, const char *name)
+args_check_id(Datum d, const char *name, const char *hint_empty, const char *hint_long)
 {
 	text	   *t = DatumGetTextPP(d);
 	Size		len = VARSIZE_ANY_EXHDR(t);
@@ -37,12 +45,14 @@ args_check_id(Datum d, const char *name)
 	if (len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s cannot be empty", name)));
+				 errmsg("%s cannot be empty", name),
+				 hint_empty ? errhint("%s", hint_empty) : 0));
 	if (len > DURABLE_MAX_ID_BYTES)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s is too long (%zu bytes)", name, len),
-				 errdetail("Ids, keys and names are limited to %d bytes.", DURABLE_MAX_ID_BYTES)));
+				 errdetail("Ids, keys and names are limited to %d bytes.", DURABLE_MAX_ID_BYTES),
+				 hint_long ? errhint("%s", hint_long) : 0));
 	return PointerGetDatum(t);
 }
 
@@ -69,9 +79,16 @@ args_duration_text(int64 us)
 Datum
 durable_arg_id(FunctionCallInfo fcinfo, int argno, const char *name)
 {
+	return durable_arg_id_hinted(fcinfo, argno, name, NULL, NULL);
+}
+
+Datum
+durable_arg_id_hinted(FunctionCallInfo fcinfo, int argno, const char *name,
+					  const char *hint_missing, const char *hint_long)
+{
 	if (PG_ARGISNULL(argno))
-		args_null(name);
-	return args_check_id(PG_GETARG_DATUM(argno), name);
+		args_null_hinted(name, hint_missing);
+	return args_check_id(PG_GETARG_DATUM(argno), name, hint_missing, hint_long);
 }
 
 bool
@@ -82,7 +99,7 @@ durable_arg_id_or_null(FunctionCallInfo fcinfo, int argno, const char *name, Dat
 		*value = (Datum) 0;
 		return false;
 	}
-	*value = args_check_id(PG_GETARG_DATUM(argno), name);
+	*value = args_check_id(PG_GETARG_DATUM(argno), name, NULL, NULL);
 	return true;
 }
 

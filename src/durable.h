@@ -116,6 +116,13 @@ extern double durable_notify_queue_max;
 /* Non-NULL, non-empty text of at most DURABLE_MAX_ID_BYTES; returns the detoasted datum. */
 extern Datum durable_arg_id(FunctionCallInfo fcinfo, int argno, const char *name);
 
+/*
+ * As durable_arg_id, with hints (either may be NULL): hint_missing for a
+ * NULL or empty id, hint_long for one over the limit.
+ */
+extern Datum durable_arg_id_hinted(FunctionCallInfo fcinfo, int argno, const char *name,
+								   const char *hint_missing, const char *hint_long);
+
 /* As durable_arg_id, but NULL is allowed (returns false and sets *value to 0). */
 extern bool durable_arg_id_or_null(FunctionCallInfo fcinfo, int argno, const char *name,
 								   Datum *value);

@@ -68,7 +68,6 @@
  */
 #include "durable.h"
 
-#include "access/detoast.h"
 
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
@@ -796,28 +795,11 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 static Datum
 outbox_arg_provider_id(FunctionCallInfo fcinfo, int argno)
 {
-	const char *hint = "When the provider answers without a message id, pass a text of your own "
-		"that names the send (its key, say): the send is recorded as sent either way.";
-	Size		len;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("provider_message_id cannot be null"),
-				 errhint("%s", hint)));
-	len = toast_raw_datum_size(PG_GETARG_DATUM(argno)) - VARHDRSZ;
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("provider_message_id cannot be empty"),
-				 errhint("%s", hint)));
-	if (len > DURABLE_MAX_ID_BYTES)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("provider_message_id is too long (%zu bytes)", len),
-				 errdetail("Ids, keys and names are limited to %d bytes.", DURABLE_MAX_ID_BYTES),
-				 errhint("Pass a digest of it, such as md5(id), and keep the full answer elsewhere: the send is recorded as sent either way.")));
-	return durable_arg_id(fcinfo, argno, "provider_message_id");
+	return durable_arg_id_hinted(fcinfo, argno, "provider_message_id",
+								 "When the provider answers without a message id, pass a text of your own "
+								 "that names the send (its key, say): the send is recorded as sent either way.",
+								 "Pass a digest of it, such as md5(id), and keep the full answer elsewhere: "
+								 "the send is recorded as sent either way.");
 }
 
 /*
