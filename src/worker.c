@@ -1049,11 +1049,11 @@ wkr_claim_slot(Oid dboid)
 	int64		now = durable_clock_us();
 	bool		claimed = false;
 
-	SpinLockAcquire(&wkr_slot->mutex);
+	/* A slot handed to another database since is not this worker's to touch */
+	if (!durable_slot_lock_for(wkr_slot, dboid))
+		return false;
 	wkr_slot->worker_starting = false;
-	if (wkr_slot->dboid == dboid &&
-		wkr_slot->worker_pid == 0 &&
-		wkr_slot->worker_blocked_until <= now)
+	if (wkr_slot->worker_pid == 0 && wkr_slot->worker_blocked_until <= now)
 	{
 		wkr_slot->worker_pid = MyProcPid;
 		wkr_slot->worker_passed = false;
@@ -1553,22 +1553,22 @@ wkr_stop_worker(const char *dbname, bool copy)
 
 	for (;;)
 	{
-		pid_t		pid;
-		bool		starting;
+		pid_t		pid = 0;
+		bool		starting = false;
 
-		SpinLockAcquire(&slot->mutex);
-		pid = (slot->dboid == dboid) ? slot->worker_pid : 0;
-		starting = (slot->dboid == dboid) && slot->worker_starting;
-		SpinLockRelease(&slot->mutex);
+		if (durable_slot_lock_for(slot, dboid))
+		{
+			pid = slot->worker_pid;
+			starting = slot->worker_starting;
+			if (pid != 0 && pid != signalled)
+				slot->worker_stop_asked = true;
+			SpinLockRelease(&slot->mutex);
+		}
 
 		if (pid == 0 && !starting)
 			return dboid;
 		if (pid != 0 && pid != signalled)
 		{
-			SpinLockAcquire(&slot->mutex);
-			if (slot->dboid == dboid && slot->worker_pid == pid)
-				slot->worker_stop_asked = true;
-			SpinLockRelease(&slot->mutex);
 			if (kill(pid, SIGTERM) == 0)
 				ereport(DEBUG1,
 						(errmsg_internal("durable: stopping the worker of database \"%s\"",
