@@ -152,20 +152,32 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	}
 }
 
-DurableDbSlot *
-durable_db_slot_take_absent(Oid dboid, Oid *absent_db, int64 *checked_at)
+/* The slot of dboid (InvalidOid: a free slot), or NULL; caller holds the lock */
+static DurableDbSlot *
+dshm_find_slot(Oid dboid)
 {
-	DurableDbSlot *taken = NULL;
 	int			i;
 
-	Assert(LWLockHeldByMeInMode(durable_shared->lock, LW_EXCLUSIVE));
-	*absent_db = InvalidOid;
-	*checked_at = 0;
 	for (i = 0; i < durable_max_databases; i++)
 	{
 		if (durable_shared->slots[i].dboid == dboid)
 			return &durable_shared->slots[i];
 	}
+	return NULL;
+}
+
+DurableDbSlot *
+durable_db_slot_take_absent(Oid dboid, Oid *absent_db, int64 *checked_at)
+{
+	DurableDbSlot *taken;
+	int			i;
+
+	Assert(LWLockHeldByMeInMode(durable_shared->lock, LW_EXCLUSIVE));
+	*absent_db = InvalidOid;
+	*checked_at = 0;
+	taken = dshm_find_slot(dboid);
+	if (taken != NULL)
+		return taken;
 	for (i = 0; i < durable_max_databases && taken == NULL; i++)
 	{
 		DurableDbSlot *slot = &durable_shared->slots[i];
@@ -232,42 +244,23 @@ dshm_take_absent_slot(void)
 DurableDbSlot *
 durable_db_slot(Oid dboid, bool create)
 {
-	DurableDbSlot *free_slot = NULL;
-	int			i;
+	DurableDbSlot *slot;
 
 	if (durable_shared == NULL || !OidIsValid(dboid))
 		return NULL;
 
 	LWLockAcquire(durable_shared->lock, LW_SHARED);
-	for (i = 0; i < durable_max_databases; i++)
-	{
-		if (durable_shared->slots[i].dboid == dboid)
-		{
-			LWLockRelease(durable_shared->lock);
-			return &durable_shared->slots[i];
-		}
-	}
+	slot = dshm_find_slot(dboid);
 	LWLockRelease(durable_shared->lock);
-	if (!create)
-		return NULL;
+	if (slot != NULL || !create)
+		return slot;
 
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < durable_max_databases; i++)
-	{
-		DurableDbSlot *slot = &durable_shared->slots[i];
-
-		if (slot->dboid == dboid)
-		{
-			LWLockRelease(durable_shared->lock);
-			return slot;
-		}
-		if (free_slot == NULL && slot->dboid == InvalidOid)
-			free_slot = slot;
-	}
-	if (free_slot != NULL)
-		dshm_slot_reset(free_slot, dboid);
+	slot = dshm_find_slot(dboid);
+	if (slot == NULL && (slot = dshm_find_slot(InvalidOid)) != NULL)
+		dshm_slot_reset(slot, dboid);
 	LWLockRelease(durable_shared->lock);
-	return free_slot;
+	return slot;
 }
 
 DurableDbSlot *
@@ -314,21 +307,17 @@ durable_my_slot(void)
 void
 durable_db_slot_free(Oid dboid)
 {
-	int			i;
+	DurableDbSlot *slot;
 
 	if (durable_shared == NULL)
 		return;
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < durable_max_databases; i++)
+	slot = dshm_find_slot(dboid);
+	if (slot != NULL)
 	{
-		DurableDbSlot *slot = &durable_shared->slots[i];
-
-		if (slot->dboid == dboid)
-		{
-			SpinLockAcquire(&slot->mutex);
-			slot->dboid = InvalidOid;
-			SpinLockRelease(&slot->mutex);
-		}
+		SpinLockAcquire(&slot->mutex);
+		slot->dboid = InvalidOid;
+		SpinLockRelease(&slot->mutex);
 	}
 	LWLockRelease(durable_shared->lock);
 }
