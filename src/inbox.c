@@ -909,7 +909,7 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 	bool		has_retry_in = !PG_ARGISNULL(3);
 	int64		retry_in_us = durable_arg_interval_us(fcinfo, 3, "retry_in", 0, 0,
 													  DURABLE_MAX_DELAY_US);
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now;
 	Oid			lock_types[1] = {INT8OID};
 	Oid			fail_types[5] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID};
 	Datum		values[5];
@@ -943,6 +943,8 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 	if (!has_current || current != token || strcmp(state, "leased") != 0)
 		inbox_confirm_failed(IC_FAIL, id, token, true, state, current, has_current, false);
 
+	/* After the lock: a wait for it must not eat into the backoff */
+	now = GetCurrentTimestamp();
 	dead = attempts >= durable_inbox_max_attempts;
 	if (!dead)
 		not_before = now + (has_retry_in ? retry_in_us :

@@ -875,7 +875,7 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 	static SPIPlanPtr plan_update = NULL;
 	static const Oid lock_types[1] = {TEXTOID};
 	static const Oid update_types[4] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now;
 	Datum		key;
 	int64		token;
 	Datum		error;
@@ -925,6 +925,8 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 		outbox_error_state(key, probe.state,
 						   "Only a send in state sending or unknown can fail.");
 
+	/* After the lock: a wait for it must not eat into the backoff */
+	now = GetCurrentTimestamp();
 	/* attempts counts tries: retries used so far are attempts - 1. */
 	dead = !retryable || attempts > durable_outbox_retries;
 	if (!dead)
