@@ -340,6 +340,8 @@ ALTER SEQUENCE durable.token_seq OWNER TO regress_durable_operator;
 ALTER FUNCTION durable.sweep() OWNER TO regress_durable_operator;
 ALTER ROUTINE durable.purge(interval, integer) OWNER TO regress_durable_operator;
 ALTER SCHEMA durable OWNER TO regress_durable_operator;
+-- Nor rename durable's schema: its code names its tables durable.<table>.
+ALTER SCHEMA durable RENAME TO durable_renamed;
 SELECT extowner::regrole AS extension_owner FROM pg_extension WHERE extname = 'durable' \gset
 ALTER TABLE durable.inbox OWNER TO :"extension_owner";
 SELECT count(*) AS owned_by_another

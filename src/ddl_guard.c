@@ -62,7 +62,8 @@
  * command's own lookup cannot land on durable's relation after the check.
  * DROP EXTENSION durable and ALTER ... DEPENDS ON EXTENSION durable lock
  * the extension, which every worker pass locks too, and DROP SCHEMA durable
- * the schema: they need its owner.
+ * and ALTER SCHEMA durable RENAME the schema: they need its owner.  The
+ * schema is not renamed at all (guard_rename_schema).
  *
  * Nothing here acts in a database without the extension, whatever its
  * schemas are called.
@@ -685,6 +686,33 @@ guard_drop_durable(DropStmt *stmt, Oid nsp)
 	}
 }
 
+/*
+ * ALTER SCHEMA durable RENAME.  A role that does not own the schema is
+ * refused first, as for DROP SCHEMA: the command locks the schema before
+ * it checks.  Its owner is refused too: durable's code finds its tables as
+ * durable.<table>, so under another name every call and every worker pass
+ * would fail, and a role allowed to create schemas could create one named
+ * durable with tables of its own, which durable's functions, running as
+ * their owner, would then write to.
+ */
+static void
+guard_rename_schema(RenameStmt *stmt, Oid nsp)
+{
+	if (stmt->renameType != OBJECT_SCHEMA || strcmp(stmt->subname, "durable") != 0)
+		return;
+	if (!guard_owns_object(NamespaceRelationId, nsp))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of schema durable"),
+				 errdetail("ALTER SCHEMA would lock the schema (ACCESS EXCLUSIVE) before checking this, and durable's upgrades would wait behind it.")));
+	if (guard_in_our_scripts())
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cannot rename schema durable"),
+			 errdetail("durable's functions and its worker find its tables in schema durable; under another name every call would fail, and a role allowed to create schemas could create a schema named durable for them to write to.")));
+}
+
 /* `command` on `rv` needs the role to own it, if it is durable's. */
 static void
 guard_require_owner(RangeVar *rv, Oid nsp, const char *command, const char *lock)
@@ -1062,6 +1090,7 @@ durable_ddl_guard_applies(Node *parsetree)
 		case T_AlterSeqStmt:
 		case T_AlterOwnerStmt:
 		case T_DropStmt:
+		case T_RenameStmt:
 			return true;
 		default:
 			return false;
@@ -1129,6 +1158,9 @@ durable_ddl_guard(Node *parsetree)
 			break;
 		case T_DropStmt:
 			guard_drop_durable((DropStmt *) parsetree, nsp);
+			break;
+		case T_RenameStmt:
+			guard_rename_schema((RenameStmt *) parsetree, nsp);
 			break;
 		case T_AlterObjectDependsStmt:
 			if (((AlterObjectDependsStmt *) parsetree)->relation != NULL)
