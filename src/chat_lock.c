@@ -64,17 +64,33 @@ chat_lock_seed(void)
 	return seed;
 }
 
-void
-durable_lock_chat(DurableQueue queue, Datum chat_id)
+static void
+chat_lock_tag(DurableQueue queue, Datum chat_id, LOCKTAG *tag)
 {
 	text	   *t = DatumGetTextPP(chat_id);
 	uint32		h = (uint32) hash_bytes_extended((const unsigned char *) VARDATA_ANY(t),
 												 (int) VARSIZE_ANY_EXHDR(t),
 												 chat_lock_seed());
-	LOCKTAG		tag;
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId,
 						 queue == DQ_INBOX ? CHAT_LOCK_KEY_INBOX : CHAT_LOCK_KEY_OUTBOX,
 						 h, CHAT_LOCK_FIELD4);
+}
+
+void
+durable_lock_chat(DurableQueue queue, Datum chat_id)
+{
+	LOCKTAG		tag;
+
+	chat_lock_tag(queue, chat_id, &tag);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+bool
+durable_try_lock_chat(DurableQueue queue, Datum chat_id)
+{
+	LOCKTAG		tag;
+
+	chat_lock_tag(queue, chat_id, &tag);
+	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
 }

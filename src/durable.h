@@ -368,6 +368,8 @@ extern void durable_claim(FunctionCallInfo fcinfo, DurableQueue queue, int32 max
  * drawing the id of a claimable record of that chat.
  */
 extern void durable_lock_chat(DurableQueue queue, Datum chat_id);
+/* As durable_lock_chat, without waiting: false when another transaction holds it. */
+extern bool durable_try_lock_chat(DurableQueue queue, Datum chat_id);
 
 /* ---- The queues' claim floors (claim_floor.c) ---- */
 

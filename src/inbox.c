@@ -509,20 +509,24 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 							   TextDatumGetCString(chat_id)),
 					 errhint("A message_id must be unique within its source: where the platform numbers messages per chat, pass \"<chat_id>:<message_id>\" or an update id.")));
 
-		if (has_instance && dup_due)
+		/*
+		 * The existing record may belong to another chat than the one given
+		 * (a client reusing a message id): its own chat's lock is what makes
+		 * the order check below safe.  It is taken only if free: this call
+		 * holds its own chat's lock, and a transaction that holds the other
+		 * chat's could be waiting for it (a deadlock).  Busy, the duplicate
+		 * is answered unleased, for inbox_claim, as one behind an unfinished
+		 * record of its chat is.
+		 */
+		if (has_instance && dup_due &&
+			(!dup_other_chat || durable_try_lock_chat(DQ_INBOX, dup_chat)))
 		{
 			static const Oid lease_types[5] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
 			INT8OID};
 			Datum		lease_values[5];
 
-			/*
-			 * The existing record may belong to another chat than the one
-			 * given (a client reusing a message id): its own chat's lock is
-			 * what makes the order check below safe.
-			 */
 			if (dup_other_chat)
 			{
-				durable_lock_chat(DQ_INBOX, dup_chat);
 				now = GetCurrentTimestamp();
 				lease_until = now + lease_us;
 			}
