@@ -639,6 +639,23 @@ guard_require_extension_owner(const char *command)
 }
 
 /*
+ * Refuse `command`, which locks schema durable ACCESS EXCLUSIVE before it
+ * checks the owner, to a role that does not own it: the owner's ALTER
+ * EXTENSION durable UPDATE, which creates objects there while it holds its
+ * locks on the journals, would queue behind it.
+ */
+static void
+guard_require_schema_owner(Oid nsp, const char *command)
+{
+	if (!guard_owns_object(NamespaceRelationId, nsp))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of schema durable"),
+				 errdetail("%s would lock the schema (ACCESS EXCLUSIVE) before checking this, and durable's upgrades would wait behind it.",
+						   command)));
+}
+
+/*
  * ALTER <your object> [NO] DEPENDS ON EXTENSION durable: PostgreSQL checks
  * only the object's owner, then locks the extension until the transaction
  * ends; any role that can create a temporary function could stop lease
@@ -678,18 +695,13 @@ guard_drop_durable(DropStmt *stmt, Oid nsp)
 			guard_require_extension_owner("DROP EXTENSION");
 			continue;
 		}
-		if (!guard_owns_object(NamespaceRelationId, nsp))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("must be owner of schema durable"),
-					 errdetail("DROP SCHEMA would lock the schema (ACCESS EXCLUSIVE) before checking this, and durable's upgrades would wait behind it.")));
+		guard_require_schema_owner(nsp, "DROP SCHEMA");
 	}
 }
 
 /*
  * ALTER SCHEMA durable RENAME.  A role that does not own the schema is
- * refused first, as for DROP SCHEMA: the command locks the schema before
- * it checks.  Its owner is refused too: durable's code finds its tables as
+ * refused first, as for DROP SCHEMA.  Its owner is refused too: durable's code finds its tables as
  * durable.<table>, so under another name every call and every worker pass
  * would fail, and a role allowed to create schemas could create one named
  * durable with tables of its own, which durable's functions, running as
@@ -700,11 +712,7 @@ guard_rename_schema(RenameStmt *stmt, Oid nsp)
 {
 	if (stmt->renameType != OBJECT_SCHEMA || strcmp(stmt->subname, "durable") != 0)
 		return;
-	if (!guard_owns_object(NamespaceRelationId, nsp))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("must be owner of schema durable"),
-				 errdetail("ALTER SCHEMA would lock the schema (ACCESS EXCLUSIVE) before checking this, and durable's upgrades would wait behind it.")));
+	guard_require_schema_owner(nsp, "ALTER SCHEMA");
 	if (guard_in_our_scripts())
 		return;
 	ereport(ERROR,

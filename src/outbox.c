@@ -68,7 +68,6 @@
  */
 #include "durable.h"
 
-
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"

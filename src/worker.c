@@ -54,7 +54,8 @@
  * Slot protocol (fields of DurableDbSlot, under the slot's spinlock):
  *	- worker_starting: set by the launcher when it registers a worker, and
  *	  cleared by that worker when it claims the slot, or by the launcher when
- *	  the worker exits first or cannot be registered;
+ *	  the worker exits first or cannot be registered (a slot handed to
+ *	  another database starts cleared: dshm_slot_reset);
  *	- worker_pid: set by the worker when it claims the slot, unless another
  *	  worker holds it (a duplicate exits) or the slot is blocked; cleared by
  *	  the worker's before_shmem_exit callback, which runs on every exit but
@@ -955,10 +956,12 @@ wkr_launch_workers(int64 now)
 		{
 			no_room = true;
 			wkr_no_room_db = db->oid;
-			SpinLockAcquire(&slot->mutex);
-			slot->worker_starting = false;
-			slot->worker_blocked_until = now + wkr_restart_delay_us(0);
-			SpinLockRelease(&slot->mutex);
+			if (durable_slot_lock_for(slot, db->oid))
+			{
+				slot->worker_starting = false;
+				slot->worker_blocked_until = now + wkr_restart_delay_us(0);
+				SpinLockRelease(&slot->mutex);
+			}
 			next = Min(next, now + wkr_restart_delay_us(0));
 		}
 	}
