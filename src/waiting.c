@@ -413,17 +413,29 @@ waiting_holds_lock(Oid relid)
 }
 
 /*
+ * The relations whose lock waits end a waiting claim.  Looked up once: a
+ * look that reloaded durable's relations after an invalidation (a VACUUM
+ * or ANALYZE of a journal sends one) took a catalog snapshot, an xmin
+ * that held back vacuum until the wait ended, and opened every index of
+ * both journals, waiting behind DDL on one of the other journal's.
+ */
+typedef struct WaitingRels
+{
+	Oid			heap;
+	List	   *indexes;		/* once known (indexes_known) */
+	bool		indexes_known;
+} WaitingRels;
+
+/*
  * Whether a waiting claim must stop (file header): DDL waits for a lock on
  * the journal or one of its indexes.  A client that has gone ends the
  * backend, as ProcessInterrupts does when client_connection_check_interval
  * finds it gone.
  */
 static bool
-waiting_should_end(DurableQueue queue)
+waiting_should_end(WaitingRels *rels)
 {
-	DurableQueueRels rels;
 	Relation	heap;
-	List	   *indexes;
 	ListCell   *lc;
 	bool		awaited;
 
@@ -437,20 +449,22 @@ waiting_should_end(DurableQueue queue)
 	}
 	CHECK_FOR_INTERRUPTS();
 
-	durable_queue_rels(queue, &rels);
-	awaited = waiting_lock_awaited(rels.heap);
+	awaited = waiting_lock_awaited(rels->heap);
 	/* Opened without a lock (one would queue behind DDL): the attempts took one. */
-	if (!awaited && waiting_holds_lock(rels.heap))
+	if (!awaited && waiting_holds_lock(rels->heap))
 	{
-		heap = table_open(rels.heap, NoLock);
-		indexes = RelationGetIndexList(heap);
-		table_close(heap, NoLock);
-		foreach(lc, indexes)
+		if (!rels->indexes_known)
+		{
+			heap = table_open(rels->heap, NoLock);
+			rels->indexes = RelationGetIndexList(heap);
+			table_close(heap, NoLock);
+			rels->indexes_known = true;
+		}
+		foreach(lc, rels->indexes)
 		{
 			if ((awaited = waiting_lock_awaited(lfirst_oid(lc))))
 				break;
 		}
-		list_free(indexes);
 	}
 	if (awaited)
 		ereport(DEBUG1,
@@ -467,24 +481,9 @@ waiting_should_end(DurableQueue queue)
  * once every WAITING_LOOK_MS: the looks alone do not make an attempt).
  */
 static bool
-waiting_sleep(DurableQueue queue, int64 deadline, TimestampTz next_due)
+waiting_sleep(DurableQueue queue, WaitingRels *rels, int64 deadline, TimestampTz next_due)
 {
 	DurableDbSlot *slot = durable_my_slot();
-
-	/*
-	 * Stop holding back vacuum's horizon while asleep (file header).  The
-	 * catalog snapshot goes first: it would otherwise be reused after the
-	 * wait with an xmin nobody protects any more.  Then the statement's
-	 * snapshot must be the only one registered: another one (an open
-	 * cursor of the same transaction, an exported snapshot) will be read
-	 * again, so the horizon stays.
-	 */
-	if (waiting_release_snapshot)
-	{
-		InvalidateCatalogSnapshot();
-		if (ThereAreNoPriorRegisteredSnapshots())
-			MyProc->xmin = InvalidTransactionId;
-	}
 
 	for (;;)
 	{
@@ -498,6 +497,22 @@ waiting_sleep(DurableQueue queue, int64 deadline, TimestampTz next_due)
 
 		if (left_us <= 0)
 			return false;
+
+		/*
+		 * Stop holding back vacuum's horizon while asleep (file header),
+		 * before each sleep: a look may have read the catalogs.  The
+		 * catalog snapshot goes first: it would otherwise be reused after
+		 * the wait with an xmin nobody protects any more.  Then the
+		 * statement's snapshot must be the only one registered: another
+		 * one (an open cursor of the same transaction, an exported
+		 * snapshot) will be read again, so the horizon stays.
+		 */
+		if (waiting_release_snapshot)
+		{
+			InvalidateCatalogSnapshot();
+			if (ThereAreNoPriorRegisteredSnapshots())
+				MyProc->xmin = InvalidTransactionId;
+		}
 		if (queue == DQ_INBOX && slot != NULL)
 		{
 			lease_end = (TimestampTz) pg_atomic_read_u64(&slot->inbox_lease_end);
@@ -530,7 +545,7 @@ waiting_sleep(DurableQueue queue, int64 deadline, TimestampTz next_due)
 			timed_out = false;
 		}
 		CHECK_FOR_INTERRUPTS();
-		if (waiting_should_end(queue))
+		if (waiting_should_end(rels))
 			return false;
 		/* (a sleep the deadline ended may not have reached lease_end) */
 		if (timed_out && reached && lease_end != 0 && lease_end < GetCurrentTimestamp())
@@ -594,9 +609,13 @@ waiting_claim(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
 	int64		recheck_us = WAITING_IN_FLIGHT_FIRST_US;
 	TimestampTz now;
 	TimestampTz next_due;
+	DurableQueueRels queue_rels;
+	WaitingRels rels = {0};
 
 	SPI_connect();
 	waiting_begin(fcinfo);
+	durable_queue_rels(queue, &queue_rels);
+	rels.heap = queue_rels.heap;
 	attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "durable claim attempt",
 										ALLOCSET_DEFAULT_SIZES);
 	for (;;)
@@ -631,7 +650,7 @@ waiting_claim(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
 			recheck_us = WAITING_IN_FLIGHT_FIRST_US;
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(attempt_cxt);
-		if (claimed || !waiting_sleep(queue, deadline, next_due))
+		if (claimed || !waiting_sleep(queue, &rels, deadline, next_due))
 			break;
 	}
 	waiting_done();

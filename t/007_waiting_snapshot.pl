@@ -66,6 +66,56 @@ for my $case (
 	$bg->quit;
 }
 
+# ---- a VACUUM or ANALYZE of the journals while the claim sleeps changes
+# their relation cache entries: the claim's once-a-second look for DDL
+# reloaded them, and the catalog snapshot of the reload kept an xmin until
+# the wait ended (found in review, 2026-12-04).  Both queues.
+for my $case (
+	[ 'inbox', 'durable.inbox',
+	  "SELECT 'claimed:' || message_id FROM durable.inbox_claim('w3', 1, wait => '60 s');",
+	  "SELECT * FROM durable.inbox_admit('t', 'm-vac', 'c-vac')", 'm-vac' ],
+	[ 'outbox', 'durable.outbox',
+	  "SELECT 'claimed:' || key FROM durable.outbox_claim('w4', 1, wait => '60 s');",
+	  "SELECT * FROM durable.outbox_enqueue('k-vac', 'c-vac', '{}')", 'k-vac' ])
+{
+	my ($queue, $table, $claim, $wake, $claimed) = @$case;
+	my ($bg, $pid) = start_waiter("$queue, vacuumed", $claim);
+	$node->safe_psql('postgres', "VACUUM ANALYZE $table");
+	# two looks (one a second) after the VACUUM
+	sleep 2;
+	is(backend_xmin($pid), 'none',
+		"a sleeping $queue claim advertises no xmin after a VACUUM ANALYZE of its journal");
+	is(dead_rows_kept(), '0', '... and a row deleted meanwhile is vacuumed away');
+	$node->safe_psql('postgres', $wake);
+	like($bg->query_safe("SELECT 'after'"), qr/claimed:$claimed/,
+		"the claim then takes what woke it");
+	$bg->quit;
+}
+
+# ---- a look for DDL does not wait for a lock on the other journal's
+# index: after an invalidation it looked durable's relations up again,
+# which opens every index of both journals (found in review, 2026-12-04).
+# (An attempt still does, when the claim wakes: README, "Claims that wait".)
+{
+	my ($bg, $pid) = start_waiter('other journal locked',
+		"SELECT 'claimed:' || message_id FROM durable.inbox_claim('w6', 1, wait => '8 s');");
+	my $ddl = $node->background_psql('postgres');
+	# held 5 s, then committed whatever the claim does
+	$ddl->query_until(qr/reindexed/,
+		"BEGIN; REINDEX INDEX durable.outbox_sent_at_idx;\n\\echo reindexed\nSELECT pg_sleep(5); COMMIT;\n");
+	# any change of the inbox's relation cache entry will do
+	$node->safe_psql('postgres', 'ALTER TABLE durable.inbox SET (autovacuum_enabled = off)');
+	sleep 2;	# two looks
+	is($node->safe_psql('postgres',
+			"SELECT wait_event_type FROM pg_stat_activity WHERE pid = $pid"),
+		'Extension',
+		'a sleeping claim whose looks meet DDL on the outbox goes on sleeping, not waiting for a lock');
+	unlike($bg->query_safe("SELECT 'after'"), qr/claimed:/, 'and claims nothing from the empty inbox');
+	$ddl->quit;
+	$bg->quit;
+	$node->safe_psql('postgres', 'ALTER TABLE durable.inbox RESET (autovacuum_enabled)');
+}
+
 # ---- inside a transaction block (as drivers that are not in autocommit
 # mode send it), with no other snapshot open: no xmin either
 my ($bg, $pid) = start_waiter('transaction block',
