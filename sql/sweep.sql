@@ -451,7 +451,9 @@ ROLLBACK;
 -- 4b. Your tables may reference the journals.  A foreign key with ON DELETE
 -- NO ACTION (the default) keeps the records it references: the purge skips
 -- them and deletes the rest.  One with ON DELETE CASCADE lets the purge go
--- through, and deletes its rows with the record.
+-- through, and deletes its rows with the record.  (A new session: no pass
+-- of this one has a place to resume from, past these old records.)
+\c
 BEGIN;
 TRUNCATE durable.inbox, durable.outbox;
 CREATE TABLE public.handled (inbox_id bigint REFERENCES durable.inbox (id));
@@ -595,6 +597,36 @@ SELECT pass, purged,
             WHEN entries_read BETWEEN 250 AND 260 THEN 'about a batch'
             ELSE entries_read || ' entries' END AS walk
   FROM walks ORDER BY pass;
+ROLLBACK;
+
+-- The same with a foreign key to the inbox, which makes the passes purge by
+-- statement: they resume too, so that the records the key keeps (here the
+-- 500 oldest) are walked past by a walk from the oldest once a minute, not
+-- by every pass (before 2026-12-04 every pass walked from the oldest, and
+-- each kept record cost every pass, for good).  The second pass shows it:
+-- ten of the kept records let go after the first are left for the next
+-- walk from the oldest, while the pass deletes the next 250 after the first
+-- pass's.
+\c
+BEGIN;
+SELECT count(durable.inbox_complete(a.id, a.token)) AS finished
+  FROM generate_series(1, 1500) g,
+       durable.inbox_admit('walk', 'walk-' || g, 'sweep-walk-' || g, instance => 'sweep-a') a;
+UPDATE durable.inbox
+   SET done_at = now() - interval '7 days 1 hour' + substr(message_id, 6)::int * interval '1 ms'
+ WHERE source = 'walk';
+CREATE TABLE walk_keeps (inbox_id bigint REFERENCES durable.inbox (id));
+INSERT INTO walk_keeps
+SELECT id FROM durable.inbox WHERE source = 'walk' AND substr(message_id, 6)::int <= 500;
+SELECT purged FROM durable.sweep();
+DELETE FROM walk_keeps k USING durable.inbox i
+ WHERE i.id = k.inbox_id AND i.source = 'walk'
+   AND i.message_id = ANY (ARRAY(SELECT 'walk-' || g FROM generate_series(1, 10) g));
+SELECT purged FROM durable.sweep();
+SELECT count(*) FILTER (WHERE n <= 10) AS let_go_left,
+       count(*) FILTER (WHERE n BETWEEN 501 AND 1000) AS purged_range_left,
+       count(*) FILTER (WHERE n > 1000) AS newer_left
+  FROM (SELECT substr(message_id, 6)::int AS n FROM durable.inbox WHERE source = 'walk') w;
 ROLLBACK;
 
 -- A resume point counts only once the deletes up to it committed: after a

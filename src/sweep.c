@@ -232,7 +232,8 @@ typedef struct SweepJournal
 	/* -1: use the statements */
 	int64		(*purge_direct) (TimestampTz from, TimestampTz cutoff, int64 limit,
 								 TimestampTz *last);
-	const char *batch_sql;		/* deletes up to $2 records */
+	const char *batch_sql;		/* deletes up to $2 records, returning
+								 * their finish times */
 	SPIPlanPtr	batch_plan;		/* cached while no key needs guarding */
 	const char *candidates_sql; /* key and finish time of up to $2 records,
 								 * oldest first */
@@ -301,7 +302,8 @@ static SweepJournal sweep_journals[] = {
 		"                           AND c.done_at >= $4 AND c.id <> ALL ($3)%s"
 		"                         ORDER BY c.done_at LIMIT $2"
 		"                         FOR UPDATE SKIP LOCKED))"
-		"   AND d.state = 'done' AND d.done_at < $1",
+		"   AND d.state = 'done' AND d.done_at < $1"
+		" RETURNING d.done_at",
 		.candidates_sql = "SELECT c.id, c.done_at FROM durable.inbox c"
 		" WHERE c.done_at < $1 AND c.state = 'done'"
 		"   AND c.done_at >= $4 AND c.id <> ALL ($3)%s"
@@ -319,7 +321,8 @@ static SweepJournal sweep_journals[] = {
 		"                            AND c.sent_at >= $4 AND c.key <> ALL ($3)%s"
 		"                          ORDER BY c.sent_at LIMIT $2"
 		"                          FOR UPDATE SKIP LOCKED))"
-		"   AND d.state = 'sent' AND d.sent_at < $1",
+		"   AND d.state = 'sent' AND d.sent_at < $1"
+		" RETURNING d.sent_at",
 		.candidates_sql = "SELECT c.key, c.sent_at FROM durable.outbox c"
 		" WHERE c.state = 'sent' AND c.sent_at < $1"
 		"   AND c.sent_at >= $4 AND c.key <> ALL ($3)%s"
@@ -338,14 +341,15 @@ sweep_key_array_type(const SweepJournal *j)
 
 /*
  * Run a journal's batch or candidates statement (`sql`) for up to `limit`
- * records finished before cutoff, passing over those of `skip` (NULL:
- * none).  Its %s takes the journal's foreign-key guards, which the
+ * records finished before cutoff and not before `from`, passing over those
+ * of `skip` (NULL: none).  Its %s takes the journal's foreign-key guards, which the
  * pass's (or call's) delete check found (j->guards); its plan is cached in
  * *plan only while there are none.
  */
 static void
 sweep_journal_exec(const SweepJournal *j, const char *sql, SPIPlanPtr *plan,
-				   TimestampTz cutoff, int64 limit, const DurableSkipList *skip, int expected)
+				   TimestampTz cutoff, int64 limit, const DurableSkipList *skip,
+				   TimestampTz from, int expected)
 {
 	Oid			types[4] = {TIMESTAMPTZOID, INT8OID, sweep_key_array_type(j), TIMESTAMPTZOID};
 	Datum		values[4];
@@ -355,7 +359,7 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, SPIPlanPtr *plan,
 	values[0] = TimestampTzGetDatum(cutoff);
 	values[1] = Int64GetDatum(limit);
 	values[2] = skip ? durable_skip_array(skip) : durable_key_array(NULL, 0, j->skip.key_type);
-	values[3] = TimestampTzGetDatum(skip ? durable_skip_from(skip) : DT_NOBEGIN);
+	values[3] = TimestampTzGetDatum(skip ? Max(durable_skip_from(skip), from) : from);
 	if (guards[0] == '\0')
 		durable_exec(durable_plan(plan, psprintf(sql, ""), 4, types),
 					 values, NULL, expected, 0);
@@ -408,6 +412,15 @@ sweep_purge_from(SweepJournal *j, TimestampTz cutoff)
 		return DT_NOBEGIN;
 	}
 	return j->resume_from;
+}
+
+/* The finish time of the last record a pass deleted, where the next resumes. */
+static void
+sweep_resume_at(SweepJournal *j, TimestampTz last)
+{
+	j->resume_from = last;
+	j->resume_xid = GetCurrentTransactionIdIfAny();
+	j->resume_set_at = durable_clock_us();
 }
 
 /*
@@ -577,7 +590,7 @@ sweep_purge_listed(SweepJournal *j, TimestampTz cutoff, int64 limit)
 	int64		deleted;
 
 	sweep_journal_exec(j, j->candidates_sql, &j->candidates_plan, cutoff, limit, &j->skip,
-					   SPI_OK_SELECT);
+					   DT_NOBEGIN, SPI_OK_SELECT);
 	n = (int) SPI_processed;
 	if (n == 0)
 		return 0;
@@ -602,28 +615,44 @@ static int64
 sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass)
 {
 	int64		deleted = -1;
+	TimestampTz from = DT_NOBEGIN;
+	bool		from_known = false;
+	TimestampTz last = DT_NOBEGIN;
+	uint64		i;
 
 	if (!pass)
 		deleted = j->purge_direct(DT_NOBEGIN, cutoff, limit, NULL);
 	else if (!durable_skip_any(&j->skip))
 	{
-		TimestampTz last = DT_NOBEGIN;
-
-		deleted = j->purge_direct(sweep_purge_from(j, cutoff), cutoff, limit, &last);
+		/* (once a pass: a walk from the oldest it chooses is noted as made) */
+		from = sweep_purge_from(j, cutoff);
+		from_known = true;
+		deleted = j->purge_direct(from, cutoff, limit, &last);
 		if (deleted > 0)
-		{
-			j->resume_from = last;
-			j->resume_xid = GetCurrentTransactionIdIfAny();
-			j->resume_set_at = durable_clock_us();
-		}
+			sweep_resume_at(j, last);
 	}
 	if (deleted >= 0)
 		return deleted;
 	if (pass && durable_journal_has_before_trigger(j->queue, TRIGGER_TYPE_DELETE))
 		return sweep_purge_listed(j, cutoff, limit);
+
+	/*
+	 * The statement resumes too: the records a foreign key keeps are
+	 * passed over one by one, and a walk from the oldest would cross every
+	 * one of them at every pass (a kept record is kept for good).
+	 */
+	if (pass && !from_known)
+		from = sweep_purge_from(j, cutoff);
 	sweep_journal_exec(j, j->batch_sql, &j->batch_plan, cutoff, limit,
-					   pass ? &j->skip : NULL, SPI_OK_DELETE);
-	return (int64) SPI_processed;
+					   pass ? &j->skip : NULL, from, SPI_OK_DELETE_RETURNING);
+	deleted = (int64) SPI_processed;
+	if (pass && deleted > 0)
+	{
+		for (i = 0; i < SPI_processed; i++)
+			last = Max(last, DatumGetTimestampTz(durable_col(i, 1)));
+		sweep_resume_at(j, last);
+	}
+	return deleted;
 }
 
 /*
@@ -713,7 +742,7 @@ sweep_candidates_call(void *arg)
 	SweepJournal *j = call->journal;
 
 	sweep_journal_exec(j, j->candidates_sql, &j->candidates_plan, call->cutoff, call->limit,
-					   &j->skip, SPI_OK_SELECT);
+					   &j->skip, DT_NOBEGIN, SPI_OK_SELECT);
 }
 
 /*
