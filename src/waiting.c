@@ -413,29 +413,23 @@ waiting_holds_lock(Oid relid)
 }
 
 /*
- * The relations whose lock waits end a waiting claim.  Looked up once: a
- * look that reloaded durable's relations after an invalidation (a VACUUM
- * or ANALYZE of a journal sends one) took a catalog snapshot, an xmin
- * that held back vacuum until the wait ended, and opened every index of
- * both journals, waiting behind DDL on one of the other journal's.
- */
-typedef struct WaitingRels
-{
-	Oid			heap;
-	List	   *indexes;		/* once known (indexes_known) */
-	bool		indexes_known;
-} WaitingRels;
-
-/*
  * Whether a waiting claim must stop (file header): DDL waits for a lock on
- * the journal or one of its indexes.  A client that has gone ends the
- * backend, as ProcessInterrupts does when client_connection_check_interval
+ * the journal `journal` or one of its indexes.  A client that has gone ends
+ * the backend, as ProcessInterrupts does when client_connection_check_interval
  * finds it gone.
+ *
+ * The caller looked the journal up once: a look that reloaded durable's
+ * relations after an invalidation (a VACUUM or ANALYZE of a journal sends
+ * one) opened every index of both journals, and waited behind DDL on one
+ * of the other journal's.  Its indexes are listed at every look (the
+ * relation cache's list, read again only after an invalidation): one
+ * created during the wait, which an attempt may have locked since, counts.
  */
 static bool
-waiting_should_end(WaitingRels *rels)
+waiting_should_end(Oid journal)
 {
 	Relation	heap;
+	List	   *indexes;
 	ListCell   *lc;
 	bool		awaited;
 
@@ -449,22 +443,19 @@ waiting_should_end(WaitingRels *rels)
 	}
 	CHECK_FOR_INTERRUPTS();
 
-	awaited = waiting_lock_awaited(rels->heap);
+	awaited = waiting_lock_awaited(journal);
 	/* Opened without a lock (one would queue behind DDL): the attempts took one. */
-	if (!awaited && waiting_holds_lock(rels->heap))
+	if (!awaited && waiting_holds_lock(journal))
 	{
-		if (!rels->indexes_known)
-		{
-			heap = table_open(rels->heap, NoLock);
-			rels->indexes = RelationGetIndexList(heap);
-			table_close(heap, NoLock);
-			rels->indexes_known = true;
-		}
-		foreach(lc, rels->indexes)
+		heap = table_open(journal, NoLock);
+		indexes = RelationGetIndexList(heap);
+		table_close(heap, NoLock);
+		foreach(lc, indexes)
 		{
 			if ((awaited = waiting_lock_awaited(lfirst_oid(lc))))
 				break;
 		}
+		list_free(indexes);
 	}
 	if (awaited)
 		ereport(DEBUG1,
@@ -481,7 +472,7 @@ waiting_should_end(WaitingRels *rels)
  * once every WAITING_LOOK_MS: the looks alone do not make an attempt).
  */
 static bool
-waiting_sleep(DurableQueue queue, WaitingRels *rels, int64 deadline, TimestampTz next_due)
+waiting_sleep(DurableQueue queue, Oid journal, int64 deadline, TimestampTz next_due)
 {
 	DurableDbSlot *slot = durable_my_slot();
 
@@ -545,7 +536,7 @@ waiting_sleep(DurableQueue queue, WaitingRels *rels, int64 deadline, TimestampTz
 			timed_out = false;
 		}
 		CHECK_FOR_INTERRUPTS();
-		if (waiting_should_end(rels))
+		if (waiting_should_end(journal))
 			return false;
 		/* (a sleep the deadline ended may not have reached lease_end) */
 		if (timed_out && reached && lease_end != 0 && lease_end < GetCurrentTimestamp())
@@ -609,13 +600,11 @@ waiting_claim(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
 	int64		recheck_us = WAITING_IN_FLIGHT_FIRST_US;
 	TimestampTz now;
 	TimestampTz next_due;
-	DurableQueueRels queue_rels;
-	WaitingRels rels = {0};
+	DurableQueueRels rels;
 
 	SPI_connect();
 	waiting_begin(fcinfo);
-	durable_queue_rels(queue, &queue_rels);
-	rels.heap = queue_rels.heap;
+	durable_queue_rels(queue, &rels);
 	attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "durable claim attempt",
 										ALLOCSET_DEFAULT_SIZES);
 	for (;;)
@@ -650,7 +639,7 @@ waiting_claim(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
 			recheck_us = WAITING_IN_FLIGHT_FIRST_US;
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(attempt_cxt);
-		if (claimed || !waiting_sleep(queue, &rels, deadline, next_due))
+		if (claimed || !waiting_sleep(queue, rels.heap, deadline, next_due))
 			break;
 	}
 	waiting_done();
