@@ -414,10 +414,20 @@ sweep_purge_from(SweepJournal *j, TimestampTz cutoff)
 	return j->resume_from;
 }
 
-/* The finish time of the last record a pass deleted, where the next resumes. */
+/*
+ * Where the next pass resumes after this one deleted up to `last`, walking
+ * from `from`.  A walk from the oldest that reached the cutoff (deleted
+ * fewer than its limit) keeps a later committed point: moved back to the
+ * few records such a walk finds, the point would have the next passes
+ * cross again everything the walk crossed (the records a foreign key
+ * keeps, say).
+ */
 static void
-sweep_resume_at(SweepJournal *j, TimestampTz last)
+sweep_resume_at(SweepJournal *j, TimestampTz from, TimestampTz last, bool reached_cutoff)
 {
+	if (from == DT_NOBEGIN && reached_cutoff &&
+		j->resume_xid == FrozenTransactionId && j->resume_from > last)
+		return;
 	j->resume_from = last;
 	j->resume_xid = GetCurrentTransactionIdIfAny();
 	j->resume_set_at = durable_clock_us();
@@ -629,7 +639,7 @@ sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass)
 		from_known = true;
 		deleted = j->purge_direct(from, cutoff, limit, &last);
 		if (deleted > 0)
-			sweep_resume_at(j, last);
+			sweep_resume_at(j, from, last, deleted < limit);
 	}
 	if (deleted >= 0)
 		return deleted;
@@ -650,7 +660,7 @@ sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass)
 	{
 		for (i = 0; i < SPI_processed; i++)
 			last = Max(last, DatumGetTimestampTz(durable_col(i, 1)));
-		sweep_resume_at(j, last);
+		sweep_resume_at(j, from, last, deleted < limit);
 	}
 	return deleted;
 }
@@ -808,11 +818,20 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit, int64 *passed_over)
 
 	for (step = 0; step < lengthof(sweep_journals); step++)
 	{
-		durable_skip_forget_due(&sweep_journals[step].skip);
-		sweep_journals[step].held = 0;
-		more[step] = sweep_pass_may_delete(sweep_journals[step].name,
-										   &sweep_journals[step].warned,
-										   &sweep_journals[step].guards);
+		SweepJournal *j = &sweep_journals[step];
+
+		/*
+		 * Records gone round until now are tried again at once: by a walk
+		 * from the oldest, for the resume point may be past them.
+		 */
+		if (durable_skip_any(&j->skip))
+		{
+			durable_skip_forget_due(&j->skip);
+			if (!durable_skip_any(&j->skip))
+				j->full_walk_at = 0;
+		}
+		j->held = 0;
+		more[step] = sweep_pass_may_delete(j->name, &j->warned, &j->guards);
 	}
 	for (step = 0; step < lengthof(order) && purged + failed + held < limit; step++)
 	{
