@@ -562,6 +562,18 @@ SELECT purged FROM durable.sweep();
 SELECT source, count(*) AS left FROM durable.inbox WHERE message_id LIKE 'many-%' GROUP BY source ORDER BY source;
 ROLLBACK;
 
+-- n done records of source 'walk' that finished 7 days 1 hour ago, 1 ms
+-- apart, for the tests of the purge's walks below
+CREATE FUNCTION public.walk_records(n int) RETURNS bigint LANGUAGE sql AS $$
+  SELECT count(durable.inbox_complete(a.id, a.token))
+    FROM generate_series(1, n) g,
+         durable.inbox_admit('walk', 'walk-' || g, 'sweep-walk-' || g, instance => 'sweep-a') a;
+  UPDATE durable.inbox
+     SET done_at = now() - interval '7 days 1 hour' + substr(message_id, 6)::int * interval '1 ms'
+   WHERE source = 'walk';
+  SELECT count(*) FROM durable.inbox WHERE source = 'walk';
+$$;
+
 -- A pass's purge resumes where its previous batch ended.  Behind a long
 -- transaction (a pg_dump, say; here this one) vacuum cannot remove the index
 -- entries of purged records, and a walk from the oldest would cross all of
@@ -572,12 +584,7 @@ ROLLBACK;
 -- and purge by statement while they do.)
 \c
 BEGIN;
-SELECT count(durable.inbox_complete(a.id, a.token)) AS finished
-  FROM generate_series(1, 1000) g,
-       durable.inbox_admit('walk', 'walk-' || g, 'sweep-walk-' || g, instance => 'sweep-a') a;
-UPDATE durable.inbox
-   SET done_at = now() - interval '7 days 1 hour' + substr(message_id, 6)::int * interval '1 ms'
- WHERE source = 'walk';
+SELECT public.walk_records(1000) AS finished;
 CREATE TEMP TABLE walks (pass int, purged bigint, entries_read bigint);
 DO $$
 DECLARE
@@ -609,12 +616,7 @@ ROLLBACK;
 -- pass's.
 \c
 BEGIN;
-SELECT count(durable.inbox_complete(a.id, a.token)) AS finished
-  FROM generate_series(1, 1500) g,
-       durable.inbox_admit('walk', 'walk-' || g, 'sweep-walk-' || g, instance => 'sweep-a') a;
-UPDATE durable.inbox
-   SET done_at = now() - interval '7 days 1 hour' + substr(message_id, 6)::int * interval '1 ms'
- WHERE source = 'walk';
+SELECT public.walk_records(1500) AS finished;
 CREATE TABLE walk_keeps (inbox_id bigint REFERENCES durable.inbox (id));
 INSERT INTO walk_keeps
 SELECT id FROM durable.inbox WHERE source = 'walk' AND substr(message_id, 6)::int <= 500;
@@ -632,12 +634,7 @@ ROLLBACK;
 -- A resume point counts only once the deletes up to it committed: after a
 -- pass that rolled back, the next pass walks from the oldest again, and
 -- the oldest records go
-SELECT count(durable.inbox_complete(a.id, a.token)) AS finished
-  FROM generate_series(1, 300) g,
-       durable.inbox_admit('walk', 'walk-' || g, 'sweep-walk-' || g, instance => 'sweep-a') a;
-UPDATE durable.inbox
-   SET done_at = now() - interval '7 days 1 hour' + substr(message_id, 6)::int * interval '1 ms'
- WHERE source = 'walk';
+SELECT public.walk_records(300) AS finished;
 BEGIN;
 SELECT purged FROM durable.sweep();
 ROLLBACK;
@@ -645,6 +642,7 @@ SELECT purged FROM durable.sweep();
 SELECT count(*) FILTER (WHERE message_id = 'walk-1') AS oldest_left, count(*) AS left
   FROM durable.inbox WHERE source = 'walk';
 DELETE FROM durable.inbox WHERE source = 'walk';
+DROP FUNCTION public.walk_records(int);
 
 -- 4c. A BEFORE DELETE trigger that returns NULL keeps a record without an
 -- error (a "legal hold").  A pass remembers the records kept, goes round them
