@@ -525,6 +525,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 			INT8OID};
 			Datum		lease_values[5];
 
+			/* Its insert may have waited for the other chat's admit of the id. */
 			if (dup_other_chat)
 			{
 				now = GetCurrentTimestamp();

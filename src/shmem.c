@@ -152,9 +152,8 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	}
 }
 
-/* The slot of dboid (InvalidOid: a free slot), or NULL; caller holds the lock */
-static DurableDbSlot *
-dshm_find_slot(Oid dboid)
+DurableDbSlot *
+durable_db_slot_find(Oid dboid)
 {
 	int			i;
 
@@ -175,7 +174,7 @@ durable_db_slot_take_absent(Oid dboid, Oid *absent_db, int64 *checked_at)
 	Assert(LWLockHeldByMeInMode(durable_shared->lock, LW_EXCLUSIVE));
 	*absent_db = InvalidOid;
 	*checked_at = 0;
-	taken = dshm_find_slot(dboid);
+	taken = durable_db_slot_find(dboid);
 	if (taken != NULL)
 		return taken;
 	for (i = 0; i < durable_max_databases && taken == NULL; i++)
@@ -250,14 +249,14 @@ durable_db_slot(Oid dboid, bool create)
 		return NULL;
 
 	LWLockAcquire(durable_shared->lock, LW_SHARED);
-	slot = dshm_find_slot(dboid);
+	slot = durable_db_slot_find(dboid);
 	LWLockRelease(durable_shared->lock);
 	if (slot != NULL || !create)
 		return slot;
 
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
-	slot = dshm_find_slot(dboid);
-	if (slot == NULL && (slot = dshm_find_slot(InvalidOid)) != NULL)
+	slot = durable_db_slot_find(dboid);
+	if (slot == NULL && (slot = durable_db_slot_find(InvalidOid)) != NULL)
 		dshm_slot_reset(slot, dboid);
 	LWLockRelease(durable_shared->lock);
 	return slot;
@@ -312,7 +311,7 @@ durable_db_slot_free(Oid dboid)
 	if (durable_shared == NULL)
 		return;
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
-	slot = dshm_find_slot(dboid);
+	slot = durable_db_slot_find(dboid);
 	if (slot != NULL)
 	{
 		SpinLockAcquire(&slot->mutex);

@@ -114,6 +114,9 @@ extern DurableDbSlot *durable_my_slot(void);
  */
 extern bool durable_slot_lock_for(DurableDbSlot *slot, Oid dboid);
 
+/* The slot of dboid (InvalidOid: a free slot), or NULL; caller holds the slots' lock. */
+extern DurableDbSlot *durable_db_slot_find(Oid dboid);
+
 /* Free a database's slot (DROP DATABASE). */
 extern void durable_db_slot_free(Oid dboid);
 

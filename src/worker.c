@@ -312,12 +312,10 @@ durable_worker_register_launcher(void)
 static bool
 wkr_free_slot_exists(void)
 {
-	bool		found = false;
-	int			i;
+	bool		found;
 
 	LWLockAcquire(durable_shared->lock, LW_SHARED);
-	for (i = 0; i < durable_max_databases && !found; i++)
-		found = (durable_shared->slots[i].dboid == InvalidOid);
+	found = (durable_db_slot_find(InvalidOid) != NULL);
 	LWLockRelease(durable_shared->lock);
 	return found;
 }
@@ -1033,10 +1031,9 @@ wkr_worker_exit(int code, Datum arg)
 {
 	Oid			dboid = DatumGetObjectId(arg);
 
-	if (wkr_slot == NULL)
+	if (wkr_slot == NULL || !durable_slot_lock_for(wkr_slot, dboid))
 		return;
-	SpinLockAcquire(&wkr_slot->mutex);
-	if (wkr_slot->dboid == dboid && wkr_slot->worker_pid == MyProcPid)
+	if (wkr_slot->worker_pid == MyProcPid)
 		wkr_slot->worker_pid = 0;
 	SpinLockRelease(&wkr_slot->mutex);
 }
