@@ -203,6 +203,8 @@ typedef struct DirectRels
 	AttrNumber	claimed_send_att[DURABLE_CLAIMED_SEND_NCOLS];
 	Oid			token_seq;
 	DirectClaimQueue claims[DQ_NUM_QUEUES]; /* each queue's claim, over the above */
+	/* each journal's indexes looked up and checked (direct_journal_rels) */
+	bool		indexes_checked[DQ_NUM_QUEUES];
 } DirectRels;
 
 static DirectRels direct_rels_cache;
@@ -473,7 +475,7 @@ typedef struct DirectIndexDef
 {
 	const char *name;
 	size_t		field;			/* its OID in DirectRels */
-	size_t		heap_field;		/* its journal's OID in DirectRels */
+	DurableQueue journal;
 	bool		unique;
 	int			nkeys;
 	const char *keys[2];		/* the key columns, in order */
@@ -481,8 +483,8 @@ typedef struct DirectIndexDef
 	const char *create;			/* what creates it, for the hint */
 } DirectIndexDef;
 
-#define DIRECT_INBOX_INDEX(field) offsetof(DirectRels, field), offsetof(DirectRels, inbox)
-#define DIRECT_OUTBOX_INDEX(field) offsetof(DirectRels, field), offsetof(DirectRels, outbox)
+#define DIRECT_INBOX_INDEX(field) offsetof(DirectRels, field), DQ_INBOX
+#define DIRECT_OUTBOX_INDEX(field) offsetof(DirectRels, field), DQ_OUTBOX
 
 static const DirectIndexDef direct_named_indexes[] = {
 	{"inbox_pkey", DIRECT_INBOX_INDEX(inbox_pkey), true, 1, {"id"}, NULL,
@@ -645,7 +647,7 @@ static const char *
 direct_index_def_differs(Relation index, const DirectIndexDef *def)
 {
 	Form_pg_index form = index->rd_index;
-	Oid			heap = *direct_rels_oid(&direct_rels_cache, def->heap_field);
+	Oid			heap = direct_rels_cache.claims[def->journal].heap;
 	const char *keys;
 	List	   *predicate;
 
@@ -724,6 +726,13 @@ direct_index_relid(const DirectIndexDef *def, Oid nsp)
 	}
 }
 
+/*
+ * durable's relations and columns, looked up again after an invalidation
+ * names one.  Their names and columns are read from the catalog caches,
+ * without a lock; the indexes are looked up only when a call needs its
+ * journal's (direct_journal_rels), since checking one locks it: a REINDEX
+ * of an outbox index must not hold up the inbox's calls.
+ */
 static const DirectRels *
 direct_rels(void)
 {
@@ -769,16 +778,12 @@ direct_rels(void)
 		direct_check_sequence(r->inbox_id_seq);
 		direct_check_sequence(r->outbox_id_seq);
 		direct_check_sequence(r->token_seq);
-		/* After the columns, whose errors say more. */
 		for (i = 0; i < lengthof(direct_named_indexes); i++)
-			*direct_rels_oid(r, direct_named_indexes[i].field) =
-				direct_index_relid(&direct_named_indexes[i], nsp);
+			*direct_rels_oid(r, direct_named_indexes[i].field) = InvalidOid;
 
 		/* The lease changes no indexed column: HOT unless the page is full. */
 		r->claims[DQ_INBOX] = (DirectClaimQueue) {
 			.heap = r->inbox,
-			.open_idx = r->inbox_open_idx,
-			.chat_idx = r->inbox_chat_idx,
 			.cols = &r->inbox_cols,
 			.claimable = direct_inbox_claimable,
 			.leased_state = "leased",
@@ -788,17 +793,46 @@ direct_rels(void)
 		/* The lease takes the send out of the waiting index: not HOT. */
 		r->claims[DQ_OUTBOX] = (DirectClaimQueue) {
 			.heap = r->outbox,
-			.open_idx = r->outbox_open_idx,
-			.chat_idx = r->outbox_chat_idx,
 			.cols = &r->outbox_cols,
 			.claimable = direct_outbox_claimable,
 			.leased_state = "sending",
 			.claimed_att = r->claimed_send_att,
 			.nclaimed = DURABLE_CLAIMED_SEND_NCOLS,
 		};
+		r->indexes_checked[DQ_INBOX] = r->indexes_checked[DQ_OUTBOX] = false;
 		r->valid = (invalidations == direct_invalidations);
 	}
 	return &direct_rels_cache;
+}
+
+/*
+ * durable's relations, with the indexes of `journal` looked up and checked
+ * against their definitions (direct_index_relid).  The other journal's
+ * index fields are InvalidOid until a call needs them.
+ */
+static const DirectRels *
+direct_journal_rels(DurableQueue journal)
+{
+	DirectRels *r = &direct_rels_cache;
+
+	(void) direct_rels();
+	if (!r->indexes_checked[journal])
+	{
+		uint64		invalidations = direct_invalidations;
+		Oid			nsp = get_namespace_oid("durable", false);
+		int			i;
+
+		for (i = 0; i < lengthof(direct_named_indexes); i++)
+			if (direct_named_indexes[i].journal == journal)
+				*direct_rels_oid(r, direct_named_indexes[i].field) =
+					direct_index_relid(&direct_named_indexes[i], nsp);
+		r->claims[DQ_INBOX].open_idx = r->inbox_open_idx;
+		r->claims[DQ_INBOX].chat_idx = r->inbox_chat_idx;
+		r->claims[DQ_OUTBOX].open_idx = r->outbox_open_idx;
+		r->claims[DQ_OUTBOX].chat_idx = r->outbox_chat_idx;
+		r->indexes_checked[journal] = r->valid && invalidations == direct_invalidations;
+	}
+	return r;
 }
 
 /*
@@ -924,7 +958,7 @@ direct_trigger_fires(const Trigger *trigger)
 bool
 durable_journal_has_before_trigger(DurableQueue queue, int16 event)
 {
-	Relation	rel = table_open(direct_rels()->claims[queue].heap, AccessShareLock);
+	Relation	rel = table_open(direct_journal_rels(queue)->claims[queue].heap, AccessShareLock);
 	TriggerDesc *trigdesc = rel->trigdesc;
 	bool		found = false;
 	int			i;
@@ -1252,7 +1286,7 @@ direct_chat_scan(Oid heap_oid, Oid index_oid, Datum chat_id, StrategyNumber cmp,
 void
 durable_lock_journal_for_write(DurableQueue queue)
 {
-	LockRelationOid(direct_rels()->claims[queue].heap, RowExclusiveLock);
+	LockRelationOid(direct_journal_rels(queue)->claims[queue].heap, RowExclusiveLock);
 }
 
 void
@@ -1262,7 +1296,7 @@ durable_journal_check_writable(DurableQueue queue, int16 event)
 
 	/* A read-only transaction's error first, as the direct writes give it. */
 	PreventCommandIfReadOnly(event == TRIGGER_TYPE_INSERT ? "INSERT" : "UPDATE");
-	rel = table_open(direct_rels()->claims[queue].heap, RowExclusiveLock);
+	rel = table_open(direct_journal_rels(queue)->claims[queue].heap, RowExclusiveLock);
 
 	direct_check_writable(rel, event);
 	table_close(rel, NoLock);
@@ -1278,7 +1312,7 @@ durable_journal_check_writable(DurableQueue queue, int16 event)
 bool
 durable_inbox_chat_has_open(Datum chat_id)
 {
-	const DirectRels *rels = direct_rels();
+	const DirectRels *rels = direct_journal_rels(DQ_INBOX);
 	Snapshot	snapshot = direct_push_snapshot();
 	bool		found;
 
@@ -1324,7 +1358,7 @@ direct_unseen_by_transaction(TupleTableSlot *slot, const DirectRels *rels)
 bool
 durable_inbox_chat_open_unseen(Datum chat_id, int64 id)
 {
-	const DirectRels *rels = direct_rels();
+	const DirectRels *rels = direct_journal_rels(DQ_INBOX);
 	bool		found;
 
 	Assert(IsolationUsesXactSnapshot());
@@ -1852,7 +1886,7 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 bool
 durable_inbox_complete_direct(int64 id, int64 token, TimestampTz now, bool *wake)
 {
-	const DirectRels *rels = direct_rels();
+	const DirectRels *rels = direct_journal_rels(DQ_INBOX);
 	const DirectCols *cols = &rels->inbox_cols;
 	DirectConfirm c;
 
@@ -1876,7 +1910,7 @@ bool
 durable_outbox_sent_direct(Datum key, int64 token, Datum provider_message_id,
 						   TimestampTz now, bool *wake)
 {
-	const DirectRels *rels = direct_rels();
+	const DirectRels *rels = direct_journal_rels(DQ_OUTBOX);
 	const DirectCols *cols = &rels->outbox_cols;
 	DirectConfirm c;
 
@@ -2148,7 +2182,7 @@ uint64
 durable_claim_direct(DurableQueue queue, DurableClaim *claim, DurableClaimSink sink,
 					 void *arg, bool *in_flight)
 {
-	const DirectRels *rels = direct_rels();
+	const DirectRels *rels = direct_journal_rels(queue);
 	uint64		n;
 
 	claim->report_in_flight = in_flight != NULL;
@@ -2162,7 +2196,7 @@ durable_claim_direct(DurableQueue queue, DurableClaim *claim, DurableClaimSink s
 void
 durable_queue_rels(DurableQueue queue, DurableQueueRels *out)
 {
-	const DirectClaimQueue *q = &direct_rels()->claims[queue];
+	const DirectClaimQueue *q = &direct_journal_rels(queue)->claims[queue];
 
 	out->heap = q->heap;
 	out->index = q->open_idx;
@@ -2569,7 +2603,7 @@ direct_insert_row(Relation rel, Oid arbiter, Oid fresh_key, const AttrNumber *at
 bool
 durable_outbox_insert_direct(const DurableNewSend *send, int64 *token)
 {
-	const DirectRels *rels = direct_rels();
+	const DirectRels *rels = direct_journal_rels(DQ_OUTBOX);
 	Datum		values[DIRECT_NEW_SEND_NCOLS];
 	bool		nulls[DIRECT_NEW_SEND_NCOLS];
 	Relation	rel;
@@ -2606,7 +2640,7 @@ durable_outbox_insert_direct(const DurableNewSend *send, int64 *token)
 bool
 durable_outbox_await_key(Datum key)
 {
-	const DirectRels *rels = direct_rels();
+	const DirectRels *rels = direct_journal_rels(DQ_OUTBOX);
 	Relation	rel = table_open(rels->outbox, RowExclusiveLock);
 	TupleTableSlot *slot = direct_null_row(rel);
 	EState	   *estate = CreateExecutorState();
@@ -2637,7 +2671,7 @@ durable_outbox_await_key(Datum key)
 bool
 durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id)
 {
-	const DirectRels *rels = direct_rels();
+	const DirectRels *rels = direct_journal_rels(DQ_INBOX);
 	Datum		values[DIRECT_NEW_MESSAGE_NCOLS];
 	bool		nulls[DIRECT_NEW_MESSAGE_NCOLS];
 	Relation	rel;
@@ -2760,7 +2794,7 @@ direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
 int64
 durable_inbox_purge_direct(TimestampTz from, TimestampTz cutoff, int64 limit, TimestampTz *last)
 {
-	const DirectRels *rels = direct_rels();
+	const DirectRels *rels = direct_journal_rels(DQ_INBOX);
 
 	return direct_purge(rels->inbox, rels->inbox_done_at_idx, rels->inbox_cols.state, "done",
 						rels->inbox_cols.done_at, from, cutoff, limit, last);
@@ -2769,7 +2803,7 @@ durable_inbox_purge_direct(TimestampTz from, TimestampTz cutoff, int64 limit, Ti
 int64
 durable_outbox_purge_direct(TimestampTz from, TimestampTz cutoff, int64 limit, TimestampTz *last)
 {
-	const DirectRels *rels = direct_rels();
+	const DirectRels *rels = direct_journal_rels(DQ_OUTBOX);
 
 	return direct_purge(rels->outbox, rels->outbox_sent_at_idx, rels->outbox_cols.state, "sent",
 						rels->outbox_cols.sent_at, from, cutoff, limit, last);
