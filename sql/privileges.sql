@@ -342,6 +342,63 @@ ALTER ROUTINE durable.purge(interval, integer) OWNER TO regress_durable_operator
 ALTER SCHEMA durable OWNER TO regress_durable_operator;
 -- Nor rename durable's schema: its code names its tables durable.<table>.
 ALTER SCHEMA durable RENAME TO durable_renamed;
+-- Nor rename durable's own tables, sequences, views, their columns or its
+-- functions, nor move them to another schema (0A000): every call that needs
+-- one finds it by its name in schema durable.
+ALTER TABLE durable.inbox RENAME TO inbox_renamed;
+ALTER TABLE IF EXISTS durable.outbox RENAME TO outbox_renamed;
+ALTER SEQUENCE durable.token_seq RENAME TO token_seq_renamed;
+ALTER TABLE durable.token_seq RENAME TO token_seq_renamed;
+ALTER VIEW durable.stat_counters RENAME TO counters;
+ALTER INDEX durable.sessions RENAME TO sessions_renamed;
+ALTER TABLE durable.inbox RENAME COLUMN chat_id TO chat;
+ALTER VIEW durable.stat_standing RENAME COLUMN why TO reason;
+ALTER FUNCTION durable.sweep() RENAME TO sweep_now;
+ALTER ROUTINE durable.purge(interval, integer) RENAME TO purge_now;
+ALTER TABLE durable.outbox SET SCHEMA public;
+ALTER SEQUENCE durable.inbox_id_seq SET SCHEMA public;
+ALTER FUNCTION durable.metrics() SET SCHEMA public;
+-- Every column of every table and view of durable's is refused (a column
+-- added to a later version is refused without a change to the guard).
+DO $$
+DECLARE
+  col record;
+  refused int := 0;
+  total int := 0;
+BEGIN
+  FOR col IN SELECT c.relname, a.attname
+               FROM pg_class c
+               JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
+               JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+              WHERE c.relkind IN ('r', 'v')
+  LOOP
+    total := total + 1;
+    BEGIN
+      EXECUTE format('ALTER TABLE durable.%I RENAME COLUMN %I TO renamed', col.relname, col.attname);
+    EXCEPTION WHEN feature_not_supported THEN
+      refused := refused + 1;
+    END;
+  END LOOP;
+  RAISE NOTICE 'columns refused: % of %', refused, total;
+  IF refused <> total OR total < 60 THEN
+    RAISE EXCEPTION 'a column of durable''s was renamed';
+  END IF;
+END $$;
+-- Indexes may be renamed (the repair of an index made under the name of one
+-- of durable's); a column you added to a journal may not (durable cannot tell
+-- it from its own), but a table of your own in the schema may.
+BEGIN;
+ALTER INDEX durable.inbox_done_at_idx RENAME TO inbox_done_at_idx_moved;
+ALTER INDEX durable.inbox_done_at_idx_moved RENAME TO inbox_done_at_idx;
+ALTER TABLE durable.inbox ADD COLUMN mine int;
+ALTER TABLE durable.inbox RENAME COLUMN mine TO still_refused;
+ROLLBACK;
+BEGIN;
+CREATE TABLE durable.scratch (n int);
+ALTER TABLE durable.scratch RENAME TO scratch_renamed;
+ALTER TABLE durable.scratch_renamed RENAME COLUMN n TO m;
+ALTER TABLE durable.scratch_renamed SET SCHEMA public;
+ROLLBACK;
 SELECT extowner::regrole AS extension_owner FROM pg_extension WHERE extname = 'durable' \gset
 ALTER TABLE durable.inbox OWNER TO :"extension_owner";
 SELECT count(*) AS owned_by_another

@@ -76,11 +76,13 @@
 #include "durable.h"
 
 #include "access/htup_details.h"
+#include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "commands/extension.h"
@@ -721,6 +723,120 @@ guard_rename_schema(RenameStmt *stmt, Oid nsp)
 			 errdetail("durable's functions and its worker find its tables in schema durable; under another name every call would fail, and a role allowed to create schemas could create a schema named durable for them to write to.")));
 }
 
+/* Whether object `objid` of catalog `classid` is one of durable's own (pg_depend 'e'). */
+static bool
+guard_is_member(Oid classid, Oid objid)
+{
+	return OidIsValid(objid) &&
+		getExtensionOfObject(classid, objid) == get_extension_oid("durable", true);
+}
+
+static void
+guard_refuse_rename(const char *what, const char *name, bool set_schema)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 set_schema ?
+			 errmsg("cannot move %s durable.%s to another schema", what, name) :
+			 errmsg("cannot rename %s durable.%s", what, name),
+			 errdetail("durable's functions, its worker, its upgrade scripts and your bots find durable's objects by their names in schema durable: every call that needs this one would fail."),
+			 errhint("Create a view or a function of your own under the name you want.")));
+}
+
+static void
+guard_refuse_rename_column(const char *column, Oid relid)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cannot rename column \"%s\" of durable.%s", column, get_rel_name(relid)),
+			 errdetail("durable's code finds its tables' columns by their names, and does not tell a column you added from its own."),
+			 errhint("For a column you added: drop it and add it again under the new name, or keep data of your own in a table of your own that references the journal.")));
+}
+
+/*
+ * ALTER ... RENAME of durable's own tables, sequences and views, of their
+ * columns, and of its functions: refused, as is ALTER SCHEMA durable
+ * RENAME.  Indexes and constraints may be renamed: renaming an index is
+ * the repair of one made under the name of one of durable's (direct.c's
+ * index checks), and durable's own, once renamed, are reported missing
+ * until renamed back.  A user's own objects in the schema are not
+ * durable's.
+ */
+static void
+guard_rename_member(RenameStmt *stmt, Oid nsp)
+{
+	Oid			relid;
+
+	if (guard_in_our_scripts())
+		return;
+	switch (stmt->renameType)
+	{
+		case OBJECT_TABLE:
+		case OBJECT_SEQUENCE:
+		case OBJECT_VIEW:
+		case OBJECT_MATVIEW:
+		case OBJECT_FOREIGN_TABLE:
+		case OBJECT_INDEX:
+			if (guard_in_durable_schema(stmt->relation, nsp, &relid) &&
+				guard_is_member(RelationRelationId, relid))
+				guard_refuse_rename(guard_relkind_word(relid), get_rel_name(relid), false);
+			break;
+		case OBJECT_COLUMN:
+			if (guard_in_durable_schema(stmt->relation, nsp, &relid) &&
+				guard_is_member(RelationRelationId, relid))
+				guard_refuse_rename_column(stmt->subname, relid);
+			break;
+		case OBJECT_FUNCTION:
+		case OBJECT_PROCEDURE:
+		case OBJECT_ROUTINE:
+			{
+				Oid			func = LookupFuncWithArgs(stmt->renameType,
+													  castNode(ObjectWithArgs, stmt->object), true);
+
+				if (get_func_namespace(func) == nsp && guard_is_member(ProcedureRelationId, func))
+					guard_refuse_rename("function", get_func_name(func), false);
+				break;
+			}
+		default:
+			break;
+	}
+}
+
+/* ALTER ... SET SCHEMA of durable's own relations and functions. */
+static void
+guard_set_schema_member(AlterObjectSchemaStmt *stmt, Oid nsp)
+{
+	Oid			relid;
+
+	if (guard_in_our_scripts())
+		return;
+	switch (stmt->objectType)
+	{
+		case OBJECT_TABLE:
+		case OBJECT_SEQUENCE:
+		case OBJECT_VIEW:
+		case OBJECT_MATVIEW:
+		case OBJECT_FOREIGN_TABLE:
+			if (guard_in_durable_schema(stmt->relation, nsp, &relid) &&
+				guard_is_member(RelationRelationId, relid))
+				guard_refuse_rename(guard_relkind_word(relid), get_rel_name(relid), true);
+			break;
+		case OBJECT_FUNCTION:
+		case OBJECT_PROCEDURE:
+		case OBJECT_ROUTINE:
+			{
+				Oid			func = LookupFuncWithArgs(stmt->objectType,
+													  castNode(ObjectWithArgs, stmt->object), true);
+
+				if (get_func_namespace(func) == nsp && guard_is_member(ProcedureRelationId, func))
+					guard_refuse_rename("function", get_func_name(func), true);
+				break;
+			}
+		default:
+			break;
+	}
+}
+
 /* `command` on `rv` needs the role to own it, if it is durable's. */
 static void
 guard_require_owner(RangeVar *rv, Oid nsp, const char *command, const char *lock)
@@ -1099,6 +1215,7 @@ durable_ddl_guard_applies(Node *parsetree)
 		case T_AlterOwnerStmt:
 		case T_DropStmt:
 		case T_RenameStmt:
+		case T_AlterObjectSchemaStmt:
 			return true;
 		default:
 			return false;
@@ -1169,6 +1286,10 @@ durable_ddl_guard(Node *parsetree)
 			break;
 		case T_RenameStmt:
 			guard_rename_schema((RenameStmt *) parsetree, nsp);
+			guard_rename_member((RenameStmt *) parsetree, nsp);
+			break;
+		case T_AlterObjectSchemaStmt:
+			guard_set_schema_member((AlterObjectSchemaStmt *) parsetree, nsp);
 			break;
 		case T_AlterObjectDependsStmt:
 			if (((AlterObjectDependsStmt *) parsetree)->relation != NULL)

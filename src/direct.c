@@ -339,8 +339,8 @@ direct_sequence_changed(Datum arg, int cacheid, uint32 hashvalue)
  * a token must never come again; a cache (each backend draws from a range
  * of its own, so a later admit can get a lower id), a cycle or a decreasing
  * increment breaks that without an error.  The DDL guard refuses such an
- * ALTER SEQUENCE, but not a sequence moved out of the schema and back, or
- * another put under the name.
+ * ALTER SEQUENCE, and moving the sequence out of the schema and back, but
+ * not another sequence put under the name.
  */
 static void
 direct_check_sequence(Oid relid)
@@ -729,9 +729,13 @@ direct_index_relid(const DirectIndexDef *def, Oid nsp)
 /*
  * durable's relations and columns, looked up again after an invalidation
  * names one.  Their names and columns are read from the catalog caches,
- * without a lock; the indexes are looked up only when a call needs its
- * journal's (direct_journal_rels), since checking one locks it: a REINDEX
- * of an outbox index must not hold up the inbox's calls.
+ * without a lock.  The indexes are looked up again only when a call needs
+ * its journal's (direct_journal_rels), since checking one locks it: a
+ * REINDEX of an outbox index must not hold up the inbox's calls.  Until
+ * then they keep the OIDs of their last check, which a call that rebuilt
+ * the relations midway (durable_next_token) goes on with: the definition
+ * under a name changes only with the OID, and an index dropped or swapped
+ * out since is found again under its name (direct_index_renamed).
  */
 static const DirectRels *
 direct_rels(void)
@@ -743,7 +747,6 @@ direct_rels(void)
 		DirectRels *r = &direct_rels_cache;
 		uint64		invalidations = direct_invalidations;
 		Oid			nsp;
-		int			i;
 
 		/* An older schema lacks columns: say so, not "column does not exist". */
 		durable_require_current_schema();
@@ -778,12 +781,12 @@ direct_rels(void)
 		direct_check_sequence(r->inbox_id_seq);
 		direct_check_sequence(r->outbox_id_seq);
 		direct_check_sequence(r->token_seq);
-		for (i = 0; i < lengthof(direct_named_indexes); i++)
-			*direct_rels_oid(r, direct_named_indexes[i].field) = InvalidOid;
 
 		/* The lease changes no indexed column: HOT unless the page is full. */
 		r->claims[DQ_INBOX] = (DirectClaimQueue) {
 			.heap = r->inbox,
+			.open_idx = r->inbox_open_idx,
+			.chat_idx = r->inbox_chat_idx,
 			.cols = &r->inbox_cols,
 			.claimable = direct_inbox_claimable,
 			.leased_state = "leased",
@@ -793,6 +796,8 @@ direct_rels(void)
 		/* The lease takes the send out of the waiting index: not HOT. */
 		r->claims[DQ_OUTBOX] = (DirectClaimQueue) {
 			.heap = r->outbox,
+			.open_idx = r->outbox_open_idx,
+			.chat_idx = r->outbox_chat_idx,
 			.cols = &r->outbox_cols,
 			.claimable = direct_outbox_claimable,
 			.leased_state = "sending",
@@ -807,8 +812,9 @@ direct_rels(void)
 
 /*
  * durable's relations, with the indexes of `journal` looked up and checked
- * against their definitions (direct_index_relid).  The other journal's
- * index fields are InvalidOid until a call needs them.
+ * against their definitions (direct_index_relid) since the last
+ * invalidation.  The other journal's index fields may be older, or
+ * InvalidOid before its first call.
  */
 static const DirectRels *
 direct_journal_rels(DurableQueue journal)
@@ -852,6 +858,7 @@ direct_index_renamed(Oid index_oid, const DirectIndexDef **def)
 {
 	int			i;
 
+	Assert(OidIsValid(index_oid));
 	*def = NULL;
 	for (i = 0; i < lengthof(direct_named_indexes); i++)
 		if (*direct_rels_oid(&direct_rels_cache, direct_named_indexes[i].field) == index_oid)
@@ -2610,7 +2617,7 @@ durable_outbox_insert_direct(const DurableNewSend *send, int64 *token)
 
 	rel = direct_open_for_insert(rels->outbox);
 	/* Drawn before the insert, as the statement's VALUES would be. */
-	*token = durable_next_token();
+	*token = direct_next_token(rels);
 	memset(nulls, 0, sizeof(nulls));
 	values[0] = Int64GetDatum(nextval_internal(rels->outbox_id_seq, true));
 	values[1] = send->key;
