@@ -562,14 +562,15 @@ SELECT purged FROM durable.sweep();
 SELECT source, count(*) AS left FROM durable.inbox WHERE message_id LIKE 'many-%' GROUP BY source ORDER BY source;
 ROLLBACK;
 
--- n done records of source 'walk' that finished 7 days 1 hour ago, 1 ms
--- apart, for the tests of the purge's walks below
-CREATE FUNCTION public.walk_records(n int) RETURNS bigint LANGUAGE sql AS $$
+-- n done records of source 'walk' that finished 7 days and `hours` hours
+-- ago, 1 ms apart, for the tests of the purge's walks below
+CREATE FUNCTION public.walk_records(n int, hours int DEFAULT 1) RETURNS bigint LANGUAGE sql AS $$
   SELECT count(durable.inbox_complete(a.id, a.token))
     FROM generate_series(1, n) g,
          durable.inbox_admit('walk', 'walk-' || g, 'sweep-walk-' || g, instance => 'sweep-a') a;
   UPDATE durable.inbox
-     SET done_at = now() - interval '7 days 1 hour' + substr(message_id, 6)::int * interval '1 ms'
+     SET done_at = now() - interval '7 days' - hours * interval '1 hour'
+                   + substr(message_id, 6)::int * interval '1 ms'
    WHERE source = 'walk';
   SELECT count(*) FROM durable.inbox WHERE source = 'walk';
 $$;
@@ -642,7 +643,47 @@ SELECT purged FROM durable.sweep();
 SELECT count(*) FILTER (WHERE message_id = 'walk-1') AS oldest_left, count(*) AS left
   FROM durable.inbox WHERE source = 'walk';
 DELETE FROM durable.inbox WHERE source = 'walk';
-DROP FUNCTION public.walk_records(int);
+
+-- purge() by hand resumes too, where the session's previous call ended: a
+-- loop that calls it until it returns 0 reads about a batch of index entries
+-- per call behind a long transaction, not everything the calls before it
+-- deleted (before 2026-12-04: 250, 500, 750, ...).  A call that reaches the
+-- cutoff from where it resumed walks from the oldest for the rest of its
+-- batch, so that 0 still means nothing is left: here a record finished
+-- earlier than the resume point (a completion that committed late, a
+-- finish time edited by hand) is purged by the fourth call, which deletes
+-- 249 records from where it resumed; without that walk, it would be left.  (Two hours
+-- before the records of the tests above, whose index entries, rolled back,
+-- are still there: entries that lay among these would be read too.)
+BEGIN;
+SELECT public.walk_records(1000, 3) AS finished;
+CREATE TEMP TABLE calls (n int, purged bigint, entries_read bigint);
+DO $$
+DECLARE
+    before bigint;
+    deleted bigint;
+BEGIN
+    FOR i IN 1..5 LOOP
+        IF i = 3 THEN
+            -- (among the records the first two calls deleted)
+            UPDATE durable.inbox SET done_at = done_at - interval '400.5 ms'
+             WHERE source = 'walk' AND message_id = 'walk-900';
+        END IF;
+        before := pg_stat_get_xact_tuples_returned('durable.inbox_done_at_idx'::regclass);
+        deleted := durable.purge(batch => 250);
+        INSERT INTO calls
+        VALUES (i, deleted, pg_stat_get_xact_tuples_returned('durable.inbox_done_at_idx'::regclass) - before);
+    END LOOP;
+END $$;
+SELECT n AS call, purged,
+       CASE WHEN n = 1 THEN 'from the oldest'
+            WHEN entries_read BETWEEN 250 AND 260 THEN 'about a batch'
+            WHEN entries_read >= 700 THEN 'to the cutoff, then from the oldest'
+            ELSE entries_read || ' entries' END AS walk
+  FROM calls ORDER BY n;
+SELECT count(*) AS left FROM durable.inbox WHERE source = 'walk';
+ROLLBACK;
+DROP FUNCTION public.walk_records(int, int);
 
 -- 4c. A BEFORE DELETE trigger that returns NULL keeps a record without an
 -- error (a "legal hold").  A pass remembers the records kept, goes round them

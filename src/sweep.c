@@ -226,6 +226,16 @@ typedef struct SweepCheckWarned
  * %s the journal's foreign-key guards (durable_delete_check) on the candidate
  * alias c.
  */
+/* Where a process's purge resumes (sweep_purge_from). */
+typedef struct SweepResume
+{
+	TimestampTz from;			/* finish time of the last record deleted */
+	TransactionId xid;			/* the (sub)transaction that deleted it;
+								 * FrozenTransactionId once seen committed */
+	int64		set_at;			/* durable_clock_us() when it was set */
+	int64		full_walk_at;	/* durable_clock_us() of the last walk from the oldest */
+} SweepResume;
+
 typedef struct SweepJournal
 {
 	const char *name;			/* schema-qualified, for the guards and messages */
@@ -246,12 +256,8 @@ typedef struct SweepJournal
 	DurableQueue queue;
 	int64		held;			/* this pass: records it kept */
 	DurableSkipList skip;		/* records whose delete failed lately */
-	/* Where this process's passes resume the direct purge (sweep_purge_from). */
-	TimestampTz resume_from;	/* finish time of the last record deleted */
-	TransactionId resume_xid;	/* the (sub)transaction that deleted it;
-								 * FrozenTransactionId once seen committed */
-	int64		resume_set_at;	/* durable_clock_us() when it was set */
-	int64		full_walk_at;	/* durable_clock_us() of the last walk from the oldest */
+	SweepResume pass_resume;	/* where this process's passes resume */
+	SweepResume call_resume;	/* where its next purge() call resumes */
 	SweepCheckWarned warned;	/* this process's last WARNINGs of its check */
 	char	   *guards;			/* this pass's (or call's) guards, from
 								 * sweep_pass_may_delete or
@@ -388,7 +394,7 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, SPIPlanPtr *plan,
 #define SWEEP_RESUME_CHECK_MS	(10 * 60 * 1000)
 
 static TimestampTz
-sweep_purge_from(SweepJournal *j, TimestampTz cutoff)
+sweep_purge_from(SweepResume *r, TimestampTz cutoff)
 {
 	int64		now = durable_clock_us();
 
@@ -399,19 +405,18 @@ sweep_purge_from(SweepJournal *j, TimestampTz cutoff)
 	 * FrozenTransactionId, over walks from the oldest that delete nothing,
 	 * or quiet passes would all walk from the oldest.
 	 */
-	if (TransactionIdIsNormal(j->resume_xid) &&
-		!TransactionIdIsCurrentTransactionId(j->resume_xid))
-		j->resume_xid = (now - j->resume_set_at < (int64) SWEEP_RESUME_CHECK_MS * 1000 &&
-						 TransactionIdDidCommit(j->resume_xid))
+	if (TransactionIdIsNormal(r->xid) && !TransactionIdIsCurrentTransactionId(r->xid))
+		r->xid = (now - r->set_at < (int64) SWEEP_RESUME_CHECK_MS * 1000 &&
+				  TransactionIdDidCommit(r->xid))
 			? FrozenTransactionId : InvalidTransactionId;
 
-	if (j->full_walk_at == 0 || now - j->full_walk_at >= (int64) SWEEP_FULL_WALK_MS * 1000 ||
-		!TransactionIdIsValid(j->resume_xid) || j->resume_from >= cutoff)
+	if (r->full_walk_at == 0 || now - r->full_walk_at >= (int64) SWEEP_FULL_WALK_MS * 1000 ||
+		!TransactionIdIsValid(r->xid) || r->from >= cutoff)
 	{
-		j->full_walk_at = now;
+		r->full_walk_at = now;
 		return DT_NOBEGIN;
 	}
-	return j->resume_from;
+	return r->from;
 }
 
 /*
@@ -423,14 +428,14 @@ sweep_purge_from(SweepJournal *j, TimestampTz cutoff)
  * keeps, say).
  */
 static void
-sweep_resume_at(SweepJournal *j, TimestampTz from, TimestampTz last, bool reached_cutoff)
+sweep_resume_at(SweepResume *r, TimestampTz from, TimestampTz last, bool reached_cutoff)
 {
 	if (from == DT_NOBEGIN && reached_cutoff &&
-		j->resume_xid == FrozenTransactionId && j->resume_from > last)
+		r->xid == FrozenTransactionId && r->from > last)
 		return;
-	j->resume_from = last;
-	j->resume_xid = GetCurrentTransactionIdIfAny();
-	j->resume_set_at = durable_clock_us();
+	r->from = last;
+	r->xid = GetCurrentTransactionIdIfAny();
+	r->set_at = durable_clock_us();
 }
 
 /*
@@ -617,50 +622,82 @@ sweep_purge_listed(SweepJournal *j, TimestampTz cutoff, int64 limit)
  * Delete up to `limit` of a journal's finished records older than cutoff,
  * oldest first: directly, or with its statement when the journal cannot be
  * written directly (a foreign key references it, say: the records it
- * references are kept).  A `pass` goes round the records this process
- * failed to delete and resumes where its previous batch ended
- * (sweep_purge_from).  Returns how many were deleted.
+ * references are kept).  Resumes where the process's previous batch ended
+ * (sweep_purge_from): a `pass` where its previous pass's did, a purge()
+ * call where its previous call's did.  A pass goes round the records this
+ * process failed to delete.  Sets *walked_from to where it began (may be
+ * NULL).  Returns how many were deleted.
  */
 static int64
-sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass)
+sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass,
+					TimestampTz *walked_from)
 {
+	SweepResume *resume = pass ? &j->pass_resume : &j->call_resume;
+	DurableSkipList *skip = pass ? &j->skip : NULL;
 	int64		deleted = -1;
 	TimestampTz from = DT_NOBEGIN;
 	bool		from_known = false;
 	TimestampTz last = DT_NOBEGIN;
 	uint64		i;
 
-	if (!pass)
-		deleted = j->purge_direct(DT_NOBEGIN, cutoff, limit, NULL);
-	else if (!durable_skip_any(&j->skip))
+	if (skip == NULL || !durable_skip_any(skip))
 	{
-		/* (once a pass: a walk from the oldest it chooses is noted as made) */
-		from = sweep_purge_from(j, cutoff);
+		/* (once a call: a walk from the oldest it chooses is noted as made) */
+		from = sweep_purge_from(resume, cutoff);
 		from_known = true;
 		deleted = j->purge_direct(from, cutoff, limit, &last);
-		if (deleted > 0)
-			sweep_resume_at(j, from, last, deleted < limit);
 	}
-	if (deleted >= 0)
-		return deleted;
-	if (pass && durable_journal_has_before_trigger(j->queue, TRIGGER_TYPE_DELETE))
-		return sweep_purge_listed(j, cutoff, limit);
-
-	/*
-	 * The statement resumes too: the records a foreign key keeps are
-	 * passed over one by one, and a walk from the oldest would cross every
-	 * one of them at every pass (a kept record is kept for good).
-	 */
-	if (pass && !from_known)
-		from = sweep_purge_from(j, cutoff);
-	sweep_journal_exec(j, j->batch_sql, &j->batch_plan, cutoff, limit,
-					   pass ? &j->skip : NULL, from, SPI_OK_DELETE_RETURNING);
-	deleted = (int64) SPI_processed;
-	if (pass && deleted > 0)
+	if (deleted < 0)
 	{
+		if (pass && durable_journal_has_before_trigger(j->queue, TRIGGER_TYPE_DELETE))
+			return sweep_purge_listed(j, cutoff, limit);
+
+		/*
+		 * The statement resumes too: the records a foreign key keeps are
+		 * passed over one by one, and a walk from the oldest would cross
+		 * every one of them at every pass (a kept record is kept for good).
+		 */
+		if (!from_known)
+			from = sweep_purge_from(resume, cutoff);
+		sweep_journal_exec(j, j->batch_sql, &j->batch_plan, cutoff, limit, skip, from,
+						   SPI_OK_DELETE_RETURNING);
+		deleted = (int64) SPI_processed;
 		for (i = 0; i < SPI_processed; i++)
 			last = Max(last, DatumGetTimestampTz(durable_col(i, 1)));
-		sweep_resume_at(j, from, last, deleted < limit);
+	}
+	if (deleted > 0)
+		sweep_resume_at(resume, from, last, deleted < limit);
+	if (walked_from != NULL)
+		*walked_from = from;
+	return deleted;
+}
+
+/*
+ * A journal's part of a purge() call.  It resumes where the process's
+ * previous call ended: a loop that calls purge() until it returns 0 would
+ * otherwise walk from the oldest at every call, and behind a long
+ * transaction, whose snapshot keeps vacuum from removing the index entries
+ * of the records deleted since it began, every call would cross all that
+ * the calls before it deleted.  A call that reaches the cutoff from where
+ * it resumed walks from the oldest for the rest of its limit, so that 0
+ * still means that nothing is left to delete (a completion that committed
+ * late, a finish time edited by hand).
+ */
+static int64
+sweep_purge_journal_call(SweepJournal *j, TimestampTz cutoff, int64 limit)
+{
+	TimestampTz from;
+	int64		deleted = sweep_purge_journal(j, cutoff, limit, false, &from);
+
+	if (deleted < limit && from != DT_NOBEGIN)
+	{
+		SweepResume resumed = j->call_resume;
+
+		j->call_resume.full_walk_at = 0;
+		deleted += sweep_purge_journal(j, cutoff, limit - deleted, false, NULL);
+		/* (the next call resumes where the resumed walk ended) */
+		resumed.full_walk_at = j->call_resume.full_walk_at;
+		j->call_resume = resumed;
 	}
 	return deleted;
 }
@@ -680,7 +717,7 @@ sweep_purge(TimestampTz cutoff, int64 limit)
 	for (i = 0; i < lengthof(sweep_journals); i++)
 		sweep_call_may_delete(&sweep_journals[i]);
 	for (i = 0; i < lengthof(sweep_journals) && deleted < limit; i++)
-		deleted += sweep_purge_journal(&sweep_journals[i], cutoff, limit - deleted, false);
+		deleted += sweep_purge_journal_call(&sweep_journals[i], cutoff, limit - deleted);
 	return deleted;
 }
 
@@ -698,7 +735,7 @@ sweep_purge_batch_call(void *arg)
 {
 	SweepPurgeCall *call = (SweepPurgeCall *) arg;
 
-	call->deleted = sweep_purge_journal(call->journal, call->cutoff, call->limit, true);
+	call->deleted = sweep_purge_journal(call->journal, call->cutoff, call->limit, true, NULL);
 }
 
 /* The search for the records that fail: its journal and what it found. */
@@ -828,7 +865,7 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit, int64 *passed_over)
 		{
 			durable_skip_forget_due(&j->skip);
 			if (!durable_skip_any(&j->skip))
-				j->full_walk_at = 0;
+				j->pass_resume.full_walk_at = 0;
 		}
 		j->held = 0;
 		more[step] = sweep_pass_may_delete(j->name, &j->warned, &j->guards);
