@@ -754,6 +754,41 @@ guard_refuse_rename_column(const char *column, Oid relid)
 }
 
 /*
+ * Refuse the RENAME or SET SCHEMA of `type` `relation` (or, for a function,
+ * `object`) if it is one of durable's own relations or functions.
+ */
+static void
+guard_refuse_member_named(ObjectType type, RangeVar *relation, Node *object, Oid nsp,
+						  bool set_schema)
+{
+	Oid			relid;
+	Oid			func;
+
+	switch (type)
+	{
+		case OBJECT_TABLE:
+		case OBJECT_SEQUENCE:
+		case OBJECT_VIEW:
+		case OBJECT_MATVIEW:
+		case OBJECT_FOREIGN_TABLE:
+		case OBJECT_INDEX:
+			if (guard_in_durable_schema(relation, nsp, &relid) &&
+				guard_is_member(RelationRelationId, relid))
+				guard_refuse_rename(guard_relkind_word(relid), get_rel_name(relid), set_schema);
+			break;
+		case OBJECT_FUNCTION:
+		case OBJECT_PROCEDURE:
+		case OBJECT_ROUTINE:
+			func = LookupFuncWithArgs(type, castNode(ObjectWithArgs, object), true);
+			if (get_func_namespace(func) == nsp && guard_is_member(ProcedureRelationId, func))
+				guard_refuse_rename("function", get_func_name(func), set_schema);
+			break;
+		default:
+			break;
+	}
+}
+
+/*
  * ALTER ... RENAME of durable's own tables, sequences and views, of their
  * columns, and of its functions: refused, as is ALTER SCHEMA durable
  * RENAME.  Indexes and constraints may be renamed: renaming an index is
@@ -769,72 +804,19 @@ guard_rename_member(RenameStmt *stmt, Oid nsp)
 
 	if (guard_in_our_scripts())
 		return;
-	switch (stmt->renameType)
-	{
-		case OBJECT_TABLE:
-		case OBJECT_SEQUENCE:
-		case OBJECT_VIEW:
-		case OBJECT_MATVIEW:
-		case OBJECT_FOREIGN_TABLE:
-		case OBJECT_INDEX:
-			if (guard_in_durable_schema(stmt->relation, nsp, &relid) &&
-				guard_is_member(RelationRelationId, relid))
-				guard_refuse_rename(guard_relkind_word(relid), get_rel_name(relid), false);
-			break;
-		case OBJECT_COLUMN:
-			if (guard_in_durable_schema(stmt->relation, nsp, &relid) &&
-				guard_is_member(RelationRelationId, relid))
-				guard_refuse_rename_column(stmt->subname, relid);
-			break;
-		case OBJECT_FUNCTION:
-		case OBJECT_PROCEDURE:
-		case OBJECT_ROUTINE:
-			{
-				Oid			func = LookupFuncWithArgs(stmt->renameType,
-													  castNode(ObjectWithArgs, stmt->object), true);
-
-				if (get_func_namespace(func) == nsp && guard_is_member(ProcedureRelationId, func))
-					guard_refuse_rename("function", get_func_name(func), false);
-				break;
-			}
-		default:
-			break;
-	}
+	if (stmt->renameType != OBJECT_COLUMN)
+		guard_refuse_member_named(stmt->renameType, stmt->relation, stmt->object, nsp, false);
+	else if (guard_in_durable_schema(stmt->relation, nsp, &relid) &&
+			 guard_is_member(RelationRelationId, relid))
+		guard_refuse_rename_column(stmt->subname, relid);
 }
 
 /* ALTER ... SET SCHEMA of durable's own relations and functions. */
 static void
 guard_set_schema_member(AlterObjectSchemaStmt *stmt, Oid nsp)
 {
-	Oid			relid;
-
-	if (guard_in_our_scripts())
-		return;
-	switch (stmt->objectType)
-	{
-		case OBJECT_TABLE:
-		case OBJECT_SEQUENCE:
-		case OBJECT_VIEW:
-		case OBJECT_MATVIEW:
-		case OBJECT_FOREIGN_TABLE:
-			if (guard_in_durable_schema(stmt->relation, nsp, &relid) &&
-				guard_is_member(RelationRelationId, relid))
-				guard_refuse_rename(guard_relkind_word(relid), get_rel_name(relid), true);
-			break;
-		case OBJECT_FUNCTION:
-		case OBJECT_PROCEDURE:
-		case OBJECT_ROUTINE:
-			{
-				Oid			func = LookupFuncWithArgs(stmt->objectType,
-													  castNode(ObjectWithArgs, stmt->object), true);
-
-				if (get_func_namespace(func) == nsp && guard_is_member(ProcedureRelationId, func))
-					guard_refuse_rename("function", get_func_name(func), true);
-				break;
-			}
-		default:
-			break;
-	}
+	if (!guard_in_our_scripts())
+		guard_refuse_member_named(stmt->objectType, stmt->relation, stmt->object, nsp, true);
 }
 
 /* `command` on `rv` needs the role to own it, if it is durable's. */
