@@ -353,11 +353,16 @@ ALTER VIEW durable.stat_counters RENAME TO counters;
 ALTER INDEX durable.sessions RENAME TO sessions_renamed;
 ALTER TABLE durable.inbox RENAME COLUMN chat_id TO chat;
 ALTER VIEW durable.stat_standing RENAME COLUMN why TO reason;
+ALTER TYPE durable.inbox RENAME ATTRIBUTE chat_id TO chat;
+ALTER TYPE durable.stat_standing RENAME ATTRIBUTE why TO reason;
 ALTER FUNCTION durable.sweep() RENAME TO sweep_now;
 ALTER ROUTINE durable.purge(interval, integer) RENAME TO purge_now;
 ALTER TABLE durable.outbox SET SCHEMA public;
 ALTER SEQUENCE durable.inbox_id_seq SET SCHEMA public;
 ALTER FUNCTION durable.metrics() SET SCHEMA public;
+-- (a table that owns a sequence takes it along when it moves)
+ALTER SEQUENCE durable.token_seq OWNED BY durable.inbox.id;
+ALTER SEQUENCE durable.inbox_id_seq OWNED BY NONE;
 -- Every column of every table and view of durable's is refused (a column
 -- added to a later version is refused without a change to the guard).
 DO $$
@@ -395,6 +400,10 @@ ALTER TABLE durable.inbox RENAME COLUMN mine TO still_refused;
 ROLLBACK;
 BEGIN;
 CREATE TABLE durable.scratch (n int);
+CREATE SEQUENCE durable.scratch_seq OWNED BY durable.scratch.n;
+ALTER SEQUENCE durable.scratch_seq OWNED BY NONE;
+ALTER TYPE durable.scratch RENAME ATTRIBUTE n TO o;
+ALTER TABLE durable.scratch RENAME COLUMN o TO n;
 ALTER TABLE durable.scratch RENAME TO scratch_renamed;
 ALTER TABLE durable.scratch_renamed RENAME COLUMN n TO m;
 ALTER TABLE durable.scratch_renamed SET SCHEMA public;

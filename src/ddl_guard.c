@@ -802,9 +802,10 @@ guard_rename_member(RenameStmt *stmt, Oid nsp)
 {
 	Oid			relid;
 
-	if (guard_in_our_scripts())
+	if (guard_in_our_scripts() || IsBinaryUpgrade)
 		return;
-	if (stmt->renameType != OBJECT_COLUMN)
+	/* (ALTER TYPE ... RENAME ATTRIBUTE renames a table's or a view's column too) */
+	if (stmt->renameType != OBJECT_COLUMN && stmt->renameType != OBJECT_ATTRIBUTE)
 		guard_refuse_member_named(stmt->renameType, stmt->relation, stmt->object, nsp, false);
 	else if (guard_in_durable_schema(stmt->relation, nsp, &relid) &&
 			 guard_is_member(RelationRelationId, relid))
@@ -815,7 +816,7 @@ guard_rename_member(RenameStmt *stmt, Oid nsp)
 static void
 guard_set_schema_member(AlterObjectSchemaStmt *stmt, Oid nsp)
 {
-	if (!guard_in_our_scripts())
+	if (!guard_in_our_scripts() && !IsBinaryUpgrade)
 		guard_refuse_member_named(stmt->objectType, stmt->relation, stmt->object, nsp, true);
 }
 
@@ -1132,6 +1133,16 @@ guard_alter_sequence(AlterSeqStmt *stmt, Oid nsp)
 	{
 		DefElem    *option = lfirst_node(DefElem, lc);
 
+		/*
+		 * A table that owns a sequence takes it along to another schema.
+		 * (pg_upgrade's restore sets the members' OWNED BY afresh.)
+		 */
+		if (strcmp(option->defname, "owned_by") == 0 && !IsBinaryUpgrade &&
+			guard_is_member(RelationRelationId, relid))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot change OWNED BY of sequence durable.%s", get_rel_name(relid)),
+					 errdetail("A sequence owned by a table moves and is dropped with it; durable finds its sequences by their names in schema durable.")));
 		if (guard_sequence_option_refused(option))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
