@@ -443,6 +443,30 @@ SELECT g, a.state, a.token IS NOT NULL AS leased
 ROLLBACK;
 
 --
+-- TESTS: a chat's backlog behind its leased head costs a claim one probe of
+-- the chat, not one per record held back.  30 chats, each with a leased head
+-- and 40 records behind it, and one free record: the claim returns the free
+-- record and reads one entry of the chat index per chat held back (before
+-- 2026-12-04 one per record held back, 1,200 here: 20,000 records behind one
+-- head cost every claim 260 ms, 3.7 ms since)
+--
+BEGIN;
+SELECT count(*) AS heads
+  FROM generate_series(1, 30) c,
+       durable.inbox_admit('backlog', 'head-' || c, 'backlog-' || c, instance => 'bot-head', lease => '1 h') a
+ WHERE a.state = 'leased';
+SELECT count(*) AS held_back
+  FROM generate_series(1, 40) g, generate_series(1, 30) c,
+       durable.inbox_admit('backlog', 'm-' || c || '-' || g, 'backlog-' || c) a
+ WHERE a.state = 'pending';
+SELECT state FROM durable.inbox_admit('backlog', 'free', 'backlog-free');
+SELECT pg_stat_get_xact_tuples_returned('durable.inbox_chat_unfinished_idx'::regclass) AS chat_entries \gset
+SELECT message_id FROM durable.inbox_claim('bot-backlog', max => 5);
+SELECT pg_stat_get_xact_tuples_returned('durable.inbox_chat_unfinished_idx'::regclass) - :chat_entries
+       AS chat_index_entries_read;
+ROLLBACK;
+
+--
 -- TESTS: a waiting claim returns at once when its statement is cancelled
 -- (here by statement_timeout), not when its wait ends; nothing is claimable
 --

@@ -640,6 +640,24 @@ SELECT outbox_journaled, outbox_deduped, outbox_retried, outbox_deferred, outbox
        outbox_ambiguous, outbox_bypassed, stale_leases, outbox_diverged
   FROM durable.metrics();
 
+-- A chat's backlog behind a send being sent costs outbox_claim one probe of
+-- the chat, not one per send held back (as for the inbox): 30 chats, each
+-- with a send being sent and 40 sends behind it, and one free send
+BEGIN;
+SELECT count(*) AS sending
+  FROM generate_series(1, 30) c,
+       durable.outbox_begin('rob-backlog-head-' || c, 'rob-backlog-' || c, '{}', 'bot-head') b
+ WHERE b.state = 'sending';
+SELECT count(*) AS held_back
+  FROM generate_series(1, 40) g, generate_series(1, 30) c,
+       durable.outbox_enqueue('rob-backlog-' || c || '-' || g, 'rob-backlog-' || c, '{}') e;
+SELECT created FROM durable.outbox_enqueue('rob-backlog-free', 'rob-backlog-free', '{}');
+SELECT pg_stat_get_xact_tuples_returned('durable.outbox_chat_unfinished_idx'::regclass) AS chat_entries \gset
+SELECT key FROM durable.outbox_claim('bot-backlog', max => 5);
+SELECT pg_stat_get_xact_tuples_returned('durable.outbox_chat_unfinished_idx'::regclass) - :chat_entries
+       AS chat_index_entries_read;
+ROLLBACK;
+
 -- CLEANUP
 DELETE FROM durable.outbox WHERE key LIKE 'rob-%' OR chat_id LIKE 'rob-chat-%' OR inbound_id IN (:in_id, :in_id3);
 DELETE FROM durable.inbox WHERE source = 'regress-outbox';

@@ -10,10 +10,12 @@
 # next due time), and the claim slept to the end of its wait.  Now one
 # reading serves both (waiting.c).
 #
-# The window is one attempt long.  To make it wide, every attempt walks a
-# blocked chat's backlog (a record held for an hour, 20,000 pending behind
-# it), and a commit into that chat wakes the claim just before the record
-# comes due, so that it comes due during the woken attempt.
+# The window is one attempt long.  To make it wide, every attempt walks
+# 20,000 blocked chats (each a record held for an hour and one pending
+# behind it: an attempt probes each chat once), and a commit into one of
+# them wakes the claim just before the record comes due, so that it comes
+# due during the woken attempt.  (One chat's backlog of 20,000 records did
+# this until a claim learned to probe a blocked chat once, 2026-12-04.)
 use strict;
 use warnings;
 
@@ -31,17 +33,23 @@ my $WAIT_S  = 15;
 my $node = PostgreSQL::Test::Cluster->new('due_during_attempt');
 $node->init;
 $node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'durable'\ndurable.naptime = '1h'\nautovacuum = off\n");
+	"shared_preload_libraries = 'durable'\ndurable.naptime = '1h'\nautovacuum = off\n"
+	  # (an admit holds its chat's lock to the end of its transaction)
+	  . "max_locks_per_transaction = 512\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION durable');
 
-# The blocked chats: one held record each, the backlog behind it.
+# The blocked chats: one held record each, one pending behind it.
 $node->safe_psql('postgres', qq{
-	SELECT 1 FROM durable.inbox_admit('t', 'blk-0', 'blk', instance => 'holder', lease => '1 hour');
-	SELECT count(*) FROM (SELECT durable.inbox_admit('t', 'blk-' || g, 'blk')
+	SELECT count(*) FROM (SELECT durable.inbox_admit('t', 'held-' || g, 'blk-' || g,
+	                                                 instance => 'holder', lease => '1 hour')
 	                        FROM generate_series(1, $BACKLOG) g) x;
-	SELECT 1 FROM durable.outbox_begin('oblk-0', 'oblk', '{}', 'holder', lease => '1 hour');
-	SELECT count(*) FROM (SELECT durable.outbox_enqueue('oblk-' || g, 'oblk', '{}')
+	SELECT count(*) FROM (SELECT durable.inbox_admit('t', 'blk-' || g, 'blk-' || g)
+	                        FROM generate_series(1, $BACKLOG) g) x;
+	SELECT count(*) FROM (SELECT durable.outbox_begin('oheld-' || g, 'oblk-' || g, '{}', 'holder',
+	                                                  lease => '1 hour')
+	                        FROM generate_series(1, $BACKLOG) g) x;
+	SELECT count(*) FROM (SELECT durable.outbox_enqueue('oblk-' || g, 'oblk-' || g, '{}')
 	                        FROM generate_series(1, $BACKLOG) g) x;
 	VACUUM ANALYZE durable.inbox, durable.outbox;
 });
@@ -56,7 +64,7 @@ my %queue = (
 		             FROM durable.inbox WHERE message_id = 'target'",
 		claim => "SELECT 'claimed:' || message_id || ' at ' || extract(epoch FROM clock_timestamp())
 		            FROM durable.inbox_claim('w', 1, wait => '$WAIT_S s');",
-		wake  => "SELECT 1 FROM durable.inbox_admit('t', 'blk-wake', 'blk')",
+		wake  => "SELECT 1 FROM durable.inbox_admit('t', 'blk-wake', 'blk-1')",
 	},
 	outbox => {
 		probe  => "SELECT count(*) FROM durable.outbox_claim('probe')",
@@ -66,7 +74,7 @@ my %queue = (
 		             FROM durable.outbox WHERE key = 'target'",
 		claim => "SELECT 'claimed:' || key || ' at ' || extract(epoch FROM clock_timestamp())
 		            FROM durable.outbox_claim('w', 1, wait => '$WAIT_S s');",
-		wake  => "SELECT 1 FROM durable.outbox_enqueue('oblk-wake', 'oblk', '{}')",
+		wake  => "SELECT 1 FROM durable.outbox_enqueue('oblk-wake', 'oblk-1', '{}')",
 	});
 
 for my $name ('inbox', 'outbox')
@@ -75,7 +83,7 @@ for my $name ('inbox', 'outbox')
 
 	# How long one attempt takes over the backlog (nothing is claimable).
 	my $t0 = time;
-	is($node->safe_psql('postgres', $q->{probe}), '0', "$name: nothing is claimable behind the blocked chat");
+	is($node->safe_psql('postgres', $q->{probe}), '0', "$name: nothing is claimable behind the blocked chats");
 	my $attempt = time - $t0;
 	diag(sprintf("$name: one claim over the backlog takes %.0f ms", $attempt * 1000));
 
