@@ -7,6 +7,46 @@
 -- SETUP
 DELETE FROM durable.outbox WHERE key LIKE 'rob-%' OR chat_id LIKE 'rob-chat-%';
 DELETE FROM durable.inbox WHERE source = 'regress-outbox';
+
+-- Which outbox updates are HOT.  The claim walks outbox_waiting_idx, which
+-- holds only pending and failed sends: a lease takes the send out of it, a
+-- failure puts it back, so neither is HOT (the inbox's claim index holds
+-- leased records too, and its lease transitions are); a heartbeat changes
+-- only the lease and is.  Both journals leave a fifth of each page free
+-- for the HOT updates (fillfactor 80).
+SELECT relname, reloptions FROM pg_class
+ WHERE oid IN ('durable.inbox'::regclass, 'durable.outbox'::regclass) ORDER BY relname;
+BEGIN;
+SELECT pg_stat_get_xact_tuples_updated('durable.outbox'::regclass) AS upd0,
+       pg_stat_get_xact_tuples_hot_updated('durable.outbox'::regclass) AS hot0 \gset
+SELECT created FROM durable.outbox_enqueue('rob-hot', 'rob-hot-chat', jsonb_build_object('n', 1));
+SELECT token AS hot_t1 FROM durable.outbox_claim('bot-hot', 1) WHERE key = 'rob-hot' \gset
+SELECT durable.outbox_heartbeat('rob-hot', :hot_t1) > now() AS extended;
+SELECT state FROM durable.outbox_failed('rob-hot', :hot_t1, 'try again', retry_in => '0');
+SELECT token AS hot_t2 FROM durable.outbox_claim('bot-hot', 1) WHERE key = 'rob-hot' \gset
+-- claim, heartbeat, failure, claim: 4 updates, the heartbeat HOT
+SELECT pg_stat_get_xact_tuples_updated('durable.outbox'::regclass) - :upd0 AS updated,
+       pg_stat_get_xact_tuples_hot_updated('durable.outbox'::regclass) - :hot0 AS hot;
+ROLLBACK;
+
+-- A chat's backlog behind a send being sent costs outbox_claim one probe of
+-- the chat, not one per send held back (as for the inbox): 30 chats, each
+-- with a send being sent and 40 sends behind it, and one free send
+BEGIN;
+SELECT count(*) AS sending
+  FROM generate_series(1, 30) c,
+       durable.outbox_begin('rob-backlog-head-' || c, 'rob-backlog-' || c, '{}', 'bot-head') b
+ WHERE b.state = 'sending';
+SELECT count(*) AS held_back
+  FROM generate_series(1, 40) g, generate_series(1, 30) c,
+       durable.outbox_enqueue('rob-backlog-' || c || '-' || g, 'rob-backlog-' || c, '{}') e;
+SELECT created FROM durable.outbox_enqueue('rob-backlog-free', 'rob-backlog-free', '{}');
+SELECT pg_stat_get_xact_tuples_returned('durable.outbox_chat_unfinished_idx'::regclass) AS chat_entries \gset
+SELECT key FROM durable.outbox_claim('bot-backlog', max => 5);
+SELECT pg_stat_get_xact_tuples_returned('durable.outbox_chat_unfinished_idx'::regclass) - :chat_entries
+       AS chat_index_entries_read;
+ROLLBACK;
+
 SELECT durable.metrics_reset();
 
 -- TESTS
@@ -639,24 +679,6 @@ DROP EXTENSION amcheck;
 SELECT outbox_journaled, outbox_deduped, outbox_retried, outbox_deferred, outbox_dead,
        outbox_ambiguous, outbox_bypassed, stale_leases, outbox_diverged
   FROM durable.metrics();
-
--- A chat's backlog behind a send being sent costs outbox_claim one probe of
--- the chat, not one per send held back (as for the inbox): 30 chats, each
--- with a send being sent and 40 sends behind it, and one free send
-BEGIN;
-SELECT count(*) AS sending
-  FROM generate_series(1, 30) c,
-       durable.outbox_begin('rob-backlog-head-' || c, 'rob-backlog-' || c, '{}', 'bot-head') b
- WHERE b.state = 'sending';
-SELECT count(*) AS held_back
-  FROM generate_series(1, 40) g, generate_series(1, 30) c,
-       durable.outbox_enqueue('rob-backlog-' || c || '-' || g, 'rob-backlog-' || c, '{}') e;
-SELECT created FROM durable.outbox_enqueue('rob-backlog-free', 'rob-backlog-free', '{}');
-SELECT pg_stat_get_xact_tuples_returned('durable.outbox_chat_unfinished_idx'::regclass) AS chat_entries \gset
-SELECT key FROM durable.outbox_claim('bot-backlog', max => 5);
-SELECT pg_stat_get_xact_tuples_returned('durable.outbox_chat_unfinished_idx'::regclass) - :chat_entries
-       AS chat_index_entries_read;
-ROLLBACK;
 
 -- CLEANUP
 DELETE FROM durable.outbox WHERE key LIKE 'rob-%' OR chat_id LIKE 'rob-chat-%' OR inbound_id IN (:in_id, :in_id3);
