@@ -1,0 +1,101 @@
+# t/031_worker_stopped_mid_pass.pl: a worker stopped in the middle of a
+# pass, by SIGINT (a cancel) and by SIGTERM (tests.md, 10).
+#
+# The pass holds the worker at the fail point 'sweep:wait' (the end of the
+# pass, before its commit), after it has recovered an expired inbox lease
+# (to pending) and flagged an expired send (unknown) in its transaction.
+# Stopped there, the pass must leave nothing behind: both records as they
+# were, no NOTIFY, no counter moved.  The next pass (of the worker that
+# replaces it: a cancel ends the worker too) does the work once:
+# one message pending, one send unknown, one durable_ambiguous, counters
+# moved by one.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $node = PostgreSQL::Test::Cluster->new('worker_mid_pass');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'durable'
+durable.naptime = '200ms'
+});
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION durable');
+
+my $worker_pid = q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'durable worker'};
+my $states = q{
+	SELECT (SELECT string_agg(message_id || ' ' || state, ', ' ORDER BY id) FROM durable.inbox)
+	       || ' / ' ||
+	       (SELECT string_agg(key || ' ' || state, ', ' ORDER BY id) FROM durable.outbox)};
+my $counters = q{SELECT inbound_replayed + inbound_dead || ' ' || outbox_ambiguous FROM durable.metrics()};
+
+for my $signal ('SIGINT', 'SIGTERM')
+{
+	my $stop = $signal eq 'SIGINT' ? 'pg_cancel_backend' : 'pg_terminate_backend';
+
+	$node->safe_psql('postgres', q{
+		TRUNCATE durable.inbox, durable.outbox;
+		SELECT durable.metrics_reset();
+		SELECT 1 FROM durable.inbox_admit('t', 'm1', 'c1', instance => 'gone', lease => '1 s');
+		SELECT 1 FROM durable.outbox_begin('k1', 'c1', '{}', 'gone', lease => '1 s');});
+	my $counted = $node->safe_psql('postgres', $counters);
+
+	# Hold the next pass at its end: the test holds the lock the point waits for.
+	my $gate = $node->background_psql('postgres');
+	$gate->query_safe('SELECT pg_advisory_lock(4242)');
+	my $listener = $node->background_psql('postgres');
+	$listener->query_safe('LISTEN durable_ambiguous');
+	$node->safe_psql('postgres', q{ALTER DATABASE postgres SET durable.fail_point = 'sweep:wait'});
+	$node->reload;
+	$node->poll_query_until('postgres', "SELECT count(*) = 1 FROM ($worker_pid) w")
+	  or die 'no worker';
+	my $pid = $node->safe_psql('postgres', $worker_pid);
+	# (the settings reach the worker at its next pass; the leases run out meanwhile)
+	ok($node->poll_query_until('postgres', qq{
+		SELECT count(*) = 1 FROM pg_locks
+		 WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted AND pid = $pid}),
+		"$signal: the worker's pass waits at its end, its recovery done and not committed");
+	is($node->safe_psql('postgres', "SELECT backend_xid IS NOT NULL FROM pg_stat_activity WHERE pid = $pid"),
+		't', "$signal: ... (its transaction has written)");
+	is($node->safe_psql('postgres', $states), 'm1 leased / k1 sending',
+		"$signal: ... which nobody sees yet");
+
+	$node->safe_psql('postgres', 'ALTER DATABASE postgres RESET durable.fail_point');
+	$node->reload;
+	$node->safe_psql('postgres', "SELECT $stop($pid)");
+	if ($signal eq 'SIGTERM')
+	{
+		ok($node->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid"),
+			"$signal: the worker ends");
+	}
+	else
+	{
+		ok($node->poll_query_until('postgres', qq{
+			SELECT count(*) = 0 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND pid = $pid}),
+			"$signal: the pass gives up its wait");
+	}
+	is($node->safe_psql('postgres', $states), 'm1 leased / k1 sending',
+		"$signal: the stopped pass left both records as they were");
+	is($node->safe_psql('postgres', $counters), $counted, "$signal: ... and counted nothing");
+
+	$gate->query_safe('SELECT pg_advisory_unlock(4242)');
+	ok($node->poll_query_until('postgres', "SELECT ($states) = 'm1 pending / k1 unknown'"),
+		"$signal: the next pass recovers both");
+	# (a cancel ends the pass and the worker with it, as SIGTERM does)
+	isnt($node->safe_psql('postgres', $worker_pid), $pid, "$signal: ... a new worker's");
+	my ($inbox, $ambiguous) = split / /, $node->safe_psql('postgres', $counters);
+	is($ambiguous, 1, "$signal: outbox_ambiguous counts the send once");
+	# (psql prints the notifications it got after its next command's result)
+	my $heard = $listener->query_safe(q{SELECT 1});
+	my @notes = $heard =~ /notification "durable_ambiguous"/g;
+	is(scalar(@notes), 1, "$signal: durable_ambiguous announced it once");
+	$listener->quit;
+	$gate->quit;
+}
+
+$node->stop;
+done_testing();
