@@ -54,6 +54,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use DurableInvariants;
 
 my @points = qw(inbox_admit inbox_complete inbox_fail outbox_begin
   outbox_sent outbox_failed sweep instance_start claim_lock index_open insert_open);
@@ -499,6 +502,8 @@ for my $point (@points)
 		$scenario{$point}->($variant);
 	}
 }
+
+is(invariant_violations($node), '', "the journals' invariants hold after every scenario");
 
 # Nothing but the deliberate kills: no other signal, no PANIC, no failed
 # assertion.

@@ -22,6 +22,9 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use DurableInvariants;
 
 my $clients = 6;
 my $seconds = 20;
@@ -120,6 +123,7 @@ for my $queue ('outbox', 'inbox')
 	my $taken = $node->safe_psql('postgres',
 		"SELECT count(*) FROM durable.${queue}_claim('final', max => 10000)");
 	cmp_ok($taken, '>=', $left, "$queue: a final claim takes every record due for a second ($left)");
+	is(invariant_violations($node), '', "$queue: the journals' invariants hold");
 }
 
 $node->stop;

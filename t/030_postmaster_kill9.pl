@@ -24,6 +24,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
 use Time::HiRes qw(usleep);
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use DurableInvariants;
 
 my $node = PostgreSQL::Test::Cluster->new('postmaster_kill9');
 $node->init;
@@ -138,6 +141,7 @@ is($node->safe_psql('postgres',
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'durable worker'") > 0 ? 'yes' : 'no',
 	'yes', "durable's workers are back");
 
+is(invariant_violations($node), '', 'the journals\' invariants hold');
 is($node->safe_psql('postgres', q{
 	SELECT count(*) FROM (
 	  SELECT bt_index_check(c.oid, true) FROM pg_class c

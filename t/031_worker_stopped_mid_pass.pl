@@ -16,6 +16,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use DurableInvariants;
 
 my $node = PostgreSQL::Test::Cluster->new('worker_mid_pass');
 $node->init;
@@ -93,6 +96,7 @@ for my $signal ('SIGINT', 'SIGTERM')
 	my $heard = $listener->query_safe(q{SELECT 1});
 	my @notes = $heard =~ /notification "durable_ambiguous"/g;
 	is(scalar(@notes), 1, "$signal: durable_ambiguous announced it once");
+	is(invariant_violations($node), '', "$signal: the journals' invariants hold");
 	$listener->quit;
 	$gate->quit;
 }
