@@ -381,8 +381,67 @@ SELECT message_id, state, token = (SELECT value::bigint FROM fx WHERE name = 'li
 -- The session is still usable
 SELECT 1 AS alive;
 
+--
+-- TESTS: every function of the extension (from the catalog, so a function
+-- added later is tried without a change here), every argument in turn at
+-- each edge value of its type (NULL, empty, over 512 bytes, a control
+-- character, a quote that would end the string in dynamic SQL, 0, -1, the
+-- type's bounds, intervals below the minimum lease and past any cap,
+-- infinite times, a 2 MB payload, empty and 2-D arrays), the other
+-- arguments valid.  Every call runs or fails with a documented SQLSTATE
+-- (22023, 54000, DR001-DR003): no other error, no crash (tests.md, 13).
+-- The calls' writes are rolled back.
+--
+CREATE FUNCTION pg_temp.outcome_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE sql;
+    RETURN 'runs';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE;
+END $$;
+-- a valid value of each argument type, and the edge values to try in its place
+CREATE TEMP TABLE arg_values (type regtype, valid text, edges text[]);
+INSERT INTO arg_values VALUES
+  ('text', '''x''', ARRAY['NULL', '''''', 'repeat(''x'', 513)', 'repeat(''é'', 300)', 'E''\x01''', '''a''''; DROP TABLE pg_temp.arg_values; --''']),
+  ('integer', '1', ARRAY['NULL', '0', '-1', '2147483647', '(-2147483647 - 1)']),
+  ('bigint', '1', ARRAY['NULL', '0', '-1', '9223372036854775807', '(-9223372036854775807 - 1)']),
+  ('interval', '''20 ms''', ARRAY['NULL', '''0''', '''-1 s''', '''1 ms''', '''1000000 years''', '''-1000000 years''', '''1 mon''']),
+  ('jsonb', '''{}''', ARRAY['NULL', '''null''', '''"x"''', '''[]''', 'jsonb_build_object(''t'', repeat(''x'', 2000000))']),
+  ('timestamptz', 'now()', ARRAY['NULL', '''infinity''', '''-infinity''', '''4000-01-01''']),
+  ('boolean', 'true', ARRAY['NULL']),
+  ('bigint[]', '''{1}''', ARRAY['NULL', '''{}''', '''{NULL}''', 'ARRAY[1, 2]', '''{{1}}''']);
+-- every function of the extension, every argument in turn at each edge value, the others valid
+CREATE TEMP TABLE edge_calls AS
+SELECT p.oid::regprocedure::text AS function, i AS arg, e AS value,
+       format('SELECT * FROM durable.%I(%s)', p.proname,
+              (SELECT string_agg(CASE WHEN j = i THEN e || '::' || format_type(t, NULL)
+                                      ELSE v.valid || '::' || format_type(t, NULL) END, ', ' ORDER BY j)
+                 FROM unnest(p.proargtypes::oid[]) WITH ORDINALITY AS a(t, j)
+                 JOIN arg_values v ON v.type = a.t)) AS call
+  FROM pg_proc p
+  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+  JOIN pg_extension x ON x.oid = d.refobjid AND x.extname = 'durable',
+       unnest(p.proargtypes::oid[]) WITH ORDINALITY AS a(t, i)
+  JOIN arg_values v ON v.type = a.t, unnest(v.edges) AS e;
+-- (an argument type without values would leave its functions out)
+SELECT p.oid::regprocedure AS untried
+  FROM pg_proc p
+  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+  JOIN pg_extension x ON x.oid = d.refobjid AND x.extname = 'durable'
+ WHERE EXISTS (SELECT FROM unnest(p.proargtypes::oid[]) t WHERE t NOT IN (SELECT type FROM arg_values));
+BEGIN;
+SET LOCAL client_min_messages = error;
+CREATE TEMP TABLE edge_results AS SELECT c.*, pg_temp.outcome_of(c.call) AS result FROM edge_calls c;
+-- (which documented SQLSTATE each call gets depends on what the journals hold)
+SELECT count(*) AS calls, count(*) FILTER (WHERE result = 'runs') > 0 AS some_run,
+       count(*) FILTER (WHERE result = '22023') > 0 AS some_refused
+  FROM edge_results;
+SELECT function, arg, value, result FROM edge_results WHERE result NOT IN ('runs', '22023', '54000', 'DR001', 'DR002', 'DR003') ORDER BY 1, 2, 3;
+ROLLBACK;
+
 -- CLEANUP
 DELETE FROM durable.inbox WHERE source = 'regress-bad';
 DELETE FROM durable.outbox WHERE key LIKE 'bad-%';
 DROP VIEW fingerprint;
 DROP TABLE fingerprint_before, metrics_before, cases, fx;
+
