@@ -25,7 +25,11 @@ INSERT INTO awkward VALUES
   (13, E'\x7f'),
   (14, '"quoted"'),
   (15, '$1'),
-  (16, 'durable.inbox');
+  (16, 'durable.inbox'),
+  -- past NAMEDATALEN, and two-byte characters up to the 512-byte limit with
+  -- the 'names:' prefix the keys below add
+  (17, repeat('n', 64)),
+  (18, repeat('é', 253));
 
 -- TESTS
 
@@ -43,6 +47,16 @@ SELECT count(*) AS duplicates
   FROM awkward w, durable.inbox_admit('regress-names', w.v, w.v) a
  WHERE a.duplicate;
 SELECT count(DISTINCT id) AS records FROM durable.inbox WHERE source = 'regress-names';
+
+-- Sources as given too: each value as the source of one message
+SELECT count(*) AS admitted
+  FROM awkward w, durable.inbox_admit(w.v, 'names:source', 'names-source-chat') a
+ WHERE NOT a.duplicate;
+SELECT count(*) AS sources_byte_exact
+  FROM awkward w JOIN durable.inbox i
+    ON i.message_id = 'names:source' AND i.source = w.v
+   AND convert_to(i.source, 'UTF8') = convert_to(w.v, 'UTF8');
+DELETE FROM durable.inbox WHERE message_id = 'names:source';
 
 -- A handler's error text comes back as given: stored on the record, and an empty one too
 -- (an exception without a message prints as '' in most languages: refusing it would make
