@@ -65,6 +65,14 @@
  * and ALTER SCHEMA durable RENAME the schema: they need its owner.  The
  * schema is not renamed at all (guard_rename_schema).
  *
+ * Names.  durable's code, its worker, its upgrade scripts and the bots find
+ * its objects by their names: its own tables, sequences and views, their
+ * columns and its functions are neither renamed nor moved to another schema
+ * (guard_rename_member, guard_set_schema_member), and its sequences get no
+ * owning column, with which a table would take them along.  Indexes and
+ * constraints may be renamed (the repair of an index made under one of
+ * durable's names).
+ *
  * Nothing here acts in a database without the extension, whatever its
  * schemas are called.
  *

@@ -217,15 +217,6 @@ typedef struct SweepCheckWarned
 	int64		failed;
 } SweepCheckWarned;
 
-/*
- * A journal's retention purge: how to delete its finished records directly
- * (direct.c) and, when it cannot be written directly, the statements that
- * do it.  The batch and candidate statements take $1 the cutoff, $2 the
- * limit, $3 the keys to pass over (an array) and $4 where the records not
- * passed over by the mark begin (durable_skip_from), and their
- * %s the journal's foreign-key guards (durable_delete_check) on the candidate
- * alias c.
- */
 /* Where a process's purge resumes (sweep_purge_from). */
 typedef struct SweepResume
 {
@@ -236,6 +227,15 @@ typedef struct SweepResume
 	int64		full_walk_at;	/* durable_clock_us() of the last walk from the oldest */
 } SweepResume;
 
+/*
+ * A journal's retention purge: how to delete its finished records directly
+ * (direct.c) and, when it cannot be written directly, the statements that
+ * do it.  The batch and candidate statements take $1 the cutoff, $2 the
+ * limit, $3 the keys to pass over (an array) and $4 where the records not
+ * passed over by the mark begin (durable_skip_from), and their
+ * %s the journal's foreign-key guards (durable_delete_check) on the candidate
+ * alias c.
+ */
 typedef struct SweepJournal
 {
 	const char *name;			/* schema-qualified, for the guards and messages */
