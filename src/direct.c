@@ -2059,15 +2059,17 @@ direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const
 		return false;
 	id = DatumGetInt64(slot_getattr(version, q->cols->id, &isnull));
 	chat_id = slot_getattr(version, q->cols->chat_id, &isnull);
-	held_key = direct_held_chat_key(chat_id);
-	if (held_key != NULL && held->chats != NULL &&
-		hash_search(held->chats, held_key, HASH_FIND, NULL) != NULL)
+	/* (no copy of the chat id until a chat was held back) */
+	held_key = held->chats != NULL ? direct_held_chat_key(chat_id) : NULL;
+	if (held_key != NULL && hash_search(held->chats, held_key, HASH_FIND, NULL) != NULL)
 		return false;
 	if (!direct_chat_scan(q->heap, q->chat_idx, chat_id, BTLessStrategyNumber, id, NULL, rels,
 						  snapshot,
 						  claim->report_in_flight && !claim->in_flight ? &in_flight : NULL))
 		return true;
 	claim->in_flight |= in_flight;
+	if (held_key == NULL)
+		held_key = direct_held_chat_key(chat_id);
 	if (held_key != NULL)
 		direct_held_chat_add(held, held_key);
 	return false;
