@@ -24,6 +24,14 @@
  *		and outbox): the effect and the follow-ups commit exactly when the
  *		message is marked done.
  *
+ * One message in SIM_POISON_EVERY is poison: its handler fails every time
+ * (inbox_fail, before any send), so it ends dead after
+ * durable.inbox_max_attempts leases.  One follow-up in SIM_REJECT_EVERY
+ * (the ':g' one of an inbox id that is a multiple of it) is rejected by the
+ * provider for good, and outbox_failed(retryable => false) makes it dead.
+ * test/crash/run computes both sets from the ids and checks that exactly
+ * they, and nothing else, end dead.
+ *
  * Between its admits the replica is also a sender loop: outbox_claim, one
  * send at a time, of the sends that are due (follow-ups, new or refused before; and replies the
  * provider refused, due again before their message is), the provider, then
@@ -53,7 +61,8 @@
  *
  * Usage:
  *	 botsim feed --feed N --seed S
- *		prints "deliveries N distinct D": the size of the feed.
+ *		prints "deliveries N distinct D poison P poison_every E reject_every J":
+ *		the size of the feed, its poison messages and the two moduli.
  *	 botsim replica --conninfo C --instance I --replica r --replicas R
  *		 --feed N --seed S --dir D [--rate R] [--lease L] [--refuse P] [--t0 T]
  *		--rate paces the replica's share: its k-th entry is due at T + k / R
@@ -89,6 +98,12 @@
 
 /* A redelivery repeats one of this many preceding feed entries. */
 #define SIM_REDELIVER_WINDOW 64
+
+/* Message number m is poison when m % SIM_POISON_EVERY == SIM_POISON_EVERY - 1. */
+#define SIM_POISON_EVERY 50
+
+/* Send '<inbox id>:g' is rejected for good when inbox id % SIM_REJECT_EVERY == 0. */
+#define SIM_REJECT_EVERY 20
 
 /* Provider answers whose outbox_sent was lost with the connection. */
 #define SIM_MAX_UNCONFIRMED 16
@@ -285,6 +300,24 @@ sim_open_files(Sim *sim)
 	sim_save_pos(sim);
 }
 
+/* What the fake provider answered. */
+typedef enum SimAnswer
+{
+	SIM_DELIVERED,				/* delivered: pmid holds its message id */
+	SIM_REFUSED,				/* refused for now: try again later */
+	SIM_REJECTED				/* rejected for good (a chat that blocked the bot) */
+} SimAnswer;
+
+/* Whether the provider rejects send `key` for good (see SIM_REJECT_EVERY). */
+static bool
+sim_rejects(const char *key)
+{
+	size_t		len = strlen(key);
+
+	return len > 2 && strcmp(key + len - 2, ":g") == 0 &&
+		strtol(key, NULL, 10) % SIM_REJECT_EVERY == 0;
+}
+
 /*
  * The fake provider: record the delivery (or the refusal) durably, then
  * answer.  A "sent" line means the provider delivered the message to the
@@ -293,23 +326,28 @@ sim_open_files(Sim *sim)
  * half after (the answer travelling), so a replica killed meanwhile leaves
  * both kinds of ambiguous send: delivered, and not.
  */
-static bool
+static SimAnswer
 sim_provider(Sim *sim, const char *key, char *pmid, size_t pmid_size)
 {
 	char		line[512];
 	int			len;
-	bool		refuse = (rand() % 100) < sim->refuse_pct;
+	SimAnswer	answer = SIM_DELIVERED;
 	double		latency = sim->provider_ms > 0 ? (rand() % (sim->provider_ms + 1)) / 1000.0 : 0;
 
+	if (sim_rejects(key))
+		answer = SIM_REJECTED;
+	else if ((rand() % 100) < sim->refuse_pct)
+		answer = SIM_REFUSED;
 	sim_sleep(latency / 2);
-	if (refuse)
-		len = snprintf(line, sizeof(line), "refused %s - %s\n", key, sim->instance);
-	else
+	if (answer == SIM_DELIVERED)
 	{
 		snprintf(pmid, pmid_size, "p-%s-%d-%ld", sim->instance, (int) getpid(),
 				 ++sim->provider_seq);
 		len = snprintf(line, sizeof(line), "sent %s %s %s\n", key, pmid, sim->instance);
 	}
+	else
+		len = snprintf(line, sizeof(line), "%s %s - %s\n",
+					   answer == SIM_REJECTED ? "rejected" : "refused", key, sim->instance);
 	if (len >= (int) sizeof(line))
 		sim_die("ledger line too long for key %s", key);
 	if (write(sim->ledger_fd, line, len) != len)
@@ -317,7 +355,7 @@ sim_provider(Sim *sim, const char *key, char *pmid, size_t pmid_size)
 	if (fsync(sim->ledger_fd) != 0)
 		sim_die("cannot fsync the ledger: %s", strerror(errno));
 	sim_sleep(latency / 2);
-	return !refuse;
+	return answer;
 }
 
 /* ---- Connection and calls ---- */
@@ -481,14 +519,15 @@ sim_inbox_fail(Sim *sim, const char *id, const char *token, const char *why,
 typedef enum
 {
 	SIM_SEND_SENT,				/* delivered and confirmed */
-	SIM_SEND_REFUSED,			/* refused, and outbox_failed recorded it */
+	SIM_SEND_REFUSED,			/* refused or rejected, and outbox_failed recorded it */
 	SIM_SEND_ABANDONED			/* the connection failed: the lease decides */
 } SimSend;
 
 /*
  * Call the provider for send `key`, held under `otoken`, and tell the
- * journal what it answered: outbox_sent, or outbox_failed (retryable, due
- * again after 100 ms) when it refused.  `what` names the send in events.
+ * journal what it answered: outbox_sent; outbox_failed, retryable and due
+ * again after 100 ms, when it refused; not retryable (dead) when it
+ * rejected the send for good.  `what` names the send in events.
  */
 static SimSend
 sim_send(Sim *sim, const char *what, const char *key, const char *otoken)
@@ -496,16 +535,20 @@ sim_send(Sim *sim, const char *what, const char *key, const char *otoken)
 	char		pmid[64] = "";
 	PGresult   *res;
 	SimStatus	st;
+	SimAnswer	answer = sim_provider(sim, key, pmid, sizeof(pmid));
 
-	if (!sim_provider(sim, key, pmid, sizeof(pmid)))
+	if (answer != SIM_DELIVERED)
 	{
-		const char *params[4] = {key, otoken, "provider refused", "100ms"};
+		bool		rejected = answer == SIM_REJECTED;
+		const char *params[5] = {key, otoken,
+			rejected ? "provider rejected the send for good" : "provider refused",
+			rejected ? "false" : "true", "100ms"};
 
-		sim_event(sim, "%s_refused %s", what, key);
+		sim_event(sim, "%s_%s %s", what, rejected ? "rejected" : "refused", key);
 		st = sim_call(sim, "outbox_failed", &res,
 					  "SELECT state FROM durable.outbox_failed(key => $1, token => $2::bigint, error => $3, "
-					  "retryable => true, retry_in => $4::interval)",
-					  4, params);
+					  "retryable => $4::boolean, retry_in => $5::interval)",
+					  5, params);
 		if (st != SIM_OK)
 			return SIM_SEND_ABANDONED;
 		PQclear(res);
@@ -551,6 +594,14 @@ sim_handle(Sim *sim, const char *id, const char *token, const char *message_id,
 	const char *reply = "none";
 	PGresult   *res;
 	SimStatus	st;
+
+	/* A poison message fails before it does anything, every time. */
+	if (strtol(message_id + 1, NULL, 10) % SIM_POISON_EVERY == SIM_POISON_EVERY - 1)
+	{
+		sim_event(sim, "poison %s %s", id, message_id);
+		sim_inbox_fail(sim, id, token, "poison: the handler fails every time", "50ms");
+		return;
+	}
 
 	/* 1. Journal the reply; the server derives its key from the lease. */
 	snprintf(payload, sizeof(payload), "{\"reply_to\": \"%s\", \"text\": \"ok %s\"}",
@@ -987,7 +1038,9 @@ main(int argc, char **argv)
 	distinct = sim_build_feed(sim.feed_len, sim.seed, &sim.feed);
 
 	if (strcmp(cmd, "feed") == 0)
-		printf("deliveries %ld distinct %ld\n", sim.feed_len, distinct);
+		printf("deliveries %ld distinct %ld poison %ld poison_every %d reject_every %d\n",
+			   sim.feed_len, distinct, distinct / SIM_POISON_EVERY, SIM_POISON_EVERY,
+			   SIM_REJECT_EVERY);
 	else
 	{
 		memset(&sa, 0, sizeof(sa));
