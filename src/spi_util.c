@@ -141,12 +141,11 @@ bool
 durable_schema_current(char **installed)
 {
 	/*
-	 * The versions whose tables are this library's: 0.9 changed no table
-	 * (it gave two views their right owner and privileges), so a database
-	 * still at 0.8 is served before its update.  A version that changes a
-	 * table the statements name starts this list anew.
+	 * The versions whose tables are this library's.  A version that changes
+	 * a table the statements name starts this list anew: 0.10 added
+	 * sessions.owned_by, which session_save and session_load read.
 	 */
-	static const char *const same_tables[] = {"0.8", DURABLE_VERSION};
+	static const char *const same_tables[] = {DURABLE_VERSION};
 	char	   *version = durable_installed_version();
 
 	if (installed)

@@ -173,14 +173,15 @@ my $setup = q{
 };
 
 # count and md5 of every table of the extension, and the sequences' positions
-# (the inbox's without finished_at, the column 0.3 adds and fills)
+# (the inbox's without finished_at, the column 0.3 adds and fills, and the
+# sessions' without owned_by, which 0.10 adds, NULL for the rows it finds)
 my $data_sql = q{
 	SELECT string_agg(line, E'\n' ORDER BY line) FROM (
 	  SELECT 'durable.inbox ' || count(*) || ' ' || md5(coalesce(string_agg((to_jsonb(t) - 'finished_at')::text, ',' ORDER BY t.id), '')) FROM durable.inbox t
 	  UNION ALL
 	  SELECT 'durable.outbox ' || count(*) || ' ' || md5(coalesce(string_agg(t::text, ',' ORDER BY t.key), '')) FROM durable.outbox t
 	  UNION ALL
-	  SELECT 'durable.sessions ' || count(*) || ' ' || md5(coalesce(string_agg(t::text, ',' ORDER BY t.bot, t.shard), '')) FROM durable.sessions t
+	  SELECT 'durable.sessions ' || count(*) || ' ' || md5(coalesce(string_agg((to_jsonb(t) - 'owned_by')::text, ',' ORDER BY t.bot, t.shard), '')) FROM durable.sessions t
 	  UNION ALL
 	  SELECT 'durable.permits ' || count(*) || ' ' || md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM durable.permits t
 	  UNION ALL
@@ -279,6 +280,30 @@ for my $from (@versions)
 	is($node->safe_psql($db, "SELECT duplicate FROM durable.inbox_admit('tg', 'done-1', 'chat-1', '{\"text\":\"done\"}')"),
 		't', "$db: a message admitted before the update is a duplicate");
 
+	# a session saved before 0.10 belongs to no role until its next save: a
+	# gateway role loads it, and its save makes it that role's
+	is($node->safe_psql($db, "SELECT count(*) FROM durable.sessions WHERE owned_by IS NULL"),
+		'1', "$db: the session saved before the update has no owner");
+	$node->safe_psql($db, q{
+		CREATE ROLE upgrade_gateway LOGIN;
+		GRANT USAGE ON SCHEMA durable TO upgrade_gateway;
+		GRANT EXECUTE ON FUNCTION durable.session_save(text, integer, text, bigint, text, integer),
+		                          durable.session_load(text, integer, text, integer, interval)
+		   TO upgrade_gateway;
+		UPDATE durable.sessions SET saved_at = now() WHERE bot = 'bot-1'});
+	is($node->safe_psql($db,
+			"SELECT session_id FROM durable.session_load('bot-1', 0, 'wss://gateway', 1)",
+			extra_params => [ '-U', 'upgrade_gateway' ]),
+		'session-secret', "$db: a gateway role loads the session saved before the update");
+	$node->safe_psql($db, "SELECT durable.session_save('bot-1', 0, 'session-next', 1235, 'wss://gateway', 1)",
+		extra_params => [ '-U', 'upgrade_gateway' ]);
+	is($node->safe_psql($db, "SELECT owned_by FROM durable.sessions WHERE bot = 'bot-1'"),
+		'upgrade_gateway', "$db: its first save after the update makes it the saving role's");
+	$node->safe_psql($db, q{
+		DELETE FROM durable.sessions WHERE bot = 'bot-1';
+		DROP OWNED BY upgrade_gateway;
+		DROP ROLE upgrade_gateway});
+
 	# the monitoring views of 0.2, for a member of pg_monitor
 	$node->safe_psql($db, 'CREATE ROLE upgrade_monitor LOGIN IN ROLE pg_monitor');
 	is($node->safe_psql($db, q{SELECT inbox_dead || ' ' || outbox_dead || ' ' || outbox_unknown FROM durable.stat_standing},
@@ -351,14 +376,19 @@ is($other_err, '', 'other_updater: DROP OWNED BY the superuser who ran the updat
 ($other_rc, $other_out, $other_err) = $node->psql('postgres', 'DROP ROLE upgrade_admin2');
 is($other_err, '', 'other_updater: that superuser can be dropped');
 
-# a database at 0.8 is served by this library before its update (0.9
-# changed no table), and an update by the creator changes nothing
+# a database at 0.8 is refused by this library before its update (0.10
+# added sessions.owned_by; 0.9's library served 0.8, whose tables were its
+# own), and an update by the creator says nothing: nothing to repair
 $node->safe_psql('postgres', 'CREATE DATABASE still_0_8');
 $node->safe_psql('still_0_8', "CREATE EXTENSION durable VERSION '0.8'");
-is($node->safe_psql('still_0_8', q{SELECT state FROM durable.inbox_admit('tg', 'm-1', 'chat-1', '{}')}),
-	'pending', 'still_0_8: the API serves a database at 0.8');
+($other_rc, $other_out, $other_err) = $node->psql('still_0_8',
+	q{SELECT state FROM durable.inbox_admit('tg', 'm-1', 'chat-1', '{}')});
+like($other_err, qr/durable's library is version \Q$default\E but this database has durable 0\.8/,
+	'still_0_8: the API refuses a database at 0.8 before its update');
 ($other_rc, $other_out, $other_err) = $node->psql('still_0_8', 'ALTER EXTENSION durable UPDATE');
 is($other_err, '', 'still_0_8: the update by the creator says nothing (nothing to repair)');
+is($node->safe_psql('still_0_8', q{SELECT state FROM durable.inbox_admit('tg', 'm-1', 'chat-1', '{}')}),
+	'pending', 'still_0_8: after the update the API serves it');
 
 # The views given back before 0.9 (REASSIGN OWNED, or the hand repair that
 # the README of 0.8 described) still carry the default grants and, in their
@@ -562,6 +592,9 @@ if (grep { $_ eq '0.7' } @versions)
 	my $want = join("\n", map { "$_ t t f 0" } sort values %replaced);
 	is($node->safe_psql('grants_0_7', $privileges_sql), $want,
 		'0.7 -> 0.8: outbox_enqueue and outbox_begin keep their grants (and grant option), gain no default privilege and nothing for PUBLIC');
+	# (this library serves its own version's tables only: the rest of the
+	# steps, which leave those two functions alone, first)
+	$node->safe_psql('grants_0_7', "ALTER EXTENSION durable UPDATE");
 	is($node->safe_psql('grants_0_7', q{
 			SELECT e.key || ' ' || b.action
 			  FROM durable.outbox_enqueue('k-granted', 'chat-1', '{}') e,

@@ -16,7 +16,7 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(441);
+SELECT plan(444);
 
 -- ---------------------------------------------------------------------------
 -- The extension and its schema
@@ -86,7 +86,8 @@ INSERT INTO tap_cols (tbl, col, typ) VALUES
     ('sessions', 'sequence', 'bigint'),
     ('sessions', 'resume_url', 'text'),
     ('sessions', 'total_shards', 'integer'),
-    ('sessions', 'saved_at', 'timestamp with time zone');
+    ('sessions', 'saved_at', 'timestamp with time zone'),
+    ('sessions', 'owned_by', 'regrole');
 
 SELECT has_table('durable', t, format('table durable.%s exists', t))
   FROM unnest(ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits']::name[]) AS t;
@@ -98,6 +99,8 @@ SELECT col_not_null('durable', tbl, col, format('durable.%s.%s is NOT NULL', tbl
                ('outbox', 'key'), ('outbox', 'chat_id'), ('outbox', 'payload'), ('outbox', 'state'),
                ('outbox', 'attempts'), ('outbox', 'not_before'), ('outbox', 'created_at'),
                ('sessions', 'session_id'), ('sessions', 'saved_at')) AS v(tbl, col);
+SELECT col_is_null('durable', 'sessions', 'owned_by',
+                   'durable.sessions.owned_by may be NULL (a session saved before 0.10, until its next save)');
 SELECT col_is_pk('durable', 'inbox', 'id', 'durable.inbox is keyed by id');
 SELECT col_is_pk('durable', 'outbox', 'key', 'durable.outbox is keyed by its idempotency key');
 SELECT col_is_pk('durable', 'sessions', ARRAY['bot', 'shard']::name[], 'durable.sessions holds one row per bot and shard');
