@@ -328,6 +328,18 @@ ROLLBACK;
 \set VERBOSITY default
 SELECT stale_leases, outbox_journaled, outbox_deduped FROM durable.metrics();
 
+-- A failure that makes the send dead ignores retry_in, whatever its value (a Retry-After
+-- already past): the provider's verdict is recorded, where 22023 would leave the send
+-- sending until its lease ran out, then unknown.  Not retryable, and on the last try.
+SELECT token AS t_verdict FROM durable.outbox_begin('roe-verdict', 'roe-chat-v', '{}', 'bot-1') \gset
+SELECT * FROM durable.outbox_failed('roe-verdict', :t_verdict, '403 Forbidden', retryable => false,
+                                    retry_in => '-1 s');
+SELECT token AS t_last FROM durable.outbox_begin('roe-last-try', 'roe-chat-l', '{}', 'bot-1') \gset
+SET durable.outbox_retries = 0;
+SELECT * FROM durable.outbox_failed('roe-last-try', :t_last, '503', retry_in => '400 days');
+RESET durable.outbox_retries;
+SELECT key, state, error FROM durable.outbox WHERE key IN ('roe-verdict', 'roe-last-try') ORDER BY key;
+
 ------------------------------------------------------------------------
 -- What a DR001 says: the send or inbound record, its state, its current token
 ------------------------------------------------------------------------

@@ -912,8 +912,6 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 	int			clipped_from;
 	Datum		error = durable_arg_error(fcinfo, 2, &clipped_from);
 	bool		has_retry_in = !PG_ARGISNULL(3);
-	int64		retry_in_us = durable_arg_interval_us(fcinfo, 3, "retry_in", 0, 0,
-													  DURABLE_MAX_DELAY_US);
 	TimestampTz now;
 	Oid			lock_types[1] = {INT8OID};
 	Oid			fail_types[5] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID};
@@ -951,8 +949,15 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 	/* After the lock: a wait for it must not eat into the backoff */
 	now = GetCurrentTimestamp();
 	dead = attempts >= durable_inbox_max_attempts;
+
+	/*
+	 * retry_in is checked only for a record that will be retried: on its
+	 * last attempt it is ignored, so that a bad value cannot refuse the
+	 * failure and leave the record to the sweep, its error lost.
+	 */
 	if (!dead)
-		not_before = now + (has_retry_in ? retry_in_us :
+		not_before = now + (has_retry_in ?
+							durable_arg_interval_us(fcinfo, 3, "retry_in", 0, 0, DURABLE_MAX_DELAY_US) :
 							durable_backoff_us(attempts,
 											   (int64) durable_inbox_backoff_base_ms * 1000,
 											   (int64) durable_inbox_backoff_cap_ms * 1000));

@@ -894,8 +894,6 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 	token = durable_arg_int64(fcinfo, 1, "token");
 	error = durable_arg_error(fcinfo, 2, &clipped_from);
 	retryable = durable_arg_bool(fcinfo, 3, "retryable");
-	retry_in_us = durable_arg_interval_us(fcinfo, 4, "retry_in", -1, 0,
-										  DURABLE_MAX_DELAY_US);
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
@@ -928,11 +926,22 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 	now = GetCurrentTimestamp();
 	/* attempts counts tries: retries used so far are attempts - 1. */
 	dead = !retryable || attempts > durable_outbox_retries;
+
+	/*
+	 * retry_in is checked only for a send that will be retried: a dead one
+	 * ignores it, so that a bad value (a Retry-After already past) cannot
+	 * turn the provider's verdict into an error, and the send, its lease
+	 * run out, into an ambiguous one.
+	 */
 	if (!dead)
+	{
+		retry_in_us = durable_arg_interval_us(fcinfo, 4, "retry_in", -1, 0,
+											  DURABLE_MAX_DELAY_US);
 		not_before = now + (retry_in_us >= 0 ? retry_in_us :
 							durable_backoff_us(attempts,
 											   (int64) durable_outbox_backoff_base_ms * 1000,
 											   (int64) durable_outbox_backoff_cap_ms * 1000));
+	}
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[1] = CStringGetTextDatum(dead ? "dead" : "failed");
