@@ -1296,6 +1296,25 @@ durable_lock_journal_for_write(DurableQueue queue)
 	LockRelationOid(direct_journal_rels(queue)->claims[queue].heap, RowExclusiveLock);
 }
 
+/*
+ * Take the locks a claim of `queue` takes -- its journal's, as a write, and
+ * its claim index's -- before the claim reads the clock: a claim queued
+ * behind DDL (REINDEX, ALTER TABLE, VACUUM FULL, a pending lock of an index
+ * being dropped or swapped) must not hand out leases timed from before its
+ * wait, over or nearly over when it returns and taken over at once.  A
+ * read-only transaction's error first, as the claim gives it.
+ */
+void
+durable_lock_journal_for_claim(DurableQueue queue)
+{
+	const DirectClaimQueue *q = &direct_journal_rels(queue)->claims[queue];
+
+	PreventCommandIfReadOnly("UPDATE");
+	PreventCommandIfParallelMode("UPDATE");
+	LockRelationOid(q->heap, RowExclusiveLock);
+	LockRelationOid(q->open_idx, AccessShareLock);
+}
+
 void
 durable_journal_check_writable(DurableQueue queue, int16 event)
 {

@@ -390,6 +390,9 @@ extern void durable_claim_floor_admitted(DurableQueue queue, int64 id);
 /* The lock a write of the journal takes, before a call's first read of it. */
 extern void durable_lock_journal_for_write(DurableQueue queue);
 
+/* The locks a claim takes, before it reads the clock (direct.c). */
+extern void durable_lock_journal_for_claim(DurableQueue queue);
+
 /* Has the chat an open (pending or leased) record? */
 extern bool durable_inbox_chat_has_open(Datum chat_id);
 

@@ -555,6 +555,9 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 				out[1] = durable_col(0, 1);
 				outnull[1] = false;
 				out[3] = CStringGetTextDatum("leased");
+				/* The UPDATE may have waited for a claim or confirmation of the row. */
+				(void) durable_restamp_inserted_lease(DQ_INBOX, Int64GetDatum(dup_id),
+													  lease_until, lease_us);
 			}
 		}
 		break;

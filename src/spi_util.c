@@ -268,7 +268,9 @@ durable_restamp_lease(SPIPlanPtr plan, const Datum *values, TimestampTz lease_un
  * be shortened by the wait, or be over already, and the record would be
  * taken over (inbox) or flagged ambiguous (outbox) while its caller works on
  * it.  After a wait longer than a tenth of the lease, the lease starts again
- * from now.  Rare; the common insert costs one clock read.
+ * from now.  Rare; the common insert costs one clock read.  The same serves
+ * an UPDATE that leased a row after waiting for its lock (a duplicate's
+ * admit).
  */
 TimestampTz
 durable_restamp_inserted_lease(DurableQueue queue, Datum key, TimestampTz lease_until,

@@ -665,6 +665,7 @@ durable_claim(FunctionCallInfo fcinfo, DurableQueue queue, int32 max_claim,
 	call->max = Min(max, max_claim);
 
 	durable_srf_init(fcinfo);
+	durable_lock_journal_for_claim(queue);
 	if (wait_us == 0)
 		(void) call->attempt(fcinfo, call, GetCurrentTimestamp(), NULL);
 	else
