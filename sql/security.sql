@@ -26,10 +26,14 @@ SELECT count(*) FILTER (WHERE classid = 'pg_proc'::regclass) AS functions,
        count(*) AS members
   FROM members;
 
--- Every function is SECURITY DEFINER with search_path pinned to pg_catalog, pg_temp (no row)
+-- Every function has search_path pinned to pg_catalog, pg_temp, and is SECURITY DEFINER
+-- but the two session functions (no row): since 0.10 they are SECURITY INVOKER, to know
+-- whose sessions to read and write (the current user at the call, which a SECURITY
+-- DEFINER function cannot see), and switch to durable's owner for their statements
+-- themselves (sessions.c).
 SELECT p.oid::regprocedure AS function, p.prosecdef, p.proconfig
   FROM pg_proc p JOIN members m ON m.classid = 'pg_proc'::regclass AND m.objid = p.oid
- WHERE NOT p.prosecdef
+ WHERE p.prosecdef = (p.proname IN ('session_save', 'session_load'))
     OR p.proconfig IS NULL
     OR NOT ('search_path=pg_catalog, pg_temp' = ANY (p.proconfig));
 

@@ -233,85 +233,76 @@ SELECT durable.session_save('regress-sessions', 0, 'stolen', 1, 'wss://gateway.e
 RESET ROLE;
 
 -- Granted apart, the session functions work for that role, the table still
--- does not.  A session belongs to the role that saved it first (0.10): the
--- session this test's superuser saved is refused to the role (42501),
--- loading it and saving over it; its own bot's session it saves and loads.
+-- does not.  Each role has sessions of its own (0.10): the role does not see
+-- the session this test's superuser saved for the same bot and shard, and
+-- its save makes a row of its own beside it, which the superuser's load
+-- does not see either.
 GRANT EXECUTE ON FUNCTION durable.session_save(text, integer, text, bigint, text, integer),
                           durable.session_load(text, integer, text, integer, interval)
    TO regress_sessions_client;
 SET ROLE regress_sessions_client;
-\set VERBOSITY terse
 SELECT session_id, ignored
   FROM durable.session_load('regress-sessions', 0, 'wss://gateway.example/?v=10', 2);
-SELECT durable.session_save('regress-sessions', 0, 'hijack', 99, 'wss://gateway.example/?v=10', 2);
+\set VERBOSITY terse
 SELECT count(*) FROM durable.sessions;
 \set VERBOSITY default
-SELECT durable.session_save('regress-sessions-client', 0, 'sid-client', 1, 'wss://gateway.example/?v=10', 1);
+SELECT durable.session_save('regress-sessions', 0, 'sid-client', 1, 'wss://gateway.example/?v=10', 2);
 SELECT session_id, sequence, ignored
-  FROM durable.session_load('regress-sessions-client', 0, 'wss://gateway.example/?v=10', 1);
-RESET ROLE;
--- The superuser's session is untouched; each row names the role it belongs to.
-SELECT bot, session_id, sequence,
-       CASE WHEN owned_by = current_user::regrole THEN 'this superuser' ELSE owned_by::text END AS owned_by
-  FROM durable.sessions WHERE bot LIKE 'regress-sessions%' ORDER BY bot, shard;
-
--- Another gateway role granted the same functions can neither load the
--- client's session nor save over it; a role that inherits the client role
--- can, and the session stays the client role's; a superuser can load it.
-CREATE ROLE regress_sessions_other;
-CREATE ROLE regress_sessions_member IN ROLE regress_sessions_client;
-GRANT USAGE ON SCHEMA durable TO regress_sessions_other, regress_sessions_member;
-GRANT EXECUTE ON FUNCTION durable.session_save(text, integer, text, bigint, text, integer),
-                          durable.session_load(text, integer, text, integer, interval)
-   TO regress_sessions_other, regress_sessions_member;
-SET ROLE regress_sessions_other;
-SELECT * FROM durable.session_load('regress-sessions-client', 0, 'wss://gateway.example/?v=10', 1);
-SELECT durable.session_save('regress-sessions-client', 0, 'hijack', 99, 'wss://gateway.example/?v=10', 1);
--- (an expired or mismatching session is refused all the same)
-\set VERBOSITY terse
-SELECT * FROM durable.session_load('regress-sessions-client', 0, 'wss://other.example/?v=10', 4, '0');
-\set VERBOSITY default
-RESET ROLE;
-SET ROLE regress_sessions_member;
-SELECT durable.session_save('regress-sessions-client', 0, 'sid-member', 2, 'wss://gateway.example/?v=10', 1);
-SELECT session_id, sequence, ignored
-  FROM durable.session_load('regress-sessions-client', 0, 'wss://gateway.example/?v=10', 1);
-RESET ROLE;
-SELECT l.session_id, l.sequence, s.owned_by
-  FROM durable.session_load('regress-sessions-client', 0, 'wss://gateway.example/?v=10', 1) l,
-       durable.sessions s WHERE s.bot = 'regress-sessions-client';
-
--- A session saved before 0.10 has no owner: any role granted the functions
--- loads it, and the first save makes it that role's.
-UPDATE durable.sessions SET owned_by = NULL WHERE bot = 'regress-sessions-client';
-SET ROLE regress_sessions_other;
-SELECT session_id, sequence, ignored
-  FROM durable.session_load('regress-sessions-client', 0, 'wss://gateway.example/?v=10', 1);
-SELECT durable.session_save('regress-sessions-client', 0, 'sid-other', 3, 'wss://gateway.example/?v=10', 1);
-RESET ROLE;
-SELECT session_id, sequence, owned_by FROM durable.sessions WHERE bot = 'regress-sessions-client';
-SET ROLE regress_sessions_client;
-\set VERBOSITY terse
-SELECT * FROM durable.session_load('regress-sessions-client', 0, 'wss://gateway.example/?v=10', 1);
-\set VERBOSITY default
-RESET ROLE;
-
--- The sessions of a role since dropped are left to superusers (and to
--- durable's owner, who may delete them); the refusal names the role's OID.
-REVOKE ALL ON FUNCTION durable.session_save(text, integer, text, bigint, text, integer),
-                       durable.session_load(text, integer, text, integer, interval)
-  FROM regress_sessions_other;
-REVOKE USAGE ON SCHEMA durable FROM regress_sessions_other;
-DROP ROLE regress_sessions_other;
-SELECT owned_by::text ~ '^[0-9]+$' AS owner_is_a_number
-  FROM durable.sessions WHERE bot = 'regress-sessions-client';
-SET ROLE regress_sessions_client;
-\set VERBOSITY terse
-SELECT * FROM durable.session_load('regress-sessions-client', 0, 'wss://gateway.example/?v=10', 1);
-\set VERBOSITY default
+  FROM durable.session_load('regress-sessions', 0, 'wss://gateway.example/?v=10', 2);
 RESET ROLE;
 SELECT session_id, sequence
-  FROM durable.session_load('regress-sessions-client', 0, 'wss://gateway.example/?v=10', 1);
+  FROM durable.session_load('regress-sessions', 0, 'wss://gateway.example/?v=10', 2);
+SELECT bot, shard, session_id, sequence,
+       CASE WHEN owned_by = current_user THEN 'this superuser' ELSE owned_by::text END AS owned_by
+  FROM durable.sessions WHERE bot LIKE 'regress-sessions%' ORDER BY bot, shard, owned_by;
+
+-- A member of the role, even one that inherits it, has its own sessions;
+-- SET ROLE to the role shares them.
+CREATE ROLE regress_sessions_member IN ROLE regress_sessions_client;
+GRANT USAGE ON SCHEMA durable TO regress_sessions_member;
+GRANT EXECUTE ON FUNCTION durable.session_save(text, integer, text, bigint, text, integer),
+                          durable.session_load(text, integer, text, integer, interval)
+   TO regress_sessions_member;
+SET ROLE regress_sessions_member;
+SELECT count(*) AS rows
+  FROM durable.session_load('regress-sessions', 0, 'wss://gateway.example/?v=10', 2);
+SELECT durable.session_save('regress-sessions', 0, 'sid-member', 3, 'wss://gateway.example/?v=10', 2);
+SET ROLE regress_sessions_client;
+SELECT session_id, sequence
+  FROM durable.session_load('regress-sessions', 0, 'wss://gateway.example/?v=10', 2);
+RESET ROLE;
+
+-- The caller is the current user at the call: a SECURITY DEFINER function of
+-- the member's that loads a session reads the member's session, whoever
+-- calls it -- the client role, the superuser -- never the caller's (nor the
+-- session's role's: code of another role that ANALYZE or autovacuum runs
+-- reads that role's own).
+CREATE FUNCTION public.regress_member_loads() RETURNS text
+    LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS $$SELECT coalesce((SELECT session_id FROM durable.session_load('regress-sessions', 0,
+                  'wss://gateway.example/?v=10', 2)), 'no session')$$;
+ALTER FUNCTION public.regress_member_loads() OWNER TO regress_sessions_member;
+SET ROLE regress_sessions_client;
+SELECT public.regress_member_loads();
+RESET ROLE;
+SELECT public.regress_member_loads();
+DROP FUNCTION public.regress_member_loads();
+
+-- A session saved before 0.10 belongs to no role (owned_by ''): any role
+-- granted the functions loads it, and the first save of its bot and shard,
+-- by any role, replaces it with that role's row.
+INSERT INTO durable.sessions (bot, shard, session_id, sequence, resume_url, total_shards, saved_at, owned_by)
+VALUES ('regress-sessions-old', 0, 'sid-old', 5, 'wss://gateway.example/?v=10', 1, clock_timestamp(), '');
+SET ROLE regress_sessions_member;
+SELECT session_id, sequence, ignored
+  FROM durable.session_load('regress-sessions-old', 0, 'wss://gateway.example/?v=10', 1);
+SELECT durable.session_save('regress-sessions-old', 0, 'sid-new', 6, 'wss://gateway.example/?v=10', 1);
+RESET ROLE;
+SELECT session_id, sequence, owned_by FROM durable.sessions WHERE bot = 'regress-sessions-old';
+SET ROLE regress_sessions_client;
+SELECT count(*) AS rows
+  FROM durable.session_load('regress-sessions-old', 0, 'wss://gateway.example/?v=10', 1);
+RESET ROLE;
 
 -- A trigger of the DBA's that skips the row: refused (55000), not an internal error
 BEGIN;

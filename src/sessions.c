@@ -26,11 +26,11 @@
  * Session ids are secrets: whoever holds one can take the session over.
  * Hence: durable.sessions is readable by its owner alone (nothing is granted
  * on it, and it must never be); the two functions are granted apart from
- * the client role (see the README); a session belongs to the role that saved
- * it first (owned_by, since 0.10), and a role without that role's
- * privileges can neither load it nor save over it (42501), so that two
- * gateways of two teams that share a database cannot take over or break
- * each other's sessions; no message of this file ever includes
+ * the client role (see the README); each role has sessions of its own
+ * (owned_by, since 0.10): a save writes, and a load reads, the row of the
+ * role that calls, so that two gateways of two teams that share a database
+ * can neither take over, replace nor block each other's sessions; no
+ * message of this file ever includes
  * a value of session_id (a length error names its byte count only); and
  * the table carries no CHECK constraint, whose violation message would
  * print the failing row.  Statements pass every value as a $n parameter.
@@ -55,7 +55,6 @@
 
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
 #include "utils/builtins.h"
 
 PG_FUNCTION_INFO_V1(durable_session_save);
@@ -141,59 +140,62 @@ session_arg_total_shards(FunctionCallInfo fcinfo, int argno, int32 shard)
 }
 
 /*
- * The role a call acts for: the current user outside any SECURITY DEFINER
- * function, as SET ROLE left it.  (Inside session_save and session_load the
- * current user is durable's owner.)
+ * Whose sessions a call reads and writes, and the switch to durable's owner
+ * for its statements.  The two functions are SECURITY INVOKER (0.10), so
+ * that the caller is the current user at the call, as every identity
+ * switch of PostgreSQL's has set it: the owner of a SECURITY DEFINER
+ * function of another role that calls them, the table's owner when ANALYZE
+ * runs an index expression that calls them.  (Inside a SECURITY DEFINER
+ * function the current user is the function's owner, and the one outside
+ * all of them, GetOuterUserId, is the session's role: code of another role
+ * run by ANALYZE or autovacuum would read that role's sessions.)  The
+ * statements run as durable's owner, as a SECURITY DEFINER function would
+ * run them; an error restores the caller with the (sub)transaction.
  */
-static Oid
-session_caller(void)
+typedef struct SessionCall
 {
-	return GetOuterUserId();
-}
+	Datum		caller;			/* the caller's role name (name) */
+	Oid			saved_userid;
+	int			saved_sec_context;
+} SessionCall;
 
-/* Whether the caller may save over or load a session owned_by owner. */
-static bool
-session_may_use(Oid owner)
+static void
+session_begin(SessionCall *call)
 {
-	return !OidIsValid(owner) || has_privs_of_role(session_caller(), owner);
+	char	   *role = GetUserNameFromId(GetUserId(), false);
+
+	call->caller = DirectFunctionCall1(namein, CStringGetDatum(role));
+	GetUserIdAndSecContext(&call->saved_userid, &call->saved_sec_context);
+	SetUserIdAndSecContext(durable_owner(),
+						   call->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 }
 
 static void
-session_refuse_other_role(Datum bot, int32 shard, Oid owner)
+session_end(const SessionCall *call)
 {
-	char	   *owner_name = GetUserNameFromId(owner, true);
-	char	   *caller_name = GetUserNameFromId(session_caller(), false);
-
-	ereport(ERROR,
-			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-			 errmsg("the session of bot \"%s\" shard %d belongs to another role",
-					TextDatumGetCString(bot), shard),
-			 owner_name != NULL ?
-			 errdetail("Role \"%s\" saved it first, and role \"%s\" does not have its privileges.",
-					   owner_name, caller_name) :
-			 errdetail("A role since dropped (OID %u) saved it first, and role \"%s\" does not have its privileges.",
-					   owner, caller_name),
-			 errhint("Save and load a bot's sessions as one role (SET ROLE to it, or GRANT it to this role). To give the shard to another role, durable's owner deletes its row from durable.sessions.")));
+	SetUserIdAndSecContext(call->saved_userid, call->saved_sec_context);
 }
 
 /*
  * session_save(bot, shard, session_id, sequence, resume_url, total_shards)
  * stores the shard's session, replacing the one saved before, stamped with
- * the wall clock.  Saves of one (bot, shard) are serialised by the upsert;
- * the last to commit stands.  The first save makes the session its caller's
- * role's; a later one by a role without that role's privileges is refused,
- * decided on the row the upsert locked.
+ * the wall clock, in the caller's role's row.  Saves of one (bot, shard)
+ * by one role are serialised by the upsert; the last to commit stands.  A
+ * row saved before 0.10 (owned_by '') of the bot and shard is replaced:
+ * deleted in the same statement.
  */
 Datum
 durable_session_save(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
 	static SPIPlanPtr restamp_plan = NULL;
-	static SPIPlanPtr owner_plan = NULL;
 	static const Oid argtypes[7] = {
-		TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, INT4OID, REGROLEOID
+		TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, INT4OID, NAMEOID
 	};
+	static const Oid restamp_types[3] = {TEXTOID, INT4OID, NAMEOID};
 	Datum		values[7];
+	Datum		restamp_values[3];
+	SessionCall call;
 	Datum		bot;
 	Datum		session_id;
 	Datum		resume_url;
@@ -219,7 +221,6 @@ durable_session_save(PG_FUNCTION_ARGS)
 	values[3] = Int64GetDatum(sequence);
 	values[4] = resume_url;
 	values[5] = Int32GetDatum(total_shards);
-	values[6] = ObjectIdGetDatum(session_caller());
 
 	/*
 	 * saved_at is read from the clock when the row is ours: a save that
@@ -228,42 +229,38 @@ durable_session_save(PG_FUNCTION_ARGS)
 	 * transaction's first save of the shard, which rolled back, inserts the
 	 * VALUES read before the wait, and stamps them again.
 	 */
+	session_begin(&call);
+	values[6] = call.caller;
 	SPI_connect();
 	durable_exec(durable_plan(&plan,
-							  "INSERT INTO durable.sessions AS s"
+							  "WITH before_0_10 AS ("
+							  " DELETE FROM durable.sessions"
+							  " WHERE owned_by = '' AND bot = $1 AND shard = $2)"
+							  " INSERT INTO durable.sessions AS s"
 							  " (bot, shard, session_id, sequence, resume_url, total_shards, saved_at, owned_by)"
 							  " VALUES ($1, $2, $3, $4, $5, $6, pg_catalog.clock_timestamp(), $7)"
-							  " ON CONFLICT (bot, shard) DO UPDATE SET"
+							  " ON CONFLICT (owned_by, bot, shard) DO UPDATE SET"
 							  " session_id = EXCLUDED.session_id,"
 							  " sequence = EXCLUDED.sequence,"
 							  " resume_url = EXCLUDED.resume_url,"
 							  " total_shards = EXCLUDED.total_shards,"
-							  " saved_at = pg_catalog.clock_timestamp(),"
-							  " owned_by = COALESCE(s.owned_by, EXCLUDED.owned_by)"
-							  " WHERE s.owned_by IS NULL"
-							  " OR pg_catalog.pg_has_role($7::pg_catalog.oid, s.owned_by::pg_catalog.oid, 'USAGE')"
+							  " saved_at = pg_catalog.clock_timestamp()"
 							  " RETURNING saved_at",
 							  7, argtypes),
 				 values, NULL, SPI_OK_INSERT_RETURNING, 0);
 	if (SPI_processed != 1)
-	{
-		/* Another role's session, or a DBA's trigger that skipped the row. */
-		durable_exec(durable_plan(&owner_plan,
-								  "SELECT owned_by FROM durable.sessions WHERE bot = $1 AND shard = $2",
-								  2, argtypes),
-					 values, NULL, SPI_OK_SELECT, 0);
-		if (SPI_processed == 1 && !durable_col_isnull(0, 1) &&
-			!session_may_use(DatumGetObjectId(durable_col(0, 1))))
-			session_refuse_other_role(bot, shard, DatumGetObjectId(durable_col(0, 1)));
 		durable_write_skipped("sessions");
-	}
+	restamp_values[0] = bot;
+	restamp_values[1] = Int32GetDatum(shard);
+	restamp_values[2] = call.caller;
 	if (GetCurrentTimestamp() - DatumGetTimestampTz(durable_col(0, 1)) > SESSION_RESTAMP_AFTER_US)
 		durable_exec(durable_plan(&restamp_plan,
 								  "UPDATE durable.sessions SET saved_at = pg_catalog.clock_timestamp()"
-								  " WHERE bot = $1 AND shard = $2",
-								  2, argtypes),
-					 values, NULL, SPI_OK_UPDATE, 0);
+								  " WHERE owned_by = $3 AND bot = $1 AND shard = $2",
+								  3, restamp_types),
+					 restamp_values, NULL, SPI_OK_UPDATE, 0);
 	SPI_finish();
+	session_end(&call);
 
 	PG_RETURN_VOID();
 }
@@ -272,20 +269,21 @@ durable_session_save(PG_FUNCTION_ARGS)
  * session_load(bot, shard, resume_url, total_shards, max_age) → no row when
  * nothing is saved; else one row, with session_id and sequence NULL and
  * `ignored` saying why when the snapshot may not be resumed (see the file
- * header for the reasons and their precedence).  A session another role
- * owns is refused, whatever its state: it is not this caller's to read.
+ * header for the reasons and their precedence).  The row is the caller's
+ * role's, else one saved before 0.10 (owned_by ''): another role's never.
  */
 Datum
 durable_session_load(PG_FUNCTION_ARGS)
 {
 	static SPIPlanPtr plan = NULL;
-	static const Oid argtypes[2] = {TEXTOID, INT4OID};
-	Datum		args[2];
+	static const Oid argtypes[3] = {TEXTOID, INT4OID, NAMEOID};
+	Datum		args[3];
 	Datum		resume_url;
 	int32		shard;
 	int32		total_shards;
 	int64		max_age_us;
 	TimestampTz now;
+	SessionCall call;
 
 	args[0] = durable_arg_id(fcinfo, 0, "bot");
 	shard = session_arg_shard(fcinfo, 1);
@@ -298,13 +296,15 @@ durable_session_load(PG_FUNCTION_ARGS)
 	durable_srf_init(fcinfo);
 	now = GetCurrentTimestamp();
 
+	session_begin(&call);
+	args[2] = call.caller;
 	SPI_connect();
 	durable_exec(durable_plan(&plan,
-							  "SELECT s.session_id, s.sequence, s.saved_at, s.resume_url, s.total_shards,"
-							  " s.owned_by"
+							  "SELECT s.session_id, s.sequence, s.saved_at, s.resume_url, s.total_shards"
 							  " FROM durable.sessions s"
-							  " WHERE s.bot = $1 AND s.shard = $2",
-							  2, argtypes),
+							  " WHERE s.owned_by IN ($3, '') AND s.bot = $1 AND s.shard = $2"
+							  " ORDER BY s.owned_by = '' LIMIT 1",
+							  3, argtypes),
 				 args, NULL, SPI_OK_SELECT, 0);
 
 	if (SPI_processed > 0)
@@ -313,9 +313,6 @@ durable_session_load(PG_FUNCTION_ARGS)
 		bool		nulls[4] = {false, false, false, false};
 		TimestampTz saved_at = DatumGetTimestampTz(durable_col(0, 3));
 		const char *ignored = NULL;
-
-		if (!durable_col_isnull(0, 6) && !session_may_use(DatumGetObjectId(durable_col(0, 6))))
-			session_refuse_other_role(args[0], shard, DatumGetObjectId(durable_col(0, 6)));
 
 		/*
 		 * The precedence of the reasons is part of the contract: see above.
@@ -350,6 +347,7 @@ durable_session_load(PG_FUNCTION_ARGS)
 		durable_srf_put(fcinfo, values, nulls);
 	}
 	SPI_finish();
+	session_end(&call);
 
 	return (Datum) 0;
 }

@@ -174,7 +174,7 @@ my $setup = q{
 
 # count and md5 of every table of the extension, and the sequences' positions
 # (the inbox's without finished_at, the column 0.3 adds and fills, and the
-# sessions' without owned_by, which 0.10 adds, NULL for the rows it finds)
+# sessions' without owned_by, which 0.10 adds, '' for the rows it finds)
 my $data_sql = q{
 	SELECT string_agg(line, E'\n' ORDER BY line) FROM (
 	  SELECT 'durable.inbox ' || count(*) || ' ' || md5(coalesce(string_agg((to_jsonb(t) - 'finished_at')::text, ',' ORDER BY t.id), '')) FROM durable.inbox t
@@ -280,10 +280,10 @@ for my $from (@versions)
 	is($node->safe_psql($db, "SELECT duplicate FROM durable.inbox_admit('tg', 'done-1', 'chat-1', '{\"text\":\"done\"}')"),
 		't', "$db: a message admitted before the update is a duplicate");
 
-	# a session saved before 0.10 belongs to no role until its next save: a
-	# gateway role loads it, and its save makes it that role's
-	is($node->safe_psql($db, "SELECT count(*) FROM durable.sessions WHERE owned_by IS NULL"),
-		'1', "$db: the session saved before the update has no owner");
+	# a session saved before 0.10 belongs to no role: a gateway role loads
+	# it, and its save replaces it with a row of its own
+	is($node->safe_psql($db, "SELECT count(*) FROM durable.sessions WHERE owned_by = ''"),
+		'1', "$db: the session saved before the update belongs to no role");
 	$node->safe_psql($db, q{
 		CREATE ROLE upgrade_gateway LOGIN;
 		GRANT USAGE ON SCHEMA durable TO upgrade_gateway;
@@ -297,8 +297,8 @@ for my $from (@versions)
 		'session-secret', "$db: a gateway role loads the session saved before the update");
 	$node->safe_psql($db, "SELECT durable.session_save('bot-1', 0, 'session-next', 1235, 'wss://gateway', 1)",
 		extra_params => [ '-U', 'upgrade_gateway' ]);
-	is($node->safe_psql($db, "SELECT owned_by FROM durable.sessions WHERE bot = 'bot-1'"),
-		'upgrade_gateway', "$db: its first save after the update makes it the saving role's");
+	is($node->safe_psql($db, "SELECT owned_by || ' ' || session_id FROM durable.sessions WHERE bot = 'bot-1'"),
+		'upgrade_gateway session-next', "$db: its first save after the update replaces it with the role's own");
 	$node->safe_psql($db, q{
 		DELETE FROM durable.sessions WHERE bot = 'bot-1';
 		DROP OWNED BY upgrade_gateway;

@@ -16,7 +16,7 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(444);
+SELECT plan(445);
 
 -- ---------------------------------------------------------------------------
 -- The extension and its schema
@@ -87,7 +87,7 @@ INSERT INTO tap_cols (tbl, col, typ) VALUES
     ('sessions', 'resume_url', 'text'),
     ('sessions', 'total_shards', 'integer'),
     ('sessions', 'saved_at', 'timestamp with time zone'),
-    ('sessions', 'owned_by', 'regrole');
+    ('sessions', 'owned_by', 'name');
 
 SELECT has_table('durable', t, format('table durable.%s exists', t))
   FROM unnest(ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits']::name[]) AS t;
@@ -98,12 +98,12 @@ SELECT col_not_null('durable', tbl, col, format('durable.%s.%s is NOT NULL', tbl
                ('inbox', 'state'), ('inbox', 'attempts'), ('inbox', 'not_before'), ('inbox', 'created_at'),
                ('outbox', 'key'), ('outbox', 'chat_id'), ('outbox', 'payload'), ('outbox', 'state'),
                ('outbox', 'attempts'), ('outbox', 'not_before'), ('outbox', 'created_at'),
-               ('sessions', 'session_id'), ('sessions', 'saved_at')) AS v(tbl, col);
-SELECT col_is_null('durable', 'sessions', 'owned_by',
-                   'durable.sessions.owned_by may be NULL (a session saved before 0.10, until its next save)');
+               ('sessions', 'session_id'), ('sessions', 'saved_at'), ('sessions', 'owned_by')) AS v(tbl, col);
+SELECT col_hasnt_default('durable', 'sessions', 'owned_by',
+                         'durable.sessions.owned_by has no default: every save names its role');
 SELECT col_is_pk('durable', 'inbox', 'id', 'durable.inbox is keyed by id');
 SELECT col_is_pk('durable', 'outbox', 'key', 'durable.outbox is keyed by its idempotency key');
-SELECT col_is_pk('durable', 'sessions', ARRAY['bot', 'shard']::name[], 'durable.sessions holds one row per bot and shard');
+SELECT col_is_pk('durable', 'sessions', ARRAY['owned_by', 'bot', 'shard']::name[], 'durable.sessions holds one row per role, bot and shard');
 SELECT col_is_pk('durable', 'permit_buckets', 'bucket', 'durable.permit_buckets holds one row per bucket');
 -- Identifiers compare as bytes (durable--0.5--0.6.sql says why): the text
 -- columns named here have collation "C", and so does every text column that
@@ -116,7 +116,7 @@ SELECT set_eq($$SELECT c.relname::text, a.attname::text
                   AND a.attnum > 0 AND NOT a.attisdropped
                   AND a.attcollation = 'pg_catalog."C"'::regcollation$$,
               $$VALUES ('inbox', 'source'), ('inbox', 'message_id'), ('inbox', 'chat_id'),
-                       ('outbox', 'key'), ('outbox', 'chat_id'), ('sessions', 'bot'),
+                       ('outbox', 'key'), ('outbox', 'chat_id'), ('sessions', 'bot'), ('sessions', 'owned_by'),
                        ('permit_buckets', 'bucket'), ('permits', 'bucket')$$,
               'the identifier columns of durable''s tables have collation "C"');
 SELECT is_empty($$SELECT format('%s.%s', i.indexrelid::regclass, a.attname)
@@ -225,7 +225,12 @@ SELECT is(pg_get_function_arguments(oid), arguments, format('%s: argument names,
   FROM tap_fn_oids ORDER BY n;
 SELECT is(pg_get_function_result(oid), result, format('%s returns %s', sig, result)) FROM tap_fn_oids ORDER BY n;
 SELECT function_returns('durable', fn, args, returns, format('%s returns %s', sig, returns)) FROM tap_fn_oids ORDER BY n;
-SELECT is_definer('durable', fn, args, format('%s is SECURITY DEFINER', sig)) FROM tap_fn_oids ORDER BY n;
+-- (the session functions are SECURITY INVOKER since 0.10 and switch to durable's owner
+-- themselves: they read and write the caller's sessions, sessions.c)
+SELECT CASE WHEN fn IN ('session_save', 'session_load')
+            THEN isnt_definer('durable', fn, args, format('%s is SECURITY INVOKER', sig))
+            ELSE is_definer('durable', fn, args, format('%s is SECURITY DEFINER', sig)) END
+  FROM tap_fn_oids ORDER BY n;
 SELECT is((SELECT proconfig[1] FROM pg_proc WHERE pg_proc.oid = t.oid), 'search_path=pg_catalog, pg_temp',
           format('%s pins search_path to pg_catalog, pg_temp', sig))
   FROM tap_fn_oids t ORDER BY n;
@@ -261,7 +266,7 @@ INSERT INTO tap_idx (tbl, idx, def) VALUES
     ('outbox', 'outbox_not_before_idx', $$CREATE INDEX outbox_not_before_idx ON durable.outbox USING btree (not_before) WHERE (state = ANY (ARRAY['pending'::text, 'failed'::text]))$$),
     ('outbox', 'outbox_sent_at_idx', $$CREATE INDEX outbox_sent_at_idx ON durable.outbox USING btree (sent_at) WHERE (state = 'sent'::text)$$),
     ('outbox', 'outbox_parked_idx', $$CREATE INDEX outbox_parked_idx ON durable.outbox USING btree (id) WHERE (state = ANY (ARRAY['dead'::text, 'unknown'::text]))$$),
-    ('sessions', 'sessions_pkey', 'CREATE UNIQUE INDEX sessions_pkey ON durable.sessions USING btree (bot, shard)'),
+    ('sessions', 'sessions_pkey', 'CREATE UNIQUE INDEX sessions_pkey ON durable.sessions USING btree (owned_by, bot, shard)'),
     ('permit_buckets', 'permit_buckets_pkey', 'CREATE UNIQUE INDEX permit_buckets_pkey ON durable.permit_buckets USING btree (bucket)'),
     ('permits', 'permits_bucket_granted_at_idx', 'CREATE INDEX permits_bucket_granted_at_idx ON durable.permits USING btree (bucket, granted_at)');
 
