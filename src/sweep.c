@@ -107,7 +107,10 @@ static TimestampTz sweep_windows[DQ_NUM_QUEUES];
  * The start of the oldest transaction in this database, other than this
  * one, that has an xid (it may have journaled work not yet committed) or
  * is running a statement (it may be about to), or the preparation of the
- * oldest prepared one (its start is not kept).
+ * oldest prepared one (its start is not kept).  A walsender streaming
+ * changes and an autovacuum worker run "statements" that never journal
+ * work: counted, a connected logical walsender (always active, with no
+ * transaction start) held every window SWEEP_READY_LOOKBACK_US long.
  */
 #define SWEEP_OLDEST_WRITER_SQL \
 	"SELECT pg_catalog.min(t) FROM" \
@@ -115,7 +118,9 @@ static TimestampTz sweep_windows[DQ_NUM_QUEUES];
 	"   WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()" \
 	"     AND (a.backend_xid IS NOT NULL" \
 	"          OR (a.state OPERATOR(pg_catalog.=) 'active'" \
-	"              AND a.wait_event_type IS DISTINCT FROM 'Extension'))" \
+	"              AND a.wait_event_type IS DISTINCT FROM 'Extension'" \
+	"              AND a.backend_type OPERATOR(pg_catalog.<>)" \
+	"                  ALL (ARRAY['walsender', 'autovacuum worker']::pg_catalog.text[])))" \
 	"     AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()" \
 	"  UNION ALL" \
 	"  SELECT '-infinity' FROM pg_catalog.pg_prepared_xacts p" \

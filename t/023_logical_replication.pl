@@ -182,4 +182,17 @@ is( $subscriber->safe_psql('postgres',
 		  . " + (SELECT count(*) FROM durable.outbox WHERE key IN ('sent-1', 'sent-2'))"),
 	'0',
 	'the purge\'s deletes arrived');
+
+# The subscription's walsender is always active, with no transaction: it
+# journals nothing, and must not hold the sweep's announcement window back
+# (before 2026-12-05 every pass announced the same due send for 30 s).
+is( $publisher->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity
+		WHERE backend_type = 'walsender' AND state = 'active'}),
+	'1', 'the publisher has an active walsender');
+$publisher->safe_psql('postgres',
+	"SELECT created FROM durable.outbox_enqueue('due-soon', 'chat-due', '{}', clock_timestamp() + interval '100 ms')");
+$publisher->safe_psql('postgres', 'SELECT pg_sleep(0.3)');
+like( $publisher->safe_psql('postgres',
+		q{SELECT (SELECT outbox_due FROM durable.sweep()) || ' ' || (SELECT outbox_due FROM durable.sweep())}),
+	qr/^[1-9][0-9]* 0$/, 'sends that came due are announced by one pass, not again by the next, beside the walsender');
 done_testing();
