@@ -30,7 +30,8 @@
  * sessions, as a new one does).  Sessions saved before this step belong to
  * no role (owned_by ''), which no role can be named: any role granted
  * session_load still loads them, as before, until the first save of their
- * bot and shard by any role replaces them with that role's row.
+ * bot and shard by any role replaces them with that role's row (a save
+ * skips, rather than waits for, such a row another save is replacing).
  *
  * Security notes (as for durable--0.1.sql): every name schema-qualified.
  */
@@ -40,6 +41,7 @@ ALTER TABLE durable.sessions ALTER COLUMN owned_by DROP DEFAULT;
 ALTER TABLE durable.sessions DROP CONSTRAINT sessions_pkey;
 ALTER TABLE durable.sessions ADD CONSTRAINT sessions_pkey PRIMARY KEY (owned_by, bot, shard);
 
+COMMENT ON TABLE durable.sessions IS 'Resumable gateway sessions, one per (role, bot, shard); session ids are secrets: never grant this table';
 COMMENT ON COLUMN durable.sessions.owned_by IS 'The role that saved the session, whose session it is (empty: saved before durable 0.10)';
 
 ALTER FUNCTION durable.session_save(pg_catalog.text, pg_catalog.int4, pg_catalog.text, pg_catalog.int8, pg_catalog.text, pg_catalog.int4) SECURITY INVOKER;

@@ -182,7 +182,9 @@ session_end(const SessionCall *call)
  * the wall clock, in the caller's role's row.  Saves of one (bot, shard)
  * by one role are serialised by the upsert; the last to commit stands.  A
  * row saved before 0.10 (owned_by '') of the bot and shard is replaced:
- * deleted in the same statement.
+ * deleted in the same statement, unless another transaction holds it (its
+ * own save is replacing it), which is skipped, not waited for: two roles'
+ * saves never wait for each other.
  */
 Datum
 durable_session_save(PG_FUNCTION_ARGS)
@@ -234,8 +236,10 @@ durable_session_save(PG_FUNCTION_ARGS)
 	SPI_connect();
 	durable_exec(durable_plan(&plan,
 							  "WITH before_0_10 AS ("
-							  " DELETE FROM durable.sessions"
-							  " WHERE owned_by = '' AND bot = $1 AND shard = $2)"
+							  " DELETE FROM durable.sessions o WHERE o.ctid = ANY (ARRAY("
+							  "  SELECT l.ctid FROM durable.sessions l"
+							  "   WHERE l.owned_by = '' AND l.bot = $1 AND l.shard = $2"
+							  "   FOR UPDATE SKIP LOCKED)))"
 							  " INSERT INTO durable.sessions AS s"
 							  " (bot, shard, session_id, sequence, resume_url, total_shards, saved_at, owned_by)"
 							  " VALUES ($1, $2, $3, $4, $5, $6, pg_catalog.clock_timestamp(), $7)"
