@@ -194,9 +194,7 @@ durable_session_save(PG_FUNCTION_ARGS)
 	static const Oid argtypes[7] = {
 		TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTOID, INT4OID, NAMEOID
 	};
-	static const Oid restamp_types[3] = {TEXTOID, INT4OID, NAMEOID};
 	Datum		values[7];
-	Datum		restamp_values[3];
 	SessionCall call;
 	Datum		bot;
 	Datum		session_id;
@@ -254,15 +252,12 @@ durable_session_save(PG_FUNCTION_ARGS)
 				 values, NULL, SPI_OK_INSERT_RETURNING, 0);
 	if (SPI_processed != 1)
 		durable_write_skipped("sessions");
-	restamp_values[0] = bot;
-	restamp_values[1] = Int32GetDatum(shard);
-	restamp_values[2] = call.caller;
 	if (GetCurrentTimestamp() - DatumGetTimestampTz(durable_col(0, 1)) > SESSION_RESTAMP_AFTER_US)
 		durable_exec(durable_plan(&restamp_plan,
 								  "UPDATE durable.sessions SET saved_at = pg_catalog.clock_timestamp()"
-								  " WHERE owned_by = $3 AND bot = $1 AND shard = $2",
-								  3, restamp_types),
-					 restamp_values, NULL, SPI_OK_UPDATE, 0);
+								  " WHERE owned_by = $7 AND bot = $1 AND shard = $2",
+								  7, argtypes),
+					 values, NULL, SPI_OK_UPDATE, 0);
 	SPI_finish();
 	session_end(&call);
 
