@@ -35,13 +35,14 @@ OBJS = \
 EXTENSION = durable
 DATA = durable--0.1.sql durable--0.1--0.2.sql durable--0.2--0.3.sql durable--0.3--0.4.sql \
 	durable--0.4--0.5.sql durable--0.5--0.6.sql durable--0.6--0.7.sql \
-	durable--0.7--0.8.sql durable--0.8--0.9.sql durable--0.9--0.10.sql
+	durable--0.7--0.8.sql durable--0.8--0.9.sql durable--0.9--0.10.sql \
+	durable--0.10--0.11.sql
 PGFILEDESC = "durable - journaled inbox and outbox for chat bots"
 
 # One file per feature; each reads as documentation of that feature.
 REGRESS = inbox inbox_errors outbox outbox_errors instance sweep sessions permit metrics privileges security bad_input names settings
 REGRESS_OPTS = --inputdir=. --load-extension=durable
-ISOLATION = claim_disjoint outbox_claim_disjoint stale_complete chat_order heartbeat_takeover outbox_same_key outbox_stale_sent enqueue_twice claim_vs_sweep purge_vs_replay notify permit_contention outbox_chat_wake confirm_waits admit_twice unchanged_key claim_replaced chat_lock_private rr_fresh_lease lease_after_wait purge_resume purge_locked_reference purge_key_race claim_wakes instance_start_locked complete_retry reindex_calls reindex_other_journal lock_guard outbox_enqueue_order derived_key_race heartbeat_shortens admit_other_chat no_notify_per_message session_owner
+ISOLATION = claim_disjoint outbox_claim_disjoint stale_complete chat_order heartbeat_takeover outbox_same_key outbox_stale_sent enqueue_twice claim_vs_sweep purge_vs_replay notify permit_contention outbox_chat_wake confirm_waits admit_twice unchanged_key claim_replaced chat_lock_private rr_fresh_lease lease_after_wait purge_resume purge_locked_reference purge_key_race claim_wakes instance_start_locked complete_retry reindex_calls reindex_other_journal lock_guard outbox_enqueue_order derived_key_race heartbeat_shortens admit_other_chat no_notify_per_message session_owner sweep_window
 ISOLATION_OPTS = --inputdir=test --load-extension=durable
 # The suites need shared_preload_libraries=durable, so there is no temp
 # instance (`make check`); `make installcheck` runs them against the

@@ -324,7 +324,48 @@ DROP TRIGGER slow ON durable.inbox;
 SELECT inbox_expired FROM durable.sweep();
 DELETE FROM durable.inbox WHERE message_id IN ('ro1', 'slow1', 'slow2');
 
--- 3. Deferred and retried work coming due (outbox_due)
+-- 3. Deferred and retried work coming due (outbox_due; a pass that counts
+-- some sends NOTIFY durable_ready, spec sweep_window shows it)
+
+-- sweep()'s window is kept in the database (durable.sweep_windows), so
+-- that a scheduler connecting anew for each call (cron with psql, pg_cron)
+-- goes on where the previous call ended.  Runs two minutes apart: a send
+-- that came due 90 s ago, after the previous run's window, is announced by
+-- a new connection's first pass (a window kept per process looked 30 s back)
+SELECT created FROM durable.outbox_enqueue('sweep-k7', 'sweep-chat-7', '{}',
+                                           not_before => clock_timestamp() + interval '1 h');
+UPDATE durable.outbox SET created_at = now() - interval '3 min', not_before = now() - interval '90 s'
+ WHERE key = 'sweep-k7';
+UPDATE durable.sweep_windows SET next_from = now() - interval '2 min';
+\c
+SELECT outbox_due FROM durable.sweep();
+-- Runs seconds apart: the next connection's pass does not announce it again
+-- (a window kept per process announced it at every run within 30 s)
+UPDATE durable.outbox SET not_before = now() - interval '10 s' WHERE key = 'sweep-k7';
+UPDATE durable.sweep_windows SET next_from = now() - interval '20 s';
+\c
+SELECT outbox_due FROM durable.sweep();
+\c
+SELECT outbox_due FROM durable.sweep();
+-- A pass that rolls back takes its NOTIFY and its window with it: the next
+-- pass announces that window again
+UPDATE durable.sweep_windows SET next_from = now() - interval '20 s';
+BEGIN;
+SELECT outbox_due FROM durable.sweep();
+ROLLBACK;
+SELECT outbox_due FROM durable.sweep();
+-- Each row is where that journal's next window starts
+SELECT kind, next_from <= now() AS started FROM durable.sweep_windows ORDER BY kind;
+-- Without its rows (deleted by hand) sweep() keeps a window per process:
+-- a new connection's first pass looks 30 s back, its next pass goes on
+DELETE FROM durable.sweep_windows;
+\c
+SELECT outbox_due FROM durable.sweep();
+SELECT outbox_due FROM durable.sweep();
+INSERT INTO durable.sweep_windows (kind) VALUES ('inbox'), ('outbox');
+DELETE FROM durable.outbox WHERE key = 'sweep-k7';
+
+-- Deferred and retried work in one connection
 
 -- A send deferred by 50 ms, and one due at once (not deferred, so not announced)
 SELECT created, state FROM durable.outbox_enqueue('sweep-k3', 'sweep-chat-3', '{}',

@@ -37,7 +37,8 @@
  * long, call it again (each call its own transaction) until it returns 0.
  *
  * "Due since the previous pass" uses a watermark (the worker's kept in its
- * database's slot, a sweep() caller's in its process): the window is
+ * database's slot, sweep()'s in durable.sweep_windows, or in its process
+ * when another pass in progress holds those rows): the window is
  * (previous check, now], where the previous check is moved back to the
  * start of the oldest transaction that was open then and may journal work
  * (deferred work committed after its due time is announced when it is
@@ -46,9 +47,10 @@
  * unclaimed in an overlap is announced again.  Several sweepers each
  * announce with their own window;
  * a duplicate durable_ready is harmless, and a listener must re-check
- * anyway (a NOTIFY is a hint, not a queue).  For the same reason a pass
- * whose transaction rolls back does not announce its window again: a hint
- * is lost, never work.
+ * anyway (a NOTIFY is a hint, not a queue).  For the same reason a worker
+ * pass whose transaction rolls back does not announce its window again: a
+ * hint is lost, never work.  (sweep()'s window in the table rolls back with
+ * its NOTIFY, and the next pass announces it.)
  *
  * IDENTIFICATION
  *	  src/sweep.c
@@ -77,11 +79,24 @@ PG_FUNCTION_INFO_V1(durable_purge);
 #define SWEEP_MAX_AGE_US	(INT64CONST(1000) * 36525 * USECS_PER_DAY / 100)
 
 /*
- * End of the previous due-work window of each journal in this process's
- * sweep() calls (0: none yet).  The worker keeps its own in its database's
- * slot, so that a worker restarted goes on where the one before it ended.
+ * Where the next due-work window of each journal starts for this process's
+ * sweep() calls when it cannot use durable.sweep_windows (0: none yet).
+ * The worker keeps its own in its database's slot, so that a worker
+ * restarted goes on where the one before it ended.
  */
 static TimestampTz sweep_windows[DQ_NUM_QUEUES];
+
+/*
+ * sweep()'s windows kept in the database, so that a scheduler connecting
+ * anew for each call goes on where the previous call ended: the rows are
+ * locked for the pass, never waiting (a row another pass in progress holds
+ * is left to it), and written where the next window starts.
+ */
+#define SWEEP_WINDOWS_LOCK_SQL \
+	"SELECT w.kind = 'outbox', w.next_from FROM durable.sweep_windows w" \
+	" FOR NO KEY UPDATE SKIP LOCKED"
+#define SWEEP_WINDOWS_SAVE_SQL \
+	"UPDATE durable.sweep_windows w SET next_from = $2 WHERE w.kind = $1"
 
 /*
  * Work that came due in ($1, $2], counted for sweep_announce_due: inbox
@@ -1028,6 +1043,56 @@ durable_sweep_pass(TimestampTz now, bool scan_open, TimestampTz *windows,
 }
 
 /*
+ * Start `windows` where the previous sweep() pass ended: from the rows of
+ * durable.sweep_windows this pass could lock (from_table), else from this
+ * process's previous pass.  Under REPEATABLE READ and SERIALIZABLE the
+ * table is not read: a row another pass wrote since this transaction's
+ * snapshot would fail the call with a serialization error.  Caller must be
+ * connected to SPI.
+ */
+static void
+sweep_windows_take(TimestampTz *windows, bool *from_table)
+{
+	static SPIPlanPtr plan = NULL;
+
+	memcpy(windows, sweep_windows, sizeof(sweep_windows));
+	memset(from_table, 0, sizeof(bool) * DQ_NUM_QUEUES);
+	if (IsolationUsesXactSnapshot())
+		return;
+	durable_exec(durable_plan(&plan, SWEEP_WINDOWS_LOCK_SQL, 0, NULL), NULL, NULL,
+				 SPI_OK_SELECT, 0);
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		DurableQueue queue = DatumGetBool(durable_col(row, 1)) ? DQ_OUTBOX : DQ_INBOX;
+
+		from_table[queue] = true;
+		windows[queue] = durable_col_isnull(row, 2) ? 0 :
+			DatumGetTimestampTz(durable_col(row, 2));
+	}
+}
+
+/* Keep where the next windows start, in the rows this pass locked and in this process. */
+static void
+sweep_windows_keep(const TimestampTz *windows, const bool *from_table)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
+
+	memcpy(sweep_windows, windows, sizeof(sweep_windows));
+	for (int queue = 0; queue < DQ_NUM_QUEUES; queue++)
+	{
+		Datum		values[2];
+
+		if (!from_table[queue])
+			continue;
+		values[0] = CStringGetTextDatum(queue == DQ_OUTBOX ? "outbox" : "inbox");
+		values[1] = TimestampTzGetDatum(windows[queue]);
+		durable_exec(durable_plan(&plan, SWEEP_WINDOWS_SAVE_SQL, 2, types),
+					 values, NULL, SPI_OK_UPDATE, 0);
+	}
+}
+
+/*
  * sweep() -> (inbox_expired, outbox_ambiguous, outbox_due, purged)
  *
  * One pass of what the background worker does, in the caller's
@@ -1037,14 +1102,18 @@ durable_sweep_pass(TimestampTz now, bool scan_open, TimestampTz *windows,
 Datum
 durable_sweep(PG_FUNCTION_ARGS)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz windows[DQ_NUM_QUEUES];
+	bool		from_table[DQ_NUM_QUEUES];
 	DurableSweepResult res;
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
-	durable_sweep_pass(now, true, sweep_windows, &res);
+	sweep_windows_take(windows, from_table);
+	/* read after the rows are this pass's: the window ends after the previous pass's */
+	durable_sweep_pass(GetCurrentTimestamp(), true, windows, &res);
+	sweep_windows_keep(windows, from_table);
 	SPI_finish();
 
 	values[0] = Int32GetDatum(res.inbox_expired);

@@ -16,7 +16,7 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(445);
+SELECT plan(456);
 
 -- ---------------------------------------------------------------------------
 -- The extension and its schema
@@ -27,8 +27,8 @@ SELECT schema_privs_are('durable', 'public', ARRAY[]::name[], 'PUBLIC has no pri
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'durable'), false, 'durable is not relocatable');
 SELECT is((SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'durable'),
           'durable'::name, 'durable lives in schema durable');
-SELECT tables_are('durable', ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits'],
-                  'schema durable holds exactly the journals, sessions and permits');
+SELECT tables_are('durable', ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits', 'sweep_windows'],
+                  'schema durable holds exactly the journals, sessions, permits and sweep() windows');
 SELECT sequences_are('durable', ARRAY['inbox_id_seq', 'outbox_id_seq', 'token_seq'],
                      'schema durable holds exactly the id and token sequences');
 SELECT views_are('durable', ARRAY['stat_counters', 'stat_standing'],
@@ -87,10 +87,12 @@ INSERT INTO tap_cols (tbl, col, typ) VALUES
     ('sessions', 'resume_url', 'text'),
     ('sessions', 'total_shards', 'integer'),
     ('sessions', 'saved_at', 'timestamp with time zone'),
-    ('sessions', 'owned_by', 'name');
+    ('sessions', 'owned_by', 'name'),
+    ('sweep_windows', 'kind', 'text'),
+    ('sweep_windows', 'next_from', 'timestamp with time zone');
 
 SELECT has_table('durable', t, format('table durable.%s exists', t))
-  FROM unnest(ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits']::name[]) AS t;
+  FROM unnest(ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits', 'sweep_windows']::name[]) AS t;
 SELECT has_column('durable', tbl, col, format('durable.%s has column %s', tbl, col)) FROM tap_cols ORDER BY n;
 SELECT col_type_is('durable', tbl, col, typ, format('durable.%s.%s is %s', tbl, col, typ)) FROM tap_cols ORDER BY n;
 SELECT col_not_null('durable', tbl, col, format('durable.%s.%s is NOT NULL', tbl, col))
@@ -105,6 +107,10 @@ SELECT col_is_pk('durable', 'inbox', 'id', 'durable.inbox is keyed by id');
 SELECT col_is_pk('durable', 'outbox', 'key', 'durable.outbox is keyed by its idempotency key');
 SELECT col_is_pk('durable', 'sessions', ARRAY['owned_by', 'bot', 'shard']::name[], 'durable.sessions holds one row per role, bot and shard');
 SELECT col_is_pk('durable', 'permit_buckets', 'bucket', 'durable.permit_buckets holds one row per bucket');
+SELECT col_is_pk('durable', 'sweep_windows', 'kind', 'durable.sweep_windows holds one row per journal');
+SELECT results_eq($$SELECT kind::text COLLATE "default", next_from FROM durable.sweep_windows ORDER BY kind$$,
+                  $$VALUES ('inbox'::text, NULL::timestamptz), ('outbox', NULL)$$,
+                  'a fresh install has both journals'' sweep() windows, unset (the first pass looks 30 s back)');
 -- Identifiers compare as bytes (durable--0.5--0.6.sql says why): the text
 -- columns named here have collation "C", and so does every text column that
 -- an index of durable keys on, so that no index depends on the operating
@@ -117,7 +123,7 @@ SELECT set_eq($$SELECT c.relname::text, a.attname::text
                   AND a.attcollation = 'pg_catalog."C"'::regcollation$$,
               $$VALUES ('inbox', 'source'), ('inbox', 'message_id'), ('inbox', 'chat_id'),
                        ('outbox', 'key'), ('outbox', 'chat_id'), ('sessions', 'bot'), ('sessions', 'owned_by'),
-                       ('permit_buckets', 'bucket'), ('permits', 'bucket')$$,
+                       ('permit_buckets', 'bucket'), ('permits', 'bucket'), ('sweep_windows', 'kind')$$,
               'the identifier columns of durable''s tables have collation "C"');
 SELECT is_empty($$SELECT format('%s.%s', i.indexrelid::regclass, a.attname)
                     FROM pg_index i
@@ -135,7 +141,7 @@ SELECT is_empty($$SELECT conname FROM pg_constraint
                    WHERE conrelid = 'durable.outbox'::regclass AND contype = 'c'$$,
                 'durable.outbox has no CHECK constraint (re-planned by every statement)');
 SELECT table_privs_are('durable', t, 'public', ARRAY[]::name[], format('PUBLIC has no privilege on durable.%s', t))
-  FROM unnest(ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits']::name[]) AS t;
+  FROM unnest(ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits', 'sweep_windows']::name[]) AS t;
 SELECT sequence_privs_are('durable', s, 'public', ARRAY[]::name[], format('PUBLIC has no privilege on durable.%s', s))
   FROM unnest(ARRAY['inbox_id_seq', 'outbox_id_seq', 'token_seq']::name[]) AS s;
 SELECT is_empty($$SELECT oid::regclass FROM pg_class
@@ -145,7 +151,7 @@ SELECT is((SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
              FROM pg_extension e, unnest(e.extconfig) c WHERE e.extname = 'durable'),
           ARRAY['durable.inbox', 'durable.inbox_id_seq', 'durable.outbox', 'durable.outbox_id_seq',
                 'durable.permit_buckets', 'durable.permits', 'durable.sessions', 'durable.token_seq'],
-          'every table and sequence is dumped by pg_dump (pg_extension_config_dump)');
+          'every table and sequence but sweep() windows is dumped by pg_dump (pg_extension_config_dump)');
 
 -- ---------------------------------------------------------------------------
 -- Functions: exact signatures, security and privileges
@@ -268,11 +274,12 @@ INSERT INTO tap_idx (tbl, idx, def) VALUES
     ('outbox', 'outbox_parked_idx', $$CREATE INDEX outbox_parked_idx ON durable.outbox USING btree (id) WHERE (state = ANY (ARRAY['dead'::text, 'unknown'::text]))$$),
     ('sessions', 'sessions_pkey', 'CREATE UNIQUE INDEX sessions_pkey ON durable.sessions USING btree (owned_by, bot, shard)'),
     ('permit_buckets', 'permit_buckets_pkey', 'CREATE UNIQUE INDEX permit_buckets_pkey ON durable.permit_buckets USING btree (bucket)'),
-    ('permits', 'permits_bucket_granted_at_idx', 'CREATE INDEX permits_bucket_granted_at_idx ON durable.permits USING btree (bucket, granted_at)');
+    ('permits', 'permits_bucket_granted_at_idx', 'CREATE INDEX permits_bucket_granted_at_idx ON durable.permits USING btree (bucket, granted_at)'),
+    ('sweep_windows', 'sweep_windows_pkey', 'CREATE UNIQUE INDEX sweep_windows_pkey ON durable.sweep_windows USING btree (kind)');
 
 SELECT indexes_are('durable', t, (SELECT array_agg(idx) FROM tap_idx WHERE tbl = t),
                    format('durable.%s has exactly the indexes of the default version', t))
-  FROM unnest(ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits']::name[]) AS t;
+  FROM unnest(ARRAY['inbox', 'outbox', 'sessions', 'permit_buckets', 'permits', 'sweep_windows']::name[]) AS t;
 SELECT has_index('durable', tbl, idx, format('index %s exists on durable.%s', idx, tbl)) FROM tap_idx ORDER BY n;
 SELECT is(pg_get_indexdef(format('durable.%I', idx)::regclass), def, format('index %s: columns and predicate', idx))
   FROM tap_idx ORDER BY n;
