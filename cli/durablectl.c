@@ -169,6 +169,21 @@ finish(int code)
 }
 
 /*
+ * Write out what stdout holds.  A write that failed (a full disk) ends the
+ * program with status 1: a script must not take a truncated report, or none,
+ * for success.
+ */
+static void
+flush_output(void)
+{
+	if (fflush(stdout) != 0 || ferror(stdout))
+	{
+		error("could not write the output: %s", strerror(errno));
+		finish(EXIT_ERROR);
+	}
+}
+
+/*
  * Report a failed query the way psql does, field by field, then exit 1.
  * The server's messages of durable never contain secrets, and this tool
  * never touches the session functions.
@@ -219,26 +234,33 @@ run(const char *sql, int nparams, const char *const *params, ExecStatusType expe
 }
 
 /*
- * As run(), but a failure with SQLSTATE `tolerated` is returned to the
- * caller as NULL instead of ending the program; any other failure still
- * does.
+ * As run(), but a failure whose SQLSTATE is one of `tolerated` (a
+ * NULL-terminated list) is returned to the caller as NULL, with the
+ * SQLSTATE in *failed_state when that is not NULL, instead of ending the
+ * program; any other failure still does.
  */
 static PGresult *
-try_run(const char *sql, int nparams, const char *const *params, const char *tolerated)
+try_run(const char *sql, int nparams, const char *const *params,
+		const char *const *tolerated, char (*failed_state)[6])
 {
 	PGresult   *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
 	const char *state;
+	bool		is_tolerated = false;
 
 	if (res != NULL && (PQresultStatus(res) == PGRES_TUPLES_OK ||
 						PQresultStatus(res) == PGRES_COMMAND_OK))
 		return res;
 	state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-	if (state == NULL || strcmp(state, tolerated) != 0 || PQstatus(conn) == CONNECTION_BAD)
+	for (int i = 0; state != NULL && tolerated[i] != NULL; i++)
+		is_tolerated |= strcmp(state, tolerated[i]) == 0;
+	if (!is_tolerated || PQstatus(conn) == CONNECTION_BAD)
 	{
 		report_result_error(res);
 		PQclear(res);
 		finish(EXIT_ERROR);
 	}
+	if (failed_state)
+		snprintf(*failed_state, sizeof(*failed_state), "%s", state);
 	PQclear(res);
 	return NULL;
 }
@@ -284,8 +306,9 @@ prompt_password(void)
 /*
  * Connect with the libpq options and environment, prompting for a password
  * when the server asks for one (unless -w), or up front with -W, in UTF-8
- * whatever the environment says.  Then pin an empty search_path and check that the extension is installed; returns
- * its version (malloc'd).
+ * whatever the environment says (SQL_ASCII from a SQL_ASCII database).  Then
+ * pin an empty search_path and check that the extension is installed;
+ * returns its version (malloc'd).
  */
 static char *
 connect_db(const Options *opt)
@@ -294,6 +317,7 @@ connect_db(const Options *opt)
 	const char *values[8];
 	char	   *password = NULL;
 	PGresult   *res;
+	const char *server_encoding;
 	char	   *version;
 
 	if (opt->password_mode > 0)
@@ -347,6 +371,20 @@ connect_db(const Options *opt)
 		while (len > 0 && msg[len - 1] == '\n')
 			msg[--len] = '\0';
 		error("%s", msg);
+		finish(EXIT_ERROR);
+	}
+
+	/*
+	 * A SQL_ASCII database holds any bytes, which the server refuses to send
+	 * as UTF-8 (every listing with such a byte failed, and a NOTIFY with one
+	 * ended watch's connection): take them as they are, text.c escapes what
+	 * is not UTF-8, and keys typed with them reach the server unchanged.
+	 */
+	server_encoding = PQparameterStatus(conn, "server_encoding");
+	if (server_encoding != NULL && strcmp(server_encoding, "SQL_ASCII") == 0 &&
+		PQsetClientEncoding(conn, "SQL_ASCII") != 0)
+	{
+		error("could not set the client encoding to SQL_ASCII: %s", PQerrorMessage(conn));
 		finish(EXIT_ERROR);
 	}
 
@@ -485,21 +523,25 @@ col_ll(const PGresult *res, int row, const char *name)
 
 /*
  * status: standing() and metrics() in one report.  Without preloading
- * metrics() is unavailable (55000); the report then says so instead of
- * failing, because the gauges alone are still worth having.
+ * (55000), or in a database that got no shared-memory slot (53400: more
+ * databases with durable than durable.max_databases, and no worker either),
+ * metrics() is unavailable; the report then says why instead of failing,
+ * because the gauges alone are still worth having.
  */
 static int
 cmd_status(const Options *opt, const char *extversion)
 {
+	static const char *const no_counters[] = {"55000", "53400", NULL};
 	PGresult   *st;
 	PGresult   *mt;
+	char		counters_state[6] = "";
 	long long	inbox_dead,
 				outbox_dead,
 				unknown,
 				stale = 0;
 	bool		over_bound;
-	const char *attention[4];
-	char		lines[4][256];
+	const char *attention[5];
+	char		lines[5][256];
 	int			nattention = 0;
 	int			i;
 
@@ -510,11 +552,10 @@ cmd_status(const Options *opt, const char *extversion)
 			 " pg_catalog.to_json(pg_catalog.current_database()) AS db_json"
 			 " FROM durable.standing() s",
 			 0, NULL, PGRES_TUPLES_OK);
-	/* 55000: durable is not preloaded; report the gauges anyway */
 	mt = try_run("SELECT m.*, pg_catalog.to_json(m) AS json,"
 				 " pg_catalog.date_trunc('second', m.since) AS since_s"
 				 " FROM durable.metrics() m",
-				 0, NULL, "55000");
+				 0, NULL, no_counters, &counters_state);
 
 	inbox_dead = col_ll(st, 0, "inbox_dead");
 	outbox_dead = col_ll(st, 0, "outbox_dead");
@@ -543,6 +584,14 @@ cmd_status(const Options *opt, const char *extversion)
 	{
 		snprintf(lines[nattention], sizeof(lines[0]), "over bound: %s",
 				 col(st, 0, "why") ? col(st, 0, "why") : "");
+		attention[nattention] = lines[nattention];
+		nattention++;
+	}
+	if (strcmp(counters_state, "53400") == 0)
+	{
+		snprintf(lines[nattention], sizeof(lines[0]),
+				 "no worker (no lease recovery, no retention) and no counters: this database got no "
+				 "shared-memory slot; raise durable.max_databases (a restart)");
 		attention[nattention] = lines[nattention];
 		nattention++;
 	}
@@ -596,6 +645,9 @@ cmd_status(const Options *opt, const char *extversion)
 			for (i = 0; i < (int) (sizeof(counters) / sizeof(counters[0])); i++)
 				printf("  %-20s %s\n", counters[i], col(mt, 0, counters[i]));
 		}
+		else if (strcmp(counters_state, "53400") == 0)
+			printf("\nCounters: unavailable (this database got no shared-memory slot, and has no worker: "
+				   "more databases have durable than durable.max_databases)\n");
 		else
 			printf("\nCounters: unavailable (durable is not in shared_preload_libraries)\n");
 
@@ -737,11 +789,10 @@ cmd_outbox_list(const Options *opt, const char *state)
 	res = run("SELECT o.key, o.chat_id, o.attempts, o.owner, o.error, o.inbound_id,"
 			  " o.payload::pg_catalog.text AS payload,"
 			  " pg_catalog.date_trunc('second', o.created_at) AS created,"
-			  " pg_catalog.date_trunc('second', o.lease_until) AS lease_end,"
 			  " pg_catalog.json_build_object('key', o.key, 'chat_id', o.chat_id,"
 			  "   'attempts', o.attempts, 'owner', o.owner, 'error', o.error,"
 			  "   'inbound_id', o.inbound_id, 'payload', o.payload,"
-			  "   'lease_until', o.lease_until, 'created_at', o.created_at) AS json"
+			  "   'created_at', o.created_at) AS json"
 			  " FROM durable.outbox o WHERE o.state = $1"
 			  " ORDER BY o.id LIMIT $2::pg_catalog.int8 OFFSET $3::pg_catalog.int8",
 			  3, params, PGRES_TUPLES_OK);
@@ -757,8 +808,6 @@ cmd_outbox_list(const Options *opt, const char *state)
 			printf("\nkey %s  chat %s\n", shown(col(res, i, "key")), shown(col(res, i, "chat_id")));
 			printf("  attempts %s, last owner %s, journaled %s", col(res, i, "attempts"),
 				   col(res, i, "owner") ? shown(col(res, i, "owner")) : "(none)", col(res, i, "created"));
-			if (!dead && col(res, i, "lease_end"))
-				printf(", lease ended %s", col(res, i, "lease_end"));
 			if (col(res, i, "inbound_id"))
 				printf(", reply to inbox id %s", col(res, i, "inbound_id"));
 			printf("\n");
@@ -801,7 +850,7 @@ cmd_retry(const char *key)
 
 	res = run("SELECT durable.outbox_retry($1)", 1, params, PGRES_TUPLES_OK);
 	PQclear(res);
-	printf("send \"%s\" is due again\n", key);
+	printf("send \"%s\" is due again\n", shown(key));
 	return EXIT_DONE;
 }
 
@@ -813,6 +862,7 @@ cmd_retry(const char *key)
 static int
 cmd_discard(const Options *opt, const char *key)
 {
+	static const char *const no_select[] = {"42501", NULL};
 	const char *params[1] = {key};
 	PGresult   *res;
 	bool		existed;
@@ -823,7 +873,7 @@ cmd_discard(const Options *opt, const char *key)
 
 		if (!isatty(STDIN_FILENO))
 		{
-			error("discarding send \"%s\" needs confirmation", key);
+			error("discarding send \"%s\" needs confirmation", shown(key));
 			hint("Run it on a terminal to be asked, or pass --yes.");
 			finish(EXIT_ERROR);
 		}
@@ -831,7 +881,7 @@ cmd_discard(const Options *opt, const char *key)
 		res = try_run("SELECT o.state, o.chat_id, o.attempts, o.error,"
 					  " pg_catalog.date_trunc('second', o.created_at) AS created"
 					  " FROM durable.outbox o WHERE o.key = $1",
-					  1, params, "42501");
+					  1, params, no_select, NULL);
 		if (res != NULL && PQntuples(res) == 1)
 			printf("Send \"%s\": %s, chat %s, %s attempts, journaled %s%s%s\n", shown(key),
 				   col(res, 0, "state"), shown(col(res, 0, "chat_id")), col(res, 0, "attempts"),
@@ -839,14 +889,14 @@ cmd_discard(const Options *opt, const char *key)
 				   col(res, 0, "error") ? shown(col(res, 0, "error")) : "");
 		PQclear(res);
 		printf("Discard send \"%s\"? Its key will be forgotten: a later send with it starts afresh. [y/N] ",
-			   key);
+			   shown(key));
 		fflush(stdout);
 		if (fgets(answer, sizeof(answer), stdin) == NULL ||
 			(answer[0] != 'y' && answer[0] != 'Y'))
 		{
 			if (answer[0] == '\0' || answer[strlen(answer) - 1] != '\n')
 				putchar('\n');
-			error("discard of send \"%s\" cancelled", key);
+			error("discard of send \"%s\" cancelled", shown(key));
 			finish(EXIT_ERROR);
 		}
 	}
@@ -856,10 +906,10 @@ cmd_discard(const Options *opt, const char *key)
 	PQclear(res);
 	if (!existed)
 	{
-		error("no send with key \"%s\"", key);
+		error("no send with key \"%s\"", shown(key));
 		finish(EXIT_ERROR);
 	}
-	printf("send \"%s\" discarded\n", key);
+	printf("send \"%s\" discarded\n", shown(key));
 	return EXIT_DONE;
 }
 
@@ -929,7 +979,7 @@ watch_print_notifications(const Options *opt)
 		}
 		else
 			printf("%s  %s  %s\n", when, shown(note->relname), shown(note->extra));
-		fflush(stdout);
+		flush_output();
 		PQfreemem(note);
 	}
 }
@@ -1176,7 +1226,7 @@ main(int argc, char **argv)
 		rc = cmd_watch(&opt);
 
 	free(extversion);
-	fflush(stdout);
+	flush_output();
 	finish(rc);
 	return rc;
 }

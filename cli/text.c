@@ -14,7 +14,9 @@
  * overrides and isolates (which reorder what the eye reads) as \uXXXX, a
  * byte that is not part of valid UTF-8 as \xNN, and a backslash as \\ so
  * that an escape cannot be faked by typing one: no two texts are shown
- * alike.  (Look-alike characters remain look-alikes.)  For JSON, a payload
+ * alike.  Characters that show nothing (format characters, variation
+ * selectors, fillers) are escaped too, \UXXXXXXXX beyond U+FFFF.  (Look-alike
+ * characters remain look-alikes.)  For JSON, a payload
  * is passed through only when it is one complete JSON object on one line
  * (checked against the whole grammar); anything else is printed as a JSON
  * string; in both, the same characters are written as \uXXXX escapes, and
@@ -82,7 +84,13 @@ utf8_sequence(const unsigned char *p, unsigned int *cp)
 	return len;
 }
 
-/* Whether a code point steers a terminal or reorders the text shown. */
+/*
+ * Whether a code point steers a terminal, reorders the text shown, or shows
+ * nothing: "same" and "same" followed by a zero-width space would print
+ * alike.  The invisible ones are Unicode's format characters (category Cf),
+ * the variation selectors, the combining grapheme joiner and the Hangul
+ * fillers.
+ */
 static bool
 steering_code_point(unsigned int cp)
 {
@@ -90,7 +98,31 @@ steering_code_point(unsigned int cp)
 		cp == 0x061c || cp == 0x200e || cp == 0x200f ||	/* bidi marks */
 		cp == 0x2028 || cp == 0x2029 || /* line, paragraph separators */
 		(cp >= 0x202a && cp <= 0x202e) ||	/* bidi embeddings, overrides */
-		(cp >= 0x2066 && cp <= 0x2069);	/* bidi isolates */
+		(cp >= 0x2066 && cp <= 0x2069) ||	/* bidi isolates */
+		cp == 0x00ad || cp == 0x034f || /* soft hyphen, grapheme joiner */
+		(cp >= 0x0600 && cp <= 0x0605) || cp == 0x06dd || cp == 0x070f ||
+		cp == 0x0890 || cp == 0x0891 || cp == 0x08e2 ||
+		cp == 0x115f || cp == 0x1160 || cp == 0x3164 || cp == 0xffa0 ||	/* fillers */
+		(cp >= 0x180b && cp <= 0x180f) ||	/* Mongolian selectors */
+		(cp >= 0x200b && cp <= 0x200d) ||	/* zero-width space, (non-)joiner */
+		(cp >= 0x2060 && cp <= 0x2065) || (cp >= 0x206a && cp <= 0x206f) ||
+		(cp >= 0xfe00 && cp <= 0xfe0f) ||	/* variation selectors */
+		cp == 0xfeff || (cp >= 0xfff9 && cp <= 0xfffb) ||
+		cp == 0x110bd || cp == 0x110cd || (cp >= 0x13430 && cp <= 0x1343f) ||
+		(cp >= 0x1bca0 && cp <= 0x1bca3) || (cp >= 0x1d173 && cp <= 0x1d17a) ||
+		cp == 0xe0001 || (cp >= 0xe0020 && cp <= 0xe007f) ||	/* tags */
+		(cp >= 0xe0100 && cp <= 0xe01ef);	/* variation selectors */
+}
+
+/* A JSON string's escape of a code point: a surrogate pair beyond U+FFFF. */
+static void
+put_json_escape(FILE *out, unsigned int cp)
+{
+	if (cp <= 0xffff)
+		fprintf(out, "\\u%04x", cp);
+	else
+		fprintf(out, "\\u%04x\\u%04x", 0xd800 + ((cp - 0x10000) >> 10),
+				0xdc00 + ((cp - 0x10000) & 0x3ff));
 }
 
 /* Write an escape (fmt takes one number) to out, without a terminating zero. */
@@ -156,7 +188,7 @@ shown_char(const char *p, char *out, size_t *out_len)
 			*out_len = put_escape(out, "\\x%02x", cp);
 			break;
 		case TC_STEERING:
-			*out_len = put_escape(out, "\\u%04x", cp);
+			*out_len = put_escape(out, cp <= 0xffff ? "\\u%04x" : "\\U%08x", cp);
 			break;
 		case TC_PLAIN:
 			if (p[0] == '\\')
@@ -215,7 +247,7 @@ put_json_char(FILE *out, const char *p)
 	{
 		case TC_CONTROL:
 		case TC_STEERING:
-			fprintf(out, "\\u%04x", cp);
+			put_json_escape(out, cp);
 			break;
 		case TC_INVALID:
 			fputs("\\ufffd", out);

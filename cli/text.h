@@ -17,7 +17,7 @@
 #include <stdio.h>
 
 /* The longest form shown_char() writes, without a terminating zero. */
-#define SHOWN_CHAR_MAX	6
+#define SHOWN_CHAR_MAX	10
 
 extern size_t shown_char(const char *p, char *out, size_t *out_len);
 extern char *shown_alloc(const char *text);

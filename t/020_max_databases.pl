@@ -20,6 +20,8 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use IPC::Run;
 
 my $node = PostgreSQL::Test::Cluster->new('maxdb');
 $node->init;
@@ -86,6 +88,22 @@ SELECT * FROM durable.metrics();});
 like($stderr, qr/ERROR:  53400: durable has no counters for this database/,
 	'metrics() there fails with 53400 (configuration limit exceeded)');
 like($stderr, qr/HINT:  Raise "durable.max_databases"/, 'with the hint');
+
+# durablectl status there reports the gauges, and why the counters are
+# missing, among what needs attention (it failed with 53400 until 2026-12-05)
+my $ctl = ($ENV{DURABLE_ROOT} // "$FindBin::Bin/..") . '/cli/durablectl';
+SKIP:
+{
+	skip 'cli/durablectl is not built', 2 unless -x $ctl;
+	my ($ctl_out, $ctl_err) = ('', '');
+	my $ctl_ok = IPC::Run::run [ $ctl, '-d', $node->connstr('third'), 'status' ],
+	  '>', \$ctl_out, '2>', \$ctl_err;
+	ok($ctl_ok, 'durablectl status in the database without a slot: status 0') or diag($ctl_err);
+	like($ctl_out,
+		qr/Inbox:   0 pending, 2 leased.*Counters: unavailable \(this database got no shared-memory slot.*Needs attention:\n  - no worker \(no lease recovery, no retention\) and no counters/s,
+		'it shows the gauges, says why the counters are missing, and that the database has no worker')
+	  or diag($ctl_out);
+}
 
 # A slot freed by another database goes to the third.
 $node->safe_psql('first', 'DROP EXTENSION durable');
