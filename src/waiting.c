@@ -43,13 +43,14 @@
  * of the database) for as long as the wait.  When nothing but the claim
  * itself can read with that snapshot after the wait -- READ COMMITTED, and a
  * statement that is exactly one SELECT over the claim function calling no
- * other non-built-in function, with no plan node above the function scan
- * but a Result, and no other snapshot registered (an open cursor) -- the
- * claimer stops advertising its xmin before it sleeps, as a
- * backend does between statements, and the next attempt's snapshot
- * advertises a new one.  In any other context (REPEATABLE READ, a claim
- * inside a PL/pgSQL function, a query that also reads tables, a transaction
- * with an open cursor) the snapshot is kept, and the wait holds the horizon
+ * function that is not immutable, with no plan node above the function scan
+ * but a Result, whose snapshot no other portal shares, and no other snapshot
+ * registered (an open cursor) -- the claimer stops advertising its xmin
+ * before it sleeps, as a backend does between statements, and the next
+ * attempt's snapshot advertises a new one.  In any other context (REPEATABLE
+ * READ, a claim inside a PL/pgSQL function called by a statement, a query
+ * that also reads tables, a transaction with an open cursor) the snapshot
+ * is kept, and the wait holds the horizon
  * back.
  *
  * Locks and the client.  A claim holds its journal's relation locks until
@@ -75,6 +76,7 @@
 #include "access/table.h"
 #include "access/transam.h"
 #include "access/xact.h"
+#include "catalog/pg_proc.h"
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/plannodes.h"
@@ -88,6 +90,7 @@
 #include "tcop/tcopprot.h"
 #include "tcop/pquery.h"
 #include "executor/spi.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
@@ -266,26 +269,32 @@ durable_claimers_waiting(DurableQueue queue)
 	return waiting;
 }
 
-/* check_functions_in_node callback: a function that is not built in. */
+/*
+ * check_functions_in_node callback: a function that may read tables with the
+ * statement's snapshot -- any but an immutable one.  Built-in ones do too:
+ * query_to_xml(), lo_get(), ts_stat() (until 2026-12-05 only functions that
+ * were not built in counted, and such a statement read with a snapshot
+ * vacuum no longer respected).
+ */
 static bool
-waiting_user_function(Oid func, void *context)
+waiting_reading_function(Oid func, void *context)
 {
-	return func >= FirstNormalObjectId;
+	return func_volatile(func) != PROVOLATILE_IMMUTABLE;
 }
 
 static bool
-waiting_calls_user_function(Node *node, void *context)
+waiting_calls_reading_function(Node *node, void *context)
 {
 	if (node == NULL)
 		return false;
-	if (check_functions_in_node(node, waiting_user_function, context))
+	if (check_functions_in_node(node, waiting_reading_function, context))
 		return true;
-	return expression_tree_walker(node, waiting_calls_user_function, context);
+	return expression_tree_walker(node, waiting_calls_reading_function, context);
 }
 
 /*
  * Whether a plan node or one below it may evaluate a function that is not
- * built in (which could read tables with the statement's snapshot), or
+ * immutable (which could read tables with the statement's snapshot), or
  * calls a function of its own other than `self` in a function scan.  Only
  * function scans and Result nodes are looked into; any other node (a
  * sort, an aggregate, a limit, a window) may call functions its
@@ -312,8 +321,8 @@ waiting_plan_calls_others(Plan *plan, Oid self)
 			((FuncExpr *) rtfunc->funcexpr)->funcid != self)
 			return true;
 	}
-	if (waiting_calls_user_function((Node *) plan->targetlist, NULL) ||
-		waiting_calls_user_function((Node *) plan->qual, NULL))
+	if (waiting_calls_reading_function((Node *) plan->targetlist, NULL) ||
+		waiting_calls_reading_function((Node *) plan->qual, NULL))
 		return true;
 	return waiting_plan_calls_others(plan->lefttree, self) ||
 		waiting_plan_calls_others(plan->righttree, self);
@@ -323,16 +332,26 @@ waiting_plan_calls_others(Plan *plan, Oid self)
  * Whether the statement that called the claim function `self` reads nothing
  * with its snapshot once the claim returns: READ COMMITTED, and the active
  * portal runs one SELECT whose only range table entry is a function scan
- * (which the plan shows to be of `self`), with no subplan and no other
- * non-built-in function.
+ * (which the plan shows to be of `self`), with no subplan and no function
+ * that is not immutable; and that snapshot is that portal's alone --
+ * registered by its query descriptor and by its executor, and pushed once
+ * by the portal's run.  A claim in a FOR loop of a
+ * STABLE PL/pgSQL function runs in a portal of its own that shares the
+ * calling statement's snapshot (registered and pushed twice), which the
+ * rest of the function and the caller read again after the wait.
  */
 static bool
 waiting_statement_is_claim_only(Oid self)
 {
 	PlannedStmt *stmt;
+	Snapshot	snapshot;
 
 	if (IsolationUsesXactSnapshot() || ActivePortal == NULL ||
-		list_length(ActivePortal->stmts) != 1)
+		list_length(ActivePortal->stmts) != 1 || !ActiveSnapshotSet())
+		return false;
+	snapshot = GetActiveSnapshot();
+	if (ActivePortal->queryDesc == NULL || ActivePortal->queryDesc->snapshot != snapshot ||
+		snapshot->regd_count != 2 || snapshot->active_count != 1)
 		return false;
 	stmt = linitial_node(PlannedStmt, ActivePortal->stmts);
 	if (stmt->commandType != CMD_SELECT || stmt->utilityStmt != NULL ||

@@ -175,6 +175,44 @@ $node->safe_psql('postgres', "SELECT * FROM durable.inbox_admit('t', 'm10', 'c10
 like($bg->query_safe("SELECT 'after'"), qr/claimed:m10/, 'and claims as before');
 $bg->quit;
 
+# A built-in function that reads a table with the statement's snapshot after
+# the claim (query_to_xml), and a claim in a FOR loop of a STABLE PL/pgSQL
+# function, which shares its caller's snapshot: both keep the snapshot, and
+# what they read after the wait is what it shows -- the row deleted and
+# vacuumed meanwhile is still counted.  Until 2026-12-05 both released it:
+# VACUUM removed the row, and they counted 0.
+$node->safe_psql('postgres', q{
+CREATE FUNCTION claim_then_count() RETURNS text LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    r record;
+    got text := '';
+    n bigint;
+BEGIN
+    FOR r IN SELECT * FROM durable.inbox_claim('w12', 1, wait => '60 s') LOOP
+        got := got || r.message_id;
+    END LOOP;
+    SELECT count(*) INTO n FROM scratch;
+    RETURN 'claimed:' || got || ' counted:' || n;
+END $$;
+});
+for my $case (
+	[ 'a built-in function that reads a table',
+	  "SELECT 'claimed:' || c.message_id || ' counted:' || (xpath('//n/text()', query_to_xml('SELECT count(*) AS n FROM scratch', false, false, '')))[1]::text FROM durable.inbox_claim('w11', 1, wait => '60 s') c;",
+	  'm11' ],
+	[ 'a claim in a STABLE PL/pgSQL function', "SELECT claim_then_count();", 'm12' ])
+{
+	my ($what, $claim, $message) = @$case;
+	$node->safe_psql('postgres', 'INSERT INTO scratch VALUES (1)');
+	($bg, $pid) = start_waiter($what, $claim);
+	isnt(backend_xmin($pid), 'none', "$what: the claim keeps its snapshot while it waits");
+	$node->safe_psql('postgres', 'DELETE FROM scratch');
+	$node->safe_psql('postgres', 'VACUUM scratch');
+	$node->safe_psql('postgres', "SELECT * FROM durable.inbox_admit('t', '$message', 'c-$message')");
+	like($bg->query_safe("SELECT 'after'"), qr/claimed:$message counted:1/,
+		"$what: it claims, and reads the row deleted during the wait, as its snapshot shows");
+	$bg->quit;
+}
+
 # ---- an admit committed by COMMIT PREPARED wakes a waiting claim too (the
 # commit of a prepared transaction fires no commit callback in the backend
 # that prepared it): the claim takes the record well before its 60 s pass
