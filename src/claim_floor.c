@@ -333,6 +333,16 @@ floor_unpublish(DurableFloor *f, uint64 raising)
 }
 
 /*
+ * The floor this backend's refresh has published (0: none), withdrawn by
+ * the refresh when it ends, or by durable_claim_floor when it fails: a
+ * cancel or a statement_timeout can end its second scan (the index scan
+ * checks for interrupts), and a floor left published would make every
+ * admit below it bump the generation and throw away concurrent refreshes
+ * until a higher one replaced it.
+ */
+static uint64 floor_published = 0;
+
+/*
  * Refresh the floor `f` of `queue` (this backend is its one refresher): from
  * `from`, or from the head when the journal is not the one the floor was
  * computed for (the extension was dropped and created again).  A journal
@@ -348,7 +358,6 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	DurableQueueRels rels;
 	FloorScan	first = {0, 0, 0};
 	FloorScan	again;
-	uint64		published = 0;
 
 	durable_queue_rels(queue, &rels);
 	if (rels.heap != relid)
@@ -357,8 +366,8 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	if (first.needed > from)
 	{
 		/* Publish, then look again at what the first scan passed over. */
-		published = (uint64) first.needed;
-		floor_publish(f, published);
+		floor_published = (uint64) first.needed;
+		floor_publish(f, floor_published);
 		pg_memory_barrier();
 		floor_scan(&rels, from, first.needed, now, &again);
 
@@ -400,8 +409,9 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	f->busy_until = 0;
 	f->next_refresh = clock + (int64) FLOOR_REFRESH_MS * 1000;
 	SpinLockRelease(&f->mutex);
-	if (published != 0)
-		floor_unpublish(f, published);
+	if (floor_published != 0)
+		floor_unpublish(f, floor_published);
+	floor_published = 0;
 	return from == 0;
 }
 
@@ -458,6 +468,9 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 		SpinLockAcquire(&f->mutex);
 		f->busy_until = 0;
 		SpinLockRelease(&f->mutex);
+		if (floor_published != 0)
+			floor_unpublish(f, floor_published);
+		floor_published = 0;
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
