@@ -176,6 +176,34 @@ SELECT count(*) AS journaled FROM durable.outbox WHERE key = 'rob-big';
 SELECT action, provider_message_id
   FROM durable.outbox_begin('rob-1', 'rob-chat-1', jsonb_build_object('text', repeat('x', 2000)), 'bot-1');
 
+-- A bypass is not deduplicated: with inbound_id it uses up its derived number ('<id>:1'),
+-- so the reply after it keeps its key ('<id>:2'), and a message handled again bypasses
+-- (the bot sends) the same oversized reply again, while the journaled one is answered.
+SELECT id AS big_id, token AS big_token
+  FROM durable.inbox_admit(source => 'regress-outbox', message_id => 'm-big',
+                           chat_id => 'rob-chat-big', instance => 'bot-1') \gset
+SET client_min_messages = error;
+SELECT action, key = :'big_id' || ':1' AS first_key, state
+  FROM durable.outbox_begin(NULL, 'rob-chat-big', jsonb_build_object('text', repeat('x', 2000)), 'bot-1',
+                            inbound_id => :big_id, inbound_token => :big_token);
+SELECT action, key = :'big_id' || ':2' AS second_key
+  FROM durable.outbox_begin(NULL, 'rob-chat-big', '{"text":"small"}', 'bot-1',
+                            inbound_id => :big_id, inbound_token => :big_token);
+SELECT durable.outbox_sent(:'big_id' || ':2',
+                           (SELECT token FROM durable.outbox WHERE key = :'big_id' || ':2'), 'tg-big-2');
+SELECT durable.inbox_release(:big_id, :big_token);
+SELECT token AS big_token2
+  FROM durable.inbox_admit(source => 'regress-outbox', message_id => 'm-big',
+                           chat_id => 'rob-chat-big', instance => 'bot-2') \gset
+SELECT action, key = :'big_id' || ':1' AS first_key
+  FROM durable.outbox_begin(NULL, 'rob-chat-big', jsonb_build_object('text', repeat('x', 2000)), 'bot-2',
+                            inbound_id => :big_id, inbound_token => :big_token2);
+RESET client_min_messages;
+SELECT action, key = :'big_id' || ':2' AS second_key, provider_message_id
+  FROM durable.outbox_begin(NULL, 'rob-chat-big', '{"text":"small"}', 'bot-2',
+                            inbound_id => :big_id, inbound_token => :big_token2);
+SELECT durable.inbox_complete(:big_id, :big_token2);
+
 RESET durable.max_payload_bytes;
 
 ------------------------------------------------------------------------

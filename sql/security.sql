@@ -20,7 +20,7 @@ SELECT d.classid, d.objid
    AND e.extname = 'durable';
 
 -- TESTS: catalog audit
--- The audits below are not vacuous: the extension has 25 functions and 10 relations (5 tables, 3 sequences, 2 views)
+-- The audits below are not vacuous: the extension has 25 functions and 11 relations (6 tables, 3 sequences, 2 views)
 SELECT count(*) FILTER (WHERE classid = 'pg_proc'::regclass) AS functions,
        count(*) FILTER (WHERE classid = 'pg_class'::regclass) AS relations,
        count(*) AS members
@@ -73,7 +73,9 @@ SELECT c.oid::regclass AS relation, c.relkind, c.relpersistence
  WHERE c.relnamespace = 'durable'::regnamespace
    AND c.relpersistence <> 'p';
 
--- Every table and sequence of the extension is registered with pg_extension_config_dump (no row)
+-- Every table and sequence of the extension is registered with pg_extension_config_dump,
+-- but durable.sweep_windows (sweep()'s announcement windows: a restore's CREATE EXTENSION
+-- makes its rows) (one row)
 SELECT c.oid::regclass AS relation
   FROM pg_class c JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = c.oid,
        pg_extension e
