@@ -19,9 +19,13 @@
  * pass, and with its NOTIFY.  The worker keeps its window in shared memory
  * (a write per pass in every database would make WAL on idle servers).
  *
- * The rows hold no data worth a dump (NULL: "look 30 s back", as a restored
- * database's first pass does) and are not in the dump: a restore's CREATE
- * EXTENSION makes them.
+ * The table is UNLOGGED: what it holds is a hint's bookkeeping, not worth
+ * WAL at every pass; logical replication leaves it out (a publication FOR ALL
+ * TABLES whose subscriber has durable too would copy its rows onto the
+ * subscriber's own, a duplicate key that stops the subscription); a crash
+ * empties it, and the next pass looks 30 s back and writes the rows again.
+ * Its rows are not in the dump either (NULL: "look 30 s back", as a restored
+ * database's first pass does): a restore's CREATE EXTENSION makes them.
  *
  * The table is made by the role that runs this step.  It goes to durable's
  * owner (the owner of durable.inbox, as 0.9 gives the monitoring views)
@@ -35,7 +39,7 @@
  * operators qualified; the DDL is built with format() from catalog names.
  */
 
-CREATE TABLE durable.sweep_windows (
+CREATE UNLOGGED TABLE durable.sweep_windows (
     kind      pg_catalog.text COLLATE pg_catalog."C" NOT NULL,
     next_from pg_catalog.timestamptz,
     CONSTRAINT sweep_windows_pkey PRIMARY KEY (kind),

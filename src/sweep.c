@@ -90,13 +90,20 @@ static TimestampTz sweep_windows[DQ_NUM_QUEUES];
  * sweep()'s windows kept in the database, so that a scheduler connecting
  * anew for each call goes on where the previous call ended: the rows are
  * locked for the pass, never waiting (a row another pass in progress holds
- * is left to it), and written where the next window starts.
+ * is left to it), and written where the next window starts.  A row that is
+ * missing (the unlogged table emptied by a crash, or rows deleted by hand)
+ * is written anew, unless another pass wrote it first.
  */
 #define SWEEP_WINDOWS_LOCK_SQL \
 	"SELECT w.kind = 'outbox', w.next_from FROM durable.sweep_windows w" \
 	" FOR NO KEY UPDATE SKIP LOCKED"
 #define SWEEP_WINDOWS_SAVE_SQL \
 	"UPDATE durable.sweep_windows w SET next_from = $2 WHERE w.kind = $1"
+#define SWEEP_WINDOWS_ADD_SQL \
+	"INSERT INTO durable.sweep_windows (kind, next_from)" \
+	" SELECT $1, $2 WHERE NOT EXISTS" \
+	"  (SELECT FROM durable.sweep_windows w WHERE w.kind = $1)" \
+	" ON CONFLICT (kind) DO NOTHING"
 
 /*
  * Work that came due in ($1, $2], counted for sweep_announce_due: inbox
@@ -1071,24 +1078,33 @@ sweep_windows_take(TimestampTz *windows, bool *from_table)
 	}
 }
 
-/* Keep where the next windows start, in the rows this pass locked and in this process. */
+/*
+ * Keep where the next windows start, in this process and in the rows this
+ * pass locked, or in rows written anew where there were none (not where
+ * another pass holds them, which the insert sees).
+ */
 static void
 sweep_windows_keep(const TimestampTz *windows, const bool *from_table)
 {
-	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr save_plan = NULL;
+	static SPIPlanPtr add_plan = NULL;
 	static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
 
 	memcpy(sweep_windows, windows, sizeof(sweep_windows));
+	if (IsolationUsesXactSnapshot())
+		return;
 	for (int queue = 0; queue < DQ_NUM_QUEUES; queue++)
 	{
 		Datum		values[2];
 
-		if (!from_table[queue])
-			continue;
 		values[0] = CStringGetTextDatum(queue == DQ_OUTBOX ? "outbox" : "inbox");
 		values[1] = TimestampTzGetDatum(windows[queue]);
-		durable_exec(durable_plan(&plan, SWEEP_WINDOWS_SAVE_SQL, 2, types),
-					 values, NULL, SPI_OK_UPDATE, 0);
+		if (from_table[queue])
+			durable_exec(durable_plan(&save_plan, SWEEP_WINDOWS_SAVE_SQL, 2, types),
+						 values, NULL, SPI_OK_UPDATE, 0);
+		else
+			durable_exec(durable_plan(&add_plan, SWEEP_WINDOWS_ADD_SQL, 2, types),
+						 values, NULL, SPI_OK_INSERT, 0);
 	}
 }
 

@@ -195,4 +195,13 @@ $publisher->safe_psql('postgres', 'SELECT pg_sleep(0.3)');
 like( $publisher->safe_psql('postgres',
 		q{SELECT (SELECT outbox_due FROM durable.sweep()) || ' ' || (SELECT outbox_due FROM durable.sweep())}),
 	qr/^[1-9][0-9]* 0$/, 'sends that came due are announced by one pass, not again by the next, beside the walsender');
+# sweep()'s windows are an unlogged table: a publication FOR ALL TABLES
+# leaves them out (the initial copy of their rows onto the subscriber's own
+# was a duplicate key that stopped the subscription), and both sides keep
+# their own.
+is( $publisher->safe_psql('postgres',
+		q{SELECT count(*) FROM pg_publication_tables WHERE schemaname = 'durable' AND tablename = 'sweep_windows'}),
+	'0', 'durable.sweep_windows is not published');
+is( $subscriber->safe_psql('postgres', q{SELECT count(*) FROM durable.sweep_windows}),
+	'2', 'the subscriber keeps its own sweep() windows');
 done_testing();

@@ -112,6 +112,14 @@ is($node->safe_psql('postgres', q{
 	                      AND o.provider_message_id = 'p-' || a.cycle)}),
 	'0', 'every acknowledged cycle is there: its message done, its send sent');
 
+# sweep()'s windows are an unlogged table, which crash recovery empties: a
+# sweep() then announces from its process's window, and writes them again.
+is($node->safe_psql('postgres', 'SELECT count(*) FROM durable.sweep_windows'),
+	'0', "the crash emptied sweep()'s windows (unlogged)");
+$node->safe_psql('postgres', 'SELECT * FROM durable.sweep()');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM durable.sweep_windows WHERE next_from IS NOT NULL'),
+	'2', 'the next sweep() writes them again');
+
 is($node->safe_psql('postgres', q{
 	SELECT nextval('durable.token_seq') >
 	       greatest((SELECT max(token) FROM durable.inbox), (SELECT max(token) FROM durable.outbox))}),
