@@ -63,6 +63,7 @@
 #include "access/xact.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 
 #include "isolate.h"
@@ -1125,6 +1126,11 @@ durable_sweep(PG_FUNCTION_ARGS)
 	bool		nulls[4] = {false, false, false, false};
 
 	durable_srf_init(fcinfo);
+	/*
+	 * Before anything reads the windows' unlogged table, which a standby
+	 * cannot open: there the call is refused as in any read-only transaction.
+	 */
+	PreventCommandIfReadOnly("sweep()");
 	SPI_connect();
 	sweep_windows_take(windows, from_table);
 	/* read after the rows are this pass's: the window ends after the previous pass's */
