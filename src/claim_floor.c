@@ -60,6 +60,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "storage/bufmgr.h"
+#include "storage/ipc.h"
 #include "executor/tuptable.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
@@ -333,14 +334,39 @@ floor_unpublish(DurableFloor *f, uint64 raising)
 }
 
 /*
- * The floor this backend's refresh has published (0: none), withdrawn by
- * the refresh when it ends, or by durable_claim_floor when it fails: a
+ * The floor this backend's refresh has published (0: none) and where,
+ * withdrawn by the refresh when it ends, by durable_claim_floor when it
+ * fails, or as the backend exits: a
  * cancel or a statement_timeout can end its second scan (the index scan
  * checks for interrupts), and a floor left published would make every
  * admit below it bump the generation and throw away concurrent refreshes
  * until a higher one replaced it.
  */
 static uint64 floor_published = 0;
+static DurableFloor *floor_published_in = NULL;
+
+/* A backend that ends mid-refresh (FATAL: a terminate, a lost client) withdraws its floor too. */
+static void
+floor_unpublish_at_exit(int code, Datum arg)
+{
+	if (floor_published != 0 && floor_published_in != NULL)
+		floor_unpublish(floor_published_in, floor_published);
+	floor_published = 0;
+}
+
+/* Publish `raising` as this backend's refresh of `f` (floor_published). */
+static void
+floor_publish_mine(DurableFloor *f, uint64 raising)
+{
+	static bool exit_registered = false;
+
+	if (!exit_registered)
+		before_shmem_exit(floor_unpublish_at_exit, (Datum) 0);
+	exit_registered = true;
+	floor_published_in = f;
+	floor_published = raising;
+	floor_publish(f, raising);
+}
 
 /*
  * Refresh the floor `f` of `queue` (this backend is its one refresher): from
@@ -366,8 +392,7 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	if (first.needed > from)
 	{
 		/* Publish, then look again at what the first scan passed over. */
-		floor_published = (uint64) first.needed;
-		floor_publish(f, floor_published);
+		floor_publish_mine(f, (uint64) first.needed);
 		pg_memory_barrier();
 		floor_scan(&rels, from, first.needed, now, &again);
 

@@ -61,10 +61,14 @@
 
 #include "access/transam.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 
 #include "isolate.h"
 #include "permit.h"
@@ -1080,9 +1084,30 @@ sweep_windows_take(TimestampTz *windows, bool *from_table)
 }
 
 /*
- * Keep where the next windows start, in this process and in the rows this
- * pass locked, or in rows written anew where there were none (not where
- * another pass holds them, which the insert sees).
+ * Whether this pass may write missing window rows: only one pass at a time,
+ * never waiting for another.  An insert that met another transaction's
+ * uncommitted row of the same kind would wait for that transaction -- a
+ * pass in a long transaction right after a crash emptied the table, while
+ * this one held the journal rows it had just recovered.  The lock is on the
+ * table's object tag, not its relation lock: it conflicts with nothing but
+ * itself, and is held until the transaction ends.
+ */
+static bool
+sweep_windows_may_add(void)
+{
+	Oid			relid = get_relname_relid("sweep_windows", get_namespace_oid("durable", false));
+
+	return OidIsValid(relid) &&
+		ConditionalLockDatabaseObject(RelationRelationId, relid, 0, ExclusiveLock);
+}
+
+/*
+ * Keep where the next windows start: in the rows this pass locked, or in
+ * rows written anew where there were none (not where another pass holds
+ * them, which the insert sees), else in this process.  A window kept in the
+ * table is not also kept in the process, which goes on from its own last
+ * window: should this pass roll back, its window is announced again by the
+ * next pass whichever window that one uses.
  */
 static void
 sweep_windows_keep(const TimestampTz *windows, const bool *from_table)
@@ -1090,22 +1115,31 @@ sweep_windows_keep(const TimestampTz *windows, const bool *from_table)
 	static SPIPlanPtr save_plan = NULL;
 	static SPIPlanPtr add_plan = NULL;
 	static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
+	bool		may_add = false;
+	bool		add_checked = false;
 
-	memcpy(sweep_windows, windows, sizeof(sweep_windows));
-	if (IsolationUsesXactSnapshot())
-		return;
 	for (int queue = 0; queue < DQ_NUM_QUEUES; queue++)
 	{
 		Datum		values[2];
 
+		if (!from_table[queue])
+			sweep_windows[queue] = windows[queue];
+		if (IsolationUsesXactSnapshot())
+			continue;
 		values[0] = CStringGetTextDatum(queue == DQ_OUTBOX ? "outbox" : "inbox");
 		values[1] = TimestampTzGetDatum(windows[queue]);
 		if (from_table[queue])
 			durable_exec(durable_plan(&save_plan, SWEEP_WINDOWS_SAVE_SQL, 2, types),
 						 values, NULL, SPI_OK_UPDATE, 0);
 		else
-			durable_exec(durable_plan(&add_plan, SWEEP_WINDOWS_ADD_SQL, 2, types),
-						 values, NULL, SPI_OK_INSERT, 0);
+		{
+			if (!add_checked)
+				may_add = sweep_windows_may_add();
+			add_checked = true;
+			if (may_add)
+				durable_exec(durable_plan(&add_plan, SWEEP_WINDOWS_ADD_SQL, 2, types),
+							 values, NULL, SPI_OK_INSERT, 0);
+		}
 	}
 }
 

@@ -95,6 +95,7 @@
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "utils/snapmgr.h"
+#include "utils/typcache.h"
 #include "utils/wait_event.h"
 
 #include "shmem.h"
@@ -282,6 +283,14 @@ waiting_reading_function(Oid func, void *context)
 	return func_volatile(func) != PROVOLATILE_IMMUTABLE;
 }
 
+/*
+ * Whether an expression may read tables after the claim: a function that
+ * is not immutable, or code that check_functions_in_node does not name --
+ * a domain's CHECK constraints (they may call any function), a subscripting
+ * handler of a type of yours, and the output function of a value of a type
+ * of yours, in a column or a row or array built in one, which runs as the
+ * row is sent (until 2026-12-05 these released the snapshot too).
+ */
 static bool
 waiting_calls_reading_function(Node *node, void *context)
 {
@@ -289,6 +298,21 @@ waiting_calls_reading_function(Node *node, void *context)
 		return false;
 	if (check_functions_in_node(node, waiting_reading_function, context))
 		return true;
+	if (IsA(node, CoerceToDomain) && DomainHasConstraints(((CoerceToDomain *) node)->resulttype))
+		return true;
+	if (IsA(node, SubscriptingRef) &&
+		((SubscriptingRef *) node)->refcontainertype >= FirstNormalObjectId)
+		return true;
+	if (IsA(node, TargetEntry) && exprType((Node *) ((TargetEntry *) node)->expr) >= FirstNormalObjectId)
+		return true;
+	if (IsA(node, RowExpr) || IsA(node, ArrayExpr))
+	{
+		ListCell   *lc;
+
+		foreach(lc, IsA(node, RowExpr) ? ((RowExpr *) node)->args : ((ArrayExpr *) node)->elements)
+			if (exprType((Node *) lfirst(lc)) >= FirstNormalObjectId)
+				return true;
+	}
 	return expression_tree_walker(node, waiting_calls_reading_function, context);
 }
 

@@ -213,6 +213,20 @@ for my $case (
 	$bg->quit;
 }
 
+# A domain's CHECK constraint runs after the claim, and may call any
+# function: a cast of the claim's column to such a domain keeps the snapshot.
+$node->safe_psql('postgres', q{
+CREATE FUNCTION scratch_seen(text) RETURNS bool LANGUAGE sql STABLE
+    AS 'SELECT $1 IS NOT NULL OR EXISTS (SELECT FROM scratch)';
+CREATE DOMAIN checked_text AS text CHECK (scratch_seen(VALUE));
+});
+($bg, $pid) = start_waiter('domain check',
+	"SELECT 'claimed:' || c.message_id::checked_text FROM durable.inbox_claim('w13', 1, wait => '60 s') c;");
+isnt(backend_xmin($pid), 'none', "a cast to a domain with a CHECK constraint keeps the snapshot");
+$node->safe_psql('postgres', "SELECT * FROM durable.inbox_admit('t', 'm13', 'c13')");
+like($bg->query_safe("SELECT 'after'"), qr/claimed:m13/, 'and claims as before');
+$bg->quit;
+
 # ---- an admit committed by COMMIT PREPARED wakes a waiting claim too (the
 # commit of a prepared transaction fires no commit callback in the backend
 # that prepared it): the claim takes the record well before its 60 s pass

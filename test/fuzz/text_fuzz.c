@@ -77,27 +77,37 @@ unescape(const char *s)
 		else
 		{
 			unsigned int cp = 0;
+			int			digits = s[1] == 'U' ? 8 : 4;
 			int			i;
 
-			CHECK(s[1] == 'u');
-			for (i = 2; i < 6; i++)
+			CHECK(s[1] == 'u' || s[1] == 'U');
+			for (i = 2; i < 2 + digits; i++)
 			{
 				CHECK(s[i]);
 				cp = cp * 16 + hex_value(s[i]);
 			}
 			CHECK(steering_code_point(cp));
+			/* \U only beyond U+FFFF, \u only below: one way to show each */
+			CHECK((digits == 8) == (cp > 0xffff));
 			if (cp < 0x800)
 			{
 				*o++ = (char) (0xc0 | (cp >> 6));
 				*o++ = (char) (0x80 | (cp & 0x3f));
 			}
-			else
+			else if (cp < 0x10000)
 			{
 				*o++ = (char) (0xe0 | (cp >> 12));
 				*o++ = (char) (0x80 | ((cp >> 6) & 0x3f));
 				*o++ = (char) (0x80 | (cp & 0x3f));
 			}
-			s += 6;
+			else
+			{
+				*o++ = (char) (0xf0 | (cp >> 18));
+				*o++ = (char) (0x80 | ((cp >> 12) & 0x3f));
+				*o++ = (char) (0x80 | ((cp >> 6) & 0x3f));
+				*o++ = (char) (0x80 | (cp & 0x3f));
+			}
+			s += 2 + digits;
 		}
 	}
 	*o = '\0';
