@@ -313,8 +313,8 @@ prompt_password(void)
 static char *
 connect_db(const Options *opt)
 {
-	const char *keywords[8];
-	const char *values[8];
+	const char *keywords[12];
+	const char *values[12];
 	char	   *password = NULL;
 	PGresult   *res;
 	const char *server_encoding;
@@ -335,6 +335,20 @@ connect_db(const Options *opt)
 		values[n++] = opt->username;
 		keywords[n] = "password";
 		values[n++] = password;
+
+		/*
+		 * TCP keepalives, so that a network that died under a silent watch
+		 * ends it (status 1) within two minutes rather than the kernel's two
+		 * hours; before dbname, so that a connection string's own win.
+		 */
+		keywords[n] = "keepalives";
+		values[n++] = "1";
+		keywords[n] = "keepalives_idle";
+		values[n++] = "60";
+		keywords[n] = "keepalives_interval";
+		values[n++] = "10";
+		keywords[n] = "keepalives_count";
+		values[n++] = "6";
 		keywords[n] = "dbname";
 		values[n++] = opt->dbname;
 		keywords[n] = "fallback_application_name";
