@@ -336,11 +336,10 @@ floor_unpublish(DurableFloor *f, uint64 raising)
 /*
  * The floor this backend's refresh has published (0: none) and where,
  * withdrawn by the refresh when it ends, by durable_claim_floor when it
- * fails, or as the backend exits: a
- * cancel or a statement_timeout can end its second scan (the index scan
- * checks for interrupts), and a floor left published would make every
- * admit below it bump the generation and throw away concurrent refreshes
- * until a higher one replaced it.
+ * fails, or as the backend exits: a cancel or a statement_timeout can end
+ * its second scan (the index scan checks for interrupts), and a floor left
+ * published would make every admit below it bump the generation and throw
+ * away concurrent refreshes until a higher one replaced it.
  */
 static uint64 floor_published = 0;
 static DurableFloor *floor_published_in = NULL;

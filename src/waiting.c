@@ -50,8 +50,7 @@
  * attempt's snapshot advertises a new one.  In any other context (REPEATABLE
  * READ, a claim inside a PL/pgSQL function called by a statement, a query
  * that also reads tables, a transaction with an open cursor) the snapshot
- * is kept, and the wait holds the horizon
- * back.
+ * is kept, and the wait holds the horizon back.
  *
  * Locks and the client.  A claim holds its journal's relation locks until
  * its transaction ends, the wait included; DDL that needs the journal to
@@ -359,10 +358,10 @@ waiting_plan_calls_others(Plan *plan, Oid self)
  * (which the plan shows to be of `self`), with no subplan and no function
  * that is not immutable; and that snapshot is that portal's alone --
  * registered by its query descriptor and by its executor, and pushed once
- * by the portal's run.  A claim in a FOR loop of a
- * STABLE PL/pgSQL function runs in a portal of its own that shares the
- * calling statement's snapshot (registered and pushed twice), which the
- * rest of the function and the caller read again after the wait.
+ * by the portal's run.  A claim in a FOR loop of a STABLE PL/pgSQL function
+ * runs in a portal of its own that shares the calling statement's snapshot
+ * (registered and pushed twice), which the rest of the function and the
+ * caller read again after the wait; SQL-level EXECUTE pushes it twice too.
  */
 static bool
 waiting_statement_is_claim_only(Oid self)
