@@ -91,11 +91,6 @@ typedef struct FloorScan
  * being sent is claimable again only through outbox_failed or
  * outbox_retry, which lower the floor).
  */
-static const char *const floor_queue_names[DQ_NUM_QUEUES] = {
-	[DQ_INBOX] = "inbox",
-	[DQ_OUTBOX] = "outbox",
-};
-
 /* Whether this transaction wrote or locked the heap tuple `tuple`. */
 static bool
 floor_tuple_written_here(HeapTupleHeader tuple)
@@ -507,7 +502,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	 * periodic recompute, a floor of 0, a journal created anew) finds every
 	 * claimable record whether the floor was lowered for it or not.
 	 */
-	elog(DEBUG2, "durable: %s claim floor " INT64_FORMAT "%s", floor_queue_names[queue],
+	elog(DEBUG2, "durable: %s claim floor " INT64_FORMAT "%s", durable_queue_names[queue],
 		 current, from_head ? " (from the head)" : "");
 	return current;
 }

@@ -227,11 +227,9 @@ guard_domain_under(Oid typid, Oid domain)
 static char *
 guard_journal_column_of(Oid nsp, Oid domain, bool under, Oid *relid, Oid *type)
 {
-	static const char *const journals[] = {"inbox", "outbox"};
-
-	for (int j = 0; j < lengthof(journals); j++)
+	for (int queue = 0; queue < DQ_NUM_QUEUES; queue++)
 	{
-		*relid = get_relname_relid(journals[j], nsp);
+		*relid = get_relname_relid(durable_queue_names[queue], nsp);
 		for (AttrNumber attnum = 1; OidIsValid(*relid); attnum++)
 		{
 			HeapTuple	tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(*relid),

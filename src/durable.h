@@ -318,6 +318,9 @@ typedef enum DurableQueue
 	DQ_NUM_QUEUES
 } DurableQueue;
 
+/* The journal table of each queue, in schema durable: "inbox", "outbox". */
+extern const char *const durable_queue_names[DQ_NUM_QUEUES];
+
 /* Wake the claimers of this database waiting on `queue` once this transaction commits. */
 extern void durable_wake_at_commit(DurableQueue queue);
 

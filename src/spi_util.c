@@ -293,7 +293,7 @@ durable_restamp_inserted_lease(DurableQueue queue, Datum key, TimestampTz lease_
 	values[1] = TimestampTzGetDatum(lease_until);
 	durable_exec(durable_plan(&plans[queue], sql[queue], 2, types), values, NULL, SPI_OK_UPDATE, 1);
 	if (SPI_processed != 1)
-		durable_write_skipped(queue == DQ_INBOX ? "inbox" : "outbox");
+		durable_write_skipped(durable_queue_names[queue]);
 	return lease_until;
 }
 

@@ -203,8 +203,7 @@ sweep_oldest_writer(void)
  */
 static int64
 sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_writer,
-				   SPIPlanPtr *plan, const char *count_sql, const char *kind,
-				   DurableQueue queue)
+				   SPIPlanPtr *plan, const char *count_sql, DurableQueue queue)
 {
 	static const Oid types[2] = {TIMESTAMPTZOID, TIMESTAMPTZOID};
 	TimestampTz since = (*checked_at == 0) ? now - SWEEP_READY_LOOKBACK_US :
@@ -229,7 +228,7 @@ sweep_announce_due(TimestampTz *checked_at, TimestampTz now, TimestampTz oldest_
 		StringInfoData payload;
 
 		initStringInfo(&payload);
-		durable_json_str(&payload, "kind", kind);
+		durable_json_str(&payload, "kind", durable_queue_names[queue]);
 		durable_notify_json("durable_ready", &payload);
 		pfree(payload.data);
 		durable_wake_at_commit(queue);
@@ -1030,13 +1029,13 @@ durable_sweep_pass(TimestampTz now, bool scan_open, TimestampTz *windows,
 		result->recovery_full = durable_recover_expired(now, &result->inbox_expired,
 														&result->outbox_ambiguous);
 		(void) sweep_announce_due(&windows[DQ_INBOX], now, oldest_writer, &inbox_due_plan,
-								  SWEEP_INBOX_DUE_SQL, "inbox", DQ_INBOX);
+								  SWEEP_INBOX_DUE_SQL, DQ_INBOX);
 		result->scanned_open = true;
 		result->scan_us = durable_clock_us() - started;
 	}
 
 	outbox_due = sweep_announce_due(&windows[DQ_OUTBOX], now, oldest_writer, &outbox_due_plan,
-									SWEEP_OUTBOX_DUE_SQL, "outbox", DQ_OUTBOX);
+									SWEEP_OUTBOX_DUE_SQL, DQ_OUTBOX);
 	result->outbox_due = (int) Min(outbox_due, (int64) PG_INT32_MAX);
 
 	result->purged = sweep_purge_isolated(now - (int64) durable_retention_s * USECS_PER_SEC,
@@ -1119,14 +1118,16 @@ sweep_windows_keep(const TimestampTz *windows, const bool *from_table)
 	bool		add_checked = false;
 
 	for (int queue = 0; queue < DQ_NUM_QUEUES; queue++)
+		if (!from_table[queue])
+			sweep_windows[queue] = windows[queue];
+	if (IsolationUsesXactSnapshot())
+		return;
+
+	for (int queue = 0; queue < DQ_NUM_QUEUES; queue++)
 	{
 		Datum		values[2];
 
-		if (!from_table[queue])
-			sweep_windows[queue] = windows[queue];
-		if (IsolationUsesXactSnapshot())
-			continue;
-		values[0] = CStringGetTextDatum(queue == DQ_OUTBOX ? "outbox" : "inbox");
+		values[0] = CStringGetTextDatum(durable_queue_names[queue]);
 		values[1] = TimestampTzGetDatum(windows[queue]);
 		if (from_table[queue])
 			durable_exec(durable_plan(&save_plan, SWEEP_WINDOWS_SAVE_SQL, 2, types),
