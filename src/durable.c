@@ -129,15 +129,19 @@ durable_define_settings(void)
 	/*
 	 * A PGC_POSTMASTER setting can only be defined while the postmaster
 	 * loads the library (a backend that loads it later would die with
-	 * FATAL); it sizes shared memory, which exists only then.
+	 * FATAL); it sizes shared memory, which exists only then.  Without
+	 * preloading it is defined all the same, with no effect: left in
+	 * postgresql.conf, it would otherwise be removed with a WARNING by
+	 * MarkGUCPrefixReserved in every backend that loads durable.
 	 */
-	if (process_shared_preload_libraries_in_progress)
-		DefineCustomIntVariable("durable.max_databases",
-								"Databases with durable that get a background worker, counters and waiting claims.",
-								"Sizes shared memory (a few hundred bytes a database); takes effect at server start.",
-								&durable_max_databases, DURABLE_DEFAULT_MAX_DATABASES,
-								1, 10000, PGC_POSTMASTER, 0,
-								NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.max_databases",
+							"Databases with durable that get a background worker, counters and waiting claims.",
+							"Sizes shared memory (a few hundred bytes a database); takes effect at server start, "
+							"and only when durable is in shared_preload_libraries.",
+							&durable_max_databases, DURABLE_DEFAULT_MAX_DATABASES,
+							1, 10000,
+							process_shared_preload_libraries_in_progress ? PGC_POSTMASTER : PGC_SIGHUP,
+							0, NULL, NULL, NULL);
 	DefineCustomIntVariable("durable.bound_count",
 							"Waiting records above which standing() reports over_bound.",
 							NULL, &durable_bound_count, 10000,

@@ -127,6 +127,7 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	slot->worker_blocked_until = 0;
 	slot->worker_checked_at = 0;
 	slot->extension_absent = false;
+	slot->not_swept = false;
 	slot->installs = 0;
 	for (q = 0; q < DQ_NUM_QUEUES; q++)
 		slot->worker_windows[q] = 0;
@@ -184,11 +185,12 @@ durable_db_slot_take_absent(Oid dboid, Oid *absent_db, int64 *checked_at)
 		if (slot->dboid == InvalidOid)
 			continue;
 		SpinLockAcquire(&slot->mutex);
-		if (slot->extension_absent && slot->worker_pid == 0 && !slot->worker_starting)
+		if ((slot->extension_absent || slot->not_swept) &&
+			slot->worker_pid == 0 && !slot->worker_starting)
 		{
 			taken = slot;
 			*absent_db = slot->dboid;
-			*checked_at = slot->worker_checked_at;
+			*checked_at = slot->not_swept ? 0 : slot->worker_checked_at;
 		}
 		SpinLockRelease(&slot->mutex);
 	}

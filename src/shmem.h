@@ -67,6 +67,8 @@ typedef struct DurableDbSlot
 	int64		worker_blocked_until;	/* no new worker before this (durable_clock_us) */
 	int64		worker_checked_at;	/* last time a worker looked here (durable_clock_us) */
 	bool		extension_absent;	/* the last worker found no extension */
+	bool		not_swept;		/* the launcher starts no worker here: a
+								 * template, closed to connections, invalid */
 	bool		worker_passed;	/* the running worker finished a pass */
 	bool		worker_stop_asked;	/* durable stopped it on purpose (a hook, the launcher) */
 	int			worker_failed_starts;	/* workers in a row that ended before one */
@@ -122,8 +124,9 @@ extern void durable_db_slot_free(Oid dboid);
 
 /*
  * Every slot taken: give `dboid` the slot of a database whose last worker
- * found no extension and that no worker is checking, and set *absent_db and
- * *checked_at to that database and that check.  Returns dboid's slot if it
+ * found no extension, or that the launcher does not sweep (not_swept), and
+ * that no worker is checking, and set *absent_db and *checked_at to that
+ * database and that check (0 for one not swept).  Returns dboid's slot if it
  * has one (*absent_db invalid), NULL when no slot can be taken.  Caller
  * holds the slots' lock exclusively.
  */

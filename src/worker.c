@@ -461,7 +461,7 @@ wkr_take_absent_slot(Oid dboid, int64 now)
 	{
 		wkr_remember_absent(absent_db, checked_at, now);
 		ereport(DEBUG1,
-				(errmsg_internal("durable launcher: database %u takes the slot of database %u, which has no durable",
+				(errmsg_internal("durable launcher: database %u takes the slot of database %u, which has no durable or is not swept",
 								 dboid, absent_db)));
 	}
 	return taken;
@@ -469,7 +469,9 @@ wkr_take_absent_slot(Oid dboid, int64 now)
 
 /*
  * Every slot is taken by a database with durable (or being checked): warn
- * that this one gets no worker, once per database.
+ * that this one gets no worker, once per database.  The launcher cannot
+ * tell whether a database has durable before a worker looked, so the
+ * warning names databases without it too, and says so.
  */
 static void
 wkr_warn_no_slot(const WkrDatabase *db)
@@ -481,7 +483,8 @@ wkr_warn_no_slot(const WkrDatabase *db)
 	ereport(WARNING,
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 			 errmsg("durable cannot start a worker for database \"%s\"", NameStr(db->name)),
-			 errdetail("durable tracks at most %d databases with the extension, and all are taken.",
+			 errdetail("durable tracks at most %d databases with the extension, and all are taken: "
+					   "this database is not swept, nor checked for the extension, until one is free.",
 					   durable_max_databases),
 			 errhint("Raise \"durable.max_databases\" (it takes a server restart), or drop the extension where it is not used.")));
 	old = MemoryContextSwitchTo(TopMemoryContext);
@@ -734,7 +737,12 @@ wkr_is_tracked(Oid dboid)
  * CREATE DATABASE ... TEMPLATE fail for every role that does not own it.
  * A worker that an earlier launcher started (this one restarted since) has
  * no handle here: it is signalled through its slot, as the utility hook
- * stops one.
+ * stops one.  Once no worker runs there, the slot is marked not swept: a
+ * database that gets a worker may take it when every slot is taken
+ * (durable_db_slot_take_absent).  Without that, durable in template1 (the
+ * usual way to give it to every new database), or a database with durable
+ * made a template, held a slot for good, and with slots short a database
+ * that has durable was never swept.
  */
 static void
 wkr_stop_unlaunchable(Oid dboid)
@@ -751,6 +759,8 @@ wkr_stop_unlaunchable(Oid dboid)
 			slot->worker_stop_asked = true;
 			pid = slot->worker_pid;
 		}
+		else
+			slot->not_swept = true;
 		SpinLockRelease(&slot->mutex);
 	}
 	for (i = 0; i < wkr_ntracked; i++)
@@ -931,6 +941,7 @@ wkr_launch_workers(int64 now)
 		/* A backend may have given the slot to its own database since. */
 		if (!durable_slot_lock_for(slot, db->oid))
 			continue;
+		slot->not_swept = false;
 		if (slot->worker_pid == 0 && !slot->worker_starting)
 		{
 			int64		recheck = slot->worker_checked_at +
@@ -1025,7 +1036,13 @@ durable_launcher_main(Datum main_arg)
  * ========================================================================
  */
 
-/* before_shmem_exit callback of a worker: give up the slot. */
+/*
+ * before_shmem_exit callback of a worker: give up the slot, and hold the
+ * next worker back for the restart delay.  The launcher that started this
+ * worker sets the delay too, with its backoff (wkr_reap_workers); a
+ * launcher started since does not know this worker, and without this
+ * started the next one at once.
+ */
 static void
 wkr_worker_exit(int code, Datum arg)
 {
@@ -1034,7 +1051,11 @@ wkr_worker_exit(int code, Datum arg)
 	if (wkr_slot == NULL || !durable_slot_lock_for(wkr_slot, dboid))
 		return;
 	if (wkr_slot->worker_pid == MyProcPid)
+	{
 		wkr_slot->worker_pid = 0;
+		wkr_slot->worker_blocked_until = Max(wkr_slot->worker_blocked_until,
+											 durable_clock_us() + wkr_restart_delay_us(0));
+	}
 	SpinLockRelease(&wkr_slot->mutex);
 }
 
@@ -1682,12 +1703,12 @@ wkr_wake_launcher(void)
 
 /*
  * Durable was just dropped here: wake this database's worker, and when it
- * is still gone (wkr_absent_at_commit) record it absent for the launcher.
- * Without the record, the slot of a database that no worker ever checks (a
- * template, one closed to connections: a CREATE and DROP EXTENSION there
- * took a slot) would stay taken for good, since the launcher gives only
- * slots recorded absent to other databases.  Not recorded when CREATE
- * EXTENSION durable committed here since (installs changed), as
+ * is still gone (wkr_absent_at_commit) record it absent for the launcher,
+ * which gives only slots recorded absent or not swept to other databases.
+ * The record hands the slot on at once; without it, that of a database no
+ * worker ever checks (a template: a CREATE and DROP EXTENSION there took a
+ * slot) waited for the launcher to mark it not swept.  Not recorded when
+ * CREATE EXTENSION durable committed here since (installs changed), as
  * wkr_record_check does.
  */
 static void

@@ -318,6 +318,24 @@ ok( $node->poll_query_until(
 		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'durable launcher' AND pid <> $launcher"
 	),
 	'the launcher ended by SIGTERM is replaced');
+
+# A worker the earlier launcher started and SIGTERM ended: the next one
+# starts after the restart delay (1 s at this naptime), as after a worker
+# the launcher knows (until 2026-12-05 at once: the new launcher had no
+# handle of it to reap).
+my $old_worker = worker_pid($node, 'closed_later');
+my $ended = $node->safe_psql('postgres',
+	"SELECT clock_timestamp() FROM pg_terminate_backend($old_worker)");
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'durable worker'"
+		  . " AND datname = 'closed_later' AND pid <> $old_worker"),
+	'a worker an earlier launcher started is replaced');
+cmp_ok(
+	$node->safe_psql('postgres',
+		    "SELECT extract(epoch FROM backend_start - '$ended'::timestamptz) FROM pg_stat_activity"
+		  . " WHERE backend_type = 'durable worker' AND datname = 'closed_later'"),
+	'>=', 0.95, '... after the restart delay');
 $start = time;
 $node->safe_psql('postgres', 'ALTER DATABASE closed_later ALLOW_CONNECTIONS false');
 ok($node->poll_query_until('postgres', has_workers('closed_later', 0)),
