@@ -5,6 +5,8 @@
 # is missing.  On a server that does not preload durable:
 #
 #   - CREATE EXTENSION works, and no durable process runs;
+#   - durable.max_databases left in postgresql.conf is accepted without a
+#     WARNING (it has no effect);
 #   - the inbox and outbox cycles work (admit, duplicate, claim, heartbeats,
 #     complete single and batch, fail to pending and to dead, release,
 #     replay; begin, sent, answered from the journal, enqueue, claim,
@@ -30,6 +32,7 @@ use Time::HiRes qw(time);
 
 my $node = PostgreSQL::Test::Cluster->new('no_preload');
 $node->init;
+$node->append_conf('postgresql.conf', "durable.max_databases = 4\n");
 $node->start;
 
 sub q1
@@ -61,7 +64,11 @@ sub result_of
 
 is(q1('SHOW shared_preload_libraries'), '', 'the server does not preload durable');
 
-q1('CREATE EXTENSION durable');
+my ($created_rc, $created_out, $created_err) = $node->psql('postgres', 'CREATE EXTENSION durable');
+is($created_rc, 0, 'CREATE EXTENSION durable succeeds');
+unlike($created_err, qr/WARNING/,
+	'durable.max_databases in postgresql.conf is not removed with a WARNING (until 2026-12-05 it was)');
+is(q1('SHOW durable.max_databases'), '4', 'and it reads as set, with no effect');
 is(q1("SELECT extversion IS NOT NULL FROM pg_extension WHERE extname = 'durable'"), 't',
 	'CREATE EXTENSION durable works without preloading');
 sleep(1);
