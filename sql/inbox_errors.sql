@@ -668,3 +668,16 @@ ROLLBACK;
 -- (Row-level security binds only a journal owner that is not a superuser and has it
 -- forced on: t/027_worker_as_owner.pl, whose owner is one; the owner of durable's
 -- objects cannot be changed one by one, see sql/privileges.sql)
+
+-- A payload over durable.max_payload_bytes, again: a message journaled before the limit
+-- was lowered is answered as its duplicate, by id and id-less, leased to the caller when
+-- due: the platform's redelivery does not fail (until 2026-12-05 it got 54000).
+SELECT duplicate, state FROM durable.inbox_admit('errs', 'big-1', 'chat-big', jsonb_build_object('text', repeat('x', 2000)));
+SELECT duplicate, state FROM durable.inbox_admit('errs', NULL, 'chat-big-2', jsonb_build_object('text', repeat('y', 2000)));
+SET durable.max_payload_bytes = 1024;
+SELECT duplicate, token IS NOT NULL AS leased, state
+  FROM durable.inbox_admit('errs', 'big-1', 'chat-big', jsonb_build_object('text', repeat('x', 2000)), instance => 'bot-1');
+SELECT duplicate, state FROM durable.inbox_admit('errs', NULL, 'chat-big-2', jsonb_build_object('text', repeat('y', 2000)));
+-- A new message that size is still refused
+SELECT * FROM durable.inbox_admit('errs', 'big-2', 'chat-big', jsonb_build_object('text', repeat('x', 2000)));
+RESET durable.max_payload_bytes;

@@ -305,6 +305,15 @@ SELECT j.outbox = b.outbox AS outbox_unchanged, j.inbox = b.inbox AS inbox_uncha
 SELECT count(*) AS journaled FROM durable.outbox WHERE key IN ('roe-x', 'roe-missing') OR chat_id = 'roe-chat-x';
 \set VERBOSITY terse
 
+-- A payload over durable.max_payload_bytes, again: a key journaled before the limit was
+-- lowered is answered from the journal instead (created = false), as outbox_begin answers
+-- it: a sender loop repeating its enqueue does not fail (until 2026-12-05 it got 54000).
+SELECT created, state FROM durable.outbox_enqueue('roe-big', 'roe-chat-big', jsonb_build_object('text', repeat('x', 2000)));
+SET durable.max_payload_bytes = 1024;
+SELECT created, state FROM durable.outbox_enqueue('roe-big', 'roe-chat-big', jsonb_build_object('text', repeat('x', 2000)));
+RESET durable.max_payload_bytes;
+SELECT count(*) AS journaled_once FROM durable.outbox WHERE key = 'roe-big';
+
 ------------------------------------------------------------------------
 -- A late sender after a discard, and counting
 ------------------------------------------------------------------------

@@ -141,18 +141,17 @@ static SPIPlanPtr inbox_replay_plan = NULL;
 static SPIPlanPtr inbox_state_plans[2];
 
 /*
- * Raise 54000 when a payload is over durable.max_payload_bytes.
+ * Raise 54000 for a payload over durable.max_payload_bytes.
  */
-static void
-inbox_check_payload_size(Size bytes)
+static pg_attribute_noreturn() void
+inbox_refuse_payload_size(Size bytes)
 {
-	if (bytes > (Size) durable_max_payload_bytes)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("payload is too large (%zu bytes)", bytes),
-				 errdetail("Inbound payloads are limited to %d bytes.",
-						   durable_max_payload_bytes),
-				 errhint("Raise \"durable.max_payload_bytes\", or journal a reference to content stored elsewhere.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("payload is too large (%zu bytes)", bytes),
+			 errdetail("Inbound payloads are limited to %d bytes.",
+					   durable_max_payload_bytes),
+			 errhint("Raise \"durable.max_payload_bytes\", or journal a reference to content stored elsewhere.")));
 }
 
 /* Feed one length-prefixed field to the hash, so that field boundaries cannot shift. */
@@ -358,13 +357,19 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	int64		token = 0;
 	int			tries;
 
+	/*
+	 * An oversized payload is refused only once the message is known not to
+	 * be journaled: a redelivery of one admitted before the limit was lowered
+	 * is answered as its duplicate, as outbox_begin answers a journaled key.
+	 */
+	bool		oversized = payload_bytes > (Size) durable_max_payload_bytes;
+
 	if (!has_instance && !PG_ARGISNULL(6))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease requires instance"),
 				 errdetail("Only a record admitted with an instance is leased at once."),
 				 errhint("Pass instance to lease the record to it, or leave lease out and claim the record with inbox_claim.")));
-	inbox_check_payload_size(payload_bytes);
 	if (!has_message_id)
 		content_hash = inbox_content_hash(source, chat_id, kind, payload);
 
@@ -430,7 +435,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 		 * other unique indexes (the primary key, whose ids come from a
 		 * sequence) are not probed before the insert.
 		 */
-		if (durable_inbox_insert_direct(&msg, &new_id))
+		if (!oversized && durable_inbox_insert_direct(&msg, &new_id))
 		{
 			/*
 			 * The insert waits for another of the same message id (which
@@ -480,6 +485,8 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 									  3, find_hash_types),
 						 find_values, NULL, SPI_OK_SELECT, 1);
 		}
+		if (SPI_processed == 0 && oversized)
+			inbox_refuse_payload_size(payload_bytes);
 		if (SPI_processed == 0)
 			continue;
 

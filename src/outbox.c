@@ -1013,6 +1013,7 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	Datum		chat_id;
 	Datum		payload;
 	Size		payload_bytes;
+	bool		oversized;
 	TimestampTz not_before;
 	bool		has_inbound = !PG_ARGISNULL(4);
 	int64		inbound_id = has_inbound ? PG_GETARG_INT64(4) : 0;
@@ -1030,12 +1031,7 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	has_key = durable_arg_id_or_null(fcinfo, 0, "idempotency_key", &key);
 	chat_id = durable_arg_id(fcinfo, 1, "chat_id");
 	payload = durable_arg_jsonb(fcinfo, 2, "payload", &payload_bytes);
-	if (payload_bytes > (Size) durable_max_payload_bytes)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("payload is too large (%zu bytes)", payload_bytes),
-				 errdetail("Payloads are limited to %d bytes.", durable_max_payload_bytes),
-				 errhint("Raise durable.max_payload_bytes, or send it with outbox_begin, which bypasses the journal.")));
+	oversized = payload_bytes > (Size) durable_max_payload_bytes;
 	not_before = PG_ARGISNULL(3) ? now : PG_GETARG_TIMESTAMPTZ(3);
 	if (TIMESTAMP_NOT_FINITE(not_before))
 		ereport(ERROR,
@@ -1082,23 +1078,31 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	values[5] = TimestampTzGetDatum(now);
 	for (race = 0;; race++)
 	{
-		durable_exec(durable_plan(&plan_insert,
-								  "INSERT INTO durable.outbox"
-								  " (key, chat_id, payload, state, attempts, not_before,"
-								  "  inbound_id, created_at)"
-								  " VALUES ($1, $2, $3, 'pending', 0, $4, $5, $6)"
-								  " ON CONFLICT (key) DO NOTHING RETURNING state, id",
-								  6, insert_types),
-					 values, nulls, SPI_OK_INSERT_RETURNING, 0);
-		if (SPI_processed == 1)
+		/*
+		 * An oversized payload is refused only for a key not journaled: a
+		 * sender loop repeating an enqueue made before the limit was lowered
+		 * is answered from the journal, as outbox_begin answers it.
+		 */
+		if (!oversized)
 		{
-			created = true;
-			state = durable_col(0, 1);
-			durable_claim_floor_admitted(DQ_OUTBOX, durable_col_int64(0, 2));
-			durable_count(DC_OUTBOX_JOURNALED, 1);
-			durable_count(DC_OUTBOX_DEFERRED, 1);
-			durable_wake_at_commit(DQ_OUTBOX);
-			break;
+			durable_exec(durable_plan(&plan_insert,
+									  "INSERT INTO durable.outbox"
+									  " (key, chat_id, payload, state, attempts, not_before,"
+									  "  inbound_id, created_at)"
+									  " VALUES ($1, $2, $3, 'pending', 0, $4, $5, $6)"
+									  " ON CONFLICT (key) DO NOTHING RETURNING state, id",
+									  6, insert_types),
+						 values, nulls, SPI_OK_INSERT_RETURNING, 0);
+			if (SPI_processed == 1)
+			{
+				created = true;
+				state = durable_col(0, 1);
+				durable_claim_floor_admitted(DQ_OUTBOX, durable_col_int64(0, 2));
+				durable_count(DC_OUTBOX_JOURNALED, 1);
+				durable_count(DC_OUTBOX_DEFERRED, 1);
+				durable_wake_at_commit(DQ_OUTBOX);
+				break;
+			}
 		}
 
 		/* A fresh statement sees the committed winner of the conflict. */
@@ -1114,6 +1118,12 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 			outbox_count_repeat(key, DatumGetBool(durable_col(0, 2)), false);
 			break;
 		}
+		if (oversized)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("payload is too large (%zu bytes)", payload_bytes),
+					 errdetail("Payloads are limited to %d bytes.", durable_max_payload_bytes),
+					 errhint("Raise durable.max_payload_bytes, or send it with outbox_begin, which bypasses the journal.")));
 		if (race >= OUTBOX_MAX_RACES)
 			outbox_error_races(key);
 	}
