@@ -556,8 +556,8 @@ notify_queue_too_full(const char *channel)
 	if (durable_warn_due(&warned_at, 60 * USECS_PER_SEC))
 		ereport(WARNING,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("durable: NOTIFY %s dropped: the server's notification queue is %.0f%% full",
-						channel, usage * 100.0),
+				 errmsg("durable: NOTIFY %s dropped: the server's notification queue is %s%.0f%% full",
+						channel, usage < 0.01 ? "under " : "", Max(usage * 100.0, 1.0)),
 				 errdetail("durable.notify_queue_max is %g; the records stay in their state.",
 						   durable_notify_queue_max),
 				 errhint("Find the listener that stopped reading (pg_stat_activity: a session idle in transaction) and end it.  This WARNING comes at most once a minute.")));
