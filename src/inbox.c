@@ -361,6 +361,9 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	 * An oversized payload is refused only once the message is known not to
 	 * be journaled: a redelivery of one admitted before the limit was lowered
 	 * is answered as its duplicate, as outbox_begin answers a journaled key.
+	 * The look comes after the chat lock, so an admit of the message in
+	 * progress in the same chat is waited for; one in another chat (a
+	 * message id reused across chats) is not, and the call is refused.
 	 */
 	bool		oversized = payload_bytes > (Size) durable_max_payload_bytes;
 
@@ -391,7 +394,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	 * conflict below wastes it, which is harmless since tokens only need to
 	 * grow.
 	 */
-	leased = has_instance && !durable_inbox_chat_has_open(chat_id);
+	leased = has_instance && !oversized && !durable_inbox_chat_has_open(chat_id);
 	if (leased)
 		token = durable_next_token();
 

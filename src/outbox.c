@@ -987,6 +987,17 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 
 /* ---- outbox_enqueue ---- */
 
+/* Raise 54000 for an enqueued payload over durable.max_payload_bytes. */
+static pg_attribute_noreturn() void
+outbox_refuse_payload_size(Size bytes)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("payload is too large (%zu bytes)", bytes),
+			 errdetail("Payloads are limited to %d bytes.", durable_max_payload_bytes),
+			 errhint("Raise durable.max_payload_bytes, or send it with outbox_begin, which bypasses the journal.")));
+}
+
 /*
  * outbox_enqueue(idempotency_key, chat_id, payload, not_before, inbound_id,
  * inbound_token) → (key, created, state).  A send for a sender loop
@@ -1032,6 +1043,9 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	chat_id = durable_arg_id(fcinfo, 1, "chat_id");
 	payload = durable_arg_jsonb(fcinfo, 2, "payload", &payload_bytes);
 	oversized = payload_bytes > (Size) durable_max_payload_bytes;
+	/* A random key cannot be journaled already: refused before any lock. */
+	if (oversized && !has_key && !has_inbound)
+		outbox_refuse_payload_size(payload_bytes);
 	not_before = PG_ARGISNULL(3) ? now : PG_GETARG_TIMESTAMPTZ(3);
 	if (TIMESTAMP_NOT_FINITE(not_before))
 		ereport(ERROR,
@@ -1118,12 +1132,15 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 			outbox_count_repeat(key, DatumGetBool(durable_col(0, 2)), false);
 			break;
 		}
+		/*
+		 * Not found: a transaction in progress may be journaling the key
+		 * (an outbox_begin, which takes no chat lock).  The insert would
+		 * wait for it; the oversized payload waits here and looks again.
+		 */
+		if (oversized && race < OUTBOX_MAX_RACES && durable_outbox_await_key(key))
+			continue;
 		if (oversized)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("payload is too large (%zu bytes)", payload_bytes),
-					 errdetail("Payloads are limited to %d bytes.", durable_max_payload_bytes),
-					 errhint("Raise durable.max_payload_bytes, or send it with outbox_begin, which bypasses the journal.")));
+			outbox_refuse_payload_size(payload_bytes);
 		if (race >= OUTBOX_MAX_RACES)
 			outbox_error_races(key);
 	}

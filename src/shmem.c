@@ -166,11 +166,35 @@ durable_db_slot_find(Oid dboid)
 	return NULL;
 }
 
+/*
+ * A slot of a database without durable (unswept false) or of one the
+ * launcher does not sweep (true) that no worker is checking, or NULL.
+ */
+static DurableDbSlot *
+dshm_givable_slot(bool unswept, int64 *checked_at)
+{
+	for (int i = 0; i < durable_max_databases; i++)
+	{
+		DurableDbSlot *slot = &durable_shared->slots[i];
+		bool		givable;
+
+		if (slot->dboid == InvalidOid)
+			continue;
+		SpinLockAcquire(&slot->mutex);
+		givable = (unswept ? slot->not_swept : slot->extension_absent) &&
+			slot->worker_pid == 0 && !slot->worker_starting;
+		*checked_at = unswept ? 0 : slot->worker_checked_at;
+		SpinLockRelease(&slot->mutex);
+		if (givable)
+			return slot;
+	}
+	return NULL;
+}
+
 DurableDbSlot *
-durable_db_slot_take_absent(Oid dboid, Oid *absent_db, int64 *checked_at)
+durable_db_slot_take_absent(Oid dboid, bool take_unswept, Oid *absent_db, int64 *checked_at)
 {
 	DurableDbSlot *taken;
-	int			i;
 
 	Assert(LWLockHeldByMeInMode(durable_shared->lock, LW_EXCLUSIVE));
 	*absent_db = InvalidOid;
@@ -178,24 +202,23 @@ durable_db_slot_take_absent(Oid dboid, Oid *absent_db, int64 *checked_at)
 	taken = durable_db_slot_find(dboid);
 	if (taken != NULL)
 		return taken;
-	for (i = 0; i < durable_max_databases && taken == NULL; i++)
-	{
-		DurableDbSlot *slot = &durable_shared->slots[i];
 
-		if (slot->dboid == InvalidOid)
-			continue;
-		SpinLockAcquire(&slot->mutex);
-		if ((slot->extension_absent || slot->not_swept) &&
-			slot->worker_pid == 0 && !slot->worker_starting)
-		{
-			taken = slot;
-			*absent_db = slot->dboid;
-			*checked_at = slot->not_swept ? 0 : slot->worker_checked_at;
-		}
-		SpinLockRelease(&slot->mutex);
+	/*
+	 * A database without durable first: one not swept may still have users
+	 * (a backend in template1), whose counters and waiting claims go with it.
+	 */
+	taken = dshm_givable_slot(false, checked_at);
+	if (taken == NULL && take_unswept)
+		taken = dshm_givable_slot(true, checked_at);
+	if (taken == NULL)
+	{
+		*checked_at = 0;
+		return NULL;
 	}
-	if (taken != NULL)
-		dshm_slot_reset(taken, dboid);
+	*absent_db = taken->dboid;
+	dshm_slot_reset(taken, dboid);
+	for (int q = 0; q < DQ_NUM_QUEUES; q++)
+		ConditionVariableBroadcast(&taken->queue_cv[q]);
 	return taken;
 }
 
@@ -208,7 +231,9 @@ durable_db_slot_take_absent(Oid dboid, Oid *absent_db, int64 *checked_at)
  * handed_dboid, so that it keeps to that database's recheck time instead of
  * starting a worker there at once (or warning that it cannot).  There is
  * one such record: until the launcher, woken, has collected it, the next
- * backend in this position waits for the launcher too.
+ * backend in this position waits for the launcher too.  Slots of databases
+ * not swept are the launcher's to hand on, to a database it sweeps: the
+ * backends of two such databases would take each other's in turn.
  */
 static DurableDbSlot *
 dshm_take_absent_slot(void)
@@ -226,7 +251,7 @@ dshm_take_absent_slot(void)
 	record_free = !OidIsValid(durable_shared->handed_dboid);
 	SpinLockRelease(&durable_shared->mutex);
 	if (record_free)
-		taken = durable_db_slot_take_absent(MyDatabaseId, &absent_db, &checked_at);
+		taken = durable_db_slot_take_absent(MyDatabaseId, false, &absent_db, &checked_at);
 	if (OidIsValid(absent_db))
 	{
 		SpinLockAcquire(&durable_shared->mutex);

@@ -124,13 +124,16 @@ extern void durable_db_slot_free(Oid dboid);
 
 /*
  * Every slot taken: give `dboid` the slot of a database whose last worker
- * found no extension, or that the launcher does not sweep (not_swept), and
- * that no worker is checking, and set *absent_db and *checked_at to that
- * database and that check (0 for one not swept).  Returns dboid's slot if it
- * has one (*absent_db invalid), NULL when no slot can be taken.  Caller
- * holds the slots' lock exclusively.
+ * found no extension, else, with take_unswept, of one that the launcher
+ * does not sweep (not_swept), and that no worker is checking; set
+ * *absent_db to that database, and *checked_at to that check (0 for one
+ * not swept).  Returns dboid's slot if it has one (*absent_db invalid),
+ * NULL when no slot can be taken.  Caller holds the slots' lock
+ * exclusively.  Sleepers on the slot's condition variables are woken: they
+ * wait for the database that had it.
  */
-extern DurableDbSlot *durable_db_slot_take_absent(Oid dboid, Oid *absent_db, int64 *checked_at);
+extern DurableDbSlot *durable_db_slot_take_absent(Oid dboid, bool take_unswept,
+												  Oid *absent_db, int64 *checked_at);
 
 /* Raise a clear error if the library was not preloaded. */
 extern void durable_require_shmem(void);

@@ -532,6 +532,15 @@ waiting_sleep(DurableQueue queue, Oid journal, int64 deadline, TimestampTz next_
 			return false;
 
 		/*
+		 * The launcher gave the slot to another database (this one gets no
+		 * worker: a template, closed to connections): its wakes no longer
+		 * come to this database's claimers.  Another attempt, whose sleep
+		 * looks the slot up again or polls without one.
+		 */
+		if (slot != NULL && slot->dboid != MyDatabaseId)
+			return true;
+
+		/*
 		 * Stop holding back vacuum's horizon while asleep (file header),
 		 * before each sleep: a look may have read the catalogs.  The
 		 * catalog snapshot goes first: it would otherwise be reused after

@@ -442,9 +442,11 @@ wkr_collect_handed_over(int64 now)
 }
 
 /*
- * Every slot is taken: give `dboid` the slot of a database whose worker
- * found no extension and is not due to check again, and remember that
- * database's next check here.  NULL when there is none.
+ * Every slot is taken: give `dboid` (a database the launcher sweeps) the
+ * slot of a database whose worker found no extension, and remember that
+ * database's next check here; else the slot of one the launcher does not
+ * sweep, which has no check to remember (it is looked at again once it is
+ * swept).  NULL when there is none.
  */
 static DurableDbSlot *
 wkr_take_absent_slot(Oid dboid, int64 now)
@@ -454,16 +456,20 @@ wkr_take_absent_slot(Oid dboid, int64 now)
 	int64		checked_at;
 
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
-	taken = durable_db_slot_take_absent(dboid, &absent_db, &checked_at);
+	taken = durable_db_slot_take_absent(dboid, true, &absent_db, &checked_at);
 	LWLockRelease(durable_shared->lock);
 
-	if (OidIsValid(absent_db))
+	if (OidIsValid(absent_db) && checked_at != 0)
 	{
 		wkr_remember_absent(absent_db, checked_at, now);
 		ereport(DEBUG1,
-				(errmsg_internal("durable launcher: database %u takes the slot of database %u, which has no durable or is not swept",
+				(errmsg_internal("durable launcher: database %u takes the slot of database %u, which has no durable",
 								 dboid, absent_db)));
 	}
+	else if (OidIsValid(absent_db))
+		ereport(DEBUG1,
+				(errmsg_internal("durable launcher: database %u takes the slot of database %u, which gets no worker",
+								 dboid, absent_db)));
 	return taken;
 }
 

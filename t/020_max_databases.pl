@@ -32,6 +32,7 @@ $node->append_conf(
 shared_preload_libraries = 'durable'
 durable.naptime = '100ms'
 durable.max_databases = 2
+log_min_messages = debug1
 });
 $node->start;
 
@@ -153,16 +154,49 @@ ok($node->poll_query_until('postgres', "SELECT NOT (" . has_worker('fifth') . ")
 	'a template has no worker');
 is($node->safe_psql('fifth', 'SELECT count(*) FROM durable.metrics()'), '1',
 	'it keeps its slot while none is needed: its counters answer');
+# A DROP undone by ROLLBACK TO SAVEPOINT records nothing: the template keeps
+# durable, so its slot is handed on as not swept, not as one without durable
+# (which any backend could take; the launcher's DEBUG1 line tells the two).
+$node->safe_psql('fifth', q{
+BEGIN;
+SAVEPOINT s;
+DROP EXTENSION durable;
+ROLLBACK TO s;
+COMMIT;});
+my $fifth_oid = $node->safe_psql('postgres', "SELECT oid FROM pg_database WHERE datname = 'fifth'");
+$offset = -s $node->logfile;
 $node->safe_psql('postgres', 'CREATE DATABASE sixth');
 $node->safe_psql('sixth', 'CREATE EXTENSION durable');
 ok($node->poll_query_until('sixth', has_worker('sixth')),
 	'a new database with durable takes the slot of the template');
+like(
+	slurp_file($node->logfile, $offset),
+	qr/takes the slot of database $fifth_oid, which gets no worker/,
+	'handed on by the launcher as the slot of a database not swept, also after a DROP rolled back to a savepoint'
+);
+
+# A claim waiting in a database whose slot goes to another: the wakes of
+# its database no longer reach that slot, so the handover wakes it and it
+# polls from then on (until 2026-12-05 it slept until its wait ran out).
+my $waiter = $node->background_psql('sixth');
+my $admitter = $node->background_psql('sixth');
 $node->safe_psql('postgres', 'ALTER DATABASE sixth ALLOW_CONNECTIONS false');
 ok($node->poll_query_until('postgres', "SELECT NOT (" . has_worker('sixth') . ")"),
 	'a database closed to connections has no worker');
+$waiter->query_until(qr/waiting/,
+	"\\echo waiting\nSELECT 'claimed:' || message_id FROM durable.inbox_claim('waiter', 1, wait => '60s');\n");
 $node->safe_psql('postgres', 'ALTER DATABASE fifth IS_TEMPLATE false');
 ok($node->poll_query_until('fifth', has_worker('fifth')),
 	'the template made a database again takes the slot of the closed one');
+my $admitted_at = time();
+# (query, not query_safe: both backends warn once that they have no slot)
+$admitter->query("SELECT durable.inbox_admit('maxdb', 'w1', 'chat-w')");
+like($waiter->query("SELECT 'done'"), qr/claimed:w1/,
+	'a claim waiting there when its slot was handed on gets a record admitted after');
+my $claim_secs = time() - $admitted_at;
+ok($claim_secs < 20, "... at once, not when its wait runs out ($claim_secs s)");
+$waiter->quit;
+$admitter->quit;
 $node->safe_psql('postgres', 'ALTER DATABASE sixth ALLOW_CONNECTIONS true');
 
 # A backend that finds every slot taken (by fifth, swept, and by a database
