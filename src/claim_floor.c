@@ -59,6 +59,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/ipc.h"
 #include "executor/tuptable.h"
@@ -343,7 +344,8 @@ static DurableFloor *floor_published_in = NULL;
 static void
 floor_unpublish_at_exit(int code, Datum arg)
 {
-	if (floor_published != 0 && floor_published_in != NULL)
+	if (floor_published != 0 && floor_published_in != NULL &&
+		floor_published_in->dboid == MyDatabaseId)
 		floor_unpublish(floor_published_in, floor_published);
 	floor_published = 0;
 }
@@ -378,6 +380,7 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	DurableQueueRels rels;
 	FloorScan	first = {0, 0, 0};
 	FloorScan	again;
+	bool		mine;
 
 	durable_queue_rels(queue, &rels);
 	if (rels.heap != relid)
@@ -425,10 +428,20 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 		if (from == 0)
 			f->from_head_at = clock;
 	}
-	f->busy_until = 0;
-	f->next_refresh = clock + (int64) FLOOR_REFRESH_MS * 1000;
+
+	/*
+	 * The slot went to another database during the refresh (this one gets
+	 * no worker: dshm_slot_reset): its floor, and its refresher's marks,
+	 * are not this refresh's to touch.
+	 */
+	mine = (f->dboid == MyDatabaseId);
+	if (mine)
+	{
+		f->busy_until = 0;
+		f->next_refresh = clock + (int64) FLOOR_REFRESH_MS * 1000;
+	}
 	SpinLockRelease(&f->mutex);
-	if (floor_published != 0)
+	if (floor_published != 0 && mine)
 		floor_unpublish(f, floor_published);
 	floor_published = 0;
 	return from == 0;
@@ -484,10 +497,14 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	}
 	PG_CATCH();
 	{
+		bool		mine;
+
 		SpinLockAcquire(&f->mutex);
-		f->busy_until = 0;
+		mine = (f->dboid == MyDatabaseId);
+		if (mine)
+			f->busy_until = 0;
 		SpinLockRelease(&f->mutex);
-		if (floor_published != 0)
+		if (floor_published != 0 && mine)
 			floor_unpublish(f, floor_published);
 		floor_published = 0;
 		PG_RE_THROW();

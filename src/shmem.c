@@ -140,6 +140,7 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 		DurableFloor *f = &slot->floors[q];
 
 		SpinLockAcquire(&f->mutex);
+		f->dboid = dboid;
 		pg_atomic_write_u64(&f->floor, 0);
 		pg_atomic_write_u64(&f->raising, 0);
 		f->gen++;

@@ -37,6 +37,7 @@
 typedef struct DurableFloor
 {
 	slock_t		mutex;
+	Oid			dboid;			/* the slot's database, copied under mutex at a reset */
 	pg_atomic_uint64 floor;		/* no record below this id is claimable now */
 	pg_atomic_uint64 raising;	/* the floor a refresh is about to set (0: none) */
 	uint64		gen;			/* bumped when the floor is lowered */

@@ -396,7 +396,17 @@ waiting_prepare(DurableQueue queue)
 	DurableDbSlot *slot = durable_my_slot();
 
 	if (slot == NULL)
+	{
+		/*
+		 * The slot went to another database since the last attempt: leave
+		 * its wait list, where this claimer would make its confirmations
+		 * look for waiters and its wakes set our latch.
+		 */
+		if (waiting_prepared)
+			ConditionVariableCancelSleep();
+		waiting_prepared = false;
 		return;
+	}
 	ConditionVariablePrepareToSleep(&slot->queue_cv[queue]);
 	waiting_prepared = true;
 }

@@ -354,21 +354,26 @@ wkr_absent_forget(Oid dboid)
 
 /*
  * When the database was found without the extension and gave up its slot:
- * when it is due to be checked again; else 0.  Forgets it once due.
+ * when it is due to be checked again, else 0 (also once due: it is
+ * forgotten when it gets a slot for the check, or durable is created there).
+ * *known tells whether it was found so at all.
  */
 static int64
-wkr_absent_until(Oid dboid, int64 now)
+wkr_absent_until(Oid dboid, int64 now, bool *known)
 {
 	ListCell   *lc;
 
+	*known = false;
 	foreach(lc, wkr_absent)
 	{
 		WkrAbsent  *absent = (WkrAbsent *) lfirst(lc);
 
-		if (absent->dboid == dboid && absent->recheck_at > now)
+		if (absent->dboid != dboid)
+			continue;
+		*known = true;
+		if (absent->recheck_at > now)
 			return absent->recheck_at;
 	}
-	wkr_absent_forget(dboid);
 	return 0;
 }
 
@@ -413,8 +418,12 @@ wkr_forget_dropped_absent(List *dbs)
 static void
 wkr_remember_absent(Oid dboid, int64 checked_at, int64 now)
 {
-	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-	WkrAbsent  *absent = palloc(sizeof(WkrAbsent));
+	MemoryContext old;
+	WkrAbsent  *absent;
+
+	wkr_absent_forget(dboid);
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	absent = palloc(sizeof(WkrAbsent));
 
 	absent->dboid = dboid;
 	absent->recheck_at = Max(checked_at + (int64) WKR_ABSENT_RECHECK_MS * 1000, now);
@@ -444,19 +453,19 @@ wkr_collect_handed_over(int64 now)
 /*
  * Every slot is taken: give `dboid` (a database the launcher sweeps) the
  * slot of a database whose worker found no extension, and remember that
- * database's next check here; else the slot of one the launcher does not
- * sweep, which has no check to remember (it is looked at again once it is
- * swept).  NULL when there is none.
+ * database's next check here; else, with take_unswept, the slot of one the
+ * launcher does not sweep, which has no check to remember (it is looked at
+ * again once it is swept).  NULL when there is none.
  */
 static DurableDbSlot *
-wkr_take_absent_slot(Oid dboid, int64 now)
+wkr_take_absent_slot(Oid dboid, bool take_unswept, int64 now)
 {
 	DurableDbSlot *taken;
 	Oid			absent_db;
 	int64		checked_at;
 
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
-	taken = durable_db_slot_take_absent(dboid, true, &absent_db, &checked_at);
+	taken = durable_db_slot_take_absent(dboid, take_unswept, &absent_db, &checked_at);
 	LWLockRelease(durable_shared->lock);
 
 	if (OidIsValid(absent_db) && checked_at != 0)
@@ -503,26 +512,34 @@ wkr_warn_no_slot(const WkrDatabase *db)
  * needed.  NULL, with *absent_until set, when the database was found
  * without durable, gave its slot away and is not due to be checked again.
  * When every slot is taken by a database with durable, warns once per
- * database and returns NULL.
+ * database and returns NULL.  A database found without durable is checked
+ * again only with a free slot or one of another database without durable:
+ * taking the slot of one not swept (a template in use) for that check
+ * would take it every 30 s, and its backends would take back the slot the
+ * check gives up, resetting its counters each time.  Creating durable
+ * there makes the launcher forget it (wkr_forget_installed).
  */
 static DurableDbSlot *
 wkr_launcher_slot(const WkrDatabase *db, int64 now, int64 *absent_until)
 {
 	DurableDbSlot *slot = durable_db_slot(db->oid, false);
+	bool		known_absent;
 
 	*absent_until = 0;
 	if (slot != NULL)
 		return slot;
 	/* A backend may have taken its slot just now. */
 	wkr_collect_handed_over(now);
-	*absent_until = wkr_absent_until(db->oid, now);
+	*absent_until = wkr_absent_until(db->oid, now, &known_absent);
 	if (*absent_until != 0)
 		return NULL;
 	if (wkr_free_slot_exists())
 		slot = durable_db_slot(db->oid, true);
 	if (slot == NULL)
-		slot = wkr_take_absent_slot(db->oid, now);
-	if (slot == NULL)
+		slot = wkr_take_absent_slot(db->oid, !known_absent, now);
+	if (slot != NULL)
+		wkr_absent_forget(db->oid);
+	else if (!known_absent)
 		wkr_warn_no_slot(db);
 	return slot;
 }
@@ -924,7 +941,10 @@ wkr_launch_workers(int64 now)
 		 */
 		if (wkr_ntracked >= durable_max_databases)
 		{
-			if (durable_db_slot(db->oid, false) == NULL && wkr_absent_until(db->oid, now) == 0)
+			bool		known_absent;
+
+			if (durable_db_slot(db->oid, false) == NULL &&
+				wkr_absent_until(db->oid, now, &known_absent) == 0 && !known_absent)
 				wkr_warn_no_slot(db);
 			continue;
 		}

@@ -224,5 +224,18 @@ sleep 2;
 unlike(slurp_file($node->logfile, $offset), qr/cannot start a worker for database "postgres"/,
 	'the launcher keeps to the next check of the database that gave up its slot');
 
+# That check comes 30 s after postgres was found without durable: the only
+# slot it could use is the template's (seventh, not swept, in use), which it
+# must leave alone.  Until 2026-12-05 the launcher took it for the check, the
+# template's next call took back the slot the check gave up, and so every
+# 30 s, its counters reset each time.
+my $seventh_oid = $node->safe_psql('postgres', "SELECT oid FROM pg_database WHERE datname = 'seventh'");
+my $since = $node->safe_psql('seventh', 'SELECT since FROM durable.metrics()');
+sleep 32;
+unlike(slurp_file($node->logfile, $offset), qr/takes the slot of database $seventh_oid\b/,
+	'a database found without durable is not checked again with the slot of a template in use');
+is($node->safe_psql('seventh', 'SELECT since FROM durable.metrics()'), $since,
+	'whose counters are kept');
+
 $node->stop;
 done_testing();
