@@ -350,18 +350,32 @@ floor_unpublish_at_exit(int code, Datum arg)
 	floor_published = 0;
 }
 
-/* Publish `raising` as this backend's refresh of `f` (floor_published). */
-static void
-floor_publish_mine(DurableFloor *f, uint64 raising)
+/*
+ * Publish `raising` as this backend's refresh of `f` (floor_published),
+ * unless the floor is no longer the one this refresh began on: lowered
+ * since (the refresh's result would not be written), or its slot handed to
+ * another database (dshm_slot_reset, under the floor's mutex like this
+ * check), whose floor a raise of ours must not hold back.
+ */
+static bool
+floor_publish_mine(DurableFloor *f, uint64 raising, uint64 gen)
 {
 	static bool exit_registered = false;
+	bool		mine;
 
 	if (!exit_registered)
 		before_shmem_exit(floor_unpublish_at_exit, (Datum) 0);
 	exit_registered = true;
-	floor_published_in = f;
-	floor_published = raising;
-	floor_publish(f, raising);
+	SpinLockAcquire(&f->mutex);
+	mine = (f->dboid == MyDatabaseId && f->gen == gen);
+	if (mine)
+	{
+		floor_published_in = f;
+		floor_published = raising;
+		floor_publish(f, raising);
+	}
+	SpinLockRelease(&f->mutex);
+	return mine;
 }
 
 /*
@@ -386,10 +400,9 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	if (rels.heap != relid)
 		from = 0;
 	floor_scan(&rels, from, 0, now, &first);
-	if (first.needed > from)
+	if (first.needed > from && floor_publish_mine(f, (uint64) first.needed, gen))
 	{
-		/* Publish, then look again at what the first scan passed over. */
-		floor_publish_mine(f, (uint64) first.needed);
+		/* Published: look again at what the first scan passed over. */
 		pg_memory_barrier();
 		floor_scan(&rels, from, first.needed, now, &again);
 
@@ -472,6 +485,12 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 
 	clock = durable_clock_us();
 	SpinLockAcquire(&f->mutex);
+	/* Handed to another database since floor_of looked: scan from the head. */
+	if (f->dboid != MyDatabaseId)
+	{
+		SpinLockRelease(&f->mutex);
+		return 0;
+	}
 	current = floor_effective(f, now);
 	if (clock < f->next_refresh || clock < f->busy_until)
 	{

@@ -2717,33 +2717,37 @@ durable_outbox_insert_direct(const DurableNewSend *send, int64 *token)
 }
 
 /*
- * Wait for the transactions in progress that are inserting send `key`, as
- * direct_insert's look does, without inserting anything: true when a row
- * with the key exists afterwards.  For outbox_begin's oversized payload,
- * which is not journaled, so that it cannot bypass a send of its key that
- * another transaction is journaling.
+ * Wait for the transactions in progress that are inserting into `heap` a
+ * row whose columns `atts` hold `values`, as direct_insert's look on the
+ * unique index `arbiter` does, without inserting anything: true when such a
+ * row exists afterwards (under a transaction snapshot, 40001 when the
+ * snapshot cannot see it, as the insert would raise).  For oversized
+ * payloads, which are not journaled: a call that finds no row cannot tell
+ * one being journaled by a transaction in progress from none.
  */
-bool
-durable_outbox_await_key(Datum key)
+static bool
+direct_await_conflict(Oid heap, Oid arbiter, const AttrNumber *atts, const Datum *values,
+					  int natts)
 {
-	const DirectRels *rels = direct_journal_rels(DQ_OUTBOX);
-	Relation	rel = table_open(rels->outbox, RowExclusiveLock);
+	Relation	rel = table_open(heap, RowExclusiveLock);
 	TupleTableSlot *slot = direct_null_row(rel);
 	EState	   *estate = CreateExecutorState();
 	MemoryContext oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
 	ResultRelInfo *rri = makeNode(ResultRelInfo);
 	ItemPointerData conflict;
-	AttrNumber	key_att = rels->new_send_att[1];
 	bool		exists;
 
-	slot->tts_values[key_att - 1] = key;
-	slot->tts_isnull[key_att - 1] = false;
+	for (int i = 0; i < natts; i++)
+	{
+		slot->tts_values[atts[i] - 1] = values[i];
+		slot->tts_isnull[atts[i] - 1] = false;
+	}
 	ExecStoreVirtualTuple(slot);
 
 	InitResultRelInfo(rri, rel, 0, NULL, 0);
 	ExecOpenIndices(rri, true);
 	exists = !ExecCheckIndexConstraints(rri, slot, estate, &conflict,
-										list_make1_oid(direct_check_arbiter(rri, rels->outbox_pkey)));
+										list_make1_oid(direct_check_arbiter(rri, arbiter)));
 	if (exists)
 		direct_check_conflict_visible(rel, &conflict);
 	ExecCloseIndices(rri);
@@ -2752,6 +2756,39 @@ durable_outbox_await_key(Datum key)
 	ExecDropSingleTupleTableSlot(slot);
 	table_close(rel, NoLock);
 	return exists;
+}
+
+/*
+ * outbox_begin's and outbox_enqueue's oversized payload: so that it cannot
+ * bypass, or be refused for, a send of its key another transaction is
+ * journaling.
+ */
+bool
+durable_outbox_await_key(Datum key)
+{
+	const DirectRels *rels = direct_journal_rels(DQ_OUTBOX);
+	AttrNumber	key_att = rels->new_send_att[1];
+
+	return direct_await_conflict(rels->outbox, rels->outbox_pkey, &key_att, &key, 1);
+}
+
+/*
+ * inbox_admit's oversized payload: so that it is not refused for a message
+ * another transaction is journaling (one admitting it for another chat,
+ * which the chat lock does not order).
+ */
+bool
+durable_inbox_await_message(const DurableNewMessage *msg)
+{
+	const DirectRels *rels = direct_journal_rels(DQ_INBOX);
+	AttrNumber	atts[2] = {rels->new_message_att[1],
+	msg->has_message_id ? rels->new_message_att[2] : rels->new_message_att[3]};
+	Datum		values[2] = {msg->source, msg->has_message_id ? msg->message_id : msg->content_hash};
+
+	return direct_await_conflict(rels->inbox,
+								 msg->has_message_id ? rels->inbox_message_id_key :
+								 rels->inbox_content_hash_key,
+								 atts, values, 2);
 }
 
 bool

@@ -513,8 +513,12 @@ typedef struct DurableNewMessage
 extern bool durable_outbox_insert_direct(const DurableNewSend *send, int64 *token);
 extern bool durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id);
 
-/* Waits out inserts of send `key` in progress; true when the key is journaled. */
+/*
+ * Wait out the inserts in progress of send `key` / of the message; true when
+ * it is journaled (40001 when a transaction snapshot cannot see it).
+ */
 extern bool durable_outbox_await_key(Datum key);
+extern bool durable_inbox_await_message(const DurableNewMessage *msg);
 
 /*
  * The retention purge's deletes, written directly: up to `limit` done

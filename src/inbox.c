@@ -361,9 +361,8 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	 * An oversized payload is refused only once the message is known not to
 	 * be journaled: a redelivery of one admitted before the limit was lowered
 	 * is answered as its duplicate, as outbox_begin answers a journaled key.
-	 * The look comes after the chat lock, so an admit of the message in
-	 * progress in the same chat is waited for; one in another chat (a
-	 * message id reused across chats) is not, and the call is refused.
+	 * An admit of the message in progress is waited for, as an insert
+	 * would wait for it.
 	 */
 	bool		oversized = payload_bytes > (Size) durable_max_payload_bytes;
 
@@ -488,6 +487,15 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 									  3, find_hash_types),
 						 find_values, NULL, SPI_OK_SELECT, 1);
 		}
+		/*
+		 * Not found: a transaction in progress may be admitting the message
+		 * for another chat (the chat lock waited for one of this chat), or
+		 * committed it after this transaction's snapshot.  The insert would
+		 * wait for the one and fail with 40001 for the other; the oversized
+		 * payload does so here, then looks again.
+		 */
+		if (SPI_processed == 0 && oversized && tries < 2 && durable_inbox_await_message(&msg))
+			continue;
 		if (SPI_processed == 0 && oversized)
 			inbox_refuse_payload_size(payload_bytes);
 		if (SPI_processed == 0)

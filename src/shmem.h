@@ -81,9 +81,10 @@ typedef struct DurableDbSlot
 typedef struct DurableShared
 {
 	LWLock	   *lock;			/* assigns and frees slots */
-	slock_t		mutex;			/* protects launcher_latch, installed_dboid, handed_* */
+	slock_t		mutex;			/* protects launcher_latch, installed_*, handed_* */
 	Latch	   *launcher_latch; /* set to wake the launcher */
 	Oid			installed_dboid;	/* durable was just installed there */
+	bool		installed_more; /* ... and in another database before */
 	/* A backend took this database's slot (found without durable), checked then */
 	Oid			handed_dboid;
 	int64		handed_checked_at;	/* durable_clock_us */

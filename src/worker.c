@@ -380,19 +380,30 @@ wkr_absent_until(Oid dboid, int64 now, bool *known)
 /*
  * Forget what the launcher remembers of a database where durable was just
  * installed (named by CREATE EXTENSION's hook), so that it gets a slot and
- * a worker at once instead of at its next check.  Of two installs in the
- * same moment, the other waits for its check (at most WKR_ABSENT_RECHECK_MS).
+ * a worker at once instead of at its next check.  Installs in several
+ * databases since the last look name only the last one: then every
+ * database is forgotten, for none may stay known without durable (a
+ * database known so is not checked again with the slot of one not swept,
+ * and may never be).
  */
 static void
 wkr_forget_installed(void)
 {
 	Oid			dboid;
+	bool		more;
 
 	SpinLockAcquire(&durable_shared->mutex);
 	dboid = durable_shared->installed_dboid;
+	more = durable_shared->installed_more;
 	durable_shared->installed_dboid = InvalidOid;
+	durable_shared->installed_more = false;
 	SpinLockRelease(&durable_shared->mutex);
-	if (OidIsValid(dboid))
+	if (more)
+	{
+		list_free_deep(wkr_absent);
+		wkr_absent = NIL;
+	}
+	else if (OidIsValid(dboid))
 		wkr_absent_forget(dboid);
 }
 
@@ -527,7 +538,11 @@ wkr_launcher_slot(const WkrDatabase *db, int64 now, int64 *absent_until)
 
 	*absent_until = 0;
 	if (slot != NULL)
+	{
+		/* (its backend took it: durable was created there) */
+		wkr_absent_forget(db->oid);
 		return slot;
+	}
 	/* A backend may have taken its slot just now. */
 	wkr_collect_handed_over(now);
 	*absent_until = wkr_absent_until(db->oid, now, &known_absent);
@@ -1717,6 +1732,9 @@ wkr_wake_launcher(void)
 	 */
 	SpinLockAcquire(&durable_shared->mutex);
 	latch = durable_shared->launcher_latch;
+	if (OidIsValid(durable_shared->installed_dboid) &&
+		durable_shared->installed_dboid != MyDatabaseId)
+		durable_shared->installed_more = true;
 	durable_shared->installed_dboid = MyDatabaseId;
 	/* A backend took our slot, checked before this install: not absent. */
 	if (durable_shared->handed_dboid == MyDatabaseId)

@@ -237,5 +237,20 @@ unlike(slurp_file($node->logfile, $offset), qr/takes the slot of database $seven
 is($node->safe_psql('seventh', 'SELECT since FROM durable.metrics()'), $since,
 	'whose counters are kept');
 
+# But once durable is created there, it competes for that slot again, also
+# when another database's CREATE EXTENSION came before the launcher looked
+# (the launcher is told of the last install only): it then forgets every
+# database it found without durable.  The launcher is stopped meanwhile, so
+# that both installs come before its look.
+my $launcher = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'durable launcher'");
+kill 'STOP', $launcher;
+$node->safe_psql('postgres', 'CREATE EXTENSION durable');
+$node->safe_psql('postgres', 'CREATE DATABASE ninth IS_TEMPLATE true');
+$node->safe_psql('ninth', 'CREATE EXTENSION durable');
+kill 'CONT', $launcher;
+ok($node->poll_query_until('postgres', has_worker('postgres')),
+	'a database found without durable gets the slot of a template once durable is created there, also after installs elsewhere');
+
 $node->stop;
 done_testing();
