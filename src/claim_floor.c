@@ -340,14 +340,28 @@ floor_unpublish(DurableFloor *f, uint64 raising)
 static uint64 floor_published = 0;
 static DurableFloor *floor_published_in = NULL;
 
+/*
+ * Withdraw this backend's published raise from `f`, unless the slot went to
+ * another database since, whose refresher may have published the same
+ * value.  Caller holds f's mutex, as dshm_slot_reset does to hand it on.
+ */
+static void
+floor_withdraw_mine(DurableFloor *f)
+{
+	if (floor_published != 0 && f->dboid == MyDatabaseId)
+		floor_unpublish(f, floor_published);
+	floor_published = 0;
+}
+
 /* A backend that ends mid-refresh (FATAL: a terminate, a lost client) withdraws its floor too. */
 static void
 floor_unpublish_at_exit(int code, Datum arg)
 {
-	if (floor_published != 0 && floor_published_in != NULL &&
-		floor_published_in->dboid == MyDatabaseId)
-		floor_unpublish(floor_published_in, floor_published);
-	floor_published = 0;
+	if (floor_published == 0 || floor_published_in == NULL)
+		return;
+	SpinLockAcquire(&floor_published_in->mutex);
+	floor_withdraw_mine(floor_published_in);
+	SpinLockRelease(&floor_published_in->mutex);
 }
 
 /*
@@ -394,7 +408,6 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	DurableQueueRels rels;
 	FloorScan	first = {0, 0, 0};
 	FloorScan	again;
-	bool		mine;
 
 	durable_queue_rels(queue, &rels);
 	if (rels.heap != relid)
@@ -447,16 +460,13 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	 * no worker: dshm_slot_reset): its floor, and its refresher's marks,
 	 * are not this refresh's to touch.
 	 */
-	mine = (f->dboid == MyDatabaseId);
-	if (mine)
+	if (f->dboid == MyDatabaseId)
 	{
 		f->busy_until = 0;
 		f->next_refresh = clock + (int64) FLOOR_REFRESH_MS * 1000;
 	}
+	floor_withdraw_mine(f);
 	SpinLockRelease(&f->mutex);
-	if (floor_published != 0 && mine)
-		floor_unpublish(f, floor_published);
-	floor_published = 0;
 	return from == 0;
 }
 
@@ -516,22 +526,18 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	}
 	PG_CATCH();
 	{
-		bool		mine;
-
 		SpinLockAcquire(&f->mutex);
-		mine = (f->dboid == MyDatabaseId);
-		if (mine)
+		if (f->dboid == MyDatabaseId)
 			f->busy_until = 0;
+		floor_withdraw_mine(f);
 		SpinLockRelease(&f->mutex);
-		if (floor_published != 0 && mine)
-			floor_unpublish(f, floor_published);
-		floor_published = 0;
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
+	/* (the slot may have gone to another database during the refresh) */
 	SpinLockAcquire(&f->mutex);
-	current = floor_effective(f, now);
+	current = (f->dboid == MyDatabaseId) ? floor_effective(f, now) : 0;
 	SpinLockRelease(&f->mutex);
 	/*
 	 * t/009_claim_floor reads this line: a refresh from the head (the
