@@ -353,6 +353,24 @@ floor_withdraw_mine(DurableFloor *f)
 	floor_published = 0;
 }
 
+/*
+ * A refresh of `f` by this backend ends (done, or failed: next_refresh 0):
+ * no longer busy, and its raise withdrawn -- unless the slot went to
+ * another database during the refresh (dshm_slot_reset), whose floor and
+ * refresher's marks are not this refresh's to touch.  Caller holds f's mutex.
+ */
+static void
+floor_refresh_ended(DurableFloor *f, int64 next_refresh)
+{
+	if (f->dboid == MyDatabaseId)
+	{
+		f->busy_until = 0;
+		if (next_refresh != 0)
+			f->next_refresh = next_refresh;
+	}
+	floor_withdraw_mine(f);
+}
+
 /* A backend that ends mid-refresh (FATAL: a terminate, a lost client) withdraws its floor too. */
 static void
 floor_unpublish_at_exit(int code, Datum arg)
@@ -454,18 +472,7 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 		if (from == 0)
 			f->from_head_at = clock;
 	}
-
-	/*
-	 * The slot went to another database during the refresh (this one gets
-	 * no worker: dshm_slot_reset): its floor, and its refresher's marks,
-	 * are not this refresh's to touch.
-	 */
-	if (f->dboid == MyDatabaseId)
-	{
-		f->busy_until = 0;
-		f->next_refresh = clock + (int64) FLOOR_REFRESH_MS * 1000;
-	}
-	floor_withdraw_mine(f);
+	floor_refresh_ended(f, clock + (int64) FLOOR_REFRESH_MS * 1000);
 	SpinLockRelease(&f->mutex);
 	return from == 0;
 }
@@ -527,9 +534,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	PG_CATCH();
 	{
 		SpinLockAcquire(&f->mutex);
-		if (f->dboid == MyDatabaseId)
-			f->busy_until = 0;
-		floor_withdraw_mine(f);
+		floor_refresh_ended(f, 0);
 		SpinLockRelease(&f->mutex);
 		PG_RE_THROW();
 	}

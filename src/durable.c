@@ -46,13 +46,13 @@ bool		durable_claim_floor_enabled = true;
 int			durable_bound_count = 10000;
 int			durable_bound_age_s = 30 * 60;
 char	   *durable_fail_point = NULL;
+int			durable_notify_payload = DURABLE_NOTIFY_FULL;
+double		durable_notify_queue_max = 0.9;
 
 const char *const durable_queue_names[DQ_NUM_QUEUES] = {
 	[DQ_INBOX] = "inbox",
 	[DQ_OUTBOX] = "outbox",
 };
-int			durable_notify_payload = DURABLE_NOTIFY_FULL;
-double		durable_notify_queue_max = 0.9;
 
 static const struct config_enum_entry notify_payload_options[] = {
 	{"full", DURABLE_NOTIFY_FULL, false},

@@ -487,19 +487,22 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 									  3, find_hash_types),
 						 find_values, NULL, SPI_OK_SELECT, 1);
 		}
-		/*
-		 * Not found: a transaction in progress may be admitting the message
-		 * for another chat (the chat lock waited for one of this chat), or
-		 * committed it after this transaction's snapshot.  The insert would
-		 * wait for the one and fail with 40001 for the other; the oversized
-		 * payload does so here, then looks again.
-		 */
-		if (SPI_processed == 0 && oversized && tries < 2 && durable_inbox_await_message(&msg))
-			continue;
-		if (SPI_processed == 0 && oversized)
-			inbox_refuse_payload_size(payload_bytes);
 		if (SPI_processed == 0)
-			continue;
+		{
+			if (!oversized)
+				continue;
+
+			/*
+			 * Not found: a transaction in progress may be admitting the
+			 * message for another chat (the chat lock waited for one of this
+			 * chat), or committed it after this transaction's snapshot.  The
+			 * insert would wait for the one and fail with 40001 for the
+			 * other; the oversized payload does so here, then looks again.
+			 */
+			if (tries < 2 && durable_inbox_await_message(&msg))
+				continue;
+			inbox_refuse_payload_size(payload_bytes);
+		}
 
 		dup_id = durable_col_int64(0, 1);
 		out[0] = Int64GetDatum(dup_id);

@@ -178,16 +178,20 @@ dshm_givable_slot(bool unswept, int64 *checked_at)
 	{
 		DurableDbSlot *slot = &durable_shared->slots[i];
 		bool		givable;
+		int64		last_check;
 
 		if (slot->dboid == InvalidOid)
 			continue;
 		SpinLockAcquire(&slot->mutex);
 		givable = (unswept ? slot->not_swept : slot->extension_absent) &&
 			slot->worker_pid == 0 && !slot->worker_starting;
-		*checked_at = unswept ? 0 : slot->worker_checked_at;
+		last_check = slot->worker_checked_at;
 		SpinLockRelease(&slot->mutex);
 		if (givable)
+		{
+			*checked_at = unswept ? 0 : last_check;
 			return slot;
+		}
 	}
 	return NULL;
 }
@@ -212,10 +216,7 @@ durable_db_slot_take_absent(Oid dboid, bool take_unswept, Oid *absent_db, int64 
 	if (taken == NULL && take_unswept)
 		taken = dshm_givable_slot(true, checked_at);
 	if (taken == NULL)
-	{
-		*checked_at = 0;
 		return NULL;
-	}
 	*absent_db = taken->dboid;
 	dshm_slot_reset(taken, dboid);
 	for (int q = 0; q < DQ_NUM_QUEUES; q++)
