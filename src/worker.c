@@ -207,7 +207,8 @@ typedef struct WkrTracked
 /* ---- launcher state (launcher process only) ---- */
 static WkrTracked *wkr_tracked;	/* durable_max_databases of them */
 static int	wkr_ntracked = 0;
-static List *wkr_warned_no_slot = NIL;	/* databases warned about, once each */
+static List *wkr_warned_no_slot = NIL;	/* databases warned about, once per
+										 * shortage */
 
 /* A database found without the extension whose slot was given to another. */
 typedef struct WkrAbsent
@@ -495,7 +496,7 @@ wkr_take_absent_slot(Oid dboid, bool take_unswept, int64 now)
 
 /*
  * Every slot is taken by a database with durable (or being checked): warn
- * that this one gets no worker, once per database.  The launcher cannot
+ * that this one gets no worker, once until it gets a slot.  The launcher cannot
  * tell whether a database has durable before a worker looked, so the
  * warning names databases without it too, and says so.
  */
@@ -519,11 +520,22 @@ wkr_warn_no_slot(const WkrDatabase *db)
 }
 
 /*
+ * The database has a slot: nothing known of it without one holds any more,
+ * and it is warned about again should it lose the slot and find none.
+ */
+static void
+wkr_slot_found(Oid dboid)
+{
+	wkr_absent_forget(dboid);
+	wkr_warned_no_slot = list_delete_oid(wkr_warned_no_slot, dboid);
+}
+
+/*
  * The slot of a database the launcher wants a worker in, assigned if
  * needed.  NULL, with *absent_until set, when the database was found
  * without durable, gave its slot away and is not due to be checked again.
- * When every slot is taken by a database with durable, warns once per
- * database and returns NULL.  A database found without durable is checked
+ * When every slot is taken by a database with durable, warns (once until
+ * the database gets a slot) and returns NULL.  A database found without durable is checked
  * again only with a free slot or one of another database without durable:
  * taking the slot of one not swept (a template in use) for that check
  * would take it every 30 s, and its backends would take back the slot the
@@ -540,7 +552,7 @@ wkr_launcher_slot(const WkrDatabase *db, int64 now, int64 *absent_until)
 	if (slot != NULL)
 	{
 		/* (its backend took it: durable was created there) */
-		wkr_absent_forget(db->oid);
+		wkr_slot_found(db->oid);
 		return slot;
 	}
 	/* A backend may have taken its slot just now. */
@@ -553,7 +565,7 @@ wkr_launcher_slot(const WkrDatabase *db, int64 now, int64 *absent_until)
 	if (slot == NULL)
 		slot = wkr_take_absent_slot(db->oid, !known_absent, now);
 	if (slot != NULL)
-		wkr_absent_forget(db->oid);
+		wkr_slot_found(db->oid);
 	else if (!known_absent)
 		wkr_warn_no_slot(db);
 	return slot;

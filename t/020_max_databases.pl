@@ -2,8 +2,8 @@
 # durable.max_databases sizes the shared memory that tracks databases with
 # durable: each one's counters, waiting claims and background worker.  Here
 # it is 2, so the third database with durable finds every slot taken:
-#   - the launcher warns, once, that it cannot start a worker there, with
-#     the setting to raise in its hint;
+#   - the launcher warns that it cannot start a worker there, with the
+#     setting to raise in its hint, once until the database gets a slot;
 #   - the journals still work there: an admit succeeds, and its backend
 #     warns once (not at every call);
 #   - metrics() there is an error with SQLSTATE 53400 and the same hint;
@@ -116,6 +116,26 @@ ok( $node->poll_query_until(
 		'third', 'SELECT inbound_journaled >= 0 FROM durable.metrics()'),
 	'and its counters');
 is($node->safe_psql('second', has_worker('second')), 't', 'the second keeps its worker');
+
+# Once per shortage, not once for good: a database that got a slot, lost it
+# and finds none is warned about again (until 2026-12-05 it never was).
+$offset = -s $node->logfile;
+$node->safe_psql('third', 'DROP EXTENSION durable');
+$node->safe_psql('first', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('first', has_worker('first')),
+	'the slot third gave up goes to first');
+$node->psql('third', 'CREATE EXTENSION durable');
+$warned = 0;
+for (my $i = 0; $i < 300 && !$warned; $i++)
+{
+	$warned = slurp_file($node->logfile, $offset) =~
+	  /WARNING:  durable cannot start a worker for database "third"/;
+	select(undef, undef, undef, 0.1) unless $warned;
+}
+ok($warned, 'the launcher warns again that third gets no worker');
+$node->safe_psql('first', 'DROP EXTENSION durable');
+ok($node->poll_query_until('third', has_worker('third')),
+	'and gives it the slot first gives up');
 
 # A database that no worker ever checks (a template) takes a slot when
 # durable is created there, and must give it back when durable is dropped:
