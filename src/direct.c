@@ -962,6 +962,44 @@ direct_trigger_fires(const Trigger *trigger)
 		trigger->tgenabled == TRIGGER_FIRES_ALWAYS;
 }
 
+/* Whether row-level security applies to the current user (the owner) on rel. */
+static bool
+direct_rls_binds(Relation rel)
+{
+	return rel->rd_rel->relrowsecurity &&
+		check_enable_rls(RelationGetRelid(rel), InvalidOid, true) == RLS_ENABLED;
+}
+
+static void
+direct_refuse_rls(Relation rel)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("row-level security on \"durable.%s\" is not supported", RelationGetRelationName(rel)),
+			 errdetail("durable writes its journals directly, without applying row-level security policies."),
+			 errhint("Disable row-level security on the journal.")));
+}
+
+bool
+durable_journal_rls_binds(DurableQueue queue)
+{
+	Relation	rel = table_open(direct_journal_rels(queue)->claims[queue].heap, AccessShareLock);
+	bool		binds = direct_rls_binds(rel);
+
+	table_close(rel, AccessShareLock);
+	return binds;
+}
+
+void
+durable_journal_refuse_rls(DurableQueue queue)
+{
+	Relation	rel = table_open(direct_journal_rels(queue)->claims[queue].heap, AccessShareLock);
+
+	if (direct_rls_binds(rel))
+		direct_refuse_rls(rel);
+	table_close(rel, AccessShareLock);
+}
+
 bool
 durable_journal_has_before_trigger(DurableQueue queue, int16 event)
 {
@@ -1029,13 +1067,15 @@ direct_check_writable(Relation rel, int16 event)
 							NameStr(TupleDescAttr(desc, i)->attname), RelationGetRelationName(rel)),
 					 errdetail("durable writes its journals directly, without computing generated columns."),
 					 errhint("Drop the column; compute the value in a view or a query instead.")));
-	if (rel->rd_rel->relrowsecurity &&
-		check_enable_rls(RelationGetRelid(rel), InvalidOid, true) == RLS_ENABLED)
+	if (direct_rls_binds(rel))
+		direct_refuse_rls(rel);
+	/* (refused when attached, with durable preloaded: ddl_guard.c) */
+	if (rel->rd_rel->relispartition)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("row-level security on \"durable.%s\" is not supported", RelationGetRelationName(rel)),
-				 errdetail("durable writes its journals directly, without applying row-level security policies."),
-				 errhint("Disable row-level security on the journal.")));
+				 errmsg("\"durable.%s\" as a partition is not supported", RelationGetRelationName(rel)),
+				 errdetail("durable writes its journals directly, without checking a partition's constraint."),
+				 errhint("Detach it: ALTER TABLE ... DETACH PARTITION durable.%s.", RelationGetRelationName(rel))));
 	CheckCmdReplicaIdentity(rel, event == TRIGGER_TYPE_INSERT ? CMD_INSERT : CMD_UPDATE);
 	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
 	{
@@ -2838,8 +2878,9 @@ durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id)
  * without first writing a row lock for every record (half the purge's WAL
  * records and CPU).  A record that another transaction holds or changed
  * (a replay) is skipped, never waited for.  -1 when the journal has
- * triggers on DELETE (a foreign key referencing it, say) or rules, or the
- * index is not valid: the caller runs the statement instead.
+ * triggers on DELETE (a foreign key referencing it, say), rules or
+ * row-level security that binds its owner, or the index is not valid: the
+ * caller runs the statement instead, which honours them.
  */
 static int64
 direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
@@ -2864,7 +2905,7 @@ direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
 		 (rel->trigdesc->trig_delete_before_row || rel->trigdesc->trig_delete_after_row ||
 		  rel->trigdesc->trig_delete_before_statement ||
 		  rel->trigdesc->trig_delete_after_statement)) ||
-		rel->rd_rules != NULL || !direct_index_complete(index))
+		rel->rd_rules != NULL || direct_rls_binds(rel) || !direct_index_complete(index))
 	{
 		index_close(index, AccessShareLock);
 		table_close(rel, NoLock);

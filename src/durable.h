@@ -559,6 +559,12 @@ extern TimestampTz durable_restamp_inserted_lease(DurableQueue queue, Datum key,
  * found its row can write none.
  */
 extern bool durable_journal_has_before_trigger(DurableQueue queue, int16 event);
+/*
+ * Whether row-level security binds the journal's owner (FORCE, an owner
+ * that is not a superuser); refuse the call (0A000) when it does.
+ */
+extern bool durable_journal_rls_binds(DurableQueue queue);
+extern void durable_journal_refuse_rls(DurableQueue queue);
 /* For the DDL guard: is `relid` a journal written directly, `column` one it changes? */
 extern bool durable_journal_column_changes(Oid relid, const char *column, bool *journal);
 

@@ -680,7 +680,9 @@ sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass,
 	}
 	if (deleted < 0)
 	{
-		if (pass && durable_journal_has_before_trigger(j->queue, TRIGGER_TYPE_DELETE))
+		/* (a policy that hides a record from DELETE keeps it as a trigger does) */
+		if (pass && (durable_journal_has_before_trigger(j->queue, TRIGGER_TYPE_DELETE) ||
+					 durable_journal_rls_binds(j->queue)))
 			return sweep_purge_listed(j, cutoff, limit);
 
 		/*
@@ -927,10 +929,10 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit, int64 *passed_over)
 	for (step = 0; step < lengthof(sweep_journals); step++)
 		if (sweep_journals[step].held > 0)
 			ereport(WARNING,
-					(errmsg("durable: a trigger on %s kept %lld finished record%s from the retention purge",
+					(errmsg("durable: a trigger or policy on %s kept %lld finished record%s from the retention purge",
 							sweep_journals[step].name, (long long) sweep_journals[step].held,
 							sweep_journals[step].held == 1 ? "" : "s"),
-					 errdetail("A BEFORE DELETE trigger returned NULL for them."),
+					 errdetail("A BEFORE DELETE trigger returned NULL for them, or a row-level security policy hides them from the DELETE of durable's owner."),
 					 errhint("They are passed over, and tried again every 10 minutes. To keep records on purpose, reference them with a foreign key from a table owned by durable's owner or a superuser: the purge passes over those without a warning.")));
 	if (first != NULL)
 	{

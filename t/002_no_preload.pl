@@ -400,5 +400,19 @@ like(error_of("SELECT id FROM durable.inbox_admit('np', 'm20', 'c20')"),
 	'... and refused outside it');
 q1('ALTER TABLE durable.inbox DROP CONSTRAINT inbox_owner_fk');
 
+# Attached as a partition (refused when it is attached if durable is
+# preloaded), a journal would take rows its partition constraint excludes,
+# which the parent's scans then prune away: the writes refuse it (until
+# 2026-12-05 the admit journaled such a row).
+q1('CREATE TABLE public.np_parent (LIKE durable.inbox) PARTITION BY LIST (source)');
+q1("ALTER TABLE public.np_parent ATTACH PARTITION durable.inbox FOR VALUES IN ('np')");
+like(error_of("SELECT id FROM durable.inbox_admit('elsewhere', 'm21', 'c21')"),
+	qr/^0A000: "durable\.inbox" as a partition is not supported/,
+	'a journal attached as a partition is refused by the writes');
+q1('ALTER TABLE public.np_parent DETACH PARTITION durable.inbox');
+like(result_of("SELECT id FROM durable.inbox_admit('elsewhere', 'm21', 'c21')"), qr/^\d+$/,
+	'... and written again once detached');
+q1('DROP TABLE public.np_parent');
+
 $node->stop;
 done_testing();

@@ -172,5 +172,44 @@ like($err, qr/0A000: row-level security on "durable\.inbox" is not supported/,
 $node->safe_psql('bots', 'ALTER TABLE durable.inbox NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY',
 	extra_params => [ '-U', 'installer' ]);
 
+# The retention purge deletes directly too, but what a DELETE policy hides
+# must stay: with row-level security that binds the owner, the purge runs
+# its statement, which applies the policies, and the worker passes over
+# the records a policy keeps as over those a trigger keeps (until
+# 2026-12-05 the purge deleted past the policies).  outbox_discard, which
+# would take a hidden send for one changing under it, refuses (0A000).
+$node->safe_psql('bots', q{
+	SELECT durable.inbox_complete(a.id, a.token)
+	  FROM unnest(ARRAY['m-keep', 'm-go']) m, durable.inbox_admit('tg', m, 'chat-' || m, instance => 'bot') a;
+	SELECT durable.outbox_enqueue('k-rls', 'chat-k', '{}');
+	ALTER TABLE durable.inbox ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+	CREATE POLICY p_read ON durable.inbox FOR SELECT USING (true);
+	CREATE POLICY p_update ON durable.inbox FOR UPDATE USING (true);
+	CREATE POLICY p_hold ON durable.inbox FOR DELETE USING (message_id <> 'm-keep');},
+	extra_params => [ '-U', 'installer' ]);
+$log_offset = -s $node->logfile;
+$node->safe_psql('bots', q{
+	UPDATE durable.inbox SET done_at = done_at - interval '30 days' WHERE message_id IN ('m-keep', 'm-go');},
+	extra_params => [ '-U', 'installer' ]);
+ok($node->poll_query_until('bots', "SELECT count(*) = 0 FROM durable.inbox WHERE message_id = 'm-go'"),
+	'the worker purges what the policy lets it delete');
+is($node->safe_psql('bots', "SELECT state FROM durable.inbox WHERE message_id = 'm-keep'"), 'done',
+	'and keeps the record the policy hides from its DELETE');
+like(slurp_file($node->logfile, $log_offset),
+	qr/WARNING:  durable: a trigger or policy on durable\.inbox kept 1 finished record from the retention purge/,
+	'with the WARNING that names what it passes over');
+is($node->safe_psql('bots', "SELECT durable.purge()", extra_params => [ '-U', 'installer' ]), '0',
+	'purge() by hand keeps it too');
+($rc, $out, $err) = $node->psql('bots', q{
+	ALTER TABLE durable.outbox ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+	SELECT durable.outbox_discard('k-rls');},
+	extra_params => [ '-U', 'installer', '-v', 'ON_ERROR_STOP=1', '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/0A000: row-level security on "durable\.outbox" is not supported/,
+	'outbox_discard refuses an outbox whose row-level security binds its owner');
+$node->safe_psql('bots', q{
+	ALTER TABLE durable.outbox NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY;
+	ALTER TABLE durable.inbox NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY;},
+	extra_params => [ '-U', 'installer' ]);
+
 $node->stop;
 done_testing();
