@@ -455,8 +455,12 @@ fail_for_now(const char *id, const char *token, const char *why, const char *ret
 {
 	const char *params[4] = {id, token, why, retry_in};
 
-	PQclear(exec_fenced("SELECT * FROM durable.inbox_fail($1::bigint, $2::bigint, $3,"
-						" retry_in => $4::interval)", 4, params));
+	/*
+	 * NULL too when the record went dead meanwhile (DR003: its lease ran out
+	 * on its last attempt and the sweep moved it to the dead-letter queue)
+	 */
+	PQclear(exec_fenced_or("SELECT * FROM durable.inbox_fail($1::bigint, $2::bigint, $3,"
+						   " retry_in => $4::interval)", 4, params, true));
 }
 
 /*
@@ -595,9 +599,14 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 		}
 		check_lost(db, res);	/* (the transaction is gone with the connection) */
 		sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-		if (sqlstate == NULL || strcmp(sqlstate, STALE_LEASE) != 0)
+		if (sqlstate == NULL ||
+			(strcmp(sqlstate, STALE_LEASE) != 0 && strcmp(sqlstate, "DR003") != 0))
 			die("inbox_complete", res);
-		/* another replica took the message over: our effects roll back */
+		/*
+		 * another replica took the message over (DR001), or its lease ran out
+		 * on its last attempt and the sweep made it dead (DR003: an operator
+		 * replays it): our effects roll back
+		 */
 		PQclear(res);
 		exec_clear(db, "ROLLBACK", 0, NULL);
 		stats.stale++;

@@ -507,7 +507,9 @@ class Bot {
       try {
         await this.handle(rec);
       } catch (e) {
-        if (e.code !== STALE_LEASE) throw e;
+        // DR003: its lease ran out on its last attempt and the sweep made it dead
+        // (an operator replays it); its effects rolled back all the same
+        if (e.code !== STALE_LEASE && e.code !== 'DR003') throw e;
         this.stats.stale++; // fenced off: drop it, its new holder handles it
       }
       this.held.delete(rec.id);

@@ -587,7 +587,9 @@ class Bot:
             try:
                 self.handle(rec)
             except psycopg.Error as e:
-                if e.sqlstate != STALE_LEASE:
+                # DR003: its lease ran out on its last attempt and the sweep made it
+                # dead (an operator replays it); its effects rolled back all the same
+                if e.sqlstate not in (STALE_LEASE, "DR003"):
                     raise
                 self.stats["stale"] += 1  # fenced off: drop it, its new holder handles it
             self.held.pop(rec["id"], None)  # (a heartbeat may have dropped it)
