@@ -681,3 +681,19 @@ SELECT duplicate, state FROM durable.inbox_admit('errs', NULL, 'chat-big-2', jso
 -- A new message that size is still refused
 SELECT * FROM durable.inbox_admit('errs', 'big-2', 'chat-big', jsonb_build_object('text', repeat('x', 2000)));
 RESET durable.max_payload_bytes;
+
+-- A release or heartbeat under the token that finished the record (a heartbeat thread that
+-- raced the completion, a release at shutdown): DR001, and a hint that does not tell the
+-- caller to roll back effects that stand (done) or to wait for another replica (dead)
+SELECT id AS f1, token AS f1_token FROM durable.inbox_admit('errs', 'f1', 'chat-f1', instance => 'bot-1') \gset
+SELECT durable.inbox_complete(:f1, :f1_token);
+SELECT pg_temp.error_of(format('SELECT durable.inbox_release(%s, %s)', :f1, :f1_token),
+                        ARRAY['<f1 token>'], ARRAY[:f1_token]);
+SELECT pg_temp.hint_of(format('SELECT durable.inbox_heartbeat(%s, %s)', :f1, :f1_token));
+SET durable.inbox_max_attempts = 1;
+SELECT id AS f2, token AS f2_token FROM durable.inbox_admit('errs', 'f2', 'chat-f2', instance => 'bot-1') \gset
+SELECT state FROM durable.inbox_fail(:f2, :f2_token, 'last try');
+SELECT pg_temp.error_of(format('SELECT durable.inbox_heartbeat(%s, %s)', :f2, :f2_token),
+                        ARRAY['<f2 token>'], ARRAY[:f2_token]);
+SELECT pg_temp.hint_of(format('SELECT durable.inbox_release(%s, %s)', :f2, :f2_token));
+RESET durable.inbox_max_attempts;

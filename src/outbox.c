@@ -995,7 +995,7 @@ outbox_refuse_payload_size(Size bytes)
 			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 			 errmsg("payload is too large (%zu bytes)", bytes),
 			 errdetail("Payloads are limited to %d bytes.", durable_max_payload_bytes),
-			 errhint("Raise durable.max_payload_bytes, or send it with outbox_begin, which bypasses the journal.")));
+			 errhint("Raise \"durable.max_payload_bytes\", or send it with outbox_begin, which bypasses the journal.")));
 }
 
 /*
