@@ -291,20 +291,21 @@ inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
 
 	durable_count(DC_STALE_LEASES, 1);
 	/* Finished under the caller's own token: nobody else handles it now. */
-	if (has_current && current == token && strcmp(state, "done") == 0)
+	if (has_current && current == token &&
+		(strcmp(state, "done") == 0 || strcmp(state, "dead") == 0))
+	{
+		bool		done = strcmp(state, "done") == 0;
+
 		ereport(ERROR,
 				(errcode(ERRCODE_DURABLE_STALE_LEASE),
 				 errmsg("stale lease on inbox record %lld", (long long) id),
-				 errdetail("Inbox record %lld is done: token %lld completed it, which ended its lease.",
-						   (long long) id, (long long) token),
-				 errhint("Nothing is left to release, extend or fail: the completion and its transaction's effects stand.")));
-	else if (has_current && current == token && strcmp(state, "dead") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_DURABLE_STALE_LEASE),
-				 errmsg("stale lease on inbox record %lld", (long long) id),
+				 done ? errdetail("Inbox record %lld is done: token %lld completed it, which ended its lease.",
+								  (long long) id, (long long) token) :
 				 errdetail("Inbox record %lld is dead: it used its last attempt under token %lld.",
 						   (long long) id, (long long) token),
+				 done ? errhint("Nothing is left to release, extend or fail: the completion and its transaction's effects stand.") :
 				 errhint("It is in the dead-letter queue: replay it with durable.inbox_replay() to process it again.")));
+	}
 	else if (has_current && current == token)
 		ereport(ERROR,
 				(errcode(ERRCODE_DURABLE_STALE_LEASE),
