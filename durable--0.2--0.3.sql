@@ -31,12 +31,19 @@
  */
 
 ALTER TABLE durable.inbox ADD COLUMN finished_at pg_catalog.timestamptz;
-COMMENT ON COLUMN durable.inbox.finished_at IS 'When the record left the queue (state done or dead); NULL while it is pending or leased';
 
-/* Records finished before the update: done ones at done_at, dead ones now. */
-UPDATE durable.inbox
-   SET finished_at = COALESCE(done_at, pg_catalog.now())
- WHERE state OPERATOR(pg_catalog.=) ANY (ARRAY['done', 'dead']::pg_catalog.text[]);
+/*
+ * Records finished before the update: done ones at done_at, dead ones now.
+ * Written by a rewrite (ALTER COLUMN ... USING), not an UPDATE: this step
+ * runs as a superuser, and an UPDATE would fire the triggers, rules, CHECK
+ * constraints and index expressions that durable's owner -- perhaps no
+ * longer a superuser -- put on the journal, as that superuser.  A rewrite
+ * fires none of them and rebuilds the indexes as the table's owner.
+ */
+ALTER TABLE durable.inbox ALTER COLUMN finished_at TYPE pg_catalog.timestamptz
+    USING (CASE WHEN state OPERATOR(pg_catalog.=) ANY (ARRAY['done', 'dead']::pg_catalog.text[])
+                THEN COALESCE(done_at, pg_catalog.now()) END);
+COMMENT ON COLUMN durable.inbox.finished_at IS 'When the record left the queue (state done or dead); NULL while it is pending or leased';
 
 DROP INDEX durable.inbox_unfinished_idx;
 DROP INDEX durable.inbox_chat_unfinished_idx;

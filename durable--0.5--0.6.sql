@@ -31,6 +31,40 @@
  * Security notes (as for durable--0.1.sql): every name schema-qualified.
  */
 
+/*
+ * A CHECK constraint over a column this step changes is validated again,
+ * by the role that runs the step -- a superuser -- on every row: a
+ * constraint that durable's owner (perhaps no longer a superuser) put on
+ * one of its tables would run its functions as that superuser.  Refuse,
+ * as for a view or policy over these columns: drop it first.
+ */
+DO $refuse_check_constraints$
+DECLARE
+    c record;
+BEGIN
+    FOR c IN
+        SELECT con.conname, cls.relname
+          FROM pg_catalog.pg_constraint con
+          JOIN pg_catalog.pg_class cls ON cls.oid OPERATOR(pg_catalog.=) con.conrelid
+          JOIN pg_catalog.pg_attribute att
+            ON att.attrelid OPERATOR(pg_catalog.=) con.conrelid
+           AND att.attnum OPERATOR(pg_catalog.=) ANY (con.conkey)
+         WHERE con.contype OPERATOR(pg_catalog.=) 'c'
+           AND cls.relnamespace OPERATOR(pg_catalog.=) 'durable'::pg_catalog.regnamespace
+           AND (cls.relname OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||) att.attname)
+               OPERATOR(pg_catalog.=) ANY (ARRAY['inbox.source', 'inbox.message_id', 'inbox.chat_id',
+                                                 'outbox.key', 'outbox.chat_id', 'sessions.bot',
+                                                 'permit_buckets.bucket', 'permits.bucket']::pg_catalog.text[])
+         LIMIT 1
+    LOOP
+        RAISE EXCEPTION 'CHECK constraint "%" on durable.% stands in the way of the update to 0.6', c.conname, c.relname
+            USING ERRCODE = '55000',
+                  DETAIL = 'This step changes the collation of the column it checks, and the update would evaluate it again on every row as the role that runs it.',
+                  HINT = 'Drop the constraint first, and add it again after the update.';
+    END LOOP;
+END
+$refuse_check_constraints$;
+
 ALTER TABLE durable.inbox
     ALTER COLUMN source TYPE pg_catalog.text COLLATE pg_catalog."C",
     ALTER COLUMN message_id TYPE pg_catalog.text COLLATE pg_catalog."C",

@@ -636,6 +636,67 @@ if (grep { $_ eq '0.7' } @versions)
 	$node->safe_psql('postgres', 'DROP DATABASE grants_0_7; DROP DATABASE grants_restored; DROP ROLE upgrade_bot, upgrade_delegate, upgrade_passed_on, upgrade_nosy');
 }
 
+# ---- the update runs none of a demoted owner's code as the superuser
+# The steps run as the superuser who updates, on tables that durable's owner
+# owns: an owner that is no longer a superuser can still put a trigger or a
+# CHECK constraint on them.  0.3 filled inbox.finished_at with an UPDATE,
+# which fired such a trigger as that superuser, and 0.6 changes the
+# collation of columns such a constraint may check, which validates it
+# again as that superuser: either way the owner made itself superuser again
+# (until 2026-12-05).  0.3 now fills the column with a rewrite, which fires
+# nothing; 0.6 refuses (55000) while such a constraint stands.
+{
+	$node->safe_psql('postgres', q{
+		CREATE ROLE upgrade_demoted LOGIN SUPERUSER;
+		CREATE DATABASE demoted_0_2 OWNER upgrade_demoted;
+		CREATE DATABASE demoted_0_5 OWNER upgrade_demoted;});
+	my $regain = q{
+		CREATE FUNCTION public.regain(text) RETURNS boolean LANGUAGE plpgsql AS $$
+		BEGIN
+			IF current_user <> 'upgrade_demoted' THEN
+				EXECUTE 'ALTER ROLE upgrade_demoted SUPERUSER';
+			END IF;
+			RETURN true;
+		END $$;
+		CREATE FUNCTION public.regain_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM public.regain(''); RETURN NULL; END $$;};
+	for my $case ([ 'demoted_0_2', '0.2' ], [ 'demoted_0_5', '0.5' ])
+	{
+		$node->safe_psql($case->[0], "CREATE EXTENSION durable VERSION '$case->[1]'; $regain",
+			extra_params => [ '-U', 'upgrade_demoted' ]);
+	}
+	$node->safe_psql('postgres', 'ALTER ROLE upgrade_demoted NOSUPERUSER');
+	my $rolsuper = "SELECT rolsuper FROM pg_roles WHERE rolname = 'upgrade_demoted'";
+
+	$node->safe_psql('demoted_0_2', q{
+		INSERT INTO durable.inbox (source, message_id, chat_id, kind, payload, state, not_before, created_at, done_at)
+		VALUES ('s', 'm', 'c', 'message', '{}', 'done', now(), now(), now() - interval '1 day');
+		CREATE TRIGGER regain AFTER UPDATE ON durable.inbox
+			FOR EACH STATEMENT EXECUTE FUNCTION public.regain_trigger();},
+		extra_params => [ '-U', 'upgrade_demoted' ]);
+	$node->safe_psql('demoted_0_2', 'ALTER EXTENSION durable UPDATE');
+	is($node->safe_psql('demoted_0_2', $rolsuper), 'f',
+		'0.2 -> 0.3: the update fires no trigger of the demoted owner\'s');
+	is($node->safe_psql('demoted_0_2', 'SELECT finished_at = done_at FROM durable.inbox'), 't',
+		'0.2 -> 0.3: and fills finished_at all the same');
+
+	$node->safe_psql('demoted_0_5', q{
+		INSERT INTO durable.permit_buckets VALUES ('b', '1 min', now());
+		ALTER TABLE durable.permit_buckets ADD CONSTRAINT regain CHECK (public.regain(bucket));},
+		extra_params => [ '-U', 'upgrade_demoted' ]);
+	my ($ret, $out, $err) = $node->psql('demoted_0_5', "\\set VERBOSITY verbose\nALTER EXTENSION durable UPDATE");
+	like($err, qr/55000: CHECK constraint "regain" on durable\.permit_buckets stands in the way of the update to 0\.6/,
+		'0.5 -> 0.6: refused while a CHECK constraint of the owner\'s checks a column it changes');
+	is($node->safe_psql('demoted_0_5', $rolsuper), 'f', '0.5 -> 0.6: which never ran');
+	$node->safe_psql('demoted_0_5', 'ALTER TABLE durable.permit_buckets DROP CONSTRAINT regain',
+		extra_params => [ '-U', 'upgrade_demoted' ]);
+	$node->safe_psql('demoted_0_5', 'ALTER EXTENSION durable UPDATE');
+	is($node->safe_psql('demoted_0_5', "SELECT extversion FROM pg_extension WHERE extname = 'durable'"),
+		$node->safe_psql('postgres', "SELECT default_version FROM pg_available_extensions WHERE name = 'durable'"),
+		'0.5 -> 0.6: and goes through once it is dropped');
+	$node->safe_psql('postgres', 'DROP DATABASE demoted_0_2; DROP DATABASE demoted_0_5; DROP ROLE upgrade_demoted');
+}
+
 # A line diff for the failure message.
 sub diff_lines
 {
