@@ -130,6 +130,8 @@ typedef struct Sim
 	const char *instance;
 	const char *dir;
 	const char *lease;
+	double		lease_secs;		/* the lease, in seconds */
+	double		inbox_since;	/* when the call that leased the records in hand was sent */
 	int			replica;
 	int			replicas;
 	long		feed_len;
@@ -214,6 +216,21 @@ sim_now(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Seconds in a lease given as "<number>s" or "<number>ms" (--lease). */
+static double
+sim_interval_secs(const char *text)
+{
+	char	   *end;
+	double		value = strtod(text, &end);
+
+	if (end != text && value > 0 && strcmp(end, "s") == 0)
+		return value;
+	if (end != text && value > 0 && strcmp(end, "ms") == 0)
+		return value / 1000;
+	fprintf(stderr, "botsim: --lease must be like 2s or 500ms, not \"%s\"\n", text);
+	exit(2);
 }
 
 static void
@@ -502,6 +519,26 @@ sim_ensure_connected(Sim *sim)
  * Give a message back for later: the attempt is counted and it is due
  * again after retry_in.
  */
+/*
+ * A call fenced by a lease taken `since` (when the call that took it was
+ * sent, no later than the lease began) answered `st`.  DR001 while that
+ * lease cannot have run out yet is a fencing bug, not a takeover: nothing
+ * in this test takes a live lease over (claims and the sweep take expired
+ * ones, instance_start those of a replica that died), so it is an error
+ * the run counts.  Otherwise its send would just end unknown, which the
+ * run accepts.  Half a second spares the clock's and the call's jitter.
+ */
+static SimStatus
+sim_fenced(Sim *sim, SimStatus st, const char *where, const char *what, double since)
+{
+	double		held = sim_now() - since;
+
+	if (st == SIM_STALE && held < sim->lease_secs - 0.5)
+		sim_event(sim, "error XXBOT %s of %s refused as stale (DR001) %.3f s into a %.3f s lease",
+				  where, what, held, sim->lease_secs);
+	return st;
+}
+
 static void
 sim_inbox_fail(Sim *sim, const char *id, const char *token, const char *why,
 			   const char *retry_in)
@@ -509,9 +546,9 @@ sim_inbox_fail(Sim *sim, const char *id, const char *token, const char *why,
 	const char *params[4] = {id, token, why, retry_in};
 	PGresult   *res;
 
-	if (sim_call(sim, "inbox_fail", &res,
-				 "SELECT state FROM durable.inbox_fail(id => $1::bigint, token => $2::bigint, error => $3, retry_in => $4::interval)",
-				 4, params) == SIM_OK)
+	if (sim_fenced(sim, sim_call(sim, "inbox_fail", &res,
+								 "SELECT state FROM durable.inbox_fail(id => $1::bigint, token => $2::bigint, error => $3, retry_in => $4::interval)",
+								 4, params), "inbox_fail", id, sim->inbox_since) == SIM_OK)
 		PQclear(res);
 }
 
@@ -530,7 +567,7 @@ typedef enum
  * rejected the send for good.  `what` names the send in events.
  */
 static SimSend
-sim_send(Sim *sim, const char *what, const char *key, const char *otoken)
+sim_send(Sim *sim, const char *what, const char *key, const char *otoken, double since)
 {
 	char		pmid[64] = "";
 	PGresult   *res;
@@ -545,10 +582,10 @@ sim_send(Sim *sim, const char *what, const char *key, const char *otoken)
 			rejected ? "false" : "true", "100ms"};
 
 		sim_event(sim, "%s_%s %s", what, rejected ? "rejected" : "refused", key);
-		st = sim_call(sim, "outbox_failed", &res,
-					  "SELECT state FROM durable.outbox_failed(key => $1, token => $2::bigint, error => $3, "
-					  "retryable => $4::boolean, retry_in => $5::interval)",
-					  5, params);
+		st = sim_fenced(sim, sim_call(sim, "outbox_failed", &res,
+									  "SELECT state FROM durable.outbox_failed(key => $1, token => $2::bigint, error => $3, "
+									  "retryable => $4::boolean, retry_in => $5::interval)",
+									  5, params), "outbox_failed", key, since);
 		if (st != SIM_OK)
 			return SIM_SEND_ABANDONED;
 		PQclear(res);
@@ -558,9 +595,9 @@ sim_send(Sim *sim, const char *what, const char *key, const char *otoken)
 	{
 		const char *params[3] = {key, otoken, pmid};
 
-		st = sim_call(sim, "outbox_sent", &res,
-					  "SELECT durable.outbox_sent(key => $1, token => $2::bigint, provider_message_id => $3)",
-					  3, params);
+		st = sim_fenced(sim, sim_call(sim, "outbox_sent", &res,
+									  "SELECT durable.outbox_sent(key => $1, token => $2::bigint, provider_message_id => $3)",
+									  3, params), "outbox_sent", key, since);
 		if (st == SIM_LOST && sim->n_unconfirmed < SIM_MAX_UNCONFIRMED)
 		{
 			SimUnconfirmed *u = &sim->unconfirmed[sim->n_unconfirmed++];
@@ -594,6 +631,7 @@ sim_handle(Sim *sim, const char *id, const char *token, const char *message_id,
 	const char *reply = "none";
 	PGresult   *res;
 	SimStatus	st;
+	double		send_since;
 
 	/* A poison message fails before it does anything, every time. */
 	if (strtol(message_id + 1, NULL, 10) % SIM_POISON_EVERY == SIM_POISON_EVERY - 1)
@@ -609,11 +647,12 @@ sim_handle(Sim *sim, const char *id, const char *token, const char *message_id,
 	{
 		const char *params[6] = {chat_id, payload, sim->instance, sim->lease, id, token};
 
-		st = sim_call(sim, "outbox_begin", &res,
-					  "SELECT action, key, token, provider_message_id FROM durable.outbox_begin("
-					  "idempotency_key => NULL, chat_id => $1, payload => $2::jsonb, instance => $3, "
-					  "lease => $4::interval, inbound_id => $5::bigint, inbound_token => $6::bigint)",
-					  6, params);
+		send_since = sim_now();
+		st = sim_fenced(sim, sim_call(sim, "outbox_begin", &res,
+									  "SELECT action, key, token, provider_message_id FROM durable.outbox_begin("
+									  "idempotency_key => NULL, chat_id => $1, payload => $2::jsonb, instance => $3, "
+									  "lease => $4::interval, inbound_id => $5::bigint, inbound_token => $6::bigint)",
+									  6, params), "outbox_begin", id, sim->inbox_since);
 		if (st != SIM_OK)
 			return;
 		if (PQntuples(res) != 1)
@@ -631,7 +670,7 @@ sim_handle(Sim *sim, const char *id, const char *token, const char *message_id,
 	/* 2. Call the provider only when the journal says so. */
 	if (strcmp(action, "send") == 0)
 	{
-		switch (sim_send(sim, "reply", key, otoken))
+		switch (sim_send(sim, "reply", key, otoken, send_since))
 		{
 			case SIM_SEND_SENT:
 				reply = "sent";
@@ -699,10 +738,10 @@ sim_handle(Sim *sim, const char *id, const char *token, const char *message_id,
 			snprintf(followup_key, sizeof(followup_key), "%s:%c", id, *part);
 			snprintf(payload, sizeof(payload), "{\"follow_up_to\": \"%s\", \"part\": \"%c\"}",
 					 message_id, *part);
-			st = sim_call(sim, "outbox_enqueue", &res,
-						  "SELECT created FROM durable.outbox_enqueue(idempotency_key => $1, chat_id => $2, "
-						  "payload => $3::jsonb, inbound_id => $4::bigint, inbound_token => $5::bigint)",
-						  5, params);
+			st = sim_fenced(sim, sim_call(sim, "outbox_enqueue", &res,
+										  "SELECT created FROM durable.outbox_enqueue(idempotency_key => $1, chat_id => $2, "
+										  "payload => $3::jsonb, inbound_id => $4::bigint, inbound_token => $5::bigint)",
+										  5, params), "outbox_enqueue", id, sim->inbox_since);
 			if (st != SIM_OK)
 			{
 				sim_rollback(sim);
@@ -714,9 +753,9 @@ sim_handle(Sim *sim, const char *id, const char *token, const char *message_id,
 	{
 		const char *params[2] = {id, token};
 
-		st = sim_call(sim, "inbox_complete", &res,
-					  "SELECT durable.inbox_complete(id => $1::bigint, token => $2::bigint)",
-					  2, params);
+		st = sim_fenced(sim, sim_call(sim, "inbox_complete", &res,
+									  "SELECT durable.inbox_complete(id => $1::bigint, token => $2::bigint)",
+									  2, params), "inbox_complete", id, sim->inbox_since);
 		if (st != SIM_OK)
 		{
 			sim_rollback(sim);
@@ -759,6 +798,7 @@ sim_admit_next(Sim *sim)
 	params[3] = payload;
 	params[4] = sim->instance;
 	params[5] = sim->lease;
+	sim->inbox_since = sim_now();
 	if (sim_call(sim, "inbox_admit", &res,
 				 "SELECT id, token, duplicate, state FROM durable.inbox_admit(source => $1, message_id => $2, "
 				 "chat_id => $3, payload => $4::jsonb, instance => $5, lease => $6::interval)",
@@ -800,6 +840,7 @@ sim_claim(Sim *sim, int wait_ms)
 	params[1] = "4";
 	params[2] = sim->lease;
 	params[3] = wait;
+	sim->inbox_since = sim_now();
 	if (sim_call(sim, "inbox_claim", &res,
 				 "SELECT id, token, message_id, chat_id FROM durable.inbox_claim(instance => $1, max => $2::integer, "
 				 "lease => $3::interval, wait => $4::interval)",
@@ -833,6 +874,7 @@ sim_send_queued(Sim *sim)
 	PGresult   *res;
 	int			n;
 	char		(*rows)[2][128];
+	double		since = sim_now();
 
 	if (sim_call(sim, "outbox_claim", &res,
 				 "SELECT key, token FROM durable.outbox_claim(instance => $1, max => $2::integer, "
@@ -850,7 +892,7 @@ sim_send_queued(Sim *sim)
 	for (int i = 0; i < n && sim->conn != NULL; i++)
 	{
 		sim_event(sim, "queued_claimed %s", rows[i][0]);
-		(void) sim_send(sim, "queued", rows[i][0], rows[i][1]);
+		(void) sim_send(sim, "queued", rows[i][0], rows[i][1], since);
 	}
 	free(rows);
 	return n > 0;
@@ -979,6 +1021,7 @@ main(int argc, char **argv)
 	sim.replicas = 1;
 	sim.seed = 42;
 	sim.lease = "2s";
+	sim.lease_secs = 2;
 	sim.refuse_pct = 5;
 	sim.provider_ms = 20;
 	sim.ledger_fd = -1;
@@ -1015,6 +1058,7 @@ main(int argc, char **argv)
 				break;
 			case 'l':
 				sim.lease = optarg;
+				sim.lease_secs = sim_interval_secs(optarg);
 				break;
 			case 'f':
 				sim.refuse_pct = atoi(optarg);
