@@ -42,7 +42,7 @@ PGFILEDESC = "durable - journaled inbox and outbox for chat bots"
 # One file per feature; each reads as documentation of that feature.
 REGRESS = inbox inbox_errors outbox outbox_errors instance sweep sessions permit metrics privileges security bad_input names settings
 REGRESS_OPTS = --inputdir=. --load-extension=durable
-ISOLATION = claim_disjoint outbox_claim_disjoint stale_complete chat_order heartbeat_takeover outbox_same_key outbox_stale_sent enqueue_twice claim_vs_sweep purge_vs_replay notify permit_contention outbox_chat_wake confirm_waits admit_twice unchanged_key claim_replaced chat_lock_private rr_fresh_lease lease_after_wait purge_resume purge_locked_reference purge_key_race claim_wakes instance_start_locked complete_retry reindex_calls reindex_other_journal lock_guard outbox_enqueue_order derived_key_race heartbeat_shortens admit_other_chat no_notify_per_message session_owner sweep_window
+ISOLATION = claim_disjoint outbox_claim_disjoint stale_complete chat_order heartbeat_takeover outbox_same_key outbox_stale_sent enqueue_twice claim_vs_sweep purge_vs_replay notify permit_contention outbox_chat_wake confirm_waits admit_twice unchanged_key claim_replaced chat_lock_private rr_fresh_lease rr_fresh_record lease_after_wait purge_resume purge_locked_reference purge_key_race claim_wakes instance_start_locked complete_retry reindex_calls reindex_other_journal lock_guard outbox_enqueue_order derived_key_race heartbeat_shortens admit_other_chat no_notify_per_message session_owner sweep_window
 ISOLATION_OPTS = --inputdir=test --load-extension=durable
 # The suites need shared_preload_libraries=durable, so there is no temp
 # instance (`make check`); `make installcheck` runs them against the

@@ -321,6 +321,13 @@ typedef enum DurableQueue
 /* The journal table of each queue, in schema durable: "inbox", "outbox". */
 extern const char *const durable_queue_names[DQ_NUM_QUEUES];
 
+/*
+ * Before DR002 (no such record) for inbox record `key` (int8) or send `key`
+ * (text): 40001 when a snapshot-isolated transaction cannot see it only
+ * because it was journaled since (spi_util.c).
+ */
+extern void durable_refuse_journaled_since(DurableQueue queue, Datum key);
+
 /* Wake the claimers of this database waiting on `queue` once this transaction commits. */
 extern void durable_wake_at_commit(DurableQueue queue);
 

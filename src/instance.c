@@ -45,31 +45,50 @@ static void
 instance_warn_left(Datum instance)
 {
 	static SPIPlanPtr left_plan = NULL;
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {instance};
+	Oid			types[2] = {TEXTOID, TIMESTAMPTZOID};
+	Datum		values[2] = {instance, TimestampTzGetDatum(GetCurrentTimestamp())};
 	int64		inbox_left;
 	int64		outbox_left;
+	int64		expired;
 
 	durable_exec(durable_plan(&left_plan,
-							  "SELECT"
-							  " (SELECT pg_catalog.count(*) FROM durable.inbox c"
+							  "SELECT i.n, o.n, i.expired + o.expired FROM"
+							  " (SELECT pg_catalog.count(*) AS n,"
+							  "         pg_catalog.count(*) FILTER (WHERE c.lease_until < $2) AS expired"
+							  "    FROM durable.inbox c"
 							  "   WHERE " INBOX_OPEN_SCAN("c")
-							  "     AND c.state = 'leased' AND c.owner = $1),"
-							  " (SELECT pg_catalog.count(*) FROM durable.outbox c"
-							  "   WHERE c.state = 'sending' AND c.owner = $1)",
-							  1, types),
+							  "     AND c.state = 'leased' AND c.owner = $1) i,"
+							  " (SELECT pg_catalog.count(*) AS n,"
+							  "         pg_catalog.count(*) FILTER (WHERE c.lease_until < $2) AS expired"
+							  "    FROM durable.outbox c"
+							  "   WHERE c.state = 'sending' AND c.owner = $1) o",
+							  2, types),
 				 values, NULL, SPI_OK_SELECT, 1);
 	inbox_left = durable_col_int64(0, 1);
 	outbox_left = durable_col_int64(0, 2);
+	expired = durable_col_int64(0, 3);
 	if (inbox_left + outbox_left == 0)
 		return;
+
+	/*
+	 * A lease that has run out may be locked by a sweep or another replica's
+	 * claim taking it over, which needs nothing from the caller: say so,
+	 * rather than send the operator after a previous process that is gone.
+	 */
 	ereport(WARNING,
 			(errmsg("instance_start left %lld lease%s of instance \"%s\" that another transaction holds",
 					(long long) (inbox_left + outbox_left), inbox_left + outbox_left == 1 ? "" : "s",
 					TextDatumGetCString(instance)),
+			 expired == 0 ?
 			 errdetail("%lld inbox record%s leased, %lld send%s sending.",
 					   (long long) inbox_left, inbox_left == 1 ? "" : "s",
-					   (long long) outbox_left, outbox_left == 1 ? "" : "s"),
+					   (long long) outbox_left, outbox_left == 1 ? "" : "s") :
+			 errdetail("%lld inbox record%s leased, %lld send%s sending; %lld of these leases %s run out, "
+					   "and a sweep or another replica may be what holds %s, taking %s over.",
+					   (long long) inbox_left, inbox_left == 1 ? "" : "s",
+					   (long long) outbox_left, outbox_left == 1 ? "" : "s",
+					   (long long) expired, expired == 1 ? "has" : "have",
+					   expired == 1 ? "it" : "them", expired == 1 ? "it" : "them"),
 			 errhint("Another transaction holds them locked: the previous process's, if the server has not yet found its connection gone "
 					 "(pg_stat_activity: idle in transaction). End that backend with pg_terminate_backend() before this process claims or begins anything, "
 					 "then call instance_start again; otherwise the sweep recovers them when their leases expire.")));

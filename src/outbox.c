@@ -148,6 +148,7 @@ outbox_error_races(Datum key)
 static void
 outbox_error_missing(Datum key)
 {
+	durable_refuse_journaled_since(DQ_OUTBOX, key);
 	ereport(ERROR,
 			(errcode(ERRCODE_DURABLE_NO_SUCH_RECORD),
 			 errmsg("send \"%s\" does not exist", TextDatumGetCString(key))));
@@ -222,9 +223,12 @@ outbox_error_inbound(int64 inbound_id, bool found, const char *state,
 					 bool has_token, int64 token)
 {
 	if (!found)
+	{
+		durable_refuse_journaled_since(DQ_INBOX, Int64GetDatum(inbound_id));
 		ereport(ERROR,
 				(errcode(ERRCODE_DURABLE_NO_SUCH_RECORD),
 				 errmsg("inbox record %lld does not exist", (long long) inbound_id)));
+	}
 	durable_count(DC_STALE_LEASES, 1);
 	if (has_token)
 		ereport(ERROR,
@@ -1385,6 +1389,7 @@ durable_outbox_discard(PG_FUNCTION_ARGS)
 		outbox_probe(values[0], &probe);
 		if (!probe.found)
 		{
+			durable_refuse_journaled_since(DQ_OUTBOX, values[0]);
 			SPI_finish();
 			PG_RETURN_BOOL(false);
 		}

@@ -41,6 +41,7 @@
 #include "utils/plancache.h"
 #include "utils/rel.h"
 #include "utils/resowner.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #ifndef DURABLE_VERSION
@@ -242,6 +243,40 @@ durable_exec_explaining(SPIPlanPtr *plans, const char *sql, int nargs, const Oid
 		(void) durable_plan(&plans[locked], locked ? psprintf("%s FOR SHARE", sql) : sql,
 							nargs, argtypes);
 	durable_exec(plans[locked], values, NULL, SPI_OK_SELECT, 1);
+}
+
+/*
+ * About to answer "no such record" (DR002) for inbox record `key` (an id)
+ * or send `key`: under REPEATABLE READ or SERIALIZABLE the transaction's
+ * snapshot may predate the record, journaled since by another session (an
+ * admit, an outbox_begin) whose token the caller now names.  Then raise the
+ * serialization failure (40001) that a retry cures, as for a lease granted
+ * since (durable_exec_explaining): DR002 would make the caller drop its
+ * work, or an operator believe the record gone.  Caller must be connected
+ * to SPI.
+ */
+void
+durable_refuse_journaled_since(DurableQueue queue, Datum key)
+{
+	static SPIPlanPtr plans[DQ_NUM_QUEUES];
+	Oid			types[1] = {queue == DQ_INBOX ? INT8OID : TEXTOID};
+
+	if (!IsolationUsesXactSnapshot())
+		return;
+	if (SPI_execute_snapshot(durable_plan(&plans[queue],
+										  queue == DQ_INBOX ?
+										  "SELECT FROM durable.inbox WHERE id = $1" :
+										  "SELECT FROM durable.outbox WHERE key = $1",
+										  1, types),
+							 &key, NULL, GetLatestSnapshot(), InvalidSnapshot,
+							 true, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "durable: SPI_execute_snapshot failed");
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent update"),
+				 errdetail("The record was journaled after this transaction's snapshot was taken."),
+				 errhint("Retry the transaction.")));
 }
 
 /*
