@@ -30,6 +30,33 @@
  * schema-qualified.
  */
 
+/*
+ * A table that inherits from the inbox (possible where durable is not
+ * preloaded) gets the new column too, and the rewrite below re-checks its
+ * CHECK constraints over it, as the role that runs the step -- a superuser
+ * -- on every row: a constraint of durable's owner's (perhaps no longer a
+ * superuser) would run its functions as that superuser.  Refuse first.
+ */
+DO $refuse_children$
+DECLARE
+    c record;
+BEGIN
+    FOR c IN
+        SELECT pg_catalog.format('%I.%I', kn.nspname, kid.relname) AS child
+          FROM pg_catalog.pg_inherits i
+          JOIN pg_catalog.pg_class kid ON kid.oid OPERATOR(pg_catalog.=) i.inhrelid
+          JOIN pg_catalog.pg_namespace kn ON kn.oid OPERATOR(pg_catalog.=) kid.relnamespace
+         WHERE i.inhparent OPERATOR(pg_catalog.=) 'durable.inbox'::pg_catalog.regclass
+         LIMIT 1
+    LOOP
+        RAISE EXCEPTION 'table % inherits from durable.inbox and stands in the way of the update to 0.3', c.child
+            USING ERRCODE = '55000',
+                  DETAIL = 'This step adds a column to durable.inbox and rewrites it, which reaches the tables that inherit from it, and would check their constraints as the role that runs the update.',
+                  HINT = 'Detach it first (ALTER TABLE ... NO INHERIT durable.inbox), and attach it again after the update.';
+    END LOOP;
+END
+$refuse_children$;
+
 ALTER TABLE durable.inbox ADD COLUMN finished_at pg_catalog.timestamptz;
 
 /*
@@ -38,7 +65,9 @@ ALTER TABLE durable.inbox ADD COLUMN finished_at pg_catalog.timestamptz;
  * runs as a superuser, and an UPDATE would fire the triggers, rules, CHECK
  * constraints and index expressions that durable's owner -- perhaps no
  * longer a superuser -- put on the journal, as that superuser.  A rewrite
- * fires none of them and rebuilds the indexes as the table's owner.
+ * fires none of them and rebuilds the indexes as the table's owner (and the
+ * tables that inherit from the inbox, which it would reach, are refused
+ * above).
  */
 ALTER TABLE durable.inbox ALTER COLUMN finished_at TYPE pg_catalog.timestamptz
     USING (CASE WHEN state OPERATOR(pg_catalog.=) ANY (ARRAY['done', 'dead']::pg_catalog.text[])

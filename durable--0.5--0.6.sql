@@ -35,8 +35,9 @@
  * A CHECK constraint over a column this step changes is validated again,
  * by the role that runs the step -- a superuser -- on every row: a
  * constraint that durable's owner (perhaps no longer a superuser) put on
- * one of its tables would run its functions as that superuser.  Refuse,
- * as for a view or policy over these columns: drop it first.
+ * one of its tables, or on a table that inherits from one, would run its
+ * functions as that superuser.  Refuse, as for a view or policy over these
+ * columns: drop it (or detach the table) first.
  */
 DO $refuse_check_constraints$
 DECLARE
@@ -61,6 +62,23 @@ BEGIN
             USING ERRCODE = '55000',
                   DETAIL = 'This step changes the collation of the column it checks, and the update would evaluate it again on every row as the role that runs it.',
                   HINT = 'Drop the constraint first, and add it again after the update.';
+    END LOOP;
+    /* The change reaches the tables that inherit from these, and their constraints. */
+    FOR c IN
+        SELECT pg_catalog.format('%I.%I', kn.nspname, kid.relname) AS child,
+               pg_catalog.format('durable.%I', par.relname) AS parent
+          FROM pg_catalog.pg_inherits i
+          JOIN pg_catalog.pg_class kid ON kid.oid OPERATOR(pg_catalog.=) i.inhrelid
+          JOIN pg_catalog.pg_namespace kn ON kn.oid OPERATOR(pg_catalog.=) kid.relnamespace
+          JOIN pg_catalog.pg_class par ON par.oid OPERATOR(pg_catalog.=) i.inhparent
+         WHERE i.inhparent OPERATOR(pg_catalog.=) ANY (ARRAY['durable.inbox', 'durable.outbox', 'durable.sessions',
+                                                             'durable.permit_buckets', 'durable.permits']::pg_catalog.regclass[])
+         LIMIT 1
+    LOOP
+        RAISE EXCEPTION 'table % inherits from % and stands in the way of the update to 0.6', c.child, c.parent
+            USING ERRCODE = '55000',
+                  DETAIL = 'This step changes the collation of columns that the tables inheriting from durable''s reach, and would check their constraints on every row as the role that runs the update.',
+                  HINT = pg_catalog.format('Detach it first (ALTER TABLE ... NO INHERIT %s), and attach it again after the update.', c.parent);
     END LOOP;
 END
 $refuse_check_constraints$;

@@ -697,3 +697,11 @@ SELECT pg_temp.error_of(format('SELECT durable.inbox_heartbeat(%s, %s)', :f2, :f
                         ARRAY['<f2 token>'], ARRAY[:f2_token]);
 SELECT pg_temp.hint_of(format('SELECT durable.inbox_release(%s, %s)', :f2, :f2_token));
 RESET durable.inbox_max_attempts;
+-- The same in the transaction that completed it: the error rolls that completion back, and
+-- the hint says so (inbox_fail too)
+BEGIN;
+SELECT id AS f3, token AS f3_token FROM durable.inbox_admit('errs', 'f3', 'chat-f3', instance => 'bot-1') \gset
+SELECT durable.inbox_complete(:f3, :f3_token);
+SELECT pg_temp.hint_of(format('SELECT durable.inbox_release(%s, %s)', :f3, :f3_token));
+SELECT pg_temp.hint_of(format('SELECT durable.inbox_fail(%s, %s, %L)', :f3, :f3_token, 'late'));
+ROLLBACK;

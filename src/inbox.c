@@ -312,8 +312,9 @@ inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
 								  (long long) id, (long long) token) :
 				 errdetail("Inbox record %lld is dead: it used its last attempt under token %lld.",
 						   (long long) id, (long long) token),
-				 done ? errhint("Nothing is left to release, extend or fail: the completion and its transaction's effects stand.") :
-				 errhint("It is in the dead-letter queue: replay it with durable.inbox_replay() to process it again.")));
+				 !done ? errhint("It is in the dead-letter queue: replay it with durable.inbox_replay() to process it again.") :
+				 written_here ? errhint("This transaction completed it, and this error rolls the completion back with the transaction: release, extend or fail a record before completing it, never after.") :
+				 errhint("Nothing is left to release, extend or fail: the completion and its transaction's effects stand.")));
 	}
 	else if (has_current && current == token)
 		ereport(ERROR,
@@ -981,7 +982,7 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 
 	values[0] = Int64GetDatum(id);
 	durable_exec(durable_plan(&inbox_fail_lock_plan,
-							  "SELECT i.state, i.token, i.attempts FROM durable.inbox i"
+							  "SELECT i.state, i.token, i.attempts, i.xmin FROM durable.inbox i"
 							  " WHERE i.id = $1 FOR NO KEY UPDATE",
 							  1, lock_types),
 				 values, NULL, SPI_OK_SELECT, 1);
@@ -993,7 +994,8 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 		current = durable_col_int64(0, 2);
 	attempts = durable_col_int32(0, 3);
 	if (!has_current || current != token || strcmp(state, "leased") != 0)
-		inbox_confirm_failed(IC_FAIL, id, token, true, state, current, has_current, false);
+		inbox_confirm_failed(IC_FAIL, id, token, true, state, current, has_current,
+							 inbox_written_here(0, 4));
 
 	/* After the lock: a wait for it must not eat into the backoff */
 	now = GetCurrentTimestamp();

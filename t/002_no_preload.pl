@@ -414,5 +414,22 @@ like(result_of("SELECT id FROM durable.inbox_admit('elsewhere', 'm21', 'c21')"),
 	'... and written again once detached');
 q1('DROP TABLE public.np_parent');
 
+# Without preloading nothing stops a table inheriting from the inbox, which
+# 0.2 -> 0.3's rewrite of the inbox would reach, checking that table's
+# constraints as the superuser who updates (t/006 has the owner who is no
+# longer one): the step refuses (55000) until it is detached.
+$node->safe_psql('postgres', 'CREATE DATABASE np_upgrade');
+$node->safe_psql('np_upgrade', q{
+	CREATE EXTENSION durable VERSION '0.2';
+	CREATE TABLE public.kid (finished_at timestamptz CHECK (finished_at IS NULL OR true)) INHERITS (durable.inbox);});
+my ($up_rc, $up_out, $up_err) = $node->psql('np_upgrade', "\\set VERBOSITY verbose\nALTER EXTENSION durable UPDATE");
+like($up_err, qr/55000: table public\.kid inherits from durable\.inbox and stands in the way of the update to 0\.3/,
+	'0.2 -> 0.3 refuses while a table inherits from the inbox');
+$node->safe_psql('np_upgrade', 'ALTER TABLE public.kid NO INHERIT durable.inbox; ALTER EXTENSION durable UPDATE');
+is($node->safe_psql('np_upgrade', "SELECT extversion FROM pg_extension WHERE extname = 'durable'"),
+	$node->safe_psql('postgres', "SELECT default_version FROM pg_available_extensions WHERE name = 'durable'"),
+	'... and goes through once it is detached');
+$node->safe_psql('postgres', 'DROP DATABASE np_upgrade');
+
 $node->stop;
 done_testing();
