@@ -86,6 +86,8 @@ static PGconn *conn = NULL;
 static int	signal_pipe[2] = {-1, -1};
 static volatile sig_atomic_t stop_requested = 0;
 
+static const char *shown(const char *text);
+
 /*
  * Messages on stderr in the style of PostgreSQL 16's client programs.
  */
@@ -409,7 +411,7 @@ connect_db(const Options *opt)
 			  0, NULL, PGRES_TUPLES_OK);
 	if (PQntuples(res) == 0)
 	{
-		error("extension \"durable\" is not installed in database \"%s\"", PQdb(conn));
+		error("extension \"durable\" is not installed in database \"%s\"", shown(PQdb(conn)));
 		hint("Connect to the bot's database with -d, or run CREATE EXTENSION durable there.");
 		PQclear(res);
 		finish(EXIT_ERROR);
@@ -634,7 +636,7 @@ cmd_status(const Options *opt, const char *extversion)
 	}
 	else
 	{
-		printf("durable %s in database \"%s\"\n\n", extversion, PQdb(conn));
+		printf("durable %s in database \"%s\"\n\n", extversion, shown(PQdb(conn)));
 		printf("Inbox:   %lld pending, %lld leased, %lld dead\n",
 			   col_ll(st, 0, "inbox_pending"), col_ll(st, 0, "inbox_leased"), inbox_dead);
 		printf("Outbox:  %lld pending, %lld sending, %lld failed, %lld dead, %lld unknown\n",
@@ -1039,7 +1041,7 @@ cmd_watch(const Options *opt)
 		PQclear(res);
 	}
 	fprintf(stderr, "%s: listening on durable_dead, durable_ambiguous%s in database \"%s\" (interrupt to stop)\n",
-			PROGNAME, opt->ready ? ", durable_ready" : "", PQdb(conn));
+			PROGNAME, opt->ready ? ", durable_ready" : "", shown(PQdb(conn)));
 
 	watch_print_notifications(opt);
 	sock = PQsocket(conn);
