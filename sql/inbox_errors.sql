@@ -644,23 +644,9 @@ ROLLBACK;
 BEGIN;
 ALTER TABLE durable.sessions ADD COLUMN noted text NOT NULL DEFAULT 'x';
 ROLLBACK;
--- Another sequence put under the name, past the guard (which refuses the
--- options, and moving durable's out of the schema and back), is refused by
--- the writes when it lacks durable's options (55000), with the command that
--- puts them back
-BEGIN;
-ALTER EXTENSION durable DROP SEQUENCE durable.inbox_id_seq;
-ALTER SEQUENCE durable.inbox_id_seq RENAME TO inbox_id_seq_aside;
-CREATE SEQUENCE durable.inbox_id_seq CACHE 20;
-SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 'q1', 'chat-q1')$$);
-ROLLBACK;
--- ... and so is outbox_enqueue, whose INSERT statement draws the id
-BEGIN;
-ALTER EXTENSION durable DROP SEQUENCE durable.outbox_id_seq;
-ALTER SEQUENCE durable.outbox_id_seq RENAME TO outbox_id_seq_aside;
-CREATE SEQUENCE durable.outbox_id_seq CACHE 20;
-SELECT pg_temp.error_of($$SELECT durable.outbox_enqueue('q-key', 'chat-q1', '{}')$$);
-ROLLBACK;
+-- (Another sequence put under the name is refused by the writes when it lacks durable's
+-- options, 55000: t/002_no_preload.pl, where no guard stands in the way; here, since
+-- 2026-12-05, the guard refuses ALTER EXTENSION durable DROP, the way this test took)
 -- Other changes of a journal are the table owner's to make: a column of one's own
 BEGIN;
 ALTER TABLE durable.outbox ADD COLUMN note text;

@@ -408,6 +408,59 @@ ALTER TABLE durable.scratch RENAME TO scratch_renamed;
 ALTER TABLE durable.scratch_renamed RENAME COLUMN n TO m;
 ALTER TABLE durable.scratch_renamed SET SCHEMA public;
 ROLLBACK;
+-- Nor change the security or the search_path of durable's functions (0A000): under the
+-- caller's search_path an operator of the caller's would run as durable's owner, and the
+-- session functions must see their caller.  Other settings are the DBA's (review,
+-- 2026-12-05: RESET ALL, to drop jit = off, let a bot's own "=" run as durable's owner).
+ALTER FUNCTION durable.sweep() RESET ALL;
+ALTER FUNCTION durable.sweep() RESET search_path;
+ALTER FUNCTION durable.sweep() SET search_path = public, pg_catalog;
+ALTER FUNCTION durable.sweep() SET search_path FROM CURRENT;
+ALTER FUNCTION durable.inbox_admit(text, text, text, jsonb, text, text, interval) SECURITY INVOKER;
+ALTER FUNCTION durable.session_load(text, integer, text, integer, interval) SECURITY DEFINER;
+BEGIN;
+ALTER FUNCTION durable.sweep() RESET jit;
+ALTER FUNCTION durable.sweep() COST 10;
+ROLLBACK;
+-- Nor replace one of durable's functions or views, or take one out of the extension to
+-- replace it (0A000): whoever calls it would run the replacement with their own rights.
+CREATE OR REPLACE FUNCTION durable.sweep() RETURNS TABLE (inbox_expired integer, outbox_ambiguous integer,
+    outbox_due integer, purged bigint) LANGUAGE sql AS $$ SELECT 0, 0, 0, 0::bigint $$;
+CREATE OR REPLACE VIEW durable.stat_standing AS SELECT 1 AS one;
+ALTER EXTENSION durable DROP FUNCTION durable.sweep();
+ALTER EXTENSION durable ADD TABLE public.nothing_of_durables;
+-- A function or view of your own in the schema may be replaced.
+BEGIN;
+CREATE FUNCTION durable.mine() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$;
+CREATE OR REPLACE FUNCTION durable.mine() RETURNS int LANGUAGE sql AS $$ SELECT 2 $$;
+CREATE VIEW durable.my_view AS SELECT 1 AS one;
+CREATE OR REPLACE VIEW durable.my_view AS SELECT 1 AS one, 2 AS two;
+ROLLBACK;
+-- Nor a deferrable constraint trigger on durable's tables by a role that is not a superuser
+-- (0A000): it would fire at the caller's commit, as the caller, not as durable's owner
+-- (durable's owner, no longer a superuser, ran its code so as a superuser that called
+-- permit()).  NOT DEFERRABLE is the writes' business (those on permits and sessions run; the
+-- journals' direct writes refuse them).  A superuser's runs with no more than its caller's
+-- rights.
+CREATE FUNCTION pg_temp.nothing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+BEGIN;
+GRANT USAGE ON SCHEMA durable TO regress_durable_operator;
+GRANT TRIGGER ON durable.permit_buckets TO regress_durable_operator;
+SET ROLE regress_durable_operator;
+CREATE CONSTRAINT TRIGGER late AFTER INSERT OR UPDATE ON durable.permit_buckets
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pg_temp.nothing();
+ROLLBACK;
+BEGIN;
+GRANT USAGE ON SCHEMA durable TO regress_durable_operator;
+GRANT TRIGGER ON durable.permit_buckets TO regress_durable_operator;
+SET ROLE regress_durable_operator;
+CREATE CONSTRAINT TRIGGER now_then AFTER INSERT ON durable.permit_buckets
+    NOT DEFERRABLE FOR EACH ROW EXECUTE FUNCTION pg_temp.nothing();
+ROLLBACK;
+BEGIN;
+CREATE CONSTRAINT TRIGGER by_superuser AFTER DELETE ON durable.outbox
+    DEFERRABLE FOR EACH ROW EXECUTE FUNCTION pg_temp.nothing();
+ROLLBACK;
 SELECT extowner::regrole AS extension_owner FROM pg_extension WHERE extname = 'durable' \gset
 ALTER TABLE durable.inbox OWNER TO :"extension_owner";
 SELECT count(*) AS owned_by_another

@@ -826,6 +826,153 @@ guard_set_schema_member(AlterObjectSchemaStmt *stmt, Oid nsp)
 		guard_refuse_member_named(stmt->objectType, stmt->relation, stmt->object, nsp, true);
 }
 
+/*
+ * ALTER FUNCTION of durable's own functions: their security and their
+ * search_path.  They run as durable's owner (SECURITY DEFINER; session_save
+ * and session_load are SECURITY INVOKER and switch to the owner themselves,
+ * so that they see their caller) with search_path pg_catalog, pg_temp.
+ * Their statements name durable's tables with the schema, not every
+ * operator: without the pinned path, the caller's search_path would choose
+ * them, and a bot's own "=" would run as durable's owner.  A DBA's RESET
+ * ALL (to drop jit = off, say) did that; SECURITY DEFINER on a session
+ * function gave every role the same sessions.  Other settings, the cost
+ * and the rest are the DBA's.
+ */
+static void
+guard_alter_function(AlterFunctionStmt *stmt, Oid nsp)
+{
+	Oid			func;
+	ListCell   *lc;
+
+	if (guard_in_our_scripts() || IsBinaryUpgrade)
+		return;
+	func = LookupFuncWithArgs(stmt->objtype, stmt->func, true);
+	if (get_func_namespace(func) != nsp || !guard_is_member(ProcedureRelationId, func))
+		return;
+	foreach(lc, stmt->actions)
+	{
+		DefElem    *action = lfirst_node(DefElem, lc);
+		const char *what = NULL;
+
+		if (strcmp(action->defname, "security") == 0)
+			what = "security";
+		else if (strcmp(action->defname, "set") == 0)
+		{
+			VariableSetStmt *set = castNode(VariableSetStmt, action->arg);
+
+			if (set->kind == VAR_RESET_ALL ||
+				(set->name != NULL && strcmp(set->name, "search_path") == 0))
+				what = "search_path";
+		}
+		if (what != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot change the %s of function durable.%s", what, get_func_name(func)),
+					 errdetail("durable's functions run as durable's owner with search_path pg_catalog, pg_temp: "
+							   "under another search_path, operators of the caller's would run as that owner; "
+							   "session_save and session_load must see their caller to keep each role's sessions apart."),
+					 errhint("Set or reset other parameters one by one (ALTER FUNCTION ... RESET jit, say), not RESET ALL.")));
+	}
+}
+
+static void
+guard_refuse_replace(const char *what, const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cannot replace %s durable.%s", what, name),
+			 errdetail("It is one of durable's own: its code, worker and upgrade scripts, your bots and the "
+					   "roles that read it would run yours instead, with their own rights."),
+			 errhint("Create one of your own under another name, or in another schema.")));
+}
+
+/* CREATE OR REPLACE FUNCTION of one of durable's own functions. */
+static void
+guard_replace_function(CreateFunctionStmt *stmt, Oid nsp)
+{
+	char	   *name;
+	Oid			argtypes[FUNC_MAX_ARGS];
+	int			nargs = 0;
+	ListCell   *lc;
+	Oid			func;
+
+	if (!stmt->replace || guard_in_our_scripts() || IsBinaryUpgrade)
+		return;
+	if (QualifiedNameGetCreationNamespace(stmt->funcname, &name) != nsp)
+		return;
+	foreach(lc, stmt->parameters)
+	{
+		FunctionParameter *param = lfirst_node(FunctionParameter, lc);
+
+		if (param->mode == FUNC_PARAM_OUT || param->mode == FUNC_PARAM_TABLE)
+			continue;
+		if (nargs == FUNC_MAX_ARGS)
+			return;
+		argtypes[nargs] = LookupTypeNameOid(NULL, param->argType, true);
+		if (!OidIsValid(argtypes[nargs]))
+			return;
+		nargs++;
+	}
+	func = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid, CStringGetDatum(name),
+						   PointerGetDatum(buildoidvector(argtypes, nargs)),
+						   ObjectIdGetDatum(nsp));
+	if (guard_is_member(ProcedureRelationId, func))
+		guard_refuse_replace("function", name);
+}
+
+/* CREATE OR REPLACE VIEW of one of durable's own views. */
+static void
+guard_replace_view(ViewStmt *stmt, Oid nsp)
+{
+	Oid			relid;
+
+	if (stmt->replace && !guard_in_our_scripts() && !IsBinaryUpgrade &&
+		guard_in_durable_schema(stmt->view, nsp, &relid) &&
+		guard_is_member(RelationRelationId, relid))
+		guard_refuse_replace("view", get_rel_name(relid));
+}
+
+/*
+ * ALTER EXTENSION durable ADD or DROP: a member dropped from the extension
+ * could then be replaced (guard_replace_function), one added would go with
+ * the extension.  Only durable's scripts change its members.
+ */
+static void
+guard_extension_contents(AlterExtensionContentsStmt *stmt)
+{
+	if (strcmp(stmt->extname, "durable") == 0 && !guard_in_our_scripts() && !IsBinaryUpgrade)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot %s extension durable by hand", stmt->action > 0 ? "add objects to" : "drop objects from"),
+				 errdetail("durable's members are what its scripts make them; one taken out could be replaced, and run by every role that calls it."),
+				 errhint("ALTER EXTENSION durable UPDATE changes them.")));
+}
+
+/*
+ * A deferrable constraint trigger on one of durable's tables would fire at
+ * the commit of the transaction that called durable, after the function
+ * returned: as the role that called it, not as durable's owner.  The owner
+ * of durable's tables, no longer a superuser, could so run its code as a
+ * superuser that calls permit(), say.  A trigger that fires within the
+ * statement runs as durable's owner, which is the table owner's own right;
+ * a superuser's deferred trigger runs with no more rights than its caller's.
+ */
+static void
+guard_create_trigger(CreateTrigStmt *stmt, Oid nsp)
+{
+	Oid			relid;
+
+	if (stmt->isconstraint && stmt->deferrable && !superuser() && !guard_in_our_scripts() &&
+		guard_in_durable_schema(stmt->relation, nsp, &relid) &&
+		guard_is_member(RelationRelationId, relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("deferrable constraint trigger \"%s\" on durable.%s is not supported",
+						stmt->trigname, get_rel_name(relid)),
+				 errdetail("It would fire at the commit of the caller's transaction, as the role that called durable, not as durable's owner."),
+				 errhint("Create it NOT DEFERRABLE.")));
+}
+
 /* `command` on `rv` needs the role to own it, if it is durable's. */
 static void
 guard_require_owner(RangeVar *rv, Oid nsp, const char *command, const char *lock)
@@ -1215,6 +1362,10 @@ durable_ddl_guard_applies(Node *parsetree)
 		case T_DropStmt:
 		case T_RenameStmt:
 		case T_AlterObjectSchemaStmt:
+		case T_AlterFunctionStmt:
+		case T_CreateFunctionStmt:
+		case T_ViewStmt:
+		case T_AlterExtensionContentsStmt:
 			return true;
 		default:
 			return false;
@@ -1250,6 +1401,19 @@ durable_ddl_guard(Node *parsetree)
 		case T_CreateTrigStmt:
 			guard_require_privilege(((CreateTrigStmt *) parsetree)->relation, nsp, ACL_TRIGGER,
 									"CREATE TRIGGER", "SHARE ROW EXCLUSIVE");
+			guard_create_trigger((CreateTrigStmt *) parsetree, nsp);
+			break;
+		case T_AlterFunctionStmt:
+			guard_alter_function((AlterFunctionStmt *) parsetree, nsp);
+			break;
+		case T_CreateFunctionStmt:
+			guard_replace_function((CreateFunctionStmt *) parsetree, nsp);
+			break;
+		case T_ViewStmt:
+			guard_replace_view((ViewStmt *) parsetree, nsp);
+			break;
+		case T_AlterExtensionContentsStmt:
+			guard_extension_contents((AlterExtensionContentsStmt *) parsetree);
 			break;
 		case T_CreateStmt:
 			guard_create_table((CreateStmt *) parsetree, nsp);

@@ -414,6 +414,21 @@ like(result_of("SELECT id FROM durable.inbox_admit('elsewhere', 'm21', 'c21')"),
 	'... and written again once detached');
 q1('DROP TABLE public.np_parent');
 
+# Without preloading nothing stops ALTER SEQUENCE on durable's sequences: one
+# given a cache (a later admit could draw a lower id from another backend's
+# range and be claimed first) is refused by the writes, the admit's direct
+# insert and outbox_enqueue's statement alike (55000), with the command that
+# puts it back.
+for my $case ([ 'inbox_id_seq', "SELECT durable.inbox_admit('np', 'm22', 'c22')" ],
+	[ 'outbox_id_seq', "SELECT durable.outbox_enqueue('np-q', 'c22', '{}')" ])
+{
+	my ($seq, $call) = @$case;
+	q1("ALTER SEQUENCE durable.$seq CACHE 20");
+	like(error_of($call), qr/^55000: sequence "durable\.$seq" does not have the options durable created/,
+		"a cache on durable.$seq is refused by the writes");
+	q1("ALTER SEQUENCE durable.$seq CACHE 1");
+}
+
 # Without preloading nothing stops a table inheriting from the inbox, which
 # 0.2 -> 0.3's rewrite of the inbox would reach, checking that table's
 # constraints as the superuser who updates (t/006 has the owner who is no

@@ -376,14 +376,21 @@ is(canary(), '', 'no trojan ran in any function of durable');
 # The control experiment: what protects durable is the pinned search_path
 # of its functions (and its schema-qualified SQL).  Unpinned, standing()
 # resolves its unqualified "=" with the caller's search_path, and trips.
+# ALTER FUNCTION ... RESET search_path is refused by the DDL guard (since
+# 2026-12-05: a DBA's RESET ALL did the same); the catalog is changed here.
+my ($unpin_rc, $unpin_out, $unpin_err) = $node->psql('postgres',
+	'ALTER FUNCTION durable.standing() RESET search_path');
+like($unpin_err, qr/cannot change the search_path of function durable\.standing/,
+	'the guard refuses to unpin the search_path of a function of durable\'s');
 $node->safe_psql('postgres', q{
-	ALTER FUNCTION durable.standing() RESET search_path;
+	UPDATE pg_catalog.pg_proc SET proconfig = NULL WHERE oid = 'durable.standing()'::regprocedure;
 	SET search_path = public, pg_catalog;
 	SELECT * FROM durable.standing();
 });
 like(canary(), qr/text = text/, 'control: an unpinned function does run the trojans: ' . canary());
 $node->safe_psql('postgres', q{
-	ALTER FUNCTION durable.standing() SET search_path = pg_catalog, pg_temp;
+	UPDATE pg_catalog.pg_proc SET proconfig = '{"search_path=pg_catalog, pg_temp",jit=off}'
+	 WHERE oid = 'durable.standing()'::regprocedure;
 	TRUNCATE public.canary;
 });
 
