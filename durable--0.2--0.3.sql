@@ -37,6 +37,8 @@
  * -- on every row: a constraint of durable's owner's (perhaps no longer a
  * superuser) would run its functions as that superuser.  Refuse first.
  */
+-- (first, so that the check below sees a child attached by a transaction that was open)
+LOCK TABLE durable.inbox IN ACCESS EXCLUSIVE MODE;
 DO $refuse_children$
 DECLARE
     c record;

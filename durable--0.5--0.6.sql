@@ -39,6 +39,9 @@
  * functions as that superuser.  Refuse, as for a view or policy over these
  * columns: drop it (or detach the table) first.
  */
+-- (first, so that the checks below see a constraint or a child added by a transaction that was open)
+LOCK TABLE durable.inbox, durable.outbox, durable.sessions, durable.permit_buckets, durable.permits
+    IN ACCESS EXCLUSIVE MODE;
 DO $refuse_check_constraints$
 DECLARE
     c record;

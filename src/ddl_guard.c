@@ -116,6 +116,14 @@ guard_in_our_scripts(void)
 	return creating_extension && CurrentExtensionObject == get_extension_oid("durable", true);
 }
 
+/* Whether object `objid` of catalog `classid` is one of durable's own (pg_depend 'e'). */
+static bool
+guard_is_member(Oid classid, Oid objid)
+{
+	return OidIsValid(objid) &&
+		getExtensionOfObject(classid, objid) == get_extension_oid("durable", true);
+}
+
 /*
  * Whether relation `rv` (may be missing) is in durable's schema.  A name
  * qualified with another schema, or with durable's by a role without USAGE
@@ -382,20 +390,38 @@ guard_journal_constraints(Node *def, Oid relid)
 {
 	List	   *constraints = IsA(def, ColumnDef) ? ((ColumnDef *) def)->constraints : list_make1(def);
 	ListCell   *lc;
+	bool		looked = false;
 	bool		journal = false;
 
 	foreach(lc, constraints)
 	{
 		Constraint *constraint = lfirst_node(Constraint, lc);
+		bool		deferrable = constraint->contype == CONSTR_ATTR_DEFERRABLE ||
+			constraint->contype == CONSTR_ATTR_DEFERRED || constraint->deferrable;
 
-		if (constraint->contype != CONSTR_CHECK && constraint->contype != CONSTR_FOREIGN &&
-			constraint->contype != CONSTR_ATTR_DEFERRABLE &&
-			constraint->contype != CONSTR_ATTR_DEFERRED && !constraint->deferrable)
+		if (constraint->contype != CONSTR_CHECK && constraint->contype != CONSTR_FOREIGN && !deferrable)
 			continue;
-		if (!journal)
+		if (!looked)
 			(void) durable_journal_column_changes(relid, NULL, &journal);
+		looked = true;
 		if (!journal)
-			return;
+		{
+			/*
+			 * durable's other tables: a deferred unique or exclusion check
+			 * runs at the caller's commit, as the caller (its index
+			 * expressions included), as a deferred trigger would
+			 * (guard_create_trigger).  A foreign key's check runs as the
+			 * tables' owners.
+			 */
+			if (deferrable && constraint->contype != CONSTR_FOREIGN && !superuser() &&
+				guard_is_member(RelationRelationId, relid))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot add a deferrable constraint to \"durable.%s\"", get_rel_name(relid)),
+						 errdetail("It would be checked at the commit of the caller's transaction, as the role that called durable, not as durable's owner."),
+						 errhint("Add it NOT DEFERRABLE.")));
+			continue;
+		}
 		if (constraint->contype != CONSTR_CHECK && constraint->contype != CONSTR_FOREIGN)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -729,14 +755,6 @@ guard_rename_schema(RenameStmt *stmt, Oid nsp)
 			 errdetail("durable's functions and its worker find its tables in schema durable; under another name every call would fail, and a role allowed to create schemas could create a schema named durable for them to write to.")));
 }
 
-/* Whether object `objid` of catalog `classid` is one of durable's own (pg_depend 'e'). */
-static bool
-guard_is_member(Oid classid, Oid objid)
-{
-	return OidIsValid(objid) &&
-		getExtensionOfObject(classid, objid) == get_extension_oid("durable", true);
-}
-
 static void
 guard_refuse_rename(const char *what, const char *name, bool set_schema)
 {
@@ -861,7 +879,7 @@ guard_alter_function(AlterFunctionStmt *stmt, Oid nsp)
 			VariableSetStmt *set = castNode(VariableSetStmt, action->arg);
 
 			if (set->kind == VAR_RESET_ALL ||
-				(set->name != NULL && strcmp(set->name, "search_path") == 0))
+				(set->name != NULL && pg_strcasecmp(set->name, "search_path") == 0))
 				what = "search_path";
 		}
 		if (what != NULL)
@@ -926,9 +944,12 @@ guard_replace_view(ViewStmt *stmt, Oid nsp)
 {
 	Oid			relid;
 
-	if (stmt->replace && !guard_in_our_scripts() && !IsBinaryUpgrade &&
-		guard_in_durable_schema(stmt->view, nsp, &relid) &&
-		guard_is_member(RelationRelationId, relid))
+	/* (where the view would be created, not where its name is found first) */
+	if (!stmt->replace || guard_in_our_scripts() || IsBinaryUpgrade ||
+		RangeVarGetCreationNamespace(stmt->view) != nsp)
+		return;
+	relid = get_relname_relid(stmt->view->relname, nsp);
+	if (guard_is_member(RelationRelationId, relid))
 		guard_refuse_replace("view", get_rel_name(relid));
 }
 
@@ -1236,12 +1257,18 @@ guard_rule(RangeVar *rv, Oid nsp)
 	Oid			relid;
 
 	if (!guard_in_our_scripts() && guard_in_durable_schema(rv, nsp, &relid) &&
-		get_rel_relkind(relid) == RELKIND_RELATION)
+		(get_rel_relkind(relid) == RELKIND_RELATION || guard_is_member(RelationRelationId, relid)))
+	{
+		bool		view = get_rel_relkind(relid) == RELKIND_VIEW;
+
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot create a rule on \"durable.%s\"", get_rel_name(relid)),
+				 view ? errdetail("durable's views are what its scripts make them: a rule would change what every role that reads one gets, and run with that role's rights.") :
 				 errdetail("durable's functions write its tables with statements and direct writes that rules cannot apply to."),
+				 view ? errhint("Create a view of your own over it.") :
 				 errhint("Act on the records in your own code, or on the NOTIFY channels.")));
+	}
 }
 
 /*

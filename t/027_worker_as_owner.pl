@@ -177,6 +177,25 @@ like($err, qr/0A000: row-level security on "durable\.inbox" is not supported/,
 $node->safe_psql('bots', 'ALTER TABLE durable.inbox NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY',
 	extra_params => [ '-U', 'installer' ]);
 
+# Such an owner may not give durable's tables what would be checked or fired
+# at the commit of a client's call, as that client (a superuser calling
+# permit(), say): a deferrable constraint trigger, a deferrable unique or
+# exclusion constraint (whose index expressions run then).  Found in review,
+# 2026-12-05: the owner regained superuser both ways.
+for my $ddl (
+	[ 'CREATE CONSTRAINT TRIGGER late AFTER INSERT ON durable.permit_buckets DEFERRABLE INITIALLY DEFERRED '
+		  . 'FOR EACH ROW EXECUTE FUNCTION at_commit()',
+		qr/deferrable constraint trigger "late" on durable\.permit_buckets is not supported/ ],
+	[ 'ALTER TABLE durable.permit_buckets ADD CONSTRAINT late EXCLUDE USING btree (bucket WITH =) '
+		  . 'DEFERRABLE INITIALLY DEFERRED',
+		qr/cannot add a deferrable constraint to "durable\.permit_buckets"/ ],
+	[ 'ALTER TABLE durable.sessions ADD UNIQUE (bot, shard, owned_by) DEFERRABLE',
+		qr/cannot add a deferrable constraint to "durable\.sessions"/ ])
+{
+	my ($ddl_rc, $ddl_out, $ddl_err) = $node->psql('bots', $ddl->[0], extra_params => [ '-U', 'installer' ]);
+	like($ddl_err, $ddl->[1], "refused to the owner that is no longer a superuser: $ddl->[0]");
+}
+
 # The retention purge deletes directly too, but what a DELETE policy hides
 # must stay: with row-level security that binds the owner, the purge runs
 # its statement, which applies the policies, and the worker passes over
