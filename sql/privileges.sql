@@ -433,6 +433,9 @@ ALTER EXTENSION durable ADD TABLE public.nothing_of_durables;
 CREATE OR REPLACE RULE "_RETURN" AS ON SELECT TO durable.stat_counters
     DO INSTEAD SELECT * FROM durable.stat_counters LIMIT 0;
 CREATE RULE nothing AS ON INSERT TO durable.stat_standing DO INSTEAD NOTHING;
+-- Nor a child table of any of durable's tables: its statements would reach the child's rows,
+-- and run its triggers and deferred checks as durable's callers
+CREATE TABLE public.kid () INHERITS (durable.permits);
 -- A function or view of your own in the schema may be replaced, and a view of durable's
 -- name created where the name leads (here public, first on search_path).
 BEGIN;

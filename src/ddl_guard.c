@@ -1093,6 +1093,18 @@ guard_refuse_journal_parent(RangeVar *parent, Oid nsp)
 				 errmsg("\"durable.%s\" cannot have child tables", get_rel_name(relid)),
 				 errdetail("durable's statements would see the child's rows and its direct writes would not."),
 				 errhint("Keep data of your own in a table of your own that references the journal.")));
+	/*
+	 * durable's other tables: its statements reach a child's rows, and fire
+	 * the child's triggers and check its deferred constraints at the
+	 * caller's commit, as the caller (review, 2026-12-05: a demoted owner's
+	 * child of durable.permits made it superuser again through permit()).
+	 */
+	if (guard_is_member(RelationRelationId, relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("\"durable.%s\" cannot have child tables", get_rel_name(relid)),
+				 errdetail("durable's statements on it would reach the child's rows, and run the child's triggers and deferred checks as durable's callers."),
+				 errhint("Keep data of your own in a table of your own.")));
 }
 
 /*

@@ -445,6 +445,20 @@ is($node->safe_psql('np_upgrade', "SELECT extversion FROM pg_extension WHERE ext
 	$node->safe_psql('postgres', "SELECT default_version FROM pg_available_extensions WHERE name = 'durable'"),
 	'... and goes through once it is detached');
 $node->safe_psql('postgres', 'DROP DATABASE np_upgrade');
+# The same for 0.5 -> 0.6's change of collation, which reaches a table
+# inheriting from permit_buckets (refused when it is made, with preloading).
+$node->safe_psql('postgres', 'CREATE DATABASE np_upgrade5');
+$node->safe_psql('np_upgrade5', q{
+	CREATE EXTENSION durable VERSION '0.5';
+	CREATE TABLE public.kid () INHERITS (durable.permit_buckets);});
+($up_rc, $up_out, $up_err) = $node->psql('np_upgrade5', "\\set VERBOSITY verbose\nALTER EXTENSION durable UPDATE");
+like($up_err, qr/55000: table public\.kid inherits from durable\.permit_buckets and stands in the way of the update to 0\.6/,
+	'0.5 -> 0.6 refuses while a table inherits from one it changes');
+$node->safe_psql('np_upgrade5', 'ALTER TABLE public.kid NO INHERIT durable.permit_buckets; ALTER EXTENSION durable UPDATE');
+is($node->safe_psql('np_upgrade5', "SELECT extversion FROM pg_extension WHERE extname = 'durable'"),
+	$node->safe_psql('postgres', "SELECT default_version FROM pg_available_extensions WHERE name = 'durable'"),
+	'... and goes through once it is detached');
+$node->safe_psql('postgres', 'DROP DATABASE np_upgrade5');
 
 $node->stop;
 done_testing();

@@ -688,19 +688,16 @@ if (grep { $_ eq '0.7' } @versions)
 	like($err, qr/55000: CHECK constraint "regain" on durable\.permit_buckets stands in the way of the update to 0\.6/,
 		'0.5 -> 0.6: refused while a CHECK constraint of the owner\'s checks a column it changes');
 	is($node->safe_psql('demoted_0_5', $rolsuper), 'f', '0.5 -> 0.6: which never ran');
-	# The same constraint on a table that inherits from one of durable's,
-	# which the change of collation reaches (review of the fix).
-	$node->safe_psql('demoted_0_5', q{
-		ALTER TABLE durable.permit_buckets DROP CONSTRAINT regain;
-		CREATE TABLE public.kid (CHECK (public.regain(bucket))) INHERITS (durable.permit_buckets);
-		INSERT INTO public.kid VALUES ('k', '1 min', now());},
+	# A table inheriting from one of durable's, which the change of collation
+	# would reach with its constraints: refused by the guard when it is made
+	# (the update's own refusal of one, made without preloading: t/002).
+	$node->safe_psql('demoted_0_5', 'ALTER TABLE durable.permit_buckets DROP CONSTRAINT regain',
 		extra_params => [ '-U', 'upgrade_demoted' ]);
-	($ret, $out, $err) = $node->psql('demoted_0_5', "\\set VERBOSITY verbose\nALTER EXTENSION durable UPDATE");
-	like($err, qr/55000: table public\.kid inherits from durable\.permit_buckets and stands in the way of the update to 0\.6/,
-		'0.5 -> 0.6: refused while a table inherits from one it changes');
-	is($node->safe_psql('demoted_0_5', $rolsuper), 'f', '0.5 -> 0.6: whose constraint never ran');
-	$node->safe_psql('demoted_0_5', 'ALTER TABLE public.kid NO INHERIT durable.permit_buckets',
+	($ret, $out, $err) = $node->psql('demoted_0_5',
+		'CREATE TABLE public.kid (CHECK (public.regain(bucket))) INHERITS (durable.permit_buckets)',
 		extra_params => [ '-U', 'upgrade_demoted' ]);
+	like($err, qr/"durable\.permit_buckets" cannot have child tables/,
+		'0.5: the guard refuses a table inheriting from one of durable\'s');
 	$node->safe_psql('demoted_0_5', 'ALTER EXTENSION durable UPDATE');
 	is($node->safe_psql('demoted_0_5', "SELECT extversion FROM pg_extension WHERE extname = 'durable'"),
 		$node->safe_psql('postgres', "SELECT default_version FROM pg_available_extensions WHERE name = 'durable'"),
