@@ -327,6 +327,8 @@ extern const char *const durable_queue_names[DQ_NUM_QUEUES];
  * because it was journaled since (spi_util.c).
  */
 extern void durable_refuse_journaled_since(DurableQueue queue, Datum key);
+/* DR002 for inbox record `id`, unless durable_refuse_journaled_since raises 40001 (inbox.c). */
+extern void durable_inbox_error_missing(int64 id) pg_attribute_noreturn();
 
 /* Wake the claimers of this database waiting on `queue` once this transaction commits. */
 extern void durable_wake_at_commit(DurableQueue queue);

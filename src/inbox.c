@@ -209,10 +209,8 @@ inbox_content_hash(Datum source, Datum chat_id, Datum kind, Datum payload)
 	return PointerGetDatum(result);
 }
 
-/* DR002, unless the record was journaled since a snapshot-isolated transaction's snapshot. */
-static void inbox_error_missing(int64 id) pg_attribute_noreturn();
-static void
-inbox_error_missing(int64 id)
+void
+durable_inbox_error_missing(int64 id)
 {
 	durable_refuse_journaled_since(DQ_INBOX, Int64GetDatum(id));
 	ereport(ERROR,
@@ -273,7 +271,7 @@ inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
 					 const char *state, int64 current, bool has_current, bool written_here)
 {
 	if (!found)
-		inbox_error_missing(id);
+		durable_inbox_error_missing(id);
 
 	if (has_current && current == token)
 	{
@@ -1130,7 +1128,7 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 							  1, types),
 				 values, NULL, SPI_OK_SELECT, 1);
 	if (SPI_processed == 0)
-		inbox_error_missing(id);
+		durable_inbox_error_missing(id);
 	chat_id = durable_col_copy(0, 1);
 	durable_lock_chat(DQ_INBOX, chat_id);
 
@@ -1180,7 +1178,7 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 		bool		has_current;
 
 		if (!inbox_read_state(id, &state, &current, &has_current, NULL))
-			inbox_error_missing(id);
+			durable_inbox_error_missing(id);
 		ereport(ERROR,
 				(errcode(ERRCODE_DURABLE_WRONG_STATE),
 				 errmsg("inbox record %lld is %s", (long long) id, state),

@@ -223,12 +223,7 @@ outbox_error_inbound(int64 inbound_id, bool found, const char *state,
 					 bool has_token, int64 token)
 {
 	if (!found)
-	{
-		durable_refuse_journaled_since(DQ_INBOX, Int64GetDatum(inbound_id));
-		ereport(ERROR,
-				(errcode(ERRCODE_DURABLE_NO_SUCH_RECORD),
-				 errmsg("inbox record %lld does not exist", (long long) inbound_id)));
-	}
+		durable_inbox_error_missing(inbound_id);
 	durable_count(DC_STALE_LEASES, 1);
 	if (has_token)
 		ereport(ERROR,
