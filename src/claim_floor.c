@@ -554,6 +554,37 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	return current;
 }
 
+/*
+ * The floor as it stands at `now`, without refreshing it, and through
+ * *below_due the earliest time a record below it comes due by the clock
+ * (0: none).  Once the floor's due time passed, claims scan from the
+ * fallback, below which no record comes due by the clock.  The due time may
+ * be early (a record passed over since finished or its lease renewed): a
+ * waiting claim wakes, finds nothing, and asks again.
+ */
+int64
+durable_claim_floor_known(DurableQueue queue, TimestampTz now, TimestampTz *below_due)
+{
+	DurableFloor *f = floor_of(queue);
+	DurableQueueRels rels;
+	int64		floor = 0;
+
+	*below_due = 0;
+	if (f == NULL || !durable_claim_floor_enabled)
+		return 0;
+	durable_queue_rels(queue, &rels);
+	SpinLockAcquire(&f->mutex);
+	/* (a floor computed for an earlier journal, the extension created anew, is not this one's) */
+	if (f->dboid == MyDatabaseId && f->relid == rels.heap)
+	{
+		floor = floor_effective(f, now);
+		if (f->due != 0 && now < f->due)
+			*below_due = f->due;
+	}
+	SpinLockRelease(&f->mutex);
+	return floor;
+}
+
 void
 durable_claim_floor_lower(DurableQueue queue, int64 id)
 {

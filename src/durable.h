@@ -388,6 +388,12 @@ extern bool durable_try_lock_chat(DurableQueue queue, Datum chat_id);
 /* The id from which a claim of `queue` scans its claimable records now (0: the head). */
 extern int64 durable_claim_floor(DurableQueue queue, TimestampTz now);
 
+/*
+ * The floor of `queue` at `now` as it stands (no refresh), and when a record
+ * below it comes due by the clock (*below_due; 0: none).
+ */
+extern int64 durable_claim_floor_known(DurableQueue queue, TimestampTz now, TimestampTz *below_due);
+
 /* Record `id` became claimable out of the clock's order: lower the floor to it. */
 extern void durable_claim_floor_lower(DurableQueue queue, int64 id);
 

@@ -662,24 +662,36 @@ inbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call, Timestam
  * a leased one (a lease ending at now was not expired for a claim at now:
  * it expires just after); 0 when there is none.  Caller must be connected
  * to SPI.
+ *
+ * Records below the claim floor are not read: the floor knows when the
+ * first of them comes due.  A waiting claim asks at every wake that got it
+ * nothing, and every admit wakes every waiting claim: with thousands of
+ * records held under leases, a scan of all open records made each admit
+ * cost each waiter milliseconds.
  */
 static TimestampTz
 inbox_next_due(TimestampTz now)
 {
-	Oid			types[1] = {TIMESTAMPTZOID};
-	Datum		values[1];
-	TimestampTz next = 0;
+	Oid			types[2] = {TIMESTAMPTZOID, INT8OID};
+	Datum		values[2];
+	TimestampTz next;
+	int64		floor;
 	int			col;
 
+	floor = durable_claim_floor_known(DQ_INBOX, now, &next);
+	/* (t/026_lease_end_wakes.pl reads this line.) */
+	ereport(DEBUG2, (errmsg_internal("durable: inbox next due time read from id " INT64_FORMAT, floor)));
 	values[0] = TimestampTzGetDatum(now);
+	values[1] = Int64GetDatum(floor);
 	durable_exec(durable_plan(&inbox_next_due_plan,
 							  "SELECT"
 							  " pg_catalog.min(p.not_before) FILTER"
 							  "   (WHERE p.state = 'pending' AND p.not_before > $1),"
 							  " pg_catalog.min(p.lease_until) FILTER"
 							  "   (WHERE p.state = 'leased' AND p.lease_until >= $1)"
-							  " FROM durable.inbox p WHERE " INBOX_OPEN_SCAN("p"),
-							  1, types),
+							  " FROM durable.inbox p WHERE " INBOX_OPEN_SCAN("p")
+							  " AND p.id >= $2",
+							  2, types),
 				 values, NULL, SPI_OK_SELECT, 1);
 	for (col = 1; col <= 2; col++)
 	{

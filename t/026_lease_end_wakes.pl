@@ -8,7 +8,8 @@
 # (there is nothing to claim), so the waiting claim never read the lease's
 # end from the journal; it used to sleep to the end of its wait, or until
 # the sweep's next pass returned the record to pending (here: an hour).
-# Now the admit publishes its lease's end at commit (waiting.c).
+# Now the admit publishes its lease's end at commit (waiting.c).  Leases
+# taken by claims are found by the claim floor's refresh (part 6).
 use strict;
 use warnings;
 
@@ -129,6 +130,27 @@ cmp_ok(($at5a // $end5a + 20) - $end5a, '<', 1.5, 'the record with the short lea
 cmp_ok(($at5b // $end5b + 20) - $end5b, '<', 1.5, 'and the other one when its own lease ends, by the other claim');
 $wa->quit;
 $wb->quit;
+
+# 6. A bot that claimed many records dies.  A claim that begins to wait after
+# that reads their leases' end from the claim floor (the floor passed over
+# them): the journal is read from the floor up, not from its head.
+$node->safe_psql('postgres', q{
+	SELECT count(durable.inbox_complete(id, token)) FROM durable.inbox WHERE state = 'leased'});
+$node->safe_psql('postgres', q{
+	SELECT count(*) FROM generate_series(1, 300) g, durable.inbox_admit('tg', 'm-6-' || g, 'chat-6-' || g) a});
+$node->safe_psql('postgres', q{SELECT count(*) FROM durable.inbox_claim('bot-6', 1000, lease => '3 s')});
+my ($last6, $end6) = split /\|/, $node->safe_psql('postgres', q{
+	SELECT max(id), extract(epoch FROM min(lease_until)) FROM durable.inbox WHERE owner = 'bot-6'});
+$log_offset = -s $node->logfile;
+my ($w6, $pid6) = waiting_claim('20 s');
+my ($at6) = $w6->query_safe("SELECT 'after'") =~ /claimed:m-6-\d+ at (\S+)/;
+cmp_ok(($at6 // $end6 + 20) - $end6, '<', 1.5, 'a waiting claim gets a record when the dead bot\'s first lease ends');
+cmp_ok($at6 // 0, '>', $end6, 'and not before it ended');
+$w6->quit;
+my @from = substr(slurp_file($node->logfile), $log_offset)
+  =~ /\[$pid6\].*durable: inbox next due time read from id (\d+)/g;
+ok(@from && $from[0] > $last6,
+	"the claim read the next due time from above the records the floor passed over (from id @{[$from[0] // 'none']}, last leased $last6)");
 
 $node->stop;
 done_testing();
