@@ -113,7 +113,7 @@ PG_FUNCTION_INFO_V1(durable_inbox_replay);
  * probe keeps the OFFSET 0 that makes it a correlated subplan.
  */
 #define INBOX_OPEN_IN_CHAT(alias, cmp) \
-	"(SELECT 1 FROM durable.inbox o" \
+	"(SELECT 1 FROM ONLY durable.inbox o" \
 	"  WHERE o.chat_id = " alias ".chat_id" \
 	"    AND o.finished_at IS NULL" \
 	"    AND o.id " cmp " " alias ".id OFFSET 0)"
@@ -241,7 +241,7 @@ inbox_read_state(int64 id, char **state, int64 *token, bool *has_token, bool *wr
 
 	values[0] = Int64GetDatum(id);
 	durable_exec_explaining(inbox_state_plans,
-							"SELECT i.state, i.token, i.xmin FROM durable.inbox i WHERE i.id = $1",
+							"SELECT i.state, i.token, i.xmin FROM ONLY durable.inbox i WHERE i.id = $1",
 							1, types, values);
 	if (SPI_processed == 0)
 		return false;
@@ -494,7 +494,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 			durable_exec(durable_plan(&inbox_find_by_message_plan,
 									  "SELECT i.id, i.state, i.chat_id,"
 									  "  i.state = 'pending' AND i.not_before <= $3"
-									  " FROM durable.inbox i"
+									  " FROM ONLY durable.inbox i"
 									  " WHERE i.source = $1 AND i.message_id = $2",
 									  3, find_types),
 						 find_values, NULL, SPI_OK_SELECT, 1);
@@ -505,7 +505,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 			durable_exec(durable_plan(&inbox_find_by_hash_plan,
 									  "SELECT i.id, i.state, i.chat_id,"
 									  "  i.state = 'pending' AND i.not_before <= $3"
-									  " FROM durable.inbox i"
+									  " FROM ONLY durable.inbox i"
 									  " WHERE i.source = $1 AND i.message_id IS NULL"
 									  "   AND i.content_hash = $2",
 									  3, find_hash_types),
@@ -585,7 +585,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 			lease_values[4] = Int64GetDatum(durable_next_token());
 			durable_journal_check_writable(DQ_INBOX, TRIGGER_TYPE_UPDATE);
 			durable_exec(durable_plan(&inbox_lease_duplicate_plan,
-									  "UPDATE durable.inbox i"
+									  "UPDATE ONLY durable.inbox i"
 									  "   SET state = 'leased',"
 									  "       token = $5,"
 									  "       owner = $2, lease_until = $3,"
@@ -689,7 +689,7 @@ inbox_next_due(TimestampTz now)
 							  "   (WHERE p.state = 'pending' AND p.not_before > $1),"
 							  " pg_catalog.min(p.lease_until) FILTER"
 							  "   (WHERE p.state = 'leased' AND p.lease_until >= $1)"
-							  " FROM durable.inbox p WHERE " INBOX_OPEN_SCAN("p")
+							  " FROM ONLY durable.inbox p WHERE " INBOX_OPEN_SCAN("p")
 							  " AND p.id >= $2",
 							  2, types),
 				 values, NULL, SPI_OK_SELECT, 1);
@@ -758,10 +758,10 @@ durable_inbox_heartbeat(PG_FUNCTION_ARGS)
 	durable_journal_check_writable(DQ_INBOX, TRIGGER_TYPE_UPDATE);
 	durable_exec(durable_plan(&inbox_heartbeat_plan,
 							  "WITH replaced AS MATERIALIZED ("
-							  " SELECT o.lease_until FROM durable.inbox o"
+							  " SELECT o.lease_until FROM ONLY durable.inbox o"
 							  "  WHERE o.id = $1 AND o.token = $2 AND o.state = 'leased'"
 							  "  FOR NO KEY UPDATE)"
-							  " UPDATE durable.inbox i SET lease_until = pg_catalog.clock_timestamp() + $3"
+							  " UPDATE ONLY durable.inbox i SET lease_until = pg_catalog.clock_timestamp() + $3"
 							  "  FROM replaced r"
 							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'"
 							  " RETURNING i.lease_until, r.lease_until",
@@ -895,7 +895,7 @@ durable_inbox_complete_batch(PG_FUNCTION_ARGS)
 	SPI_connect();
 	durable_journal_check_writable(DQ_INBOX, TRIGGER_TYPE_UPDATE);
 	durable_exec(durable_plan(&inbox_complete_batch_plan,
-							  "UPDATE durable.inbox i"
+							  "UPDATE ONLY durable.inbox i"
 							  "   SET state = 'done', done_at = $3, finished_at = $3, lease_until = NULL"
 							  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS b(id, token)"
 							  " WHERE i.id = b.id AND i.token = b.token AND i.state = 'leased'",
@@ -915,7 +915,7 @@ durable_inbox_complete_batch(PG_FUNCTION_ARGS)
 								  "SELECT b.id, b.token, i.state, i.token, i.xmin"
 								  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
 								  "       WITH ORDINALITY AS b(id, token, ord)"
-								  "  LEFT JOIN durable.inbox i ON i.id = b.id"
+								  "  LEFT JOIN ONLY durable.inbox i ON i.id = b.id"
 								  " ORDER BY b.ord",
 								  2, types),
 					 values, NULL, SPI_OK_SELECT, 0);
@@ -992,7 +992,7 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 
 	values[0] = Int64GetDatum(id);
 	durable_exec(durable_plan(&inbox_fail_lock_plan,
-							  "SELECT i.state, i.token, i.attempts, i.xmin FROM durable.inbox i"
+							  "SELECT i.state, i.token, i.attempts, i.xmin FROM ONLY durable.inbox i"
 							  " WHERE i.id = $1 FOR NO KEY UPDATE",
 							  1, lock_types),
 				 values, NULL, SPI_OK_SELECT, 1);
@@ -1030,7 +1030,7 @@ durable_inbox_fail(PG_FUNCTION_ARGS)
 	values[4] = TimestampTzGetDatum(now);
 	nulls[4] = dead ? ' ' : 'n';
 	durable_exec(durable_plan(&inbox_fail_plan,
-							  "UPDATE durable.inbox i"
+							  "UPDATE ONLY durable.inbox i"
 							  "   SET state = $2, not_before = COALESCE($3, i.not_before),"
 							  "       error = $4, lease_until = NULL,"
 							  "       finished_at = $5"
@@ -1084,7 +1084,7 @@ durable_inbox_release(PG_FUNCTION_ARGS)
 	SPI_connect();
 	durable_journal_check_writable(DQ_INBOX, TRIGGER_TYPE_UPDATE);
 	durable_exec(durable_plan(&inbox_release_plan,
-							  "UPDATE durable.inbox i"
+							  "UPDATE ONLY durable.inbox i"
 							  "   SET state = 'pending', attempts = GREATEST(i.attempts - 1, 0),"
 							  "       not_before = $3, lease_until = NULL"
 							  " WHERE i.id = $1 AND i.token = $2 AND i.state = 'leased'",
@@ -1136,7 +1136,7 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 	 * A row lock alone left that last claim blind to the replayed record.
 	 */
 	durable_exec(durable_plan(&chat_plan,
-							  "SELECT i.chat_id FROM durable.inbox i WHERE i.id = $1",
+							  "SELECT i.chat_id FROM ONLY durable.inbox i WHERE i.id = $1",
 							  1, types),
 				 values, NULL, SPI_OK_SELECT, 1);
 	if (SPI_processed == 0)
@@ -1159,7 +1159,7 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 	values[0] = chat_id;
 	values[1] = Int64GetDatum(id);
 	durable_exec(durable_plan(&newer_plan,
-							  "UPDATE durable.inbox o SET token = o.token"
+							  "UPDATE ONLY durable.inbox o SET token = o.token"
 							  " WHERE o.chat_id = $1 AND o.finished_at IS NULL AND o.id > $2"
 							  " RETURNING o.id, o.state = 'leased'",
 							  2, newer_types),
@@ -1177,7 +1177,7 @@ durable_inbox_replay(PG_FUNCTION_ARGS)
 	values[0] = Int64GetDatum(id);
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 	durable_exec(durable_plan(&inbox_replay_plan,
-							  "UPDATE durable.inbox i"
+							  "UPDATE ONLY durable.inbox i"
 							  "   SET state = 'pending', attempts = 0, not_before = $2,"
 							  "       lease_until = NULL, done_at = NULL, finished_at = NULL"
 							  " WHERE i.id = $1 AND i.state = ANY (ARRAY['dead', 'done']::pg_catalog.text[])",

@@ -55,12 +55,12 @@ instance_warn_left(Datum instance)
 							  "SELECT i.n, o.n, i.expired + o.expired FROM"
 							  " (SELECT pg_catalog.count(*) AS n,"
 							  "         pg_catalog.count(*) FILTER (WHERE c.lease_until < $2) AS expired"
-							  "    FROM durable.inbox c"
+							  "    FROM ONLY durable.inbox c"
 							  "   WHERE " INBOX_OPEN_SCAN("c")
 							  "     AND c.state = 'leased' AND c.owner = $1) i,"
 							  " (SELECT pg_catalog.count(*) AS n,"
 							  "         pg_catalog.count(*) FILTER (WHERE c.lease_until < $2) AS expired"
-							  "    FROM durable.outbox c"
+							  "    FROM ONLY durable.outbox c"
 							  "   WHERE c.state = 'sending' AND c.owner = $1) o",
 							  2, types),
 				 values, NULL, SPI_OK_SELECT, 1);

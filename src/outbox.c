@@ -259,7 +259,7 @@ outbox_probe(Datum key, OutboxProbe *probe)
 	values[0] = key;
 	durable_exec_explaining(plans,
 							"SELECT state, token, lease_until, provider_message_id"
-							" FROM durable.outbox WHERE key = $1",
+							" FROM ONLY durable.outbox WHERE key = $1",
 							1, types, values);
 	memset(probe, 0, sizeof(*probe));
 	probe->found = (SPI_processed == 1);
@@ -285,7 +285,7 @@ outbox_explain_inbound(int64 inbound_id)
 	Datum		values[1];
 
 	values[0] = Int64GetDatum(inbound_id);
-	durable_exec_explaining(plans, "SELECT state, token FROM durable.inbox WHERE id = $1",
+	durable_exec_explaining(plans, "SELECT state, token FROM ONLY durable.inbox WHERE id = $1",
 							1, types, values);
 	if (SPI_processed == 0)
 		outbox_error_inbound(inbound_id, false, NULL, false, 0);
@@ -308,7 +308,7 @@ outbox_require_inbound(int64 inbound_id)
 	Datum		values[1];
 
 	values[0] = Int64GetDatum(inbound_id);
-	durable_exec(durable_plan(&plan, "SELECT 1 FROM durable.inbox WHERE id = $1", 1, types),
+	durable_exec(durable_plan(&plan, "SELECT 1 FROM ONLY durable.inbox WHERE id = $1", 1, types),
 				 values, NULL, SPI_OK_SELECT, 1);
 	if (SPI_processed == 0)
 		outbox_error_inbound(inbound_id, false, NULL, false, 0);
@@ -357,14 +357,14 @@ outbox_derive_key(int64 inbound_id, bool with_token, int64 inbound_token)
 	values[1] = Int64GetDatum(inbound_token);
 	if (with_token)
 		durable_exec(durable_plan(&plan_token,
-								  "UPDATE durable.inbox SET sends = sends + 1"
+								  "UPDATE ONLY durable.inbox SET sends = sends + 1"
 								  " WHERE id = $1 AND token = $2 AND state = 'leased'"
 								  " RETURNING sends",
 								  2, types),
 					 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
 	else
 		durable_exec(durable_plan(&plan_leased,
-								  "UPDATE durable.inbox SET sends = sends + 1"
+								  "UPDATE ONLY durable.inbox SET sends = sends + 1"
 								  " WHERE id = $1 AND state = 'leased'"
 								  " RETURNING sends",
 								  1, types),
@@ -396,7 +396,7 @@ outbox_fence_inbound(int64 inbound_id, int64 inbound_token)
 	durable_lock_journal_for_write(DQ_INBOX);
 	values[0] = Int64GetDatum(inbound_id);
 	durable_exec(durable_plan(&plan,
-							  "SELECT state, token FROM durable.inbox WHERE id = $1 FOR SHARE",
+							  "SELECT state, token FROM ONLY durable.inbox WHERE id = $1 FOR SHARE",
 							  1, types),
 				 values, NULL, SPI_OK_SELECT, 1);
 	if (SPI_processed == 0)
@@ -514,7 +514,7 @@ outbox_begin_existing(Datum key, const int64 *derived_from, Datum chat_id,
 	static const char *const read_sql =
 		"SELECT state, lease_until, not_before, provider_message_id, chat_id,"
 		" (chat_id <> $2 OR payload <> $3), payload, id, inbound_id"
-		" FROM durable.outbox WHERE key = $1";
+		" FROM ONLY durable.outbox WHERE key = $1";
 	Datum		values[3];
 	char	   *state;
 	TimestampTz now;
@@ -583,7 +583,7 @@ outbox_begin_existing(Datum key, const int64 *derived_from, Datum chat_id,
 
 		durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_UPDATE);
 		durable_exec(durable_plan(&plan_unknown,
-								  "UPDATE durable.outbox SET state = 'unknown', lease_until = NULL"
+								  "UPDATE ONLY durable.outbox SET state = 'unknown', lease_until = NULL"
 								  " WHERE key = $1",
 								  1, unknown_types),
 					 values, NULL, SPI_OK_UPDATE, 0);
@@ -608,7 +608,7 @@ outbox_begin_existing(Datum key, const int64 *derived_from, Datum chat_id,
 		lvalues[3] = Int64GetDatum(durable_next_token());
 		durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_UPDATE);
 		durable_exec(durable_plan(&plan_lease,
-								  "UPDATE durable.outbox"
+								  "UPDATE ONLY durable.outbox"
 								  " SET state = 'sending', attempts = attempts + 1,"
 								  " token = $4,"
 								  " owner = $2, lease_until = $3"
@@ -900,7 +900,7 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 
 	values[0] = key;
 	durable_exec(durable_plan(&plan_lock,
-							  "SELECT state, token, attempts FROM durable.outbox"
+							  "SELECT state, token, attempts FROM ONLY durable.outbox"
 							  " WHERE key = $1 FOR NO KEY UPDATE",
 							  1, lock_types),
 				 values, NULL, SPI_OK_SELECT, 1);
@@ -949,7 +949,7 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 		nulls[2] = 'n';
 	values[3] = error;
 	durable_exec(durable_plan(&plan_update,
-							  "UPDATE durable.outbox"
+							  "UPDATE ONLY durable.outbox"
 							  " SET state = $2, not_before = COALESCE($3, not_before),"
 							  " lease_until = NULL, error = $4"
 							  " WHERE key = $1 RETURNING id",
@@ -1121,7 +1121,7 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 		/* A fresh statement sees the committed winner of the conflict. */
 		durable_exec(durable_plan(&plan_existing,
 								  "SELECT state, (chat_id <> $2 OR payload <> $3), inbound_id"
-								  " FROM durable.outbox WHERE key = $1",
+								  " FROM ONLY durable.outbox WHERE key = $1",
 								  3, insert_types),
 					 values, NULL, SPI_OK_SELECT, 1);
 		if (SPI_processed == 1)
@@ -1219,7 +1219,7 @@ outbox_next_due(TimestampTz now)
 
 	values[0] = TimestampTzGetDatum(now);
 	durable_exec(durable_plan(&plan,
-							  "SELECT not_before FROM durable.outbox"
+							  "SELECT not_before FROM ONLY durable.outbox"
 							  " WHERE state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])"
 							  " AND not_before > $1 ORDER BY not_before LIMIT 1",
 							  1, types),
@@ -1272,7 +1272,7 @@ durable_outbox_heartbeat(PG_FUNCTION_ARGS)
 	SPI_connect();
 	durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_UPDATE);
 	durable_exec(durable_plan(&plan,
-							  "UPDATE durable.outbox SET lease_until = pg_catalog.clock_timestamp() + $3"
+							  "UPDATE ONLY durable.outbox SET lease_until = pg_catalog.clock_timestamp() + $3"
 							  " WHERE key = $1 AND token = $2 AND state = 'sending'"
 							  " RETURNING lease_until",
 							  3, types),
@@ -1313,7 +1313,7 @@ durable_outbox_retry(PG_FUNCTION_ARGS)
 	SPI_connect();
 	durable_journal_check_writable(DQ_OUTBOX, TRIGGER_TYPE_UPDATE);
 	durable_exec(durable_plan(&plan,
-							  "UPDATE durable.outbox"
+							  "UPDATE ONLY durable.outbox"
 							  " SET state = 'pending', not_before = $2, attempts = 0,"
 							  " lease_until = NULL"
 							  " WHERE key = $1"
@@ -1369,7 +1369,7 @@ durable_outbox_discard(PG_FUNCTION_ARGS)
 	for (race = 0;; race++)
 	{
 		durable_exec(durable_plan(&plan,
-								  "DELETE FROM durable.outbox"
+								  "DELETE FROM ONLY durable.outbox"
 								  " WHERE key = $1"
 								  " AND NOT (state = 'sending' AND COALESCE(lease_until > $2, false))",
 								  2, types),

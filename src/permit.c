@@ -149,15 +149,15 @@ durable_permit(PG_FUNCTION_ARGS)
 	 */
 	durable_plan_build(durable_plan(&count_plan,
 					"WITH gone AS ("
-					"  DELETE FROM durable.permits p"
+					"  DELETE FROM ONLY durable.permits p"
 					"   WHERE p.bucket = $1 AND p.granted_at <= $2),"
 					" ahead AS ("
-					"  UPDATE durable.permits p SET granted_at = $3"
+					"  UPDATE ONLY durable.permits p SET granted_at = $3"
 					"   WHERE p.bucket = $1 AND p.granted_at > $3),"
 					" last AS ("
-					"  UPDATE durable.permit_buckets b SET last_granted_at = $3"
+					"  UPDATE ONLY durable.permit_buckets b SET last_granted_at = $3"
 					"   WHERE b.bucket = $1 AND b.last_granted_at > $3)"
-					" SELECT pg_catalog.count(*) FROM durable.permits p"
+					" SELECT pg_catalog.count(*) FROM ONLY durable.permits p"
 					"  WHERE p.bucket = $1 AND p.granted_at > $2",
 					3, count_types));
 	durable_plan_build(durable_plan(&grant_plan,
@@ -165,13 +165,13 @@ durable_permit(PG_FUNCTION_ARGS)
 					"  INSERT INTO durable.permits (bucket, granted_at)"
 					"  VALUES ($1, $2) RETURNING 1),"
 					" b AS ("
-					"  UPDATE durable.permit_buckets b SET last_granted_at = $2"
+					"  UPDATE ONLY durable.permit_buckets b SET last_granted_at = $2"
 					"   WHERE b.bucket = $1 RETURNING 1)"
 					" SELECT (SELECT pg_catalog.count(*) FROM p),"
 					"        (SELECT pg_catalog.count(*) FROM b)",
 					2, count_types));
 	durable_plan_build(durable_plan(&oldest_plan,
-					"SELECT p.granted_at FROM durable.permits p"
+					"SELECT p.granted_at FROM ONLY durable.permits p"
 					" WHERE p.bucket = $1 AND p.granted_at > $2"
 					" ORDER BY p.granted_at OFFSET $3 LIMIT 1",
 					3, oldest_types));
@@ -254,7 +254,7 @@ permit_expire_window_end(const char *after, bool *wraps)
 
 	args[0] = CStringGetTextDatum(after ? after : "");
 	durable_exec(durable_plan(&end_plan,
-							  "SELECT w.bucket FROM durable.permit_buckets w"
+							  "SELECT w.bucket FROM ONLY durable.permit_buckets w"
 							  " WHERE w.bucket > $1 ORDER BY w.bucket"
 							  " OFFSET " CppAsString2(PERMIT_EXPIRE_WINDOW) " - 1 LIMIT 1",
 							  1, types),
@@ -263,7 +263,7 @@ permit_expire_window_end(const char *after, bool *wraps)
 	if (!*wraps)
 		return TextDatumGetCString(durable_col(0, 1));
 	durable_exec(durable_plan(&last_plan,
-							  "SELECT pg_catalog.max(w.bucket) FROM durable.permit_buckets w"
+							  "SELECT pg_catalog.max(w.bucket) FROM ONLY durable.permit_buckets w"
 							  " WHERE w.bucket > $1",
 							  1, types),
 				 args, NULL, SPI_OK_SELECT, 0);
@@ -337,7 +337,7 @@ durable_permit_expire(TimestampTz now, int limit)
 	args[2] = CStringGetTextDatum(window_start ? window_start : "");
 	args[3] = CStringGetTextDatum(window_end);
 	durable_exec(durable_plan(&idle_plan,
-							  "SELECT b.bucket FROM durable.permit_buckets b"
+							  "SELECT b.bucket FROM ONLY durable.permit_buckets b"
 							  " WHERE b.bucket > $3 AND b.bucket <= $4"
 							  "   AND (b.last_granted_at IS NULL"
 							  "        OR b.last_granted_at <= $1 - b.per)"
@@ -376,9 +376,9 @@ durable_permit_expire(TimestampTz now, int limit)
 	args[0] = PointerGetDatum(array);
 	durable_exec(durable_plan(&grants_plan,
 							  "WITH p AS ("
-							  "  DELETE FROM durable.permits p"
+							  "  DELETE FROM ONLY durable.permits p"
 							  "   WHERE p.ctid = ANY (ARRAY("
-							  "     SELECT q.ctid FROM durable.permits q"
+							  "     SELECT q.ctid FROM ONLY durable.permits q"
 							  "      WHERE q.bucket = ANY ($1) LIMIT $2))"
 							  "  RETURNING 1)"
 							  " SELECT pg_catalog.count(*) FROM p",
@@ -396,9 +396,9 @@ durable_permit_expire(TimestampTz now, int limit)
 
 	durable_exec(durable_plan(&drop_plan,
 							  "WITH b AS ("
-							  "  DELETE FROM durable.permit_buckets b"
+							  "  DELETE FROM ONLY durable.permit_buckets b"
 							  "   WHERE b.bucket = ANY ($1)"
-							  "     AND NOT EXISTS (SELECT FROM durable.permits p"
+							  "     AND NOT EXISTS (SELECT FROM ONLY durable.permits p"
 							  "                      WHERE p.bucket = b.bucket)"
 							  "  RETURNING 1)"
 							  " SELECT pg_catalog.count(*) FROM b",

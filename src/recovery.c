@@ -123,13 +123,13 @@ typedef struct RecoveryArgs
  */
 #define RECOVERY_INBOX_SQL(lost_c, lost_i, order_c) \
 	"WITH chosen AS MATERIALIZED (" \
-	" SELECT ARRAY(SELECT c.id FROM durable.inbox c" \
+	" SELECT ARRAY(SELECT c.id FROM ONLY durable.inbox c" \
 	"               WHERE " INBOX_OPEN_SCAN("c") \
 	"                 AND c.state = 'leased' AND " lost_c \
 	"               ORDER BY " order_c " LIMIT $2" \
 	"               FOR NO KEY UPDATE SKIP LOCKED) AS ids)," \
 	" moved AS (" \
-	" UPDATE durable.inbox i" \
+	" UPDATE ONLY durable.inbox i" \
 	"    SET state = CASE WHEN i.attempts >= $3 THEN 'dead' ELSE 'pending' END," \
 	"        not_before = CASE WHEN i.attempts >= $3 THEN i.not_before ELSE $1 END," \
 	"        error = CASE WHEN i.attempts >= $3" \
@@ -144,7 +144,7 @@ typedef struct RecoveryArgs
 	" SELECT m.id, m.state = 'dead', m.error, false, NULL::pg_catalog.timestamptz" \
 	"   FROM moved m" \
 	" UNION ALL" \
-	" SELECT h.id, false, NULL, true, h.lease_until FROM durable.inbox h" \
+	" SELECT h.id, false, NULL, true, h.lease_until FROM ONLY durable.inbox h" \
 	"  WHERE h.id = ANY ((SELECT ids FROM chosen)::pg_catalog.int8[]) AND h.id NOT IN (SELECT id FROM moved)" \
 	"    AND (SELECT pg_catalog.count(*) FROM moved)" \
 	"        < pg_catalog.cardinality((SELECT ids FROM chosen))" \
@@ -158,12 +158,12 @@ typedef struct RecoveryArgs
  */
 #define RECOVERY_OUTBOX_SQL(lost_c, lost_o, order_c) \
 	"WITH chosen AS MATERIALIZED (" \
-	" SELECT ARRAY(SELECT c.key FROM durable.outbox c" \
+	" SELECT ARRAY(SELECT c.key FROM ONLY durable.outbox c" \
 	"               WHERE c.state = 'sending' AND " lost_c \
 	"               ORDER BY " order_c " LIMIT $2" \
 	"               FOR NO KEY UPDATE SKIP LOCKED) AS keys)," \
 	" flagged AS (" \
-	" UPDATE durable.outbox o" \
+	" UPDATE ONLY durable.outbox o" \
 	"    SET state = 'unknown', lease_until = NULL" \
 	"  WHERE o.key = ANY ((SELECT keys FROM chosen)::pg_catalog.text[])" \
 	"    AND o.state = 'sending' AND " lost_o \
@@ -171,7 +171,7 @@ typedef struct RecoveryArgs
 	" SELECT f.key, f.chat_id, f.id, false, NULL::pg_catalog.timestamptz" \
 	"   FROM flagged f" \
 	" UNION ALL" \
-	" SELECT h.key, h.chat_id, h.id, true, h.lease_until FROM durable.outbox h" \
+	" SELECT h.key, h.chat_id, h.id, true, h.lease_until FROM ONLY durable.outbox h" \
 	"  WHERE h.key = ANY ((SELECT keys FROM chosen)::pg_catalog.text[]) AND h.key NOT IN (SELECT key FROM flagged)" \
 	"    AND (SELECT pg_catalog.count(*) FROM flagged)" \
 	"        < pg_catalog.cardinality((SELECT keys FROM chosen))" \
@@ -206,7 +206,7 @@ static RecoveryJournal recovery_journals[] = {
 		.what = "inbox record",
 		.table = "inbox",
 		.recover = recovery_inbox,
-		.candidates_sql = "SELECT c.id, c.lease_until FROM durable.inbox c"
+		.candidates_sql = "SELECT c.id, c.lease_until FROM ONLY durable.inbox c"
 		" WHERE " INBOX_OPEN_SCAN("c") " AND c.state = 'leased' AND c.lease_until < $1"
 		"   AND c.id <> ALL ($3) AND c.lease_until >= $4"
 		" ORDER BY c.lease_until LIMIT $2",
@@ -216,7 +216,7 @@ static RecoveryJournal recovery_journals[] = {
 		.what = "send",
 		.table = "outbox",
 		.recover = recovery_outbox,
-		.candidates_sql = "SELECT c.key, c.lease_until FROM durable.outbox c"
+		.candidates_sql = "SELECT c.key, c.lease_until FROM ONLY durable.outbox c"
 		" WHERE c.state = 'sending' AND c.lease_until < $1"
 		"   AND c.key <> ALL ($3) AND c.lease_until >= $4"
 		" ORDER BY c.lease_until LIMIT $2",

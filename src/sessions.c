@@ -234,8 +234,8 @@ durable_session_save(PG_FUNCTION_ARGS)
 	SPI_connect();
 	durable_exec(durable_plan(&plan,
 							  "WITH before_0_10 AS ("
-							  " DELETE FROM durable.sessions o WHERE o.ctid = ANY (ARRAY("
-							  "  SELECT l.ctid FROM durable.sessions l"
+							  " DELETE FROM ONLY durable.sessions o WHERE o.ctid = ANY (ARRAY("
+							  "  SELECT l.ctid FROM ONLY durable.sessions l"
 							  "   WHERE l.owned_by = '' AND l.bot = $1 AND l.shard = $2"
 							  "   FOR UPDATE SKIP LOCKED)))"
 							  " INSERT INTO durable.sessions AS s"
@@ -254,7 +254,7 @@ durable_session_save(PG_FUNCTION_ARGS)
 		durable_write_skipped("sessions");
 	if (GetCurrentTimestamp() - DatumGetTimestampTz(durable_col(0, 1)) > SESSION_RESTAMP_AFTER_US)
 		durable_exec(durable_plan(&restamp_plan,
-								  "UPDATE durable.sessions SET saved_at = pg_catalog.clock_timestamp()"
+								  "UPDATE ONLY durable.sessions SET saved_at = pg_catalog.clock_timestamp()"
 								  " WHERE owned_by = $7 AND bot = $1 AND shard = $2",
 								  7, argtypes),
 					 values, NULL, SPI_OK_UPDATE, 0);
@@ -300,7 +300,7 @@ durable_session_load(PG_FUNCTION_ARGS)
 	SPI_connect();
 	durable_exec(durable_plan(&plan,
 							  "SELECT s.session_id, s.sequence, s.saved_at, s.resume_url, s.total_shards"
-							  " FROM durable.sessions s"
+							  " FROM ONLY durable.sessions s"
 							  " WHERE s.owned_by IN ($3, '') AND s.bot = $1 AND s.shard = $2"
 							  " ORDER BY s.owned_by = '' LIMIT 1",
 							  3, argtypes),

@@ -265,8 +265,8 @@ durable_refuse_journaled_since(DurableQueue queue, Datum key)
 		return;
 	if (SPI_execute_snapshot(durable_plan(&plans[queue],
 										  queue == DQ_INBOX ?
-										  "SELECT FROM durable.inbox WHERE id = $1" :
-										  "SELECT FROM durable.outbox WHERE key = $1",
+										  "SELECT FROM ONLY durable.inbox WHERE id = $1" :
+										  "SELECT FROM ONLY durable.outbox WHERE key = $1",
 										  1, types),
 							 &key, NULL, GetLatestSnapshot(), InvalidSnapshot,
 							 true, false, 1) != SPI_OK_SELECT)
@@ -314,8 +314,8 @@ durable_restamp_inserted_lease(DurableQueue queue, Datum key, TimestampTz lease_
 {
 	static SPIPlanPtr plans[2];
 	static const char *const sql[2] = {
-		[DQ_INBOX] = "UPDATE durable.inbox SET lease_until = $2 WHERE id = $1",
-		[DQ_OUTBOX] = "UPDATE durable.outbox SET lease_until = $2 WHERE key = $1",
+		[DQ_INBOX] = "UPDATE ONLY durable.inbox SET lease_until = $2 WHERE id = $1",
+		[DQ_OUTBOX] = "UPDATE ONLY durable.outbox SET lease_until = $2 WHERE key = $1",
 	};
 	Oid			types[2] = {queue == DQ_INBOX ? INT8OID : TEXTOID, TIMESTAMPTZOID};
 	Datum		values[2];

@@ -100,14 +100,14 @@ static TimestampTz sweep_windows[DQ_NUM_QUEUES];
  * is written anew, unless another pass wrote it first.
  */
 #define SWEEP_WINDOWS_LOCK_SQL \
-	"SELECT w.kind = 'outbox', w.next_from FROM durable.sweep_windows w" \
+	"SELECT w.kind = 'outbox', w.next_from FROM ONLY durable.sweep_windows w" \
 	" FOR NO KEY UPDATE SKIP LOCKED"
 #define SWEEP_WINDOWS_SAVE_SQL \
-	"UPDATE durable.sweep_windows w SET next_from = $2 WHERE w.kind = $1"
+	"UPDATE ONLY durable.sweep_windows w SET next_from = $2 WHERE w.kind = $1"
 #define SWEEP_WINDOWS_ADD_SQL \
 	"INSERT INTO durable.sweep_windows (kind, next_from)" \
 	" SELECT $1, $2 WHERE NOT EXISTS" \
-	"  (SELECT FROM durable.sweep_windows w WHERE w.kind = $1)" \
+	"  (SELECT FROM ONLY durable.sweep_windows w WHERE w.kind = $1)" \
 	" ON CONFLICT (kind) DO NOTHING"
 
 /*
@@ -118,13 +118,13 @@ static TimestampTz sweep_windows[DQ_NUM_QUEUES];
  */
 #define SWEEP_INBOX_DUE_SQL \
 	"SELECT pg_catalog.count(*) FROM" \
-	" (SELECT 1 FROM durable.inbox i" \
+	" (SELECT 1 FROM ONLY durable.inbox i" \
 	"   WHERE " INBOX_OPEN_SCAN("i") " AND i.state = 'pending'" \
 	"     AND i.not_before > $1 AND i.not_before <= $2" \
 	"     AND i.not_before > i.created_at LIMIT 1) d"
 #define SWEEP_OUTBOX_DUE_SQL \
 	"SELECT pg_catalog.count(*) FROM" \
-	" (SELECT 1 FROM durable.outbox o" \
+	" (SELECT 1 FROM ONLY durable.outbox o" \
 	"   WHERE o.state = ANY (ARRAY['pending', 'failed']::pg_catalog.text[])" \
 	"     AND o.not_before > $1 AND o.not_before <= $2" \
 	"     AND o.not_before > o.created_at" \
@@ -318,11 +318,11 @@ typedef struct SweepJournal
  */
 #define SWEEP_DELETE_KEYS_SQL(table, key, finished_at, state) \
 	"WITH locked AS MATERIALIZED (" \
-	" SELECT c." key ", c." finished_at " FROM " table " c" \
+	" SELECT c." key ", c." finished_at " FROM ONLY " table " c" \
 	"  WHERE c." key " = ANY ($2) AND c.state = '" state "' AND c." finished_at " < $1" \
 	"  FOR UPDATE SKIP LOCKED)," \
 	" gone AS (" \
-	" DELETE FROM " table " d" \
+	" DELETE FROM ONLY " table " d" \
 	"  WHERE d." key " = ANY (ARRAY(SELECT l." key " FROM locked l))" \
 	"    AND d.state = '" state "' AND d." finished_at " < $1" \
 	"  RETURNING d." key ")" \
@@ -333,15 +333,15 @@ static SweepJournal sweep_journals[] = {
 	{
 		.name = "durable.inbox",
 		.purge_direct = durable_inbox_purge_direct,
-		.batch_sql = "DELETE FROM durable.inbox d"
-		" WHERE d.id = ANY (ARRAY(SELECT c.id FROM durable.inbox c"
+		.batch_sql = "DELETE FROM ONLY durable.inbox d"
+		" WHERE d.id = ANY (ARRAY(SELECT c.id FROM ONLY durable.inbox c"
 		"                         WHERE c.done_at < $1 AND c.state = 'done'"
 		"                           AND c.done_at >= $4 AND c.id <> ALL ($3)%s"
 		"                         ORDER BY c.done_at LIMIT $2"
 		"                         FOR UPDATE SKIP LOCKED))"
 		"   AND d.state = 'done' AND d.done_at < $1"
 		" RETURNING d.done_at",
-		.candidates_sql = "SELECT c.id, c.done_at FROM durable.inbox c"
+		.candidates_sql = "SELECT c.id, c.done_at FROM ONLY durable.inbox c"
 		" WHERE c.done_at < $1 AND c.state = 'done'"
 		"   AND c.done_at >= $4 AND c.id <> ALL ($3)%s"
 		" ORDER BY c.done_at LIMIT $2",
@@ -352,15 +352,15 @@ static SweepJournal sweep_journals[] = {
 	{
 		.name = "durable.outbox",
 		.purge_direct = durable_outbox_purge_direct,
-		.batch_sql = "DELETE FROM durable.outbox d"
-		" WHERE d.key = ANY (ARRAY(SELECT c.key FROM durable.outbox c"
+		.batch_sql = "DELETE FROM ONLY durable.outbox d"
+		" WHERE d.key = ANY (ARRAY(SELECT c.key FROM ONLY durable.outbox c"
 		"                          WHERE c.state = 'sent' AND c.sent_at < $1"
 		"                            AND c.sent_at >= $4 AND c.key <> ALL ($3)%s"
 		"                          ORDER BY c.sent_at LIMIT $2"
 		"                          FOR UPDATE SKIP LOCKED))"
 		"   AND d.state = 'sent' AND d.sent_at < $1"
 		" RETURNING d.sent_at",
-		.candidates_sql = "SELECT c.key, c.sent_at FROM durable.outbox c"
+		.candidates_sql = "SELECT c.key, c.sent_at FROM ONLY durable.outbox c"
 		" WHERE c.state = 'sent' AND c.sent_at < $1"
 		"   AND c.sent_at >= $4 AND c.key <> ALL ($3)%s"
 		" ORDER BY c.sent_at LIMIT $2",

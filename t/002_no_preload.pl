@@ -16,7 +16,9 @@
 #     meanwhile (it re-checks instead of sleeping on a condition variable);
 #   - metrics() and metrics_reset() (and the stat_counters view) raise 55000
 #     with a hint to preload; standing() works, it reads the tables;
-#   - sweep() and purge() work by hand.
+#   - sweep() and purge() work by hand;
+#   - a table inheriting from durable's (the guard refuses one when
+#     preloaded) is neither read nor written by durable's statements.
 #
 # Run (after the library is installed, as a user that may run postgres):
 #   prove -v t/002_no_preload.pl
@@ -452,6 +454,38 @@ for my $case (
 		'... and goes through once it is detached');
 	$node->safe_psql('postgres', 'DROP DATABASE np_upgrade');
 }
+
+# Nor does anything stop a table inheriting from durable's in the database
+# itself: durable's statements read and write its own tables only (ONLY),
+# never a child's rows, nor fire its triggers as the caller.
+q1(q{
+	CREATE TABLE public.kid_log (what text);
+	CREATE FUNCTION public.kid_reached() RETURNS trigger LANGUAGE plpgsql AS
+	  $$BEGIN INSERT INTO public.kid_log VALUES (TG_TABLE_NAME || ' ' || TG_OP); RETURN COALESCE(NEW, OLD); END$$;
+	CREATE TABLE public.kid_permits () INHERITS (durable.permits);
+	CREATE TABLE public.kid_sessions () INHERITS (durable.sessions);
+	CREATE TABLE public.kid_inbox () INHERITS (durable.inbox);
+	INSERT INTO public.kid_permits VALUES ('np-kid', now()), ('np-kid', now() - interval '1 day');
+	INSERT INTO public.kid_sessions VALUES ('np-kid-bot', 0, 'kid-secret', 7, 'wss://kid', 1, now(), current_user);
+	INSERT INTO public.kid_inbox (id, source, message_id, chat_id, kind, payload, state, token, owner, lease_until, not_before, created_at)
+	  VALUES (-7, 'np-kid', 'k1', 'kc1', 'message', '{}', 'leased', 1, 'gone', now() - interval '1 h', now(), now());
+	CREATE TRIGGER reached BEFORE INSERT OR UPDATE OR DELETE ON public.kid_permits FOR EACH ROW EXECUTE FUNCTION public.kid_reached();
+	CREATE TRIGGER reached BEFORE INSERT OR UPDATE OR DELETE ON public.kid_sessions FOR EACH ROW EXECUTE FUNCTION public.kid_reached();
+	CREATE TRIGGER reached BEFORE INSERT OR UPDATE OR DELETE ON public.kid_inbox FOR EACH ROW EXECUTE FUNCTION public.kid_reached();});
+is(q1("SELECT durable.permit('np-kid', 1, '1 min') = '0'"), 't',
+	'permit does not count a child table\'s permits');
+is(q1("SELECT count(*) FROM durable.session_load('np-kid-bot', 0, 'wss://kid', 1)"), '0',
+	'session_load does not read a child table\'s session');
+q1("SELECT durable.session_save('np-kid-bot', 0, 'mine', 1, 'wss://kid', 1)");
+is(q1("SELECT session_id FROM durable.session_load('np-kid-bot', 0, 'wss://kid', 1)"), 'mine',
+	'... nor save over it');
+q1('SELECT durable.sweep()');
+is(q1("SELECT state || ' ' || owner FROM public.kid_inbox"), 'leased gone',
+	'the sweep does not recover a child table\'s expired lease');
+is(q1("SELECT count(*) FROM public.kid_permits"), '2', 'nor are a child table\'s old permits purged');
+is(q1("SELECT count(*) || ' ' || coalesce(string_agg(what, ', '), '') FROM public.kid_log"), '0 ',
+	'no trigger of a child table fired');
+q1('DROP TABLE public.kid_permits, public.kid_sessions, public.kid_inbox, public.kid_log');
 
 $node->stop;
 done_testing();
