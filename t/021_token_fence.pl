@@ -90,5 +90,24 @@ SELECT a.token >= extract(epoch FROM now() - timestamptz '2000-01-01 00:00:00+00
   FROM durable.inbox_admit('tap', 'm4', 'chat-4', instance => 'bot-b') a}),
 	't', 'a durable created again within the start lifts its new sequence to the clock');
 
+# A journal truncated by hand, RESTART IDENTITY and all: durable's sequences
+# belong to no column, so ids and tokens go on growing, and a token held
+# from before cannot confirm the record journaled again in its place.
+my ($old_id, $old_token) = split /\|/, $node->safe_psql('postgres',
+	"SELECT id, token FROM durable.inbox_admit('tap', 'm5', 'chat-5', instance => 'bot-c')");
+$node->safe_psql('postgres', 'TRUNCATE durable.inbox RESTART IDENTITY');
+my ($new_id, $new_token, $dup) = split /\|/, $node->safe_psql('postgres',
+	"SELECT id, token, duplicate FROM durable.inbox_admit('tap', 'm5', 'chat-5', instance => 'bot-c')");
+is($dup, 'f', 'a message admitted again after TRUNCATE is journaled anew');
+cmp_ok($new_id, '>', $old_id, 'with an id above those before the TRUNCATE');
+cmp_ok($new_token, '>', $old_token, 'and a token above them');
+my ($rc, $out, $err) = $node->psql('postgres', "SELECT durable.inbox_complete($old_id, $old_token)");
+like($err, qr/ERROR:  .*(does not exist|stale)/, 'the old holder\'s confirmation is refused');
+$node->safe_psql('postgres', q{
+	SELECT durable.outbox_sent(b.key, b.token, 'p-6') FROM durable.outbox_begin('k6', 'chat-6', '{}', 'bot-c') b});
+$node->safe_psql('postgres', 'TRUNCATE durable.outbox RESTART IDENTITY');
+is($node->safe_psql('postgres', q{SELECT action FROM durable.outbox_begin('k6', 'chat-6', '{}', 'bot-c')}),
+	'send', 'a key sent before a TRUNCATE of the outbox is sent again: the journal forgot it');
+
 $node->stop;
 done_testing();
