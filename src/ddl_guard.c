@@ -392,12 +392,22 @@ guard_journal_constraints(Node *def, Oid relid)
 	ListCell   *lc;
 	bool		looked = false;
 	bool		journal = false;
+	ConstrType	last_kind = CONSTR_NULL;
 
 	foreach(lc, constraints)
 	{
 		Constraint *constraint = lfirst_node(Constraint, lc);
 		bool		deferrable = constraint->contype == CONSTR_ATTR_DEFERRABLE ||
 			constraint->contype == CONSTR_ATTR_DEFERRED || constraint->deferrable;
+		/* A column's DEFERRABLE is a node of its own after the constraint it qualifies. */
+		bool		attribute = constraint->contype == CONSTR_ATTR_DEFERRABLE ||
+			constraint->contype == CONSTR_ATTR_NOT_DEFERRABLE ||
+			constraint->contype == CONSTR_ATTR_DEFERRED ||
+			constraint->contype == CONSTR_ATTR_IMMEDIATE;
+		ConstrType	kind = attribute ? last_kind : constraint->contype;
+
+		if (!attribute)
+			last_kind = constraint->contype;
 
 		if (constraint->contype != CONSTR_CHECK && constraint->contype != CONSTR_FOREIGN && !deferrable)
 			continue;
@@ -413,7 +423,7 @@ guard_journal_constraints(Node *def, Oid relid)
 			 * (guard_create_trigger).  A foreign key's check runs as the
 			 * tables' owners.
 			 */
-			if (deferrable && constraint->contype != CONSTR_FOREIGN && !superuser() &&
+			if (deferrable && kind != CONSTR_FOREIGN && !superuser() &&
 				guard_is_member(RelationRelationId, relid))
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

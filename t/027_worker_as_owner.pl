@@ -195,6 +195,20 @@ for my $ddl (
 	my ($ddl_rc, $ddl_out, $ddl_err) = $node->psql('bots', $ddl->[0], extra_params => [ '-U', 'installer' ]);
 	like($ddl_err, $ddl->[1], "refused to the owner that is no longer a superuser: $ddl->[0]");
 }
+# A deferrable foreign key's check runs as the tables' owners: allowed, also
+# written as a column's constraint (whose DEFERRABLE, a node of its own in
+# the parse tree, was taken for a deferrable constraint until 2026-12-05).
+# A column's deferrable UNIQUE is still refused.
+my ($col_rc, $col_out, $col_err) = $node->psql('bots', q{
+	CREATE TABLE public.shard_names (name text PRIMARY KEY);
+	ALTER TABLE durable.sessions ADD COLUMN shard_name text REFERENCES public.shard_names DEFERRABLE INITIALLY DEFERRED;
+	ALTER TABLE durable.sessions DROP COLUMN shard_name;
+	DROP TABLE public.shard_names;}, extra_params => [ '-U', 'installer', '-v', 'ON_ERROR_STOP=1' ]);
+is($col_rc . $col_err, '0', 'a column added with a deferrable foreign key is allowed');
+($col_rc, $col_out, $col_err) = $node->psql('bots',
+	'ALTER TABLE durable.sessions ADD COLUMN shard_name text UNIQUE DEFERRABLE', extra_params => [ '-U', 'installer' ]);
+like($col_err, qr/cannot add a deferrable constraint to "durable\.sessions"/,
+	'a column added with a deferrable UNIQUE is refused');
 
 # The retention purge deletes directly too, but what a DELETE policy hides
 # must stay: with row-level security that binds the owner, the purge runs
