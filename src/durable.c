@@ -185,7 +185,15 @@ _PG_init(void)
 		return;
 
 	durable_shmem_install_hooks();
-	durable_worker_register_launcher();
+
+	/*
+	 * Not in pg_upgrade's servers (-b): pg_upgrade reads the old cluster's
+	 * next transaction id before starting it and gives it to the new one, so
+	 * a pass writing meanwhile (a purge, a recovered lease) would use ids the
+	 * new cluster hands out again -- the reason autovacuum is off there too.
+	 */
+	if (!IsBinaryUpgrade)
+		durable_worker_register_launcher();
 	durable_worker_install_hooks();
 }
 
