@@ -247,13 +247,16 @@ durable_skip_remember(DurableSkipList *list, Datum key, TimestampTz order)
 }
 
 void
-durable_skip_forget_due(DurableSkipList *list)
+durable_skip_forget_due(DurableSkipList *list, Oid journal)
 {
 	int16		typlen;
 	bool		typbyval;
 	int			i;
+	/* (keys remembered before any pass named its journal are taken as this one's) */
+	bool		same_journal = (list->journal == journal || !OidIsValid(list->journal));
 
-	if (list->keys == NULL || durable_clock_us() < list->retry_at)
+	list->journal = journal;
+	if (list->keys == NULL || (same_journal && durable_clock_us() < list->retry_at))
 		return;
 	get_typlenbyval(list->key_type, &typlen, &typbyval);
 	if (!typbyval)

@@ -82,6 +82,7 @@ typedef struct DurableSkipList
 	int			nkeys;
 	TimestampTz mark;			/* DT_NOBEGIN: none */
 	int64		retry_at;		/* durable_clock_us() when all are tried again */
+	Oid			journal;		/* the journal whose records the keys name */
 } DurableSkipList;
 
 #define DURABLE_SKIP_LIST(type, max_keys, retry) \
@@ -94,8 +95,13 @@ typedef struct DurableSkipList
  */
 extern void durable_skip_remember(DurableSkipList *list, Datum key, TimestampTz order);
 
-/* Forget the list once its retry time has come: all are tried again. */
-extern void durable_skip_forget_due(DurableSkipList *list);
+/*
+ * Forget the list once its retry time has come: all are tried again; or at
+ * once when it was filled for another journal than `journal` (the extension
+ * dropped and created again: the same ids name other records).  Called
+ * before each pass over the journal.
+ */
+extern void durable_skip_forget_due(DurableSkipList *list, Oid journal);
 
 /* Whether the list leaves any record out. */
 static inline bool

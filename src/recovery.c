@@ -188,6 +188,7 @@ typedef struct RecoveryJournal
 {
 	const char *what;			/* for the WARNING: "inbox record", "send" */
 	const char *table;			/* its journal */
+	DurableQueue queue;			/* ... as a queue */
 	int			(*recover) (TimestampTz now, RecoveryScope scope, const RecoveryArgs *args,
 							int limit, RecoveryHeld *held);
 	const char *candidates_sql;
@@ -205,6 +206,7 @@ static RecoveryJournal recovery_journals[] = {
 	{
 		.what = "inbox record",
 		.table = "inbox",
+		.queue = DQ_INBOX,
 		.recover = recovery_inbox,
 		.candidates_sql = "SELECT c.id, c.lease_until FROM ONLY durable.inbox c"
 		" WHERE " INBOX_OPEN_SCAN("c") " AND c.state = 'leased' AND c.lease_until < $1"
@@ -215,6 +217,7 @@ static RecoveryJournal recovery_journals[] = {
 	{
 		.what = "send",
 		.table = "outbox",
+		.queue = DQ_OUTBOX,
 		.recover = recovery_outbox,
 		.candidates_sql = "SELECT c.key, c.lease_until FROM ONLY durable.outbox c"
 		" WHERE c.state = 'sending' AND c.lease_until < $1"
@@ -512,8 +515,10 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 	RecoveryHalves halves = {.journal = j, .now = now, .held = &held};
 	ErrorData  *edata;
 	ErrorData  *first;
+	DurableQueueRels rels;
 
-	durable_skip_forget_due(&j->skip);
+	durable_queue_rels(j->queue, &rels);
+	durable_skip_forget_due(&j->skip, rels.heap);
 	call.args.skip = durable_skip_array(&j->skip);
 	call.args.from = durable_skip_from(&j->skip);
 	edata = durable_try(recovery_call, &call);

@@ -160,5 +160,27 @@ SELECT string_agg(message_id || ' ' || state, ', ' ORDER BY message_id) FROM dur
 	'stuck pending, stuck-deferred pending',
 	'the records passed over are recovered once their cause is gone');
 
+# The worker remembers the records it passes over by id (and key).  Dropped
+# and created again, durable starts a new journal whose ids begin at 1
+# again: the same worker must not pass over its records for the old
+# journal's failures (until 2026-12-05 it did, for a minute; found in
+# review).
+$node->safe_psql('postgres', 'BEGIN; DROP EXTENSION durable CASCADE; CREATE EXTENSION durable; COMMIT;');
+$node->safe_psql('postgres', q{
+SELECT count(*) FROM generate_series(1, 20) g,
+       durable.inbox_admit('tap', 'again-' || g, 'chat-again-' || g, instance => 'bot', lease => '100 ms') a});
+my $recovered_at;
+for my $try (1 .. 50)
+{
+	if ($node->safe_psql('postgres', q{SELECT count(*) FROM durable.inbox WHERE state = 'leased'}) eq '0')
+	{
+		$recovered_at = $try;
+		last;
+	}
+	usleep(200_000);
+}
+ok(defined $recovered_at, 'after the extension was created again, every expired lease of the new journal is recovered within 10 s');
+is($node->safe_psql('postgres', $worker_sql), $pid, '... by the same worker, which remembered the old journal\'s ids');
+
 $node->stop;
 done_testing();
