@@ -373,6 +373,24 @@ SELECT jsonb_build_object('t_sending', :t_sending, 't_stale', :t_stale, 't_sent'
 SELECT pg_temp.fence_detail(format('SELECT durable.outbox_sent(%L, %s, %L)', 'roe-sending', :t_stale, 'tg-x'),
                             :'names');
 SELECT pg_temp.fence_detail(format('SELECT durable.outbox_heartbeat(%L, %s)', 'roe-sent', :t_stale), :'names');
+-- A heartbeat under the token whose lease ended (a timer firing after outbox_sent, or after
+-- the lease ran out and the send became unknown): its own lease ended, not another's token
+-- (until 2026-12-05 the detail named the caller's token as the send's holder)
+SELECT pg_temp.fence_detail(format('SELECT durable.outbox_heartbeat(%L, %s)', 'roe-sent', :t_sent), :'names');
+SELECT pg_temp.fence_detail(format('SELECT durable.outbox_heartbeat(%L, %s)', 'roe-unknown', :t_unknown),
+                            :'names'::jsonb || jsonb_build_object('t_unknown', :t_unknown));
+-- ... and, for the unknown send, that the sender can still settle it
+CREATE FUNCTION pg_temp.error_hint(stmt text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    hint text;
+BEGIN
+    EXECUTE stmt;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
+    RETURN hint;
+END $$;
+SELECT pg_temp.error_hint(format('SELECT durable.outbox_heartbeat(%L, %s)', 'roe-unknown', :t_unknown));
 -- A fenced-off handler: the inbound record's current token
 SELECT pg_temp.fence_detail(format('SELECT * FROM durable.outbox_begin(%L, %L, %L, %L, inbound_id => %s, inbound_token => %s)',
                                    'roe-x', 'roe-chat-in', '{}', 'bot-1', :in_id, :in_old), :'names');

@@ -318,7 +318,7 @@ inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
 		ereport(ERROR,
 				(errcode(ERRCODE_DURABLE_STALE_LEASE),
 				 errmsg("stale lease on inbox record %lld", (long long) id),
-				 errdetail("Inbox record %lld is %s: the lease of token %lld has ended (released, expired or recovered).",
+				 errdetail("Inbox record %lld is %s: the lease of token %lld has ended (released, failed, expired, recovered or replayed).",
 						   (long long) id, state, (long long) token),
 				 errhint("Another replica may handle the record now: roll back this handler's effects.")));
 	else if (has_current)

@@ -123,6 +123,7 @@ typedef struct OutboxBeginResult
 static void outbox_error_missing(Datum key) pg_attribute_noreturn();
 static void outbox_error_stale(Datum key, const OutboxProbe *probe) pg_attribute_noreturn();
 static void outbox_error_lease_ended(Datum key, const OutboxProbe *probe) pg_attribute_noreturn();
+static void outbox_error_heartbeat_ended(Datum key, const OutboxProbe *probe) pg_attribute_noreturn();
 static void outbox_error_state(Datum key, const char *state,
 							   const char *detail) pg_attribute_noreturn();
 static void outbox_error_inbound(int64 inbound_id, bool found, const char *state,
@@ -201,6 +202,27 @@ outbox_error_lease_ended(Datum key, const OutboxProbe *probe)
 			 errmsg("lease of send \"%s\" is not held by this token", k),
 			 errdetail("Send \"%s\" is %s: the lease of token %lld ended with an outbox_retry or an outbox_failed.",
 					   k, probe->state, (long long) probe->token)));
+}
+
+/*
+ * DR001 for a heartbeat under the token that held the send's last lease,
+ * which has ended: not another's token, as outbox_error_stale would say.
+ */
+static void
+outbox_error_heartbeat_ended(Datum key, const OutboxProbe *probe)
+{
+	char	   *k = TextDatumGetCString(key);
+
+	if (outbox_lease_ended(probe->state))
+		outbox_error_lease_ended(key, probe);
+	durable_count(DC_STALE_LEASES, 1);
+	ereport(ERROR,
+			(errcode(ERRCODE_DURABLE_STALE_LEASE),
+			 errmsg("lease of send \"%s\" is not held by this token", k),
+			 errdetail("Send \"%s\" is %s: the lease of token %lld has ended.",
+					   k, probe->state, (long long) probe->token),
+			 strcmp(probe->state, "unknown") == 0 ?
+			 errhint("Its lease ran out before the send was confirmed: outbox_sent or outbox_failed with this token still settles it.") : 0));
 }
 
 /* DR003: the send's state does not allow the operation; detail says which do. */
@@ -1282,7 +1304,9 @@ durable_outbox_heartbeat(PG_FUNCTION_ARGS)
 		outbox_probe(values[0], &probe);
 		if (!probe.found)
 			outbox_error_missing(values[0]);
-		/* Another token, or the holder's lease is gone (swept, confirmed). */
+		if (probe.has_token && probe.token == DatumGetInt64(values[1]))
+			outbox_error_heartbeat_ended(values[0], &probe);
+		/* Another token holds it, or none ever did. */
 		outbox_error_stale(values[0], &probe);
 	}
 	lease_until = durable_restamp_lease(plan, values, DatumGetTimestampTz(durable_col(0, 1)),

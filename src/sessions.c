@@ -134,8 +134,8 @@ session_arg_total_shards(FunctionCallInfo fcinfo, int argno, int32 shard)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("shard must be less than total_shards"),
-				 errdetail("Shard %d does not exist among %d shards (they are numbered from 0).",
-						   shard, total_shards)));
+				 errdetail("Shard %d does not exist: with %d shards they are numbered from 0 to %d.",
+						   shard, total_shards, total_shards - 1)));
 	return total_shards;
 }
 
