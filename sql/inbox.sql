@@ -261,6 +261,20 @@ SELECT :attempts AS attempts;
 SELECT state, not_before FROM durable.inbox_fail(:f1, :f1_token, 'handler crashed');
 SELECT state, attempts, error, lease_until FROM durable.inbox WHERE id = :f1;
 RESET durable.inbox_max_attempts;
+-- The backoff doubles per attempt (durable.inbox_backoff_base, not the outbox's): the
+-- second failure waits 20 s, the third 40 s, each plus up to a quarter
+SELECT id AS f2, token AS f2_token FROM durable.inbox_admit('docs', 'f2', 'chat-f2', instance => 'bot-1') \gset
+SELECT state, not_before BETWEEN now() + '10s' AND now() + '12.6s' AS backoff_10s
+  FROM durable.inbox_fail(:f2, :f2_token, 'first');
+UPDATE durable.inbox SET not_before = now() WHERE id = :f2;
+SELECT token AS f2_token FROM durable.inbox_claim('bot-1', 10) WHERE id = :f2 \gset
+SELECT state, not_before BETWEEN now() + '20s' AND now() + '25.1s' AS backoff_20s
+  FROM durable.inbox_fail(:f2, :f2_token, 'second');
+UPDATE durable.inbox SET not_before = now() WHERE id = :f2;
+SELECT token AS f2_token FROM durable.inbox_claim('bot-1', 10) WHERE id = :f2 \gset
+SELECT state, not_before BETWEEN now() + '40s' AND now() + '50.1s' AS backoff_40s
+  FROM durable.inbox_fail(:f2, :f2_token, 'third');
+DELETE FROM durable.inbox WHERE id = :f2;
 -- An error text over durable.max_error_bytes (64kB) is clipped between
 -- characters, with a marker and a WARNING (01004): refusing it would lose the
 -- failure of a handler that is already failing

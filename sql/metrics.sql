@@ -214,6 +214,28 @@ SELECT * FROM moved;
 COMMIT;
 SELECT * FROM moved;
 SELECT key FROM durable.outbox WHERE key LIKE 'met-k8%' ORDER BY key;
+-- The inbox's too (found untested in review, 2026-12-05): an admit, a
+-- failure on the last attempt and a replay rolled back count nothing.
+SELECT durable.metrics_reset();
+BEGIN;
+SELECT state FROM durable.inbox_admit('met', 'met-rb', 'met-rb', instance => 'met-bot');
+SET LOCAL durable.inbox_max_attempts = 1;
+SELECT f.state FROM durable.inbox i, durable.inbox_fail(i.id, i.token, 'x') f
+ WHERE i.source = 'met' AND i.message_id = 'met-rb';
+SELECT durable.inbox_replay(i.id) FROM durable.inbox i WHERE i.source = 'met' AND i.message_id = 'met-rb';
+ROLLBACK;
+SELECT * FROM moved;
+-- A prepared transaction counts at PREPARE TRANSACTION, and a ROLLBACK
+-- PREPARED does not take it back: the counters say what was journaled
+-- at some moment, not what stands.
+SELECT durable.metrics_reset();
+BEGIN;
+SELECT created FROM durable.outbox_enqueue('met-k8p', 'met-8', '{"text":"prepared"}');
+PREPARE TRANSACTION 'met-prepared';
+SELECT * FROM moved;
+ROLLBACK PREPARED 'met-prepared';
+SELECT * FROM moved;
+SELECT count(*) AS journaled FROM durable.outbox WHERE key = 'met-k8p';
 -- Counters of calls count at once: a repeated key answered from the
 -- journal in a transaction that rolls back still counts (outbox_deduped).
 SELECT durable.metrics_reset();

@@ -564,6 +564,36 @@ SELECT inbox_expired, purged FROM durable.sweep();
 \set VERBOSITY default
 ROLLBACK;
 
+-- 4c. The other delete actions (found untested in review, 2026-12-05): ON
+-- DELETE RESTRICT keeps what it references, as NO ACTION does; ON DELETE SET
+-- NULL lets the purge go through and empties its column; on the outbox's key
+-- too.
+\c
+BEGIN;
+TRUNCATE durable.inbox, durable.outbox;
+CREATE TABLE public.kept (inbox_id bigint REFERENCES durable.inbox (id) ON DELETE RESTRICT);
+CREATE TABLE public.loose (inbox_id bigint REFERENCES durable.inbox (id) ON DELETE SET NULL, note text);
+CREATE TABLE public.receipts (send_key text REFERENCES durable.outbox (key) ON DELETE SET NULL, note text);
+CREATE TABLE public.audits (send_key text REFERENCES durable.outbox (key) ON DELETE RESTRICT);
+SELECT durable.inbox_complete(a.id, a.token)
+  FROM unnest(ARRAY['fk-r', 'fk-n', 'fk-x']) m,
+       durable.inbox_admit('sweep', m, 'sweep-' || m, instance => 'sweep-a') a;
+SELECT durable.outbox_sent(b.key, b.token, 'p-' || k)
+  FROM unnest(ARRAY['send-r', 'send-n', 'send-x']) k,
+       durable.outbox_begin(k, 'sweep-' || k, '{}', 'sweep-a') b;
+UPDATE durable.inbox SET done_at = now() - interval '400 days', finished_at = now() - interval '400 days';
+UPDATE durable.outbox SET sent_at = now() - interval '400 days';
+INSERT INTO public.kept SELECT id FROM durable.inbox WHERE message_id = 'fk-r';
+INSERT INTO public.loose SELECT id, 'fk-n' FROM durable.inbox WHERE message_id = 'fk-n';
+INSERT INTO public.audits VALUES ('send-r');
+INSERT INTO public.receipts VALUES ('send-n', 'send-n');
+SELECT durable.purge(older_than => '1 day');
+SELECT message_id, state FROM durable.inbox ORDER BY id;
+SELECT key, state FROM durable.outbox ORDER BY id;
+SELECT inbox_id IS NULL AS emptied, note FROM public.loose;
+SELECT send_key IS NULL AS emptied, note FROM public.receipts;
+ROLLBACK;
+
 -- More failures than the passes remember one by one (1,000 per journal)
 -- do not stall retention: the newest failure past them is remembered as a
 -- mark, the passes go round everything finished no later than it, and the
