@@ -737,7 +737,7 @@ cmd_dlq_inbox(const Options *opt)
 	snprintf(limit, sizeof(limit), "%ld", opt->limit);
 	snprintf(offset, sizeof(offset), "%ld", opt->offset);
 	/* (finished but not done: the predicate of inbox_dead_idx) */
-	count = run("SELECT pg_catalog.count(*) FROM durable.inbox i"
+	count = run("SELECT pg_catalog.count(*) FROM ONLY durable.inbox i"
 				" WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL AND i.state = 'dead'",
 				0, NULL, PGRES_TUPLES_OK);
 	total = col_ll(count, 0, "count");
@@ -749,7 +749,7 @@ cmd_dlq_inbox(const Options *opt)
 			  "   'message_id', i.message_id, 'chat_id', i.chat_id, 'kind', i.kind,"
 			  "   'attempts', i.attempts, 'owner', i.owner, 'error', i.error,"
 			  "   'payload', i.payload, 'created_at', i.created_at) AS json"
-			  " FROM durable.inbox i"
+			  " FROM ONLY durable.inbox i"
 			  " WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL AND i.state = 'dead'"
 			  " ORDER BY i.id LIMIT $1::pg_catalog.int8 OFFSET $2::pg_catalog.int8",
 			  2, params, PGRES_TUPLES_OK);
@@ -798,7 +798,7 @@ cmd_outbox_list(const Options *opt, const char *state)
 
 	snprintf(limit, sizeof(limit), "%ld", opt->limit);
 	snprintf(offset, sizeof(offset), "%ld", opt->offset);
-	count = run("SELECT pg_catalog.count(*) FROM durable.outbox o WHERE o.state = $1",
+	count = run("SELECT pg_catalog.count(*) FROM ONLY durable.outbox o WHERE o.state = $1",
 				1, params, PGRES_TUPLES_OK);
 	total = col_ll(count, 0, "count");
 	PQclear(count);
@@ -809,7 +809,7 @@ cmd_outbox_list(const Options *opt, const char *state)
 			  "   'attempts', o.attempts, 'owner', o.owner, 'error', o.error,"
 			  "   'inbound_id', o.inbound_id, 'payload', o.payload,"
 			  "   'created_at', o.created_at) AS json"
-			  " FROM durable.outbox o WHERE o.state = $1"
+			  " FROM ONLY durable.outbox o WHERE o.state = $1"
 			  " ORDER BY o.id LIMIT $2::pg_catalog.int8 OFFSET $3::pg_catalog.int8",
 			  3, params, PGRES_TUPLES_OK);
 
@@ -896,7 +896,7 @@ cmd_discard(const Options *opt, const char *key)
 		/* a role with EXECUTE but no SELECT on the outbox is asked all the same */
 		res = try_run("SELECT o.state, o.chat_id, o.attempts, o.error,"
 					  " pg_catalog.date_trunc('second', o.created_at) AS created"
-					  " FROM durable.outbox o WHERE o.key = $1",
+					  " FROM ONLY durable.outbox o WHERE o.key = $1",
 					  1, params, no_select, NULL);
 		if (res != NULL && PQntuples(res) == 1)
 			printf("Send \"%s\": %s, chat %s, %s attempts, journaled %s%s%s\n", shown(key),
