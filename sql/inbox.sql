@@ -490,6 +490,13 @@ SELECT * FROM durable.inbox_claim('bot-cancel', wait => '30 s');
 RESET statement_timeout;
 SELECT clock_timestamp() - :'cancel_t0'::timestamptz < interval '5 s' AS returned_at_once;
 
+-- max is capped at 10,000 leases a call, whatever it asks (found untested in review,
+-- 2026-12-05: the claims above have fewer records than the cap)
+TRUNCATE durable.inbox;
+SELECT count(*) AS admitted FROM generate_series(1, 10001) g, durable.inbox_admit('docs', 'cap-' || g, 'chat-cap-' || g) a;
+SELECT count(*) AS claimed FROM durable.inbox_claim('bot-cap', max => 10000000);
+SELECT count(*) AS claimed FROM durable.inbox_claim('bot-cap', max => 10000000);
+
 --
 -- CLEANUP
 --
