@@ -380,7 +380,7 @@ SELECT pg_temp.fence_detail(format('SELECT durable.outbox_heartbeat(%L, %s)', 'r
 SELECT pg_temp.fence_detail(format('SELECT durable.outbox_heartbeat(%L, %s)', 'roe-unknown', :t_unknown),
                             :'names'::jsonb || jsonb_build_object('t_unknown', :t_unknown));
 -- ... and, for the unknown send, that the sender can still settle it
-CREATE FUNCTION pg_temp.error_hint(stmt text) RETURNS text LANGUAGE plpgsql AS $$
+CREATE FUNCTION pg_temp.hint_of(stmt text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     hint text;
 BEGIN
@@ -390,7 +390,7 @@ EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
     RETURN hint;
 END $$;
-SELECT pg_temp.error_hint(format('SELECT durable.outbox_heartbeat(%L, %s)', 'roe-unknown', :t_unknown));
+SELECT pg_temp.hint_of(format('SELECT durable.outbox_heartbeat(%L, %s)', 'roe-unknown', :t_unknown));
 -- A fenced-off handler: the inbound record's current token
 SELECT pg_temp.fence_detail(format('SELECT * FROM durable.outbox_begin(%L, %L, %L, %L, inbound_id => %s, inbound_token => %s)',
                                    'roe-x', 'roe-chat-in', '{}', 'bot-1', :in_id, :in_old), :'names');
