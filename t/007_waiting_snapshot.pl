@@ -213,6 +213,55 @@ for my $case (
 	$bg->quit;
 }
 
+# A claim in a loop of a DO block or a procedure gives its snapshot up:
+# their next statements take new ones.  In a VOLATILE function (PL/pgSQL's
+# default) called by a statement, that statement's snapshot stays
+# registered, and the claim keeps it.  (The README said t/007 checked these
+# forms; until 2026-12-05 it did not.)
+$node->safe_psql('postgres', q{
+CREATE PROCEDURE claim_in_procedure() LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT * FROM durable.inbox_claim('w15', 1, wait => '60 s') LOOP
+        NULL;
+    END LOOP;
+END $$;
+CREATE FUNCTION claim_in_volatile() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+    got text := '';
+BEGIN
+    FOR r IN SELECT * FROM durable.inbox_claim('w16', 1, wait => '60 s') LOOP
+        got := got || r.message_id;
+    END LOOP;
+    RETURN 'claimed:' || got;
+END $$;
+});
+for my $case (
+	[ 'a DO block',
+	  q{DO $$DECLARE r record; BEGIN FOR r IN SELECT * FROM durable.inbox_claim('w14', 1, wait => '60 s') LOOP NULL; END LOOP; END$$;},
+	  'w14', 'm14', 1 ],
+	[ 'a procedure', 'CALL claim_in_procedure();', 'w15', 'm15', 1 ],
+	[ 'a VOLATILE function', 'SELECT claim_in_volatile();', 'w16', 'm16', 0 ])
+{
+	my ($what, $claim, $owner, $message, $gives_up) = @$case;
+	($bg, $pid) = start_waiter($what, $claim);
+	if ($gives_up)
+	{
+		is(backend_xmin($pid), 'none', "a claim in $what advertises no xmin while it waits");
+	}
+	else
+	{
+		isnt(backend_xmin($pid), 'none', "a claim in $what keeps its statement's snapshot");
+	}
+	$node->safe_psql('postgres', "SELECT * FROM durable.inbox_admit('t', '$message', 'c-$message')");
+	$bg->query_safe("SELECT 'after'");
+	is($node->safe_psql('postgres', "SELECT owner FROM durable.inbox WHERE message_id = '$message'"),
+		$owner, "$what: and claims the message that woke it");
+	$bg->quit;
+}
+
 # A domain's CHECK constraint runs after the claim, and may call any
 # function: a cast of the claim's column to such a domain keeps the snapshot.
 $node->safe_psql('postgres', q{

@@ -51,5 +51,14 @@ $offset = $node->wait_for_log($swept, $offset);
 my ($due) = slurp_file($node->logfile, $from) =~ $swept;
 is($due, 1, "the new worker's first pass announces the send that came due while it restarted");
 
+# Settings given to every role (ALTER ROLE ALL ... SET) reach the worker
+# too, at the next reload (untested until 2026-12-05).
+$offset = -s $node->logfile;
+$node->safe_psql('postgres', q{ALTER ROLE ALL SET durable.retention = '5d'});
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+$node->wait_for_log(qr/durable worker for database "postgres" restarting to take the settings/, $offset);
+ok(1, 'ALTER ROLE ALL SET restarts the worker at the reload');
+$node->safe_psql('postgres', 'ALTER ROLE ALL RESET durable.retention');
+
 $node->stop;
 done_testing();
