@@ -173,6 +173,37 @@ durable_arg_bool(FunctionCallInfo fcinfo, int argno, const char *name)
 	return PG_GETARG_BOOL(argno);
 }
 
+/*
+ * How many bytes the numbers of `j` take written out, counted up to the
+ * first number that takes the count past `limit`.  jsonb keeps a number in
+ * a few bytes however many digits it has (1e131071: 16 bytes stored,
+ * 131,072 written out), and every reader of a journaled payload writes it
+ * out (jsonb_send too: the binary protocol carries jsonb as text).  A few
+ * thousand such numbers, well within any size limit, made every claim
+ * that reached the record run for seconds and fail out of memory: a record
+ * that no claim could lease, fail or dead-letter, holding up its queue.
+ */
+static Size
+args_jsonb_numbers_text(Jsonb *j, Size limit)
+{
+	JsonbIterator *it = JsonbIteratorInit(&j->root);
+	JsonbValue	v;
+	JsonbIteratorToken token;
+	Size		total = 0;
+
+	while (total <= limit && (token = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		char	   *text;
+
+		if ((token != WJB_VALUE && token != WJB_ELEM) || v.type != jbvNumeric)
+			continue;
+		text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+		total += strlen(text);
+		pfree(text);
+	}
+	return total;
+}
+
 Datum
 durable_arg_jsonb(FunctionCallInfo fcinfo, int argno, const char *name, Size *bytes)
 {
@@ -182,7 +213,16 @@ durable_arg_jsonb(FunctionCallInfo fcinfo, int argno, const char *name, Size *by
 		args_null(name);
 	j = PG_GETARG_JSONB_P(argno);
 	if (bytes)
+	{
 		*bytes = VARSIZE(j);
+		if (args_jsonb_numbers_text(j, durable_max_payload_bytes) > (Size) durable_max_payload_bytes)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("%s has numbers too long to journal", name),
+					 errdetail("Its numbers take more than %d bytes (durable.max_payload_bytes) written out, though the %s is stored in %zu bytes.",
+							   durable_max_payload_bytes, name, *bytes),
+					 errhint("Send numbers of that many digits as strings.")));
+	}
 	return JsonbPGetDatum(j);
 }
 

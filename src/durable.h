@@ -141,7 +141,11 @@ extern int64 durable_arg_int64(FunctionCallInfo fcinfo, int argno, const char *n
 extern int32 durable_arg_int32(FunctionCallInfo fcinfo, int argno, const char *name);
 extern bool durable_arg_bool(FunctionCallInfo fcinfo, int argno, const char *name);
 
-/* A jsonb argument; NULL raises 22023.  *bytes receives its stored size. */
+/*
+ * A jsonb argument; NULL raises 22023.  With bytes (a payload): *bytes
+ * receives its stored size, and 54000 is raised when its numbers written
+ * out take more than durable.max_payload_bytes.
+ */
 extern Datum durable_arg_jsonb(FunctionCallInfo fcinfo, int argno, const char *name,
 							   Size *bytes);
 
