@@ -88,8 +88,8 @@ INSERT INTO cases (call, expect) VALUES
 ($$inbox_admit(source => 'regress-bad', message_id => 'x', chat_id => 'bad-x', payload => NULL)$$, '22023'),
 ($$inbox_admit(source => 'regress-bad', message_id => 'x', chat_id => 'bad-x', payload => jsonb_build_object('t', repeat('p', 1100000)))$$, '54000'),
 ($$inbox_admit(source => 'regress-bad', message_id => NULL, chat_id => 'bad-x', payload => jsonb_build_object('t', repeat('p', 1100000)))$$, '54000'),
-($$inbox_admit(source => 'regress-bad', message_id => 'x', chat_id => 'bad-x', payload => (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 9)))$$, '54000'),
-($$inbox_admit(source => 'regress-bad', message_id => NULL, chat_id => 'bad-x', payload => (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 9)))$$, '54000'),
+($$inbox_admit(source => 'regress-bad', message_id => 'x', chat_id => 'bad-x', payload => (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)))$$, '54000'),
+($$inbox_admit(source => 'regress-bad', message_id => NULL, chat_id => 'bad-x', payload => (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)))$$, '54000'),
 ($$inbox_admit(source => 'regress-bad', message_id => 'x', chat_id => 'bad-x', kind => NULL)$$, '22023'),
 ($$inbox_admit(source => 'regress-bad', message_id => 'x', chat_id => 'bad-x', kind => '')$$, '22023'),
 ($$inbox_admit(source => 'regress-bad', message_id => 'x', chat_id => 'bad-x', kind => repeat('k', 513))$$, '22023'),
@@ -173,7 +173,8 @@ INSERT INTO cases (call, expect) VALUES
 ($$inbox_replay(id => {pending})$$, 'DR003'),
 -- outbox_begin(idempotency_key, chat_id, payload, instance, lease, inbound_id, inbound_token):
 -- a payload over durable.max_payload_bytes is not an error, it bypasses the journal (a WARNING);
--- one whose numbers written out take more is (54000: nobody could read it back)
+-- one journaled whose numbers written out take more than 4 times the limit is (54000: nobody
+-- could read it back); one over the limit bypasses the journal whatever its numbers
 ($$outbox_begin(idempotency_key => '', chat_id => 'bad-x', payload => '{}', instance => 'bad-bot')$$, '22023'),
 ($$outbox_begin(idempotency_key => repeat('k', 513), chat_id => 'bad-x', payload => '{}', instance => 'bad-bot')$$, '22023'),
 ($$outbox_begin(idempotency_key => 'bad-x', chat_id => NULL, payload => '{}', instance => 'bad-bot')$$, '22023'),
@@ -181,7 +182,8 @@ INSERT INTO cases (call, expect) VALUES
 ($$outbox_begin(idempotency_key => 'bad-x', chat_id => repeat('c', 513), payload => '{}', instance => 'bad-bot')$$, '22023'),
 ($$outbox_begin(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => NULL, instance => 'bad-bot')$$, '22023'),
 ($$outbox_begin(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => jsonb_build_object('t', repeat('p', 1100000)), instance => 'bad-bot')$$, 'ok'),
-($$outbox_begin(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 9)), instance => 'bad-bot')$$, '54000'),
+($$outbox_begin(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)), instance => 'bad-bot')$$, '54000'),
+($$outbox_begin(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => jsonb_build_object('t', repeat('p', 1100000), 'n', (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40))), instance => 'bad-bot')$$, 'ok'),
 ($$outbox_begin(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', instance => NULL)$$, '22023'),
 ($$outbox_begin(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', instance => '')$$, '22023'),
 ($$outbox_begin(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', instance => repeat('i', 513))$$, '22023'),
@@ -222,7 +224,7 @@ INSERT INTO cases (call, expect) VALUES
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => repeat('c', 513), payload => '{}')$$, '22023'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => NULL)$$, '22023'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => jsonb_build_object('t', repeat('p', 1100000)))$$, '54000'),
-($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 9)))$$, '54000'),
+($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)))$$, '54000'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', not_before => 'infinity')$$, '22023'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', not_before => now() + interval '1000 years')$$, '22023'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', inbound_token => {live.token})$$, '22023'),

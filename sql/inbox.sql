@@ -490,6 +490,12 @@ SELECT * FROM durable.inbox_claim('bot-cancel', wait => '30 s');
 RESET statement_timeout;
 SELECT clock_timestamp() - :'cancel_t0'::timestamptz < interval '5 s' AS returned_at_once;
 
+-- A payload's numbers may take up to 4 times durable.max_payload_bytes written out (here 2.6 MB
+-- of digits in a few hundred bytes of jsonb; sql/inbox_errors.sql has the refusal past that)
+SELECT state FROM durable.inbox_admit('docs', 'many-digits', 'chat-digits',
+                                      (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 20)));
+SELECT pg_column_size(payload) < 1000 AS stored_small, length(payload::text) > 2600000 AS written_out_long
+  FROM durable.inbox WHERE message_id = 'many-digits';
 -- max is capped at 10,000 leases a call, whatever it asks (found untested in review,
 -- 2026-12-05: the claims above have fewer records than the cap)
 TRUNCATE durable.inbox;

@@ -76,11 +76,12 @@ SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', jsonb_build_object('te
 -- Also refused without an instance, and for an id-less message
 SELECT * FROM durable.inbox_admit('errs', NULL, 'chat-x', jsonb_build_object('text', repeat('x', 2000)));
 RESET durable.max_payload_bytes;
--- A payload whose numbers take more than durable.max_payload_bytes written out, however
--- few bytes jsonb stores them in (1e131071: 131,072 digits): every reader writes the payload
--- out, and such a record made every claim that reached it fail out of memory (2026-12-05)
+-- A payload whose numbers take more than 4 times durable.max_payload_bytes written out,
+-- however few bytes jsonb stores them in (1e131071: 131,072 digits): every reader writes the
+-- payload out, and such a record made every claim that reached it fail out of memory
+-- (2026-12-05; sql/inbox.sql journals numbers below that)
 \set VERBOSITY default
-SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 9)));
+SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)));
 \set VERBOSITY terse
 -- A lease under 20 ms, negative, or over 7 days; checked even without an instance
 SELECT * FROM durable.inbox_admit('errs', 'x1', 'chat-x', instance => 'bot-1', lease => '19ms');

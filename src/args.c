@@ -213,17 +213,30 @@ durable_arg_jsonb(FunctionCallInfo fcinfo, int argno, const char *name, Size *by
 		args_null(name);
 	j = PG_GETARG_JSONB_P(argno);
 	if (bytes)
-	{
 		*bytes = VARSIZE(j);
-		if (args_jsonb_numbers_text(j, durable_max_payload_bytes) > (Size) durable_max_payload_bytes)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("%s has numbers too long to journal", name),
-					 errdetail("Its numbers take more than %d bytes (durable.max_payload_bytes) written out, though the %s is stored in %zu bytes.",
-							   durable_max_payload_bytes, name, *bytes),
-					 errhint("Send numbers of that many digits as strings.")));
-	}
 	return JsonbPGetDatum(j);
+}
+
+/*
+ * Refuse (54000) a payload to be journaled whose numbers take more than
+ * DURABLE_PAYLOAD_NUMBERS_FACTOR times durable.max_payload_bytes written
+ * out (at most DURABLE_PAYLOAD_NUMBERS_MAX): slack for payloads that are
+ * mostly long numbers, far below what breaks a reader.
+ */
+void
+durable_check_payload_numbers(Datum payload, const char *name)
+{
+	Jsonb	   *j = DatumGetJsonbP(payload);
+	Size		limit = Min((Size) durable_max_payload_bytes * DURABLE_PAYLOAD_NUMBERS_FACTOR,
+							DURABLE_PAYLOAD_NUMBERS_MAX);
+
+	if (args_jsonb_numbers_text(j, limit) > limit)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s has numbers too long to journal", name),
+				 errdetail("Its numbers take more than %zu bytes written out (%d times durable.max_payload_bytes), though the %s is stored in %u bytes.",
+						   limit, DURABLE_PAYLOAD_NUMBERS_FACTOR, name, (unsigned) VARSIZE(j)),
+				 errhint("Send numbers of that many digits as strings.")));
 }
 
 int64

@@ -141,13 +141,23 @@ extern int64 durable_arg_int64(FunctionCallInfo fcinfo, int argno, const char *n
 extern int32 durable_arg_int32(FunctionCallInfo fcinfo, int argno, const char *name);
 extern bool durable_arg_bool(FunctionCallInfo fcinfo, int argno, const char *name);
 
-/*
- * A jsonb argument; NULL raises 22023.  With bytes (a payload): *bytes
- * receives its stored size, and 54000 is raised when its numbers written
- * out take more than durable.max_payload_bytes.
- */
+/* A jsonb argument; NULL raises 22023.  *bytes receives its stored size. */
 extern Datum durable_arg_jsonb(FunctionCallInfo fcinfo, int argno, const char *name,
 							   Size *bytes);
+
+/*
+ * A payload's numbers written out may take this many times
+ * durable.max_payload_bytes, and at most DURABLE_PAYLOAD_NUMBERS_MAX bytes.
+ */
+#define DURABLE_PAYLOAD_NUMBERS_FACTOR 4
+#define DURABLE_PAYLOAD_NUMBERS_MAX ((Size) 256 * 1024 * 1024)
+
+/*
+ * Raise 54000 for a payload about to be journaled whose numbers written out
+ * take more (jsonb stores a number of any length in a few bytes; every
+ * reader writes it out).  After the other argument checks.
+ */
+extern void durable_check_payload_numbers(Datum payload, const char *name);
 
 /*
  * An interval argument converted to microseconds (a month counts 30 days).

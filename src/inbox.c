@@ -396,6 +396,8 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 				 errmsg("lease requires instance"),
 				 errdetail("Only a record admitted with an instance is leased at once."),
 				 errhint("Pass instance to lease the record to it, or leave lease out and claim the record with inbox_claim.")));
+	/* Before the hash, which writes the payload out. */
+	durable_check_payload_numbers(payload, "payload");
 	if (!has_message_id)
 		content_hash = inbox_content_hash(source, chat_id, kind, payload);
 

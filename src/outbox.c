@@ -705,6 +705,9 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("inbound_token requires inbound_id")));
 	oversized = payload_bytes > (Size) durable_max_payload_bytes;
+	/* (an oversized payload bypasses the journal: nothing is stored to read back) */
+	if (!oversized)
+		durable_check_payload_numbers(payload, "payload");
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
@@ -1080,6 +1083,8 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("inbound_token requires inbound_id")));
+	if (!oversized)
+		durable_check_payload_numbers(payload, "payload");
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
