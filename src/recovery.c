@@ -187,8 +187,7 @@ typedef struct RecoveryArgs
 typedef struct RecoveryJournal
 {
 	const char *what;			/* for the WARNING: "inbox record", "send" */
-	const char *table;			/* its journal */
-	DurableQueue queue;			/* ... as a queue */
+	DurableQueue queue;			/* its journal (durable_queue_names) */
 	int			(*recover) (TimestampTz now, RecoveryScope scope, const RecoveryArgs *args,
 							int limit, RecoveryHeld *held);
 	const char *candidates_sql;
@@ -205,7 +204,6 @@ static int	recovery_outbox(TimestampTz now, RecoveryScope scope, const RecoveryA
 static RecoveryJournal recovery_journals[] = {
 	{
 		.what = "inbox record",
-		.table = "inbox",
 		.queue = DQ_INBOX,
 		.recover = recovery_inbox,
 		.candidates_sql = "SELECT c.id, c.lease_until FROM ONLY durable.inbox c"
@@ -216,7 +214,6 @@ static RecoveryJournal recovery_journals[] = {
 	},
 	{
 		.what = "send",
-		.table = "outbox",
 		.queue = DQ_OUTBOX,
 		.recover = recovery_outbox,
 		.candidates_sql = "SELECT c.key, c.lease_until FROM ONLY durable.outbox c"
@@ -491,9 +488,9 @@ recovery_warn_held(const RecoveryJournal *j, const RecoveryHeld *held)
 					held->count, j->what, held->count == 1 ? "" : "s"),
 			 held->count == 1 ?
 			 errdetail("A BEFORE UPDATE trigger on durable.%s returned NULL for it (%s %s).",
-					   j->table, j->what, held->first) :
+					   durable_queue_names[j->queue], j->what, held->first) :
 			 errdetail("A BEFORE UPDATE trigger on durable.%s returned NULL for them (the first: %s %s).",
-					   j->table, j->what, held->first),
+					   durable_queue_names[j->queue], j->what, held->first),
 			 errhint("They stay leased until the trigger lets them go: this process passes over them for up to a minute, then tries them again.")));
 }
 
