@@ -64,6 +64,7 @@
 #include "storage/ipc.h"
 #include "executor/tuptable.h"
 #include "utils/fmgroids.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -76,6 +77,15 @@
 #define FLOOR_REFRESH_TIMEOUT_MS 10000
 /* One floor scan examines at most this many records. */
 #define FLOOR_SCAN_LIMIT	10000
+/*
+ * Records passed over as held by their chat stay passed over for at most
+ * this long after the refresh that last looked at them all began (longer
+ * than FLOOR_MAX_AGE_MS: the recompute from the head renews it), and
+ * completions look for records held behind theirs as long.
+ */
+#define FLOOR_HELD_MS		15000
+/* A held record's probe reads at most this many older entries of its chat. */
+#define FLOOR_HELD_PROBE_LIMIT 16
 
 /* What one floor scan found. */
 typedef struct FloorScan
@@ -83,7 +93,25 @@ typedef struct FloorScan
 	int64		needed;			/* first record a claim must see */
 	int64		first_skipped;	/* first record passed over (needed: none) */
 	TimestampTz due;			/* earliest time one passed over comes due (0: none) */
+	int64		held_first;		/* first record passed over as held by its chat (0: none) */
 } FloorScan;
+
+/*
+ * A refresh's probes of the chats of due inbox records (floor_chat_holds),
+ * across its scans: the per-chat index, opened at the first probe, and when
+ * the refresh told completions to watch (0: not yet).
+ */
+typedef struct FloorHeld
+{
+	DurableFloor *f;
+	Oid			chat_idx;
+	AttrNumber	chat_id;
+	AttrNumber	finished_at;
+	Relation	index;
+	TupleTableSlot *slot;
+	int64		watched_from;
+	DurableChatSet chats;		/* found held since watched_from */
+} FloorHeld;
 
 /*
  * A floor scan reads the queue's journal through the index its claims walk
@@ -171,12 +199,118 @@ floor_chain_written_here(Relation heap, ItemPointer root)
 }
 
 /*
+ * Whether the due inbox record `id`, of chat `chat_id`, waits behind an older
+ * unfinished record of its chat that no transaction is changing: no claim
+ * can take it before that record finishes.  The chat's index is read
+ * backward from the record with a dirty snapshot: the nearest older entry is
+ * one of the chat's backlog or its head.  Unsure (an older record being
+ * written, by another transaction or by this one, which may roll back; only
+ * entries of finished records within FLOOR_HELD_PROBE_LIMIT): false.
+ */
+static bool
+floor_chat_holds(FloorHeld *held, Relation heap, Datum chat_id, int64 id, bool wrote_here)
+{
+	SnapshotData dirty;
+	ScanKeyData keys[2];
+	IndexScanDesc scan;
+	int			examined = 0;
+	bool		holds = false;
+
+	if (held->index == NULL)
+	{
+		held->index = durable_index_open(held->chat_idx, AccessShareLock);
+		held->slot = table_slot_create(heap, NULL);
+	}
+	InitDirtySnapshot(dirty);
+	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   held->index->rd_indcollation[0], F_TEXTEQ, chat_id);
+	ScanKeyInit(&keys[1], 2, BTLessStrategyNumber, F_INT8LT, Int64GetDatum(id));
+	scan = index_beginscan(heap, held->index, &dirty, 2, 0);
+	index_rescan(scan, keys, 2, NULL, 0);
+	while (examined++ < FLOOR_HELD_PROBE_LIMIT &&
+		   index_getnext_tid(scan, BackwardScanDirection) != NULL)
+	{
+		bool		isnull;
+
+		if (!index_fetch_heap(scan, held->slot))
+		{
+			if (wrote_here && floor_chain_written_here(heap, &scan->xs_heaptid))
+				break;
+			continue;
+		}
+		if (TransactionIdIsValid(dirty.xmin) || TransactionIdIsValid(dirty.xmax) ||
+			(wrote_here && floor_written_here(held->slot)))
+			break;
+		(void) slot_getattr(held->slot, held->finished_at, &isnull);
+		if (isnull)
+		{
+			holds = true;
+			break;
+		}
+	}
+	index_endscan(scan);
+	return holds;
+}
+
+/*
+ * Whether the floor may pass over the due pending record in `slot` (id
+ * `id`): it is held by its chat (floor_chat_holds).  Before the refresh's
+ * first such pass, completions are told to watch (held_watch) and the
+ * record's chat is probed again: a completion either updated the record
+ * that holds it before that probe, which then sees the change, or reads the
+ * watch after, and lowers the floor itself (durable_claim_floor_held_watched).
+ */
+static bool
+floor_held_passes(FloorHeld *held, Relation heap, TupleTableSlot *slot, int64 id,
+				  bool wrote_here)
+{
+	bool		isnull;
+	Datum		chat_id;
+	const char *key;
+	uint64		until;
+	uint64		seen;
+
+	if (held == NULL || !OidIsValid(held->chat_idx))
+		return false;
+	chat_id = slot_getattr(slot, held->chat_id, &isnull);
+	if (isnull)
+		return false;
+
+	/*
+	 * A chat found held since the watch began is held by a record older than
+	 * every later one of the chat: a completion of that record lowers the
+	 * floor, which discards this refresh's result.
+	 */
+	key = durable_chat_set_key(chat_id);
+	if (durable_chat_set_has(&held->chats, key))
+		return true;
+	if (!floor_chat_holds(held, heap, chat_id, id, wrote_here))
+		return false;
+	if (held->watched_from == 0)
+	{
+		held->watched_from = durable_clock_us();
+		until = (uint64) (held->watched_from + (int64) FLOOR_HELD_MS * 1000);
+		seen = pg_atomic_read_u64(&held->f->held_watch);
+		while (seen < until &&
+			   !pg_atomic_compare_exchange_u64(&held->f->held_watch, &seen, until))
+			;
+		pg_memory_barrier();
+		if (!floor_chat_holds(held, heap, chat_id, id, wrote_here))
+			return false;
+	}
+	if (key != NULL)
+		durable_chat_set_add(&held->chats, key);
+	return true;
+}
+
+/*
  * Scan the claim's index from id `from` (up to `below`, exclusive; 0: no
  * bound) with a dirty snapshot.  A leased inbox record comes due at its
  * lease_until, a pending one (or a failed send) at its not_before.
  */
 static void
-floor_scan(const DurableQueueRels *rels, int64 from, int64 below, TimestampTz now, FloorScan *out)
+floor_scan(const DurableQueueRels *rels, int64 from, int64 below, TimestampTz now,
+		   FloorHeld *held, FloorScan *out)
 {
 	Relation	heap;
 	Relation	index;
@@ -193,6 +327,7 @@ floor_scan(const DurableQueueRels *rels, int64 from, int64 below, TimestampTz no
 	out->needed = from;
 	out->first_skipped = 0;
 	out->due = 0;
+	out->held_first = 0;
 
 	heap = table_open(rels->heap, AccessShareLock);
 	index = durable_index_open(rels->index, AccessShareLock);
@@ -209,6 +344,7 @@ floor_scan(const DurableQueueRels *rels, int64 from, int64 below, TimestampTz no
 		int64		id;
 		Datum		state;
 		TimestampTz due = 0;
+		bool		pending = false;
 
 		if (index_getnext_tid(scan, ForwardScanDirection) == NULL)
 		{
@@ -257,7 +393,7 @@ floor_scan(const DurableQueueRels *rels, int64 from, int64 below, TimestampTz no
 			if (!isnull)
 				due = DatumGetTimestampTz(d);
 		}
-		else if (!isnull && (durable_text_equal_cstring(state, "pending") ||
+		else if (!isnull && ((pending = durable_text_equal_cstring(state, "pending")) ||
 							 durable_text_equal_cstring(state, "failed")))
 		{
 			Datum		d = slot_getattr(slot, rels->not_before, &isnull);
@@ -267,6 +403,12 @@ floor_scan(const DurableQueueRels *rels, int64 from, int64 below, TimestampTz no
 		}
 		if (due <= now)
 		{
+			if (pending && floor_held_passes(held, heap, slot, id, wrote_here))
+			{
+				if (out->held_first == 0)
+					out->held_first = id;
+				continue;
+			}
 			stopped = true;
 			break;
 		}
@@ -297,13 +439,20 @@ floor_scan(const DurableQueueRels *rels, int64 from, int64 below, TimestampTz no
 	table_close(heap, AccessShareLock);
 }
 
-/* The floor claims use now; caller holds f->mutex. */
+/*
+ * The floor claims use at `now` (durable_clock_us() `clock`): from the first
+ * record passed over by the clock once it comes due, and from the first
+ * passed over as held once held_until passed.  Caller holds f->mutex.
+ */
 static int64
-floor_effective(DurableFloor *f, TimestampTz now)
+floor_effective(DurableFloor *f, TimestampTz now, int64 clock)
 {
-	if (f->due != 0 && now >= f->due)
-		return f->fallback;
-	return (int64) pg_atomic_read_u64(&f->floor);
+	int64		by_clock = (f->due != 0 && now >= f->due) ?
+		f->fallback : (int64) pg_atomic_read_u64(&f->floor);
+
+	if (f->held_from != 0 && clock >= f->held_until)
+		return Min(by_clock, f->held_from);
+	return by_clock;
 }
 
 /*
@@ -411,6 +560,28 @@ floor_publish_mine(DurableFloor *f, uint64 raising, uint64 gen)
 }
 
 /*
+ * Note the records a refresh from `from` passed over as held (first:
+ * held_first, 0: none), which it may pass until `until`.  A refresh from
+ * above the first held record passed over earlier keeps those passed over,
+ * without making them last longer: it did not look at them again.  Caller
+ * holds f->mutex.
+ */
+static void
+floor_held_set(DurableFloor *f, int64 from, int64 held_first, int64 until)
+{
+	if (f->held_from != 0 && from > f->held_from)
+	{
+		if (held_first != 0)
+			f->held_until = Min(f->held_until, until);
+	}
+	else
+	{
+		f->held_from = held_first;
+		f->held_until = (held_first != 0) ? until : 0;
+	}
+}
+
+/*
  * Refresh the floor `f` of `queue` (this backend is its one refresher): from
  * `from`, or from the head when the journal is not the one the floor was
  * computed for (the extension was dropped and created again).  A journal
@@ -424,18 +595,30 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 			  TimestampTz now, int64 clock)
 {
 	DurableQueueRels rels;
-	FloorScan	first = {0, 0, 0};
+	FloorScan	first = {0, 0, 0, 0};
 	FloorScan	again;
+	FloorHeld	held = {0};
+	MemoryContext cxt;
+	MemoryContext caller_cxt;
 
 	durable_queue_rels(queue, &rels);
 	if (rels.heap != relid)
 		from = 0;
-	floor_scan(&rels, from, 0, now, &first);
+	/* A refresh may probe thousands of chats: what it allocates goes at its end. */
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "durable claim floor refresh",
+								ALLOCSET_DEFAULT_SIZES);
+	caller_cxt = MemoryContextSwitchTo(cxt);
+	held.f = f;
+	held.chats.cxt = cxt;
+	held.chat_idx = rels.chat_idx;
+	held.chat_id = rels.chat_id;
+	held.finished_at = rels.finished_at;
+	floor_scan(&rels, from, 0, now, &held, &first);
 	if (first.needed > from && floor_publish_mine(f, (uint64) first.needed, gen))
 	{
 		/* Published: look again at what the first scan passed over. */
 		pg_memory_barrier();
-		floor_scan(&rels, from, first.needed, now, &again);
+		floor_scan(&rels, from, first.needed, now, &held, &again);
 
 		/*
 		 * What the second scan passed over counts too, even when it stopped
@@ -446,7 +629,16 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 		first.first_skipped = Min(first.first_skipped, again.first_skipped);
 		if (again.due != 0 && (first.due == 0 || again.due < first.due))
 			first.due = again.due;
+		if (again.held_first != 0 && (first.held_first == 0 || again.held_first < first.held_first))
+			first.held_first = again.held_first;
 	}
+	if (held.index != NULL)
+	{
+		ExecDropSingleTupleTableSlot(held.slot);
+		index_close(held.index, AccessShareLock);
+	}
+	MemoryContextSwitchTo(caller_cxt);
+	MemoryContextDelete(cxt);
 
 	SpinLockAcquire(&f->mutex);
 	if (f->gen == gen)
@@ -468,6 +660,8 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 			f->fallback = Min(first.first_skipped, first.needed);
 			f->due = first.due;
 		}
+		floor_held_set(f, from, first.held_first,
+					   held.watched_from + (int64) FLOOR_HELD_MS * 1000);
 		f->relid = rels.heap;
 		if (from == 0)
 			f->from_head_at = clock;
@@ -508,7 +702,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 		SpinLockRelease(&f->mutex);
 		return 0;
 	}
-	current = floor_effective(f, now);
+	current = floor_effective(f, now, clock);
 	if (clock < f->next_refresh || clock < f->busy_until)
 	{
 		SpinLockRelease(&f->mutex);
@@ -542,7 +736,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 
 	/* (the slot may have gone to another database during the refresh) */
 	SpinLockAcquire(&f->mutex);
-	current = (f->dboid == MyDatabaseId) ? floor_effective(f, now) : 0;
+	current = (f->dboid == MyDatabaseId) ? floor_effective(f, now, durable_clock_us()) : 0;
 	SpinLockRelease(&f->mutex);
 	/*
 	 * t/009_claim_floor reads this line: a refresh from the head (the
@@ -577,7 +771,7 @@ durable_claim_floor_known(DurableQueue queue, TimestampTz now, TimestampTz *belo
 	/* (a floor computed for an earlier journal, the extension created anew, is not this one's) */
 	if (f->dboid == MyDatabaseId && f->relid == rels.heap)
 	{
-		floor = floor_effective(f, now);
+		floor = floor_effective(f, now, durable_clock_us());
 		if (f->due != 0 && now < f->due)
 			*below_due = f->due;
 	}
@@ -663,4 +857,16 @@ durable_claim_floor_admitted(DurableQueue queue, int64 id)
 	pg_read_barrier();
 	if ((uint64) id < pg_atomic_read_u64(&f->floor))
 		durable_claim_floor_lower(queue, id);
+}
+
+bool
+durable_claim_floor_held_watched(void)
+{
+	DurableFloor *f = floor_of(DQ_INBOX);
+
+	if (f == NULL)
+		return false;
+	/* The caller's update is ordered before this read, as a refresh orders its watch before its probe. */
+	pg_memory_barrier();
+	return durable_clock_us() < (int64) pg_atomic_read_u64(&f->held_watch);
 }

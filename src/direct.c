@@ -1480,6 +1480,8 @@ typedef struct DirectConfirm
 	const char *states[2];		/* ...one of these states (NULL: none) */
 	Oid			chat_idx;		/* the journal's per-chat index of open records */
 	DirectChatFilter waiting;	/* which later records of the chat wait (NULL: all) */
+	bool		frees_chat;		/* an inbox record finishes: the floor may have passed
+								 * over records held behind it (claim_floor.c) */
 	int			nset;
 	AttrNumber	set_att[DIRECT_MAX_SET];
 	Datum		set_value[DIRECT_MAX_SET];
@@ -1844,9 +1846,11 @@ direct_check_concurrent_change(TM_Result result)
  * Run a fenced confirmation.  True when the record was found with its
  * fence and updated; then *wake, unless wake is NULL, tells whether a later
  * record of its chat waits for it (per-chat order: claimers are to be woken
- * at commit), seen with a snapshot taken after the update.  False when
- * there is no such record or the fence does not hold (the caller diagnoses
- * which).
+ * at commit), seen with a snapshot taken after the update.  A record that
+ * frees its chat lowers the claim floor to itself when the floor may have
+ * passed over a later record of the chat (durable_claim_floor_held_watched).
+ * False when there is no such record or the fence does not hold (the caller
+ * diagnoses which).
  */
 static bool
 direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
@@ -1860,6 +1864,7 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 	CommandId	cid;
 	bool		found;
 	bool		updated = false;
+	bool		held_watched;
 	int			i;
 
 	/* As ExecCheckXactReadOnly and ExecUpdate would for the statement. */
@@ -1918,20 +1923,27 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 		/* TM_Ok: the newest version, locked; check the fence on it again. */
 	}
 
-	if (updated && wake != NULL)
+	held_watched = updated && c->frees_chat && durable_claim_floor_held_watched();
+	if (updated && (wake != NULL || held_watched))
 	{
 		bool		isnull;
 		Datum		chat_id = slot_getattr(confirmed, c->cols->chat_id, &isnull);
 		int64		id = DatumGetInt64(slot_getattr(confirmed, c->cols->id, &isnull));
+		bool		later;
 
 		/*
 		 * With a snapshot taken after the update, not the statement's: a
 		 * later record whose admit committed after the statement began is
 		 * seen, and a claimer that found it blocked before the update
-		 * (waiting.c) is woken.
+		 * (waiting.c) is woken.  Every record a floor refresh passed over
+		 * as held had committed before the refresh looked.
 		 */
-		*wake = direct_chat_scan(c->heap, c->chat_idx, chat_id, BTGreaterStrategyNumber, id,
+		later = direct_chat_scan(c->heap, c->chat_idx, chat_id, BTGreaterStrategyNumber, id,
 								 c->waiting, rels, GetLatestSnapshot(), NULL);
+		if (wake != NULL)
+			*wake = later;
+		if (later && held_watched)
+			durable_claim_floor_lower(DQ_INBOX, id);
 	}
 
 	ExecDropSingleTupleTableSlot(confirmed);
@@ -1959,6 +1971,7 @@ durable_inbox_complete_direct(int64 id, int64 token, TimestampTz now, bool *wake
 	direct_confirm_init(&c, rels->inbox, rels->inbox_pkey, rels->inbox_chat_idx, cols,
 						F_INT8EQ, Int64GetDatum(id), token);
 	c.states[0] = "leased";
+	c.frees_chat = true;
 	direct_set(&c, cols->state, CStringGetTextDatum("done"), false);
 	direct_set(&c, cols->done_at, TimestampTzGetDatum(now), false);
 	direct_set(&c, cols->finished_at, TimestampTzGetDatum(now), false);
@@ -2054,38 +2067,39 @@ direct_outbox_claimable(TupleTableSlot *version, const DirectCols *cols,
  * over without probing again: a chat with a backlog behind its leased head
  * cost every claim, of every chat, a probe per record of the backlog
  * (20,000 records: 260 ms a claim).  A chat id longer than the key (only
- * written by hand) is probed every time.
+ * written by hand) is probed every time.  The claim floor's refresh keeps
+ * one too (claim_floor.c).
  */
-typedef struct DirectHeldChat
+typedef struct DurableChatSetEntry
 {
 	char		chat_id[DURABLE_MAX_ID_BYTES + 1];
-} DirectHeldChat;
+} DurableChatSetEntry;
 
-typedef struct DirectHeldChats
+void
+durable_chat_set_add(DurableChatSet *set, const char *key)
 {
-	HTAB	   *chats;			/* created by the first chat held back */
-	MemoryContext cxt;			/* the claim's, which outlives each candidate's */
-} DirectHeldChats;
-
-static void
-direct_held_chat_add(DirectHeldChats *held, const char *key)
-{
-	if (held->chats == NULL)
+	if (set->chats == NULL)
 	{
 		HASHCTL		ctl;
 
-		ctl.keysize = sizeof(((DirectHeldChat *) NULL)->chat_id);
-		ctl.entrysize = sizeof(DirectHeldChat);
-		ctl.hcxt = held->cxt;
-		held->chats = hash_create("durable claim held chats", 16, &ctl,
-								  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		ctl.keysize = sizeof(((DurableChatSetEntry *) NULL)->chat_id);
+		ctl.entrysize = sizeof(DurableChatSetEntry);
+		ctl.hcxt = set->cxt;
+		set->chats = hash_create("durable held chats", 16, &ctl,
+								 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	}
-	(void) hash_search(held->chats, key, HASH_ENTER, NULL);
+	(void) hash_search(set->chats, key, HASH_ENTER, NULL);
 }
 
-/* The key of `chat_id` in the held chats, or NULL when it has none. */
-static const char *
-direct_held_chat_key(Datum chat_id)
+bool
+durable_chat_set_has(const DurableChatSet *set, const char *key)
+{
+	return set->chats != NULL && key != NULL &&
+		hash_search(set->chats, key, HASH_FIND, NULL) != NULL;
+}
+
+const char *
+durable_chat_set_key(Datum chat_id)
 {
 	text	   *chat = DatumGetTextPP(chat_id);
 
@@ -2106,7 +2120,7 @@ direct_held_chat_key(Datum chat_id)
  */
 static bool
 direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const DirectRels *rels,
-					   Snapshot snapshot, DurableClaim *claim, DirectHeldChats *held)
+					   Snapshot snapshot, DurableClaim *claim, DurableChatSet *held)
 {
 	bool		isnull;
 	bool		in_flight = false;
@@ -2119,8 +2133,8 @@ direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const
 	id = DatumGetInt64(slot_getattr(version, q->cols->id, &isnull));
 	chat_id = slot_getattr(version, q->cols->chat_id, &isnull);
 	/* (no copy of the chat id until a chat was held back) */
-	held_key = held->chats != NULL ? direct_held_chat_key(chat_id) : NULL;
-	if (held_key != NULL && hash_search(held->chats, held_key, HASH_FIND, NULL) != NULL)
+	held_key = held->chats != NULL ? durable_chat_set_key(chat_id) : NULL;
+	if (durable_chat_set_has(held, held_key))
 		return false;
 	if (!direct_chat_scan(q->heap, q->chat_idx, chat_id, BTLessStrategyNumber, id, NULL, rels,
 						  snapshot,
@@ -2128,9 +2142,9 @@ direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const
 		return true;
 	claim->in_flight |= in_flight;
 	if (held_key == NULL)
-		held_key = direct_held_chat_key(chat_id);
+		held_key = durable_chat_set_key(chat_id);
 	if (held_key != NULL)
-		direct_held_chat_add(held, held_key);
+		durable_chat_set_add(held, held_key);
 	return false;
 }
 
@@ -2157,7 +2171,7 @@ direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const
 static bool
 direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 				 DirectConfirm *c, const DirectClaimQueue *q, const DirectRels *rels,
-				 Snapshot snapshot, CommandId cid, DurableClaim *claim, DirectHeldChats *held)
+				 Snapshot snapshot, CommandId cid, DurableClaim *claim, DurableChatSet *held)
 {
 	ItemPointerData tid = version->tts_tid;
 	TM_FailureData tmfd;
@@ -2234,7 +2248,7 @@ direct_claim(const DirectClaimQueue *q, const DirectRels *rels, DurableClaim *cl
 	DirectConfirm c;
 	MemoryContext candidate_cxt;
 	MemoryContext oldcxt;
-	DirectHeldChats held = {.chats = NULL, .cxt = CurrentMemoryContext};
+	DurableChatSet held = {.chats = NULL, .cxt = CurrentMemoryContext};
 	uint64		n = 0;
 
 	PreventCommandIfReadOnly("UPDATE");
@@ -2329,6 +2343,9 @@ durable_queue_rels(DurableQueue queue, DurableQueueRels *out)
 	out->state = q->cols->state;
 	out->lease_until = q->cols->lease_until;
 	out->not_before = q->cols->not_before;
+	out->chat_idx = (queue == DQ_INBOX) ? q->chat_idx : InvalidOid;
+	out->chat_id = q->cols->chat_id;
+	out->finished_at = q->cols->finished_at;
 }
 
 /* ---- New records ---- */

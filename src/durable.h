@@ -23,6 +23,7 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "portability/instr_time.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
 /* ---- SQLSTATEs of the contract ---- */
@@ -417,6 +418,13 @@ extern void durable_claim_floor_comes_due(DurableQueue queue, int64 id, Timestam
 /* An admit or an enqueue inserted record `id`: lower the floor if it lies below. */
 extern void durable_claim_floor_admitted(DurableQueue queue, int64 id);
 
+/*
+ * Whether the inbox floor may have passed over records held behind one this
+ * transaction just finished: then the completion lowers the floor to it when
+ * a later record of its chat is open.  Call after the record's update.
+ */
+extern bool durable_claim_floor_held_watched(void);
+
 /* ---- Direct reads of the journals, without the executor (direct.c) ---- */
 
 /* The lock a write of the journal takes, before a call's first read of it. */
@@ -478,8 +486,24 @@ typedef struct DurableQueueRels
 	AttrNumber	state;
 	AttrNumber	lease_until;
 	AttrNumber	not_before;
+	/* The inbox's per-chat order (the outbox's: InvalidOid, not passed over by chat) */
+	Oid			chat_idx;		/* (chat_id, id) of unfinished records */
+	AttrNumber	chat_id;
+	AttrNumber	finished_at;
 } DurableQueueRels;
 extern void durable_queue_rels(DurableQueue queue, DurableQueueRels *rels);
+/* A set of chat ids: the chats a claim or a floor refresh found held back (direct.c). */
+typedef struct DurableChatSet
+{
+	HTAB	   *chats;			/* created by the first chat added */
+	MemoryContext cxt;			/* where */
+} DurableChatSet;
+/* The set's key for `chat_id` (a copy), or NULL when it is longer than any key. */
+extern const char *durable_chat_set_key(Datum chat_id);
+extern void durable_chat_set_add(DurableChatSet *set, const char *key);
+/* Whether the set holds `key` (NULL: no). */
+extern bool durable_chat_set_has(const DurableChatSet *set, const char *key);
+
 /* Open an index of durable's that must hold every entry, by its looked-up OID. */
 extern Relation durable_index_open(Oid index_oid, LOCKMODE lockmode);
 

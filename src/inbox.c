@@ -846,6 +846,23 @@ inbox_check_int8_array(FunctionCallInfo fcinfo, int argno, const char *name)
 	return ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a));
 }
 
+/* The smallest element of a non-empty int8 array without nulls. */
+static int64
+inbox_min_int64(ArrayType *a)
+{
+	Datum	   *elems;
+	int			n;
+	int64		min;
+
+	deconstruct_array(a, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &elems, NULL, &n);
+	min = DatumGetInt64(elems[0]);
+	for (int i = 1; i < n; i++)
+		min = Min(min, DatumGetInt64(elems[i]));
+	pfree(elems);
+	return min;
+}
+
 static int
 inbox_cmp_int64(const void *a, const void *b)
 {
@@ -867,7 +884,9 @@ inbox_cmp_int64(const void *a, const void *b)
  * Waiting claimers are woken at commit whenever a record was completed:
  * once per batch, which costs less than probing each record's chat for a
  * later record (and a probe with the statement's snapshot would miss one
- * admitted while the batch ran).
+ * admitted while the batch ran).  For the same reason, while the claim
+ * floor may have passed over records held behind finished ones, the batch
+ * lowers it to its smallest id.
  */
 Datum
 durable_inbox_complete_batch(PG_FUNCTION_ARGS)
@@ -905,7 +924,12 @@ durable_inbox_complete_batch(PG_FUNCTION_ARGS)
 				 values, NULL, SPI_OK_UPDATE, 0);
 	done = SPI_processed;
 	if (done > 0)
+	{
 		durable_wake_at_commit(DQ_INBOX);
+		/* Without a probe per record (claim_floor.c): the floor goes below all of them. */
+		if (durable_claim_floor_held_watched())
+			durable_claim_floor_lower(DQ_INBOX, inbox_min_int64(PG_GETARG_ARRAYTYPE_P(0)));
+	}
 
 	if (done < (uint64) n)
 	{

@@ -77,6 +77,7 @@ dshm_startup(void)
 				SpinLockInit(&slot->floors[q].mutex);
 				pg_atomic_init_u64(&slot->floors[q].floor, 0);
 				pg_atomic_init_u64(&slot->floors[q].raising, 0);
+				pg_atomic_init_u64(&slot->floors[q].held_watch, 0);
 			}
 		}
 	}
@@ -147,6 +148,8 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 		f->relid = InvalidOid;
 		f->fallback = 0;
 		f->due = 0;
+		f->held_from = 0;
+		f->held_until = 0;
 		f->from_head_at = 0;
 		f->next_refresh = 0;
 		f->busy_until = 0;

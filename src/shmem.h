@@ -44,7 +44,10 @@ typedef struct DurableFloor
 	Oid			relid;			/* the journal the floor was computed for */
 	int64		fallback;		/* where claims scan from once `due` passed */
 	TimestampTz due;			/* a record below the floor comes due (0: none) */
-	/* These three on durable_clock_us(): */
+	int64		held_from;		/* first record passed over as held by its chat (0: none) */
+	/* These on durable_clock_us(): */
+	int64		held_until;		/* where claims scan from held_from on (0: none) */
+	pg_atomic_uint64 held_watch;	/* completions look for records held behind theirs until this */
 	int64		from_head_at;	/* last refresh that scanned from the head */
 	int64		next_refresh;	/* no refresh before this */
 	int64		busy_until;		/* a refresh runs (until this at most) */

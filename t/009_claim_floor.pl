@@ -297,6 +297,30 @@ is($node->safe_psql('postgres',
 cmp_ok(floor_now('inbox', 1), '>', $shared,
 	'a refresh in a transaction that has written passes a record a multixact locked');
 
+# ---- The floor passes records held behind an older record of their chat
+# (a backlog behind a chat's leased head cost every claim, of every chat, a
+# look at each of its records), and comes back for the next one when that
+# record finishes: the completion lowers the floor while refreshes have
+# passed over held records lately.
+$node->safe_psql('postgres', q{
+	SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
+	  FROM durable.inbox_claim('drain', 10000)});
+my ($held_head, $held_head_token) = split /\|/, admit_and_hold('held-head', 'h', '1 h');
+$node->safe_psql('postgres',
+	join '', map { "SELECT FROM durable.inbox_admit('t', 'held-$_', 'chat-held-head');" } 1 .. 3);
+my %held = map {
+	$_ => $node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE message_id = 'held-$_'")
+} 1 .. 3;
+cycles(5, 'past-held');
+cmp_ok(floor_now(), '>', $held{3}, 'the floor passes records held behind the leased head of their chat');
+is(claim_one(), 'nothing', '... which no claim takes');
+claimed_at_floor_after('inbox', $held{1}, "SELECT durable.inbox_complete($held_head, $held_head_token)",
+	'held-1', 'the head completed, the next record of its chat is claimed at once');
+my $held_1_token = $node->safe_psql('postgres', "SELECT token FROM durable.inbox WHERE id = $held{1}");
+claimed_at_floor_after('inbox', $held{2},
+	"SELECT durable.inbox_complete(ARRAY[$held{1}]::bigint[], ARRAY[$held_1_token]::bigint[])",
+	'held-2', 'and after a batch completion, the next one');
+
 # ==== The outbox's floor: a sender loop's claims (outbox_claim) start
 # where the claimable sends begin.
 $node->safe_psql('postgres', "SELECT setval('durable.outbox_id_seq', 1000)");
