@@ -24,6 +24,14 @@
  *  - records the scan passed over (held under a lease, or pending with a
  *    future not_before) come due by the clock: from the earliest of those
  *    times, claims scan from the first record passed over instead;
+ *  - an inbox record due by the clock is passed over while an older record
+ *    of its chat is unfinished and no transaction is writing it: it becomes
+ *    claimable when that record finishes.  Completions watch for that
+ *    (held_watch, published before the probe that allows the pass; each
+ *    completion reads it after its update) and lower the floor; inbox_fail
+ *    and recovery lower it anyway.  Such passes last FLOOR_HELD_MS after the
+ *    refresh that last looked at them all (a refresh from above them does
+ *    not renew them); then claims scan from the first of them;
  *  - a heartbeat that shortens a lease below the floor brings that time
  *    forward;
  *  - every transition that makes a record claimable out of the clock's order
