@@ -92,6 +92,12 @@
  * completions look for records held behind theirs as long.
  */
 #define FLOOR_HELD_MS		15000
+/*
+ * Completions watch this much longer than claims pass held records: a claim
+ * reads the clock before it takes its snapshot, and a completion that found
+ * the watch over just before that snapshot would otherwise go unseen by it.
+ */
+#define FLOOR_HELD_WATCH_MARGIN_MS 1000
 /* A held record's probe reads at most this many older entries of its chat. */
 #define FLOOR_HELD_PROBE_LIMIT 16
 
@@ -297,7 +303,8 @@ floor_held_passes(FloorHeld *held, Relation heap, TupleTableSlot *slot, int64 id
 	if (held->watched_from == 0)
 	{
 		held->watched_from = durable_clock_us();
-		until = (uint64) (held->watched_from + (int64) FLOOR_HELD_MS * 1000);
+		until = (uint64) (held->watched_from +
+						  (int64) (FLOOR_HELD_MS + FLOOR_HELD_WATCH_MARGIN_MS) * 1000);
 		seen = pg_atomic_read_u64(&held->f->held_watch);
 		while (seen < until &&
 			   !pg_atomic_compare_exchange_u64(&held->f->held_watch, &seen, until))
@@ -511,15 +518,19 @@ floor_withdraw_mine(DurableFloor *f)
 }
 
 /*
- * A refresh of `f` by this backend ends (done, or failed: next_refresh 0):
- * no longer busy, and its raise withdrawn -- unless the slot went to
- * another database during the refresh (dshm_slot_reset), whose floor and
- * refresher's marks are not this refresh's to touch.  Caller holds f's mutex.
+ * Refresh number `refresh` of `f`, by this backend, ends (done, or failed:
+ * next_refresh 0): no longer busy, and its raise withdrawn -- unless the
+ * slot went to another database during the refresh (dshm_slot_reset), whose
+ * floor and refresher's marks are not this refresh's to touch.  A refresh
+ * presumed gone that ends after another began leaves the busy mark to that
+ * one: cleared, it would let a third refresh run beside the second under the
+ * same generation, and the third's withdrawal of its raise could leave an
+ * admit below the second's raise unseen.  Caller holds f's mutex.
  */
 static void
-floor_refresh_ended(DurableFloor *f, int64 next_refresh)
+floor_refresh_ended(DurableFloor *f, int64 next_refresh, uint64 refresh)
 {
-	if (f->dboid == MyDatabaseId)
+	if (f->dboid == MyDatabaseId && f->refreshes == refresh)
 	{
 		f->busy_until = 0;
 		if (next_refresh != 0)
@@ -600,7 +611,7 @@ floor_held_set(DurableFloor *f, int64 from, int64 held_first, int64 until)
  */
 static bool
 floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64 gen,
-			  TimestampTz now, int64 clock)
+			  uint64 refresh, TimestampTz now, int64 clock)
 {
 	DurableQueueRels rels;
 	FloorScan	first = {0, 0, 0, 0};
@@ -674,7 +685,7 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 		if (from == 0)
 			f->from_head_at = clock;
 	}
-	floor_refresh_ended(f, clock + (int64) FLOOR_REFRESH_MS * 1000);
+	floor_refresh_ended(f, clock + (int64) FLOOR_REFRESH_MS * 1000, refresh);
 	SpinLockRelease(&f->mutex);
 	return from == 0;
 }
@@ -698,6 +709,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	bool		from_head = false;
 	Oid			relid;
 	uint64		gen;
+	uint64		refresh;
 
 	if (f == NULL || !durable_claim_floor_enabled)
 		return 0;
@@ -724,6 +736,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	if (f->busy_until != 0)
 		f->gen++;
 	f->busy_until = clock + (int64) FLOOR_REFRESH_TIMEOUT_MS * 1000;
+	refresh = ++f->refreshes;
 	gen = f->gen;
 	relid = f->relid;
 	from = (clock >= f->from_head_at + (int64) FLOOR_MAX_AGE_MS * 1000) ? 0 : current;
@@ -731,12 +744,12 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 
 	PG_TRY();
 	{
-		from_head = floor_refresh(queue, f, from, relid, gen, now, clock);
+		from_head = floor_refresh(queue, f, from, relid, gen, refresh, now, clock);
 	}
 	PG_CATCH();
 	{
 		SpinLockAcquire(&f->mutex);
-		floor_refresh_ended(f, 0);
+		floor_refresh_ended(f, 0, refresh);
 		SpinLockRelease(&f->mutex);
 		PG_RE_THROW();
 	}
@@ -787,6 +800,16 @@ durable_claim_floor_known(DurableQueue queue, TimestampTz now, TimestampTz *belo
 	return floor;
 }
 
+/* Lower `f` to `id`, discarding the refresh under way; caller holds f->mutex. */
+static void
+floor_lower_locked(DurableFloor *f, int64 id)
+{
+	if ((uint64) id < pg_atomic_read_u64(&f->floor))
+		pg_atomic_write_u64(&f->floor, (uint64) id);
+	f->fallback = Min(f->fallback, id);
+	f->gen++;
+}
+
 void
 durable_claim_floor_lower(DurableQueue queue, int64 id)
 {
@@ -795,10 +818,27 @@ durable_claim_floor_lower(DurableQueue queue, int64 id)
 	if (f == NULL)
 		return;
 	SpinLockAcquire(&f->mutex);
-	if ((uint64) id < pg_atomic_read_u64(&f->floor))
-		pg_atomic_write_u64(&f->floor, (uint64) id);
-	f->fallback = Min(f->fallback, id);
-	f->gen++;
+	floor_lower_locked(f, id);
+	SpinLockRelease(&f->mutex);
+}
+
+/*
+ * Nothing to do when no refresh is under way (one that began before the
+ * caller's update may have passed over `next`; one that begins after sees
+ * it) and the floor has not passed `next`: then the floor's refreshes are
+ * not discarded at every completion of a chat with a backlog.  Ordered
+ * after the update by durable_claim_floor_held_watched's barrier.
+ */
+void
+durable_claim_floor_freed(int64 id, int64 next)
+{
+	DurableFloor *f = floor_of(DQ_INBOX);
+
+	if (f == NULL)
+		return;
+	SpinLockAcquire(&f->mutex);
+	if (f->busy_until != 0 || (uint64) next < pg_atomic_read_u64(&f->floor))
+		floor_lower_locked(f, id);
 	SpinLockRelease(&f->mutex);
 }
 

@@ -1272,12 +1272,12 @@ direct_version_in_flight(TupleTableSlot *slot)
  * BTGreaterStrategyNumber; every id when it is InvalidStrategy), until a
  * version visible to `snapshot` passes `filter`.  When one does and
  * in_flight is not NULL, *in_flight tells whether that version is being
- * replaced (direct_version_in_flight).
+ * replaced (direct_version_in_flight); *found_id (when not NULL) is its id.
  */
 static bool
 direct_chat_scan(Oid heap_oid, Oid index_oid, Datum chat_id, StrategyNumber cmp, int64 id,
 				 DirectChatFilter filter, const DirectRels *rels, Snapshot snapshot,
-				 bool *in_flight)
+				 bool *in_flight, int64 *found_id)
 {
 	Relation	heap;
 	Relation	index;
@@ -1311,6 +1311,14 @@ direct_chat_scan(Oid heap_oid, Oid index_oid, Datum chat_id, StrategyNumber cmp,
 			found = true;
 			if (in_flight != NULL)
 				*in_flight = direct_version_in_flight(slot);
+			if (found_id != NULL)
+			{
+				bool		isnull;
+
+				/* (the index's second column: id) */
+				*found_id = DatumGetInt64(slot_getattr(slot, index->rd_index->indkey.values[1],
+													   &isnull));
+			}
 			break;
 		}
 	}
@@ -1390,7 +1398,7 @@ durable_inbox_chat_has_open(Datum chat_id)
 	if (IsolationUsesXactSnapshot())
 		snapshot = GetLatestSnapshot();
 	found = direct_chat_scan(rels->inbox, rels->inbox_chat_idx, chat_id, InvalidStrategy, 0,
-							 NULL, rels, snapshot, NULL);
+							 NULL, rels, snapshot, NULL, NULL);
 	PopActiveSnapshot();
 	return found;
 }
@@ -1430,7 +1438,8 @@ durable_inbox_chat_open_unseen(Datum chat_id, int64 id)
 	Assert(IsolationUsesXactSnapshot());
 	(void) direct_push_snapshot();
 	found = direct_chat_scan(rels->inbox, rels->inbox_chat_idx, chat_id, BTGreaterStrategyNumber,
-							 id, direct_unseen_by_transaction, rels, GetLatestSnapshot(), NULL);
+							 id, direct_unseen_by_transaction, rels, GetLatestSnapshot(), NULL,
+							 NULL);
 	PopActiveSnapshot();
 	return found;
 }
@@ -1930,6 +1939,7 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 		Datum		chat_id = slot_getattr(confirmed, c->cols->chat_id, &isnull);
 		int64		id = DatumGetInt64(slot_getattr(confirmed, c->cols->id, &isnull));
 		bool		later;
+		int64		next = 0;
 
 		/*
 		 * With a snapshot taken after the update, not the statement's: a
@@ -1939,11 +1949,11 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 		 * as held had committed before the refresh looked.
 		 */
 		later = direct_chat_scan(c->heap, c->chat_idx, chat_id, BTGreaterStrategyNumber, id,
-								 c->waiting, rels, GetLatestSnapshot(), NULL);
+								 c->waiting, rels, GetLatestSnapshot(), NULL, &next);
 		if (wake != NULL)
 			*wake = later;
 		if (later && held_watched)
-			durable_claim_floor_lower(DQ_INBOX, id);
+			durable_claim_floor_freed(id, next);
 	}
 
 	ExecDropSingleTupleTableSlot(confirmed);
@@ -2138,7 +2148,7 @@ direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const
 		return false;
 	if (!direct_chat_scan(q->heap, q->chat_idx, chat_id, BTLessStrategyNumber, id, NULL, rels,
 						  snapshot,
-						  claim->report_in_flight && !claim->in_flight ? &in_flight : NULL))
+						  claim->report_in_flight && !claim->in_flight ? &in_flight : NULL, NULL))
 		return true;
 	claim->in_flight |= in_flight;
 	if (held_key == NULL)

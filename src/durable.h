@@ -421,9 +421,16 @@ extern void durable_claim_floor_admitted(DurableQueue queue, int64 id);
 /*
  * Whether the inbox floor may have passed over records held behind one this
  * transaction just finished: then the completion lowers the floor to it when
- * a later record of its chat is open.  Call after the record's update.
+ * a later record of its chat is open (durable_claim_floor_freed).  Call after
+ * the record's update.
  */
 extern bool durable_claim_floor_held_watched(void);
+
+/*
+ * Inbox record `id` finished while watched, and `next` is the first later
+ * record of its chat: lower the floor to `id` if it may have passed `next`.
+ */
+extern void durable_claim_floor_freed(int64 id, int64 next);
 
 /* ---- Direct reads of the journals, without the executor (direct.c) ---- */
 

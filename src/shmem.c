@@ -144,6 +144,7 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 		f->dboid = dboid;
 		pg_atomic_write_u64(&f->floor, 0);
 		pg_atomic_write_u64(&f->raising, 0);
+		pg_atomic_write_u64(&f->held_watch, 0);
 		f->gen++;
 		f->relid = InvalidOid;
 		f->fallback = 0;

@@ -51,6 +51,7 @@ typedef struct DurableFloor
 	int64		from_head_at;	/* last refresh that scanned from the head */
 	int64		next_refresh;	/* no refresh before this */
 	int64		busy_until;		/* a refresh runs (until this at most) */
+	uint64		refreshes;		/* refreshes begun: the last one clears busy_until */
 } DurableFloor;
 
 typedef struct DurableDbSlot
