@@ -10,10 +10,11 @@
 # one hidden below a floor waits until the floor is next recomputed from the
 # head (up to 5 s).  Each record gets a chat of its own, so per-chat order
 # never holds one back -- except in a third run of the inbox's loop, whose
-# records share 3 chats and are rarely failed (10 %) or released (10 %): a
-# record held behind an older one of its chat (leased, or failed and waiting
-# for its retry) is passed over by the floor, and becomes claimable when
-# that one finishes, often a completion; its lateness is counted from then.
+# records share 3 chats and are failed or released less often (one in eight
+# each): a record held behind an older one of its chat (leased, or failed
+# and waiting for its retry) is passed over by the floor, and becomes
+# claimable when that one finishes, often a completion; its lateness is
+# counted from then.
 #
 # t/009_claim_floor stages each way a record becomes claimable below a floor
 # one at a time; this test lets them race: inserts drawing ids while
@@ -47,6 +48,36 @@ $node->safe_psql('postgres', q{
 });
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
+# The inbox's loop for run $run: admits to chat $chat (SQL), fails a claimed
+# record when random($first_act, 10) <= 3, and counts a claim's lateness
+# from $due (SQL on the claimed record i).
+sub inbox_script
+{
+	my ($run, $chat, $first_act, $due) = @_;
+	return qq{
+\\set n :n + 1
+\\set insert random(1, 2)
+\\set act random($first_act, 10)
+\\set retry random(0, 300)
+\\set chat random(1, 3)
+\\if :insert = 1
+SELECT 1 FROM durable.inbox_admit('stress', :client_id::text || '-' || :n::text, $chat);
+\\endif
+SELECT coalesce(max(id), 0) AS cid, coalesce(max(token), 0) AS ctok
+  FROM durable.inbox_claim('w-' || :client_id::text, max => 1) \\gset
+\\if :cid > 0
+INSERT INTO public.late SELECT '$run', clock_timestamp() - $due FROM durable.inbox i WHERE i.id = :cid;
+\\if :act <= 3
+SELECT FROM durable.inbox_fail(:cid::bigint, :ctok::bigint, 'x', retry_in => (:retry::text || ' ms')::interval);
+\\elif :act = 4
+SELECT durable.inbox_release(:cid::bigint, :ctok::bigint);
+\\else
+SELECT durable.inbox_complete(:cid::bigint, :ctok::bigint);
+\\endif
+\\endif
+};
+}
+
 my %script = (
 	outbox => q{
 \set n :n + 1
@@ -69,51 +100,10 @@ SELECT durable.outbox_sent(:skey::text, :stok::bigint, 'p');
 \endif
 \endif
 },
-	inbox => q{
-\set n :n + 1
-\set insert random(1, 2)
-\set act random(1, 10)
-\set retry random(0, 300)
-\set chat random(1, 20)
-\if :insert = 1
-SELECT 1 FROM durable.inbox_admit('stress', :client_id::text || '-' || :n::text, 'c-' || :client_id::text || '-' || :n::text);
-\endif
-SELECT coalesce(max(id), 0) AS cid, coalesce(max(token), 0) AS ctok
-  FROM durable.inbox_claim('w-' || :client_id::text, max => 1) \gset
-\if :cid > 0
-INSERT INTO public.late SELECT 'inbox', clock_timestamp() - i.not_before FROM durable.inbox i WHERE i.id = :cid;
-\if :act <= 3
-SELECT FROM durable.inbox_fail(:cid::bigint, :ctok::bigint, 'x', retry_in => (:retry::text || ' ms')::interval);
-\elif :act = 4
-SELECT durable.inbox_release(:cid::bigint, :ctok::bigint);
-\else
-SELECT durable.inbox_complete(:cid::bigint, :ctok::bigint);
-\endif
-\endif
-},
-	inbox_chats => q{
-\set n :n + 1
-\set insert random(1, 2)
-\set act random(3, 10)
-\set retry random(0, 300)
-\set chat random(1, 3)
-\if :insert = 1
-SELECT 1 FROM durable.inbox_admit('stress', :client_id::text || '-' || :n::text, 'c-' || :chat::text);
-\endif
-SELECT coalesce(max(id), 0) AS cid, coalesce(max(token), 0) AS ctok
-  FROM durable.inbox_claim('w-' || :client_id::text, max => 1) \gset
-\if :cid > 0
-INSERT INTO public.late SELECT 'inbox_chats', clock_timestamp() - greatest(i.not_before,
-         (SELECT max(o.finished_at) FROM durable.inbox o WHERE o.chat_id = i.chat_id AND o.id < i.id)) FROM durable.inbox i WHERE i.id = :cid;
-\if :act <= 3
-SELECT FROM durable.inbox_fail(:cid::bigint, :ctok::bigint, 'x', retry_in => (:retry::text || ' ms')::interval);
-\elif :act = 4
-SELECT durable.inbox_release(:cid::bigint, :ctok::bigint);
-\else
-SELECT durable.inbox_complete(:cid::bigint, :ctok::bigint);
-\endif
-\endif
-});
+	inbox => inbox_script('inbox', "'c-' || :client_id::text || '-' || :n::text", 1, 'i.not_before'),
+	inbox_chats => inbox_script('inbox_chats', "'c-' || :chat::text", 3,
+		'greatest(i.not_before, (SELECT max(o.finished_at) FROM durable.inbox o'
+		  . ' WHERE o.chat_id = i.chat_id AND o.id < i.id))'));
 
 for my $run ('outbox', 'inbox', 'inbox_chats')
 {
