@@ -473,7 +473,9 @@ floor_effective(DurableFloor *f, TimestampTz now, int64 clock)
 /*
  * Publish the floor a refresh is about to set.  Only a refresher presumed
  * gone (FLOOR_REFRESH_TIMEOUT_MS) lets two overlap: the higher of their
- * floors stays published until its own refresher withdraws it.
+ * floors stays published until its own refresher withdraws it, and when
+ * that is the one presumed gone, the other's result is discarded
+ * (floor_withdraw_mine): its own raise was withdrawn with it.
  */
 static void
 floor_publish(DurableFloor *f, uint64 raising)
@@ -485,12 +487,13 @@ floor_publish(DurableFloor *f, uint64 raising)
 		;
 }
 
-static void
+/* Whether the raise published was `raising` (and is withdrawn now). */
+static bool
 floor_unpublish(DurableFloor *f, uint64 raising)
 {
 	uint64		expected = raising;
 
-	(void) pg_atomic_compare_exchange_u64(&f->raising, &expected, 0);
+	return pg_atomic_compare_exchange_u64(&f->raising, &expected, 0);
 }
 
 /*
@@ -503,17 +506,22 @@ floor_unpublish(DurableFloor *f, uint64 raising)
  */
 static uint64 floor_published = 0;
 static DurableFloor *floor_published_in = NULL;
+static uint64 floor_published_by = 0;	/* the refresh's number (DurableFloor.refreshes) */
 
 /*
  * Withdraw this backend's published raise from `f`, unless the slot went to
  * another database since, whose refresher may have published the same
- * value.  Caller holds f's mutex, as dshm_slot_reset does to hand it on.
+ * value.  A refresh presumed gone, withdrawing a raise that stood for a
+ * newer refresh's as well (no higher than it), discards that one's result:
+ * an admit below its raise would no longer see it.  Caller holds f's mutex,
+ * as dshm_slot_reset does to hand it on.
  */
 static void
 floor_withdraw_mine(DurableFloor *f)
 {
-	if (floor_published != 0 && f->dboid == MyDatabaseId)
-		floor_unpublish(f, floor_published);
+	if (floor_published != 0 && f->dboid == MyDatabaseId &&
+		floor_unpublish(f, floor_published) && f->refreshes != floor_published_by)
+		f->gen++;
 	floor_published = 0;
 }
 
@@ -558,7 +566,7 @@ floor_unpublish_at_exit(int code, Datum arg)
  * check), whose floor a raise of ours must not hold back.
  */
 static bool
-floor_publish_mine(DurableFloor *f, uint64 raising, uint64 gen)
+floor_publish_mine(DurableFloor *f, uint64 raising, uint64 gen, uint64 refresh)
 {
 	static bool exit_registered = false;
 	bool		mine;
@@ -572,6 +580,7 @@ floor_publish_mine(DurableFloor *f, uint64 raising, uint64 gen)
 	{
 		floor_published_in = f;
 		floor_published = raising;
+		floor_published_by = refresh;
 		floor_publish(f, raising);
 	}
 	SpinLockRelease(&f->mutex);
@@ -623,6 +632,8 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	durable_queue_rels(queue, &rels);
 	if (rels.heap != relid)
 		from = 0;
+	/* (t/009_claim_floor stalls refreshes here) */
+	DURABLE_FAIL_POINT("floor_refresh");
 	/* A refresh may probe thousands of chats: what it allocates goes at its end. */
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "durable claim floor refresh",
 								ALLOCSET_DEFAULT_SIZES);
@@ -633,7 +644,7 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	held.chat_id = rels.chat_id;
 	held.finished_at = rels.finished_at;
 	floor_scan(&rels, from, 0, now, &held, &first);
-	if (first.needed > from && floor_publish_mine(f, (uint64) first.needed, gen))
+	if (first.needed > from && floor_publish_mine(f, (uint64) first.needed, gen, refresh))
 	{
 		/* Published: look again at what the first scan passed over. */
 		pg_memory_barrier();

@@ -321,6 +321,56 @@ claimed_at_floor_after('inbox', $held{2},
 	"SELECT durable.inbox_complete(ARRAY[$held{1}]::bigint[], ARRAY[$held_1_token]::bigint[])",
 	'held-2', 'and after a batch completion, the next one');
 
+# ---- Passes over held records expire.  A claim uses the floor without
+# refreshing it while another claim's refresh runs (for 10 s at most, then
+# that one is presumed gone); refreshes that stall one after the other can
+# keep a floor that passed over held records for longer than completions
+# watch for them (16 s).  15 s after the refresh that passed them, claims
+# scan from the first of them again: a completion that came after the watch
+# ended, and did not lower the floor, does not hide the next record.
+$node->safe_psql('postgres', q{
+	SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
+	  FROM durable.inbox WHERE state = 'leased'});
+$node->safe_psql('postgres', q{
+	SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
+	  FROM durable.inbox_claim('drain', 10000)});
+my ($expire_head, $expire_head_token) = split /\|/, admit_and_hold('expire-head', 'h', '1 h');
+$node->safe_psql('postgres', "SELECT FROM durable.inbox_admit('t', 'expire-1', 'chat-expire-head')");
+my $expire_1 = $node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE message_id = 'expire-1'");
+cycles(5, 'past-expire');
+cmp_ok(after_head_refresh() // -1, '>', $expire_1, '(the floor passes a record held behind its chat\'s head)');
+my $passed_at = time;
+my $gate = $node->background_psql('postgres');
+$gate->query_safe('SELECT pg_advisory_lock(4242)');
+my @stalled;
+# Stall a refresh until the gate opens, $at seconds after the pass.
+sub stall_refresh_at
+{
+	my ($at) = @_;
+	sleep 1 while time - $passed_at < $at;
+	my $session = $node->background_psql('postgres', on_error_stop => 0);
+	my $pid = $session->query_safe('SELECT pg_backend_pid()');
+	$session->query_safe("SET durable.fail_point = 'floor_refresh:wait'");
+	$session->query_until(qr/started/, "\\echo started\nSELECT count(*) FROM durable.inbox_claim('stalled', 1);\n");
+	ok($node->poll_query_until('postgres',
+			"SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted AND pid = $pid"),
+		"(a refresh stalls $at s after the pass)");
+	push @stalled, $session;
+	return;
+}
+stall_refresh_at(1);
+stall_refresh_at(12);
+sleep 1 while time - $passed_at < 18;
+$node->safe_psql('postgres', "SELECT durable.inbox_complete($expire_head, $expire_head_token)");
+ok(time - $passed_at < 21, '(the second stalled refresh is not yet presumed gone)')
+  or diag('the steps above took too long');
+is($node->safe_psql('postgres',
+		"SELECT coalesce(bool_or(message_id = 'expire-1'), false) FROM durable.inbox_claim('taker', 100)"),
+	't', 'a record freed after the watch ended is claimed, by a claim that did not refresh');
+$gate->query_safe('SELECT pg_advisory_unlock(4242)');
+$_->quit for @stalled;
+$gate->quit;
+
 # ==== The outbox's floor: a sender loop's claims (outbox_claim) start
 # where the claimable sends begin.
 $node->safe_psql('postgres', "SELECT setval('durable.outbox_id_seq', 1000)");
