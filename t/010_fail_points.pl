@@ -38,8 +38,9 @@
 # The list of points is kept here on purpose: the test greps src/ for
 # DURABLE_FAIL_POINT("...") and fails when a point exists there but has no
 # scenario, so a new point cannot go untested.  A point that only stages a
-# race with ":wait" (extension_check, in a look of the launcher's worker)
-# is named below with the test that stages it.
+# race with ":wait" (extension_check, in a look of the launcher's worker;
+# floor_refresh, at the start of a claim floor's refresh) is named below
+# with the test that stages it.
 #
 # Run (after the library is installed, as a user that may run postgres):
 #   prove -v t/010_fail_points.pl
@@ -71,7 +72,9 @@ for my $file (glob "$root/src/*.c")
 }
 ok(scalar(keys %in_src) > 0, "fail points found in $root/src");
 # Points that stage a race in a test of their own rather than a death here.
-my %staged_elsewhere = (extension_check => '028_install_during_check.pl');
+my %staged_elsewhere = (
+	extension_check => '028_install_during_check.pl',
+	floor_refresh => '009_claim_floor.pl');
 for my $point (sort keys %in_src)
 {
 	if (my $test = $staged_elsewhere{$point})
