@@ -118,9 +118,6 @@ typedef struct FloorScan
 typedef struct FloorHeld
 {
 	DurableFloor *f;
-	Oid			chat_idx;
-	AttrNumber	chat_id;
-	AttrNumber	finished_at;
 	Relation	index;
 	TupleTableSlot *slot;
 	int64		watched_from;
@@ -212,6 +209,16 @@ floor_chain_written_here(Relation heap, ItemPointer root)
 	return mine;
 }
 
+/* Set `value` to `to` unless it holds more already. */
+static void
+floor_atomic_raise(pg_atomic_uint64 *value, uint64 to)
+{
+	uint64		seen = pg_atomic_read_u64(value);
+
+	while (seen < to && !pg_atomic_compare_exchange_u64(value, &seen, to))
+		;
+}
+
 /*
  * Whether the due inbox record `id`, of chat `chat_id`, waits behind an older
  * unfinished record of its chat that no transaction is changing: no claim
@@ -222,7 +229,8 @@ floor_chain_written_here(Relation heap, ItemPointer root)
  * entries of finished records within FLOOR_HELD_PROBE_LIMIT): false.
  */
 static bool
-floor_chat_holds(FloorHeld *held, Relation heap, Datum chat_id, int64 id, bool wrote_here)
+floor_chat_holds(FloorHeld *held, const DurableQueueRels *rels, Relation heap, Datum chat_id,
+				 int64 id, bool wrote_here)
 {
 	SnapshotData dirty;
 	ScanKeyData keys[2];
@@ -232,7 +240,7 @@ floor_chat_holds(FloorHeld *held, Relation heap, Datum chat_id, int64 id, bool w
 
 	if (held->index == NULL)
 	{
-		held->index = durable_index_open(held->chat_idx, AccessShareLock);
+		held->index = durable_index_open(rels->chat_idx, AccessShareLock);
 		held->slot = table_slot_create(heap, NULL);
 	}
 	InitDirtySnapshot(dirty);
@@ -255,7 +263,7 @@ floor_chat_holds(FloorHeld *held, Relation heap, Datum chat_id, int64 id, bool w
 		if (TransactionIdIsValid(dirty.xmin) || TransactionIdIsValid(dirty.xmax) ||
 			(wrote_here && floor_written_here(held->slot)))
 			break;
-		(void) slot_getattr(held->slot, held->finished_at, &isnull);
+		(void) slot_getattr(held->slot, rels->finished_at, &isnull);
 		if (isnull)
 		{
 			holds = true;
@@ -275,18 +283,16 @@ floor_chat_holds(FloorHeld *held, Relation heap, Datum chat_id, int64 id, bool w
  * watch after, and lowers the floor itself (durable_claim_floor_held_watched).
  */
 static bool
-floor_held_passes(FloorHeld *held, Relation heap, TupleTableSlot *slot, int64 id,
-				  bool wrote_here)
+floor_held_passes(FloorHeld *held, const DurableQueueRels *rels, Relation heap,
+				  TupleTableSlot *slot, int64 id, bool wrote_here)
 {
 	bool		isnull;
 	Datum		chat_id;
 	const char *key;
-	uint64		until;
-	uint64		seen;
 
-	if (held == NULL || !OidIsValid(held->chat_idx))
+	if (!OidIsValid(rels->chat_idx))
 		return false;
-	chat_id = slot_getattr(slot, held->chat_id, &isnull);
+	chat_id = slot_getattr(slot, rels->chat_id, &isnull);
 	if (isnull)
 		return false;
 
@@ -298,19 +304,16 @@ floor_held_passes(FloorHeld *held, Relation heap, TupleTableSlot *slot, int64 id
 	key = durable_chat_set_key(chat_id);
 	if (durable_chat_set_has(&held->chats, key))
 		return true;
-	if (!floor_chat_holds(held, heap, chat_id, id, wrote_here))
+	if (!floor_chat_holds(held, rels, heap, chat_id, id, wrote_here))
 		return false;
 	if (held->watched_from == 0)
 	{
 		held->watched_from = durable_clock_us();
-		until = (uint64) (held->watched_from +
-						  (int64) (FLOOR_HELD_MS + FLOOR_HELD_WATCH_MARGIN_MS) * 1000);
-		seen = pg_atomic_read_u64(&held->f->held_watch);
-		while (seen < until &&
-			   !pg_atomic_compare_exchange_u64(&held->f->held_watch, &seen, until))
-			;
+		floor_atomic_raise(&held->f->held_watch,
+						   (uint64) (held->watched_from +
+									 (int64) (FLOOR_HELD_MS + FLOOR_HELD_WATCH_MARGIN_MS) * 1000));
 		pg_memory_barrier();
-		if (!floor_chat_holds(held, heap, chat_id, id, wrote_here))
+		if (!floor_chat_holds(held, rels, heap, chat_id, id, wrote_here))
 			return false;
 	}
 	if (key != NULL)
@@ -418,7 +421,7 @@ floor_scan(const DurableQueueRels *rels, int64 from, int64 below, TimestampTz no
 		}
 		if (due <= now)
 		{
-			if (pending && floor_held_passes(held, heap, slot, id, wrote_here))
+			if (pending && floor_held_passes(held, rels, heap, slot, id, wrote_here))
 			{
 				if (out->held_first == 0)
 					out->held_first = id;
@@ -480,11 +483,7 @@ floor_effective(DurableFloor *f, TimestampTz now, int64 clock)
 static void
 floor_publish(DurableFloor *f, uint64 raising)
 {
-	uint64		seen = pg_atomic_read_u64(&f->raising);
-
-	while (seen < raising &&
-		   !pg_atomic_compare_exchange_u64(&f->raising, &seen, raising))
-		;
+	floor_atomic_raise(&f->raising, raising);
 }
 
 /* Whether the raise published was `raising` (and is withdrawn now). */
@@ -640,9 +639,6 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	caller_cxt = MemoryContextSwitchTo(cxt);
 	held.f = f;
 	held.chats.cxt = cxt;
-	held.chat_idx = rels.chat_idx;
-	held.chat_id = rels.chat_id;
-	held.finished_at = rels.finished_at;
 	floor_scan(&rels, from, 0, now, &held, &first);
 	if (first.needed > from && floor_publish_mine(f, (uint64) first.needed, gen, refresh))
 	{

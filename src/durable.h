@@ -503,7 +503,7 @@ extern void durable_queue_rels(DurableQueue queue, DurableQueueRels *rels);
 typedef struct DurableChatSet
 {
 	HTAB	   *chats;			/* created by the first chat added */
-	MemoryContext cxt;			/* where */
+	MemoryContext cxt;			/* where the set is allocated */
 } DurableChatSet;
 /* The set's key for `chat_id` (a copy), or NULL when it is longer than any key. */
 extern const char *durable_chat_set_key(Datum chat_id);
