@@ -28,10 +28,14 @@
  *    of its chat is unfinished and no transaction is writing it: it becomes
  *    claimable when that record finishes.  Completions watch for that
  *    (held_watch, published before the probe that allows the pass; each
- *    completion reads it after its update) and lower the floor; inbox_fail
- *    and recovery lower it anyway.  Such passes last FLOOR_HELD_MS after the
- *    refresh that last looked at them all (a refresh from above them does
- *    not renew them); then claims scan from the first of them;
+ *    completion reads it after its update) and note the chat's next record
+ *    as freed: claims look at the freed records before they scan from the
+ *    floor, until they find one taken or finished, or a refresh that began
+ *    after it was noted looked at it (with too many noted, the completion
+ *    lowers the floor instead); inbox_fail and recovery lower the floor
+ *    anyway.  Such passes last FLOOR_HELD_MS after the refresh that last
+ *    looked at them all (a refresh from above them does not renew them);
+ *    then claims scan from the first of them;
  *  - a heartbeat that shortens a lease below the floor brings that time
  *    forward;
  *  - every transition that makes a record claimable out of the clock's order
@@ -608,18 +612,66 @@ floor_held_set(DurableFloor *f, int64 from, int64 held_first, int64 until)
 	}
 }
 
+/* Forget f's freed record at `i`.  Caller holds f->mutex. */
+static void
+floor_freed_forget(DurableFloor *f, int i)
+{
+	int			last = --f->freed.n;
+
+	f->freed.id[i] = f->freed.id[last];
+	f->freed.stamp[i] = f->freed.stamp[last];
+}
+
+/*
+ * A refresh from `from`, begun when `seen` records had been noted freed,
+ * looked at each of those from `from` on: one freed since stopped it (or
+ * one being written did), and a claim scans from there; one it passed is
+ * taken, finished or held again (a completion rolled back).  Those are
+ * forgotten; records noted since it began are not.  Caller holds f->mutex.
+ */
+static void
+floor_freed_looked_at(DurableFloor *f, int64 from, uint64 seen)
+{
+	for (int i = f->freed.n - 1; i >= 0; i--)
+		if (f->freed.stamp[i] <= seen && f->freed.id[i] >= from)
+			floor_freed_forget(f, i);
+}
+
+/* Copy f's freed records below `floor` to *out, ascending.  Caller holds f->mutex. */
+static void
+floor_freed_copy(const DurableFloor *f, int64 floor, DurableFloorFreed *out)
+{
+	out->n = 0;
+	for (int i = 0; i < f->freed.n; i++)
+	{
+		int			j;
+
+		if (f->freed.id[i] >= floor)
+			continue;
+		for (j = out->n; j > 0 && out->id[j - 1] > f->freed.id[i]; j--)
+		{
+			out->id[j] = out->id[j - 1];
+			out->stamp[j] = out->stamp[j - 1];
+		}
+		out->id[j] = f->freed.id[i];
+		out->stamp[j] = f->freed.stamp[i];
+		out->n++;
+	}
+}
+
 /*
  * Refresh the floor `f` of `queue` (this backend is its one refresher): from
  * `from`, or from the head when the journal is not the one the floor was
  * computed for (the extension was dropped and created again).  A journal
  * that is missing or damaged raises the error the claim would raise next.
  * `now` is the wall clock the records' times are
- * compared with, `clock` durable_clock_us() for the refresh's own pacing.
- * Returns whether it scanned from the head.
+ * compared with, `clock` durable_clock_us() for the refresh's own pacing;
+ * `freed_seen`: records noted freed when it began.  Returns whether it
+ * scanned from the head.
  */
 static bool
 floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64 gen,
-			  uint64 refresh, TimestampTz now, int64 clock)
+			  uint64 refresh, uint64 freed_seen, TimestampTz now, int64 clock)
 {
 	DurableQueueRels rels;
 	FloorScan	first = {0, 0, 0, 0};
@@ -688,6 +740,7 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 		}
 		floor_held_set(f, from, first.held_first,
 					   held.watched_from + (int64) FLOOR_HELD_MS * 1000);
+		floor_freed_looked_at(f, from, freed_seen);
 		f->relid = rels.heap;
 		if (from == 0)
 			f->from_head_at = clock;
@@ -707,7 +760,7 @@ floor_of(DurableQueue queue)
 }
 
 int64
-durable_claim_floor(DurableQueue queue, TimestampTz now)
+durable_claim_floor(DurableQueue queue, TimestampTz now, DurableFloorFreed *freed)
 {
 	DurableFloor *f = floor_of(queue);
 	int64		clock;
@@ -717,7 +770,9 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	Oid			relid;
 	uint64		gen;
 	uint64		refresh;
+	uint64		freed_seen;
 
+	freed->n = 0;
 	if (f == NULL || !durable_claim_floor_enabled)
 		return 0;
 
@@ -732,6 +787,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	current = floor_effective(f, now, clock);
 	if (clock < f->next_refresh || clock < f->busy_until)
 	{
+		floor_freed_copy(f, current, freed);
 		SpinLockRelease(&f->mutex);
 		return current;
 	}
@@ -744,6 +800,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 		f->gen++;
 	f->busy_until = clock + (int64) FLOOR_REFRESH_TIMEOUT_MS * 1000;
 	refresh = ++f->refreshes;
+	freed_seen = f->freed_stamps;
 	gen = f->gen;
 	relid = f->relid;
 	from = (clock >= f->from_head_at + (int64) FLOOR_MAX_AGE_MS * 1000) ? 0 : current;
@@ -751,7 +808,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 
 	PG_TRY();
 	{
-		from_head = floor_refresh(queue, f, from, relid, gen, refresh, now, clock);
+		from_head = floor_refresh(queue, f, from, relid, gen, refresh, freed_seen, now, clock);
 	}
 	PG_CATCH();
 	{
@@ -765,6 +822,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now)
 	/* (the slot may have gone to another database during the refresh) */
 	SpinLockAcquire(&f->mutex);
 	current = (f->dboid == MyDatabaseId) ? floor_effective(f, now, durable_clock_us()) : 0;
+	floor_freed_copy(f, current, freed);
 	SpinLockRelease(&f->mutex);
 	/*
 	 * t/009_claim_floor reads this line: a refresh from the head (the
@@ -832,20 +890,59 @@ durable_claim_floor_lower(DurableQueue queue, int64 id)
 /*
  * Nothing to do when no refresh is under way (one that began before the
  * caller's update may have passed over `next`; one that begins after sees
- * it) and the floor has not passed `next`: then the floor's refreshes are
- * not discarded at every completion of a chat with a backlog.  Ordered
- * after the update by durable_claim_floor_held_watched's barrier.
+ * it) and the floor has not passed `next`.  Otherwise `next` is noted as
+ * freed, stamped anew if it was already (a refresh that began before this
+ * completion's update may have passed it once more).  Only when too many
+ * are noted is the floor lowered, which discards the refresh under way and
+ * makes claims walk the rest of the chat's backlog.  Ordered after the
+ * update by durable_claim_floor_held_watched's barrier.
  */
 void
 durable_claim_floor_freed(int64 id, int64 next)
 {
 	DurableFloor *f = floor_of(DQ_INBOX);
+	int			i;
 
 	if (f == NULL)
 		return;
 	SpinLockAcquire(&f->mutex);
-	if (f->busy_until != 0 || (uint64) next < pg_atomic_read_u64(&f->floor))
-		floor_lower_locked(f, id);
+	if (f->dboid == MyDatabaseId &&
+		(f->busy_until != 0 || (uint64) next < pg_atomic_read_u64(&f->floor)))
+	{
+		for (i = 0; i < f->freed.n && f->freed.id[i] != next; i++)
+			;
+		if (i < DURABLE_FLOOR_FREED_MAX)
+		{
+			if (i == f->freed.n)
+				f->freed.n++;
+			f->freed.id[i] = next;
+			f->freed.stamp[i] = ++f->freed_stamps;
+		}
+		else
+			floor_lower_locked(f, id);
+	}
+	SpinLockRelease(&f->mutex);
+}
+
+/*
+ * A record noted again since the claim read it (a newer stamp) is kept: the
+ * claim may have looked before the completion that noted it again.
+ */
+void
+durable_claim_floor_unfree(DurableQueue queue, const DurableFloorFreed *stale)
+{
+	DurableFloor *f = floor_of(queue);
+
+	if (f == NULL)
+		return;
+	SpinLockAcquire(&f->mutex);
+	for (int s = 0; s < stale->n; s++)
+		for (int i = 0; i < f->freed.n; i++)
+			if (f->freed.id[i] == stale->id[s] && f->freed.stamp[i] == stale->stamp[s])
+			{
+				floor_freed_forget(f, i);
+				break;
+			}
 	SpinLockRelease(&f->mutex);
 }
 

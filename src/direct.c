@@ -2230,101 +2230,163 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 	return true;
 }
 
+/* One claim's scan: what each candidate it finds is checked and leased with. */
+typedef struct DirectClaimRun
+{
+	const DirectClaimQueue *q;
+	const DirectRels *rels;
+	DurableClaim *claim;
+	Relation	rel;
+	Snapshot	snapshot;
+	CommandId	cid;
+	DirectConfirm c;
+	TupleTableSlot *version;	/* the candidate */
+	TupleTableSlot *leased;
+	DurableChatSet held;
+	MemoryContext candidate_cxt;
+	DurableClaimSink sink;
+	void	   *arg;
+	uint64		n;				/* leased so far */
+} DirectClaimRun;
+
+/* Lease the candidate in run->version if it is claimable, and pass it to the sink. */
+static bool
+direct_claim_offer(DirectClaimRun *run)
+{
+	MemoryContext oldcxt;
+	bool		taken;
+
+	/* Behind a long transaction the walk can be long: let it be cancelled. */
+	CHECK_FOR_INTERRUPTS();
+	oldcxt = MemoryContextSwitchTo(run->candidate_cxt);
+	taken = direct_claim_one(run->rel, run->version, run->leased, &run->c, run->q, run->rels,
+							 run->snapshot, run->cid, run->claim, &run->held);
+	if (taken)
+	{
+		const DirectClaimQueue *q = run->q;
+		Datum		values[Max(DURABLE_CLAIMED_NCOLS, DURABLE_CLAIMED_SEND_NCOLS)];
+		bool		nulls[Max(DURABLE_CLAIMED_NCOLS, DURABLE_CLAIMED_SEND_NCOLS)];
+		bool		isnull;
+		Datum		was;
+		int			i;
+
+		Assert(q->nclaimed <= lengthof(values));
+		for (i = 0; i < q->nclaimed; i++)
+			values[i] = slot_getattr(run->leased, q->claimed_att[i], &nulls[i]);
+		was = slot_getattr(run->version, q->cols->state, &isnull);
+		run->sink(run->arg, values, nulls, was);
+		run->n++;
+	}
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextReset(run->candidate_cxt);
+	return taken;
+}
+
+/*
+ * Look at the records below the floor that completions freed (claim->freed,
+ * ascending) through `scan`, leasing those claimable.  Those the snapshot
+ * shows taken (by a claim that committed), finished or not due go to
+ * *stale: a claim that took one told the floor when its lease ends, and
+ * every other way back to claimable lowers the floor.  One held back by its
+ * chat (the completion that freed it has not committed) or locked by
+ * another transaction is left for later claims.
+ */
+static void
+direct_claim_freed(DirectClaimRun *run, IndexScanDesc scan, DurableQueue queue,
+				   DurableFloorFreed *stale)
+{
+	const DurableFloorFreed *freed = &run->claim->freed;
+	ScanKeyData key;
+
+	stale->n = 0;
+	for (int i = 0; i < freed->n && run->n < (uint64) run->claim->max; i++)
+	{
+		ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(freed->id[i]));
+		index_rescan(scan, &key, 1, NULL, 0);
+		if (!index_getnext_slot(scan, ForwardScanDirection, run->version) ||
+			!run->q->claimable(run->version, run->q->cols, run->claim))
+		{
+			stale->id[stale->n] = freed->id[i];
+			stale->stamp[stale->n++] = freed->stamp[i];
+			continue;
+		}
+		if (direct_claim_offer(run))
+			durable_claim_floor_comes_due(queue, freed->id[i], run->claim->lease_until);
+	}
+}
+
 /*
  * A claim's lease, without the executor: scan the queue's open index in id
- * order from `floor` with the snapshot an SPI statement would take, and
- * lease up to `max` claimable records, each the oldest unfinished record
- * of its chat as that snapshot sees it, passing each leased record's
- * result columns, and the state it had, to `sink`, oldest first.  Returns
- * how many.
+ * order from `floor` with the snapshot an SPI statement would take (after
+ * the freed records below it), and lease up to `max` claimable records,
+ * each the oldest unfinished record of its chat as that snapshot sees it,
+ * passing each leased record's result columns, and the state it had, to
+ * `sink`, oldest first.  Returns how many.
  *
  * The SQL statement cost an executor start and end, and a correlated
  * subplan start per candidate: at 8 clients a fifth of the queue path's
  * CPU (perf).
  */
 static uint64
-direct_claim(const DirectClaimQueue *q, const DirectRels *rels, DurableClaim *claim,
+direct_claim(DurableQueue queue, const DirectRels *rels, DurableClaim *claim,
 			 DurableClaimSink sink, void *arg)
 {
+	const DirectClaimQueue *q = &rels->claims[queue];
 	const DirectCols *cols = q->cols;
-	Relation	rel;
+	DirectClaimRun run = {.q = q, .rels = rels, .claim = claim, .sink = sink, .arg = arg};
 	Relation	index;
 	ScanKeyData key;
 	IndexScanDesc scan;
-	TupleTableSlot *version;
-	TupleTableSlot *leased;
-	Snapshot	snapshot;
-	CommandId	cid;
-	DirectConfirm c;
-	MemoryContext candidate_cxt;
-	MemoryContext oldcxt;
-	DurableChatSet held = {.chats = NULL, .cxt = CurrentMemoryContext};
-	uint64		n = 0;
+	DurableFloorFreed stale = {0};
 
 	PreventCommandIfReadOnly("UPDATE");
 	PreventCommandIfParallelMode("UPDATE");
-	rel = table_open(q->heap, RowExclusiveLock);
-	direct_check_writable(rel, TRIGGER_TYPE_UPDATE);
+	run.rel = table_open(q->heap, RowExclusiveLock);
+	direct_check_writable(run.rel, TRIGGER_TYPE_UPDATE);
 	index = durable_index_open(q->open_idx, AccessShareLock);
 	claim->in_flight = false;
 
-	memset(&c, 0, sizeof(c));
-	c.cols = cols;
-	direct_set(&c, cols->state, CStringGetTextDatum(q->leased_state), false);
-	direct_set(&c, cols->token, (Datum) 0, false);	/* DIRECT_CLAIM_SET_TOKEN */
-	direct_set(&c, cols->owner, claim->owner, false);
-	direct_set(&c, cols->lease_until, TimestampTzGetDatum(claim->lease_until), false);
-	direct_set(&c, cols->attempts, (Datum) 0, false);	/* DIRECT_CLAIM_SET_ATTEMPTS */
+	run.c.cols = cols;
+	direct_set(&run.c, cols->state, CStringGetTextDatum(q->leased_state), false);
+	direct_set(&run.c, cols->token, (Datum) 0, false);	/* DIRECT_CLAIM_SET_TOKEN */
+	direct_set(&run.c, cols->owner, claim->owner, false);
+	direct_set(&run.c, cols->lease_until, TimestampTzGetDatum(claim->lease_until), false);
+	direct_set(&run.c, cols->attempts, (Datum) 0, false);	/* DIRECT_CLAIM_SET_ATTEMPTS */
 	if (cols->sends != InvalidAttrNumber)
-		direct_set(&c, cols->sends, Int32GetDatum(0), false);
-	Assert(c.set_att[DIRECT_CLAIM_SET_TOKEN] == cols->token &&
-		   c.set_att[DIRECT_CLAIM_SET_ATTEMPTS] == cols->attempts);
+		direct_set(&run.c, cols->sends, Int32GetDatum(0), false);
+	Assert(run.c.set_att[DIRECT_CLAIM_SET_TOKEN] == cols->token &&
+		   run.c.set_att[DIRECT_CLAIM_SET_ATTEMPTS] == cols->attempts);
 
-	snapshot = direct_push_snapshot();
-	cid = GetCurrentCommandId(true);
-	version = table_slot_create(rel, NULL);
-	leased = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
-	candidate_cxt = AllocSetContextCreate(CurrentMemoryContext, "durable claim candidate",
-										  ALLOCSET_SMALL_SIZES);
+	run.snapshot = direct_push_snapshot();
+	run.cid = GetCurrentCommandId(true);
+	run.version = table_slot_create(run.rel, NULL);
+	run.leased = MakeSingleTupleTableSlot(RelationGetDescr(run.rel), &TTSOpsVirtual);
+	run.held.cxt = CurrentMemoryContext;
+	run.candidate_cxt = AllocSetContextCreate(CurrentMemoryContext, "durable claim candidate",
+											  ALLOCSET_SMALL_SIZES);
 
+	scan = index_beginscan(run.rel, index, run.snapshot, 1, 0);
+	if (claim->freed.n > 0)
+		direct_claim_freed(&run, scan, queue, &stale);
 	ScanKeyInit(&key, 1, BTGreaterEqualStrategyNumber, F_INT8GE, Int64GetDatum(claim->floor));
-	scan = index_beginscan(rel, index, snapshot, 1, 0);
 	index_rescan(scan, &key, 1, NULL, 0);
-	while (n < (uint64) claim->max && index_getnext_slot(scan, ForwardScanDirection, version))
-	{
-		/* Behind a long transaction the walk can be long: let it be cancelled. */
-		CHECK_FOR_INTERRUPTS();
-		oldcxt = MemoryContextSwitchTo(candidate_cxt);
-		if (direct_claim_one(rel, version, leased, &c, q, rels, snapshot, cid, claim, &held))
-		{
-			Datum		values[Max(DURABLE_CLAIMED_NCOLS, DURABLE_CLAIMED_SEND_NCOLS)];
-			bool		nulls[Max(DURABLE_CLAIMED_NCOLS, DURABLE_CLAIMED_SEND_NCOLS)];
-			bool		isnull;
-			Datum		was;
-			int			i;
-
-			Assert(q->nclaimed <= lengthof(values));
-			for (i = 0; i < q->nclaimed; i++)
-				values[i] = slot_getattr(leased, q->claimed_att[i], &nulls[i]);
-			was = slot_getattr(version, cols->state, &isnull);
-			sink(arg, values, nulls, was);
-			n++;
-		}
-		MemoryContextSwitchTo(oldcxt);
-		MemoryContextReset(candidate_cxt);
-	}
+	while (run.n < (uint64) claim->max &&
+		   index_getnext_slot(scan, ForwardScanDirection, run.version))
+		(void) direct_claim_offer(&run);
 	index_endscan(scan);
+	if (stale.n > 0)
+		durable_claim_floor_unfree(queue, &stale);
 
-	if (held.chats != NULL)
-		hash_destroy(held.chats);
-	MemoryContextDelete(candidate_cxt);
-	ExecDropSingleTupleTableSlot(leased);
-	ExecDropSingleTupleTableSlot(version);
+	if (run.held.chats != NULL)
+		hash_destroy(run.held.chats);
+	MemoryContextDelete(run.candidate_cxt);
+	ExecDropSingleTupleTableSlot(run.leased);
+	ExecDropSingleTupleTableSlot(run.version);
 	PopActiveSnapshot();
 	CommandCounterIncrement();
 	index_close(index, NoLock);
-	table_close(rel, NoLock);
-	return n;
+	table_close(run.rel, NoLock);
+	return run.n;
 }
 
 /* The lease of `queue`'s claim (inbox_claim, outbox_claim). */
@@ -2336,7 +2398,7 @@ durable_claim_direct(DurableQueue queue, DurableClaim *claim, DurableClaimSink s
 	uint64		n;
 
 	claim->report_in_flight = in_flight != NULL;
-	n = direct_claim(&rels->claims[queue], rels, claim, sink, arg);
+	n = direct_claim(queue, rels, claim, sink, arg);
 	if (in_flight != NULL)
 		*in_flight = claim->in_flight;
 	return n;

@@ -400,8 +400,34 @@ extern bool durable_try_lock_chat(DurableQueue queue, Datum chat_id);
 
 /* ---- The queues' claim floors (claim_floor.c) ---- */
 
-/* The id from which a claim of `queue` scans its claimable records now (0: the head). */
-extern int64 durable_claim_floor(DurableQueue queue, TimestampTz now);
+/*
+ * Inbox records below the claim floor that a completion freed (their chat's
+ * older record finished after a refresh passed them as held), each with the
+ * stamp it was noted under: claims look at them before they scan from the
+ * floor.  A chat draining a backlog would otherwise lower the floor below
+ * the rest of its backlog at every completion, and claims walk it again.
+ */
+#define DURABLE_FLOOR_FREED_MAX 8
+typedef struct DurableFloorFreed
+{
+	int			n;
+	int64		id[DURABLE_FLOOR_FREED_MAX];
+	uint64		stamp[DURABLE_FLOOR_FREED_MAX];
+} DurableFloorFreed;
+
+/*
+ * The id from which a claim of `queue` scans its claimable records now (0:
+ * the head), and in *freed the records below it that a claim looks at first
+ * (ascending).
+ */
+extern int64 durable_claim_floor(DurableQueue queue, TimestampTz now, DurableFloorFreed *freed);
+
+/*
+ * A claim found the freed records in `stale` (with the stamps it read) no
+ * longer claimable, and not held back by their chat: they are not looked at
+ * again.
+ */
+extern void durable_claim_floor_unfree(DurableQueue queue, const DurableFloorFreed *stale);
 
 /*
  * The floor of `queue` at `now` as it stands (no refresh), and when a record
@@ -428,7 +454,8 @@ extern bool durable_claim_floor_held_watched(void);
 
 /*
  * Inbox record `id` finished while watched, and `next` is the first later
- * record of its chat: lower the floor to `id` if it may have passed `next`.
+ * record of its chat: if the floor may have passed `next`, note it as freed
+ * (or, when too many are, lower the floor to `id`).
  */
 extern void durable_claim_floor_freed(int64 id, int64 next);
 
@@ -469,6 +496,7 @@ typedef struct DurableClaim
 	int32		max_attempts;	/* inbox only */
 	int32		max;
 	int64		floor;
+	DurableFloorFreed freed;	/* looked at before the scan from the floor */
 	/* Set by durable_claim_direct: its in_flight argument, asked or not. */
 	bool		report_in_flight;
 	bool		in_flight;

@@ -654,7 +654,7 @@ inbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call, Timestam
 	claim.lease_until = claim.now + call->lease_us;
 	claim.max_attempts = durable_inbox_max_attempts;
 	claim.max = call->max;
-	claim.floor = durable_claim_floor(DQ_INBOX, claim.now);
+	claim.floor = durable_claim_floor(DQ_INBOX, claim.now, &claim.freed);
 	return durable_claim_direct(DQ_INBOX, &claim, inbox_claimed_put, fcinfo, in_flight);
 }
 

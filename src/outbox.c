@@ -1222,7 +1222,7 @@ outbox_claim_once(FunctionCallInfo fcinfo, const DurableClaimCall *call, Timesta
 	claim.lease_until = claim.now + call->lease_us;
 	claim.max_attempts = 0;
 	claim.max = call->max;
-	claim.floor = durable_claim_floor(DQ_OUTBOX, claim.now);
+	claim.floor = durable_claim_floor(DQ_OUTBOX, claim.now, &claim.freed);
 	claimed.fcinfo = fcinfo;
 	claimed.retried = 0;
 	n = durable_claim_direct(DQ_OUTBOX, &claim, outbox_claimed_put, &claimed, in_flight);

@@ -154,6 +154,7 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 		f->from_head_at = 0;
 		f->next_refresh = 0;
 		f->busy_until = 0;
+		f->freed.n = 0;
 		SpinLockRelease(&f->mutex);
 	}
 }

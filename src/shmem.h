@@ -52,6 +52,8 @@ typedef struct DurableFloor
 	int64		next_refresh;	/* no refresh before this */
 	int64		busy_until;		/* a refresh runs (until this at most) */
 	uint64		refreshes;		/* refreshes begun: the last one clears busy_until */
+	DurableFloorFreed freed;	/* records freed below the floor (unordered) */
+	uint64		freed_stamps;	/* entries noted so far: the last one's stamp */
 } DurableFloor;
 
 typedef struct DurableDbSlot

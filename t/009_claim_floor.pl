@@ -42,19 +42,21 @@ sub entries_read
 		"SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = '$index'");
 }
 
-# One claim of $queue (max 1) by $instance in a transaction of its own, with
-# the floor's DEBUG2 line.  $select: what to return of the claimed rows;
-# $before: SQL run first in the transaction; $end: COMMIT or ROLLBACK.
+# One claim of $queue (max $max, 1 unless given) by $instance in a
+# transaction of its own, with the floor's DEBUG2 line.  $select: what to
+# return of the claimed rows; $before: SQL run first in the transaction;
+# $end: COMMIT or ROLLBACK.
 # Returns what the claim returned, the floor its refresh set (-1: it did
 # not refresh) and whether that refresh scanned from the head.
 sub logged_claim
 {
-	my ($queue, $instance, $select, $before, $end) = @_;
+	my ($queue, $instance, $select, $before, $end, $max) = @_;
 	my ($out, $err);
+	$max //= 1;
 	my $ret = $node->psql(
 		'postgres',
 		"SET client_min_messages = debug2; BEGIN; $before"
-		  . " SELECT $select FROM durable.${queue}_claim('$instance', 1); $end;",
+		  . " SELECT $select FROM durable.${queue}_claim('$instance', $max); $end;",
 		stdout => \$out,
 		stderr => \$err);
 	die "the claim of $queue failed: $err" if $ret != 0;
@@ -320,6 +322,94 @@ my $held_1_token = $node->safe_psql('postgres', "SELECT token FROM durable.inbox
 claimed_at_floor_after('inbox', $held{2},
 	"SELECT durable.inbox_complete(ARRAY[$held{1}]::bigint[], ARRAY[$held_1_token]::bigint[])",
 	'held-2', 'and after a batch completion, the next one');
+
+# ---- A chat drains its backlog: each completion frees the chat's next
+# record, noted as freed; claims look at the freed records first, and the
+# floor stays above the rest of the backlog (lowered at every completion,
+# it made every claim walk the backlog again: 200 claims a second beside a
+# chat draining 100,000 records).
+$node->safe_psql('postgres', q{
+	SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
+	  FROM durable.inbox WHERE state = 'leased'});
+$node->safe_psql('postgres', q{
+	SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
+	  FROM durable.inbox_claim('drain', 10000)});
+my ($drain_head, $drain_head_token) = split /\|/, admit_and_hold('drain-head', 'h', '1 h');
+$node->safe_psql('postgres',
+	join '', map { "SELECT FROM durable.inbox_admit('t', 'drain-$_', 'chat-drain-head');" } 1 .. 300);
+my $drain_last = $node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE message_id = 'drain-300'");
+cycles(5, 'past-drain');
+cmp_ok(after_head_refresh() // -1, '>', $drain_last, 'the floor passes a backlog of 300 records behind its chat\'s head');
+$node->safe_psql('postgres', "SELECT durable.inbox_complete($drain_head, $drain_head_token)");
+# Each round, while the drainer holds the record it took, another claimer
+# looks for work (and finds none): it must not walk the backlog.
+my $read_before = entries_read('inbox_unfinished_idx');
+my $drained = $node->safe_psql('postgres',
+	join '', map {
+		"SELECT c.id AS did, c.token AS dtoken, c.message_id AS dmessage"
+		  . " FROM durable.inbox_claim('drainer', 1) c \\gset\n"
+		  . "SELECT FROM durable.inbox_claim('looker', 1);\n"
+		  . "SELECT :'dmessage' FROM durable.inbox_complete(:did, :dtoken);\n"
+	} 1 .. 20);
+is($drained, join("\n", map { "drain-$_" } 1 .. 20), 'the chat drains in order, one claim per record');
+my $drain_per_claim = (entries_read('inbox_unfinished_idx') - $read_before) / 40;
+cmp_ok($drain_per_claim, '<', 30,
+	"... and its claims and another's read few index entries ($drain_per_claim per claim, 280 records behind)");
+
+# A freed record leased by a claim that rolls back is still looked at.
+$node->safe_psql('postgres', "BEGIN; SELECT FROM durable.inbox_claim('rb', 1); ROLLBACK;");
+claimed_at_floor('inbox', 'drain-21', 'a freed record leased by a claim that rolled back is claimed at once');
+
+# A freed record's lease that runs out brings the floor's due time forward,
+# as a heartbeat does.
+cmp_ok(after_head_refresh() // -1, '>', $drain_last, '(a freed lease running out: the floor passes the backlog)');
+my ($drain_21, $drain_21_token) = split /\|/, $node->safe_psql('postgres',
+	"SELECT id || '|' || token FROM durable.inbox WHERE message_id = 'drain-21'");
+$node->safe_psql('postgres', "SELECT durable.inbox_complete($drain_21, $drain_21_token)");
+my $lease_from = time;
+is($node->safe_psql('postgres', "SELECT message_id FROM durable.inbox_claim('gone', 1, lease => '2 s')"),
+	'drain-22', 'the next record is freed and claimed, leased for 2 s');
+is(claim_one(), 'nothing', '... then held (and no longer looked at as freed)');
+ok(time - $lease_from < 2, '(the lease of 2 s was still valid until now)')
+  or diag('the steps above took too long for the lease of 2 s');
+claimed_at_floor_once_due('inbox',
+	"lease_until < clock_timestamp() FROM durable.inbox WHERE message_id = 'drain-22'",
+	'drain-22', 'a freed record whose lease ran out is taken over');
+
+# A completion that rolls back frees nothing: the record noted is held.
+my ($drain_22_token) = $node->safe_psql('postgres',
+	"SELECT token FROM durable.inbox WHERE message_id = 'drain-22'");
+my $drain_22 = $node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE message_id = 'drain-22'");
+$node->safe_psql('postgres',
+	"BEGIN; SELECT durable.inbox_complete($drain_22, $drain_22_token); ROLLBACK;");
+is(claim_one(), 'nothing', 'a record noted freed by a completion that rolled back is not claimed');
+$node->safe_psql('postgres', "SELECT durable.inbox_complete($drain_22, $drain_22_token)");
+claimed_at_floor('inbox', 'drain-23', 'its completion, committed, frees it');
+
+# More chats freed at once than are noted: the floor is lowered instead.
+my @many = map { [ split /\|/, admit_and_hold("many-$_", 'h', '1 h') ] } 1 .. 10;
+$node->safe_psql('postgres',
+	join '', map { "SELECT FROM durable.inbox_admit('t', 'many-$_-next', 'chat-many-$_');" } 1 .. 10);
+cycles(5, 'past-many');
+cmp_ok(after_head_refresh() // -1, '>',
+	$node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE message_id = 'many-10-next'"),
+	'(the floor passes ten chats\' next records)');
+$node->safe_psql('postgres',
+	join '', map { "SELECT durable.inbox_complete($_->[0], $_->[1]);" } @many);
+my ($many_claimed, undef, $many_from_head) = logged_claim('inbox', 'taker',
+	"string_agg(message_id, ',' ORDER BY id)", '', 'COMMIT', 100);
+is($many_claimed, join(',', map { "many-$_-next" } 1 .. 10),
+	'ten chats freed at once: every next record is claimed at once');
+ok(!$many_from_head, '... by a claim that started at the floor');
+# (the rest of the backlog, one record a round)
+$node->safe_psql('postgres', q{
+	SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
+	  FROM durable.inbox WHERE state = 'leased'});
+$node->safe_psql('postgres', join '', (q{
+	SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
+	  FROM durable.inbox_claim('drain', 10000);}) x 280);
+is($node->safe_psql('postgres', "SELECT count(*) FROM durable.inbox WHERE message_id LIKE 'drain-%' AND finished_at IS NULL"),
+	0, '(the backlog drained)');
 
 # ---- Passes over held records expire.  A claim uses the floor without
 # refreshing it while another claim's refresh runs (for 10 s at most, then
