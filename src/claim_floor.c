@@ -892,9 +892,11 @@ durable_claim_floor_lower(DurableQueue queue, int64 id)
  * caller's update may have passed over `next`; one that begins after sees
  * it) and the floor has not passed `next`.  Otherwise `next` is noted as
  * freed, stamped anew if it was already (a refresh that began before this
- * completion's update may have passed it once more).  Only when too many
- * are noted is the floor lowered, which discards the refresh under way and
- * makes claims walk the rest of the chat's backlog.  Ordered after the
+ * completion's update may have passed it once more).  The refresh under way
+ * is discarded: it may pass `next` as held (its chat found held before this
+ * update) while a claim from below the floor takes it, and then not know
+ * when that lease ends.  Only when too many are noted is the floor lowered,
+ * which makes claims walk the rest of the chat's backlog.  Ordered after the
  * update by durable_claim_floor_held_watched's barrier.
  */
 void
@@ -917,6 +919,7 @@ durable_claim_floor_freed(int64 id, int64 next)
 				f->freed.n++;
 			f->freed.id[i] = next;
 			f->freed.stamp[i] = ++f->freed_stamps;
+			f->gen++;
 		}
 		else
 			floor_lower_locked(f, id);
@@ -926,7 +929,8 @@ durable_claim_floor_freed(int64 id, int64 next)
 
 /*
  * A record noted again since the claim read it (a newer stamp) is kept: the
- * claim may have looked before the completion that noted it again.
+ * claim may have looked before the completion that noted it again.  (Stamps
+ * are never reused, not even when the slot goes to another database.)
  */
 void
 durable_claim_floor_unfree(DurableQueue queue, const DurableFloorFreed *stale)

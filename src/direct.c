@@ -1444,6 +1444,20 @@ durable_inbox_chat_open_unseen(Datum chat_id, int64 id)
 	return found;
 }
 
+int64
+durable_inbox_chat_next(Datum chat_id, int64 id)
+{
+	const DirectRels *rels = direct_journal_rels(DQ_INBOX);
+	int64		next = 0;
+
+	(void) direct_push_snapshot();
+	if (!direct_chat_scan(rels->inbox, rels->inbox_chat_idx, chat_id, BTGreaterStrategyNumber,
+						  id, NULL, rels, GetLatestSnapshot(), NULL, &next))
+		next = 0;
+	PopActiveSnapshot();
+	return next;
+}
+
 /*
  * The outbox's chat index also holds sends being sent: a later send waits
  * for this one only while it is pending or failed.
@@ -2283,35 +2297,73 @@ direct_claim_offer(DirectClaimRun *run)
 }
 
 /*
+ * The due time of a pending version in `slot` that is not due at `now` (0:
+ * none, or not pending).
+ */
+static TimestampTz
+direct_pending_due_after(TupleTableSlot *slot, const DirectCols *cols, TimestampTz now)
+{
+	bool		isnull;
+	Datum		value = slot_getattr(slot, cols->state, &isnull);
+
+	if (isnull || !durable_text_equal_cstring(value, "pending"))
+		return 0;
+	value = slot_getattr(slot, cols->not_before, &isnull);
+	if (isnull || DatumGetTimestampTz(value) <= now)
+		return 0;
+	return DatumGetTimestampTz(value);
+}
+
+/*
  * Look at the records below the floor that completions freed (claim->freed,
  * ascending) through `scan`, leasing those claimable.  Those the snapshot
  * shows taken (by a claim that committed), finished or not due go to
- * *stale: a claim that took one told the floor when its lease ends, and
- * every other way back to claimable lowers the floor.  One held back by its
- * chat (the completion that freed it has not committed) or locked by
- * another transaction is left for later claims.
+ * *stale: a claim that took one told the floor when its lease ends (and the
+ * note of a freed record discards the refresh under way, which may have
+ * passed it as held before a claim from below the floor took it), one not
+ * due yet tells it now (a refresh that read the clock later may have passed
+ * it as due), and every other way back to claimable lowers the floor.  One
+ * held back by its chat (the completion that freed it has not committed) or
+ * locked by another transaction is left for later claims -- and so is every
+ * one, when the snapshot may not show a record as it is: this transaction's
+ * own earlier change to it (which a rollback undoes), or, under REPEATABLE
+ * READ or SERIALIZABLE, an admit or a change committed since the
+ * transaction began.
  */
 static void
 direct_claim_freed(DirectClaimRun *run, IndexScanDesc scan, DurableQueue queue,
 				   DurableFloorFreed *stale)
 {
 	const DurableFloorFreed *freed = &run->claim->freed;
+	bool		sees_all = !IsolationUsesXactSnapshot() &&
+		!TransactionIdIsValid(GetTopTransactionIdIfAny());
 	ScanKeyData key;
 
 	stale->n = 0;
 	for (int i = 0; i < freed->n && run->n < (uint64) run->claim->max; i++)
 	{
+		bool		found;
+
 		ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(freed->id[i]));
 		index_rescan(scan, &key, 1, NULL, 0);
-		if (!index_getnext_slot(scan, ForwardScanDirection, run->version) ||
-			!run->q->claimable(run->version, run->q->cols, run->claim))
+		found = index_getnext_slot(scan, ForwardScanDirection, run->version);
+		if (found && run->q->claimable(run->version, run->q->cols, run->claim))
 		{
-			stale->id[stale->n] = freed->id[i];
-			stale->stamp[stale->n++] = freed->stamp[i];
+			if (direct_claim_offer(run))
+				durable_claim_floor_comes_due(queue, freed->id[i], run->claim->lease_until);
 			continue;
 		}
-		if (direct_claim_offer(run))
-			durable_claim_floor_comes_due(queue, freed->id[i], run->claim->lease_until);
+		if (!sees_all)
+			continue;
+		if (found)
+		{
+			TimestampTz due = direct_pending_due_after(run->version, run->q->cols, run->claim->now);
+
+			if (due != 0)
+				durable_claim_floor_comes_due(queue, freed->id[i], due);
+		}
+		stale->id[stale->n] = freed->id[i];
+		stale->stamp[stale->n++] = freed->stamp[i];
 	}
 }
 

@@ -477,6 +477,13 @@ extern bool durable_inbox_chat_has_open(Datum chat_id);
 extern bool durable_inbox_chat_open_unseen(Datum chat_id, int64 id);
 
 /*
+ * The first open record of chat `chat_id` after `id` (0: none), as a
+ * snapshot taken now sees it: one admitted while the caller's statement ran
+ * is seen.
+ */
+extern int64 durable_inbox_chat_next(Datum chat_id, int64 id);
+
+/*
  * The fenced confirmations, written directly: true when the record held the
  * fence and was updated, *wake then telling whether a later record of its
  * chat waits for it (claimers are to be woken at commit); false when it did

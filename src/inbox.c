@@ -846,21 +846,30 @@ inbox_check_int8_array(FunctionCallInfo fcinfo, int argno, const char *name)
 	return ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a));
 }
 
-/* The smallest element of a non-empty int8 array without nulls. */
-static int64
-inbox_min_int64(ArrayType *a)
+/*
+ * The `done` records the batch's update returned (id, chat_id) finished
+ * while the claim floor was watched: each one's chat's next open record may
+ * have been passed over by the floor (claim_floor.c).
+ */
+static void
+inbox_batch_freed(uint64 done)
 {
-	Datum	   *elems;
-	int			n;
-	int64		min;
+	SPITupleTable *completed = SPI_tuptable;
 
-	deconstruct_array(a, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
-					  &elems, NULL, &n);
-	min = DatumGetInt64(elems[0]);
-	for (int i = 1; i < n; i++)
-		min = Min(min, DatumGetInt64(elems[i]));
-	pfree(elems);
-	return min;
+	for (uint64 row = 0; row < done; row++)
+	{
+		bool		isnull;
+		int64		id = DatumGetInt64(SPI_getbinval(completed->vals[row], completed->tupdesc, 1,
+													 &isnull));
+		Datum		chat_id = SPI_getbinval(completed->vals[row], completed->tupdesc, 2, &isnull);
+		int64		next;
+
+		if (isnull)
+			continue;
+		next = durable_inbox_chat_next(chat_id, id);
+		if (next != 0)
+			durable_claim_floor_freed(id, next);
+	}
 }
 
 static int
@@ -884,9 +893,10 @@ inbox_cmp_int64(const void *a, const void *b)
  * Waiting claimers are woken at commit whenever a record was completed:
  * once per batch, which costs less than probing each record's chat for a
  * later record (and a probe with the statement's snapshot would miss one
- * admitted while the batch ran).  For the same reason, while the claim
- * floor may have passed over records held behind finished ones, the batch
- * lowers it to its smallest id.
+ * admitted while the batch ran).  Only while the claim floor may have
+ * passed over records held behind finished ones is each completed record's
+ * chat probed, as the single form does, for the record it frees
+ * (inbox_batch_freed).
  */
 Datum
 durable_inbox_complete_batch(PG_FUNCTION_ARGS)
@@ -919,16 +929,16 @@ durable_inbox_complete_batch(PG_FUNCTION_ARGS)
 							  "UPDATE ONLY durable.inbox i"
 							  "   SET state = 'done', done_at = $3, finished_at = $3, lease_until = NULL"
 							  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS b(id, token)"
-							  " WHERE i.id = b.id AND i.token = b.token AND i.state = 'leased'",
+							  " WHERE i.id = b.id AND i.token = b.token AND i.state = 'leased'"
+							  " RETURNING i.id, i.chat_id",
 							  3, types),
-				 values, NULL, SPI_OK_UPDATE, 0);
+				 values, NULL, SPI_OK_UPDATE_RETURNING, 0);
 	done = SPI_processed;
 	if (done > 0)
 	{
 		durable_wake_at_commit(DQ_INBOX);
-		/* Without a probe per record (claim_floor.c): the floor goes below all of them. */
 		if (durable_claim_floor_held_watched())
-			durable_claim_floor_lower(DQ_INBOX, inbox_min_int64(PG_GETARG_ARRAYTYPE_P(0)));
+			inbox_batch_freed(done);
 	}
 
 	if (done < (uint64) n)

@@ -355,36 +355,69 @@ is($drained, join("\n", map { "drain-$_" } 1 .. 20), 'the chat drains in order, 
 my $drain_per_claim = (entries_read('inbox_unfinished_idx') - $read_before) / 40;
 cmp_ok($drain_per_claim, '<', 30,
 	"... and its claims and another's read few index entries ($drain_per_claim per claim, 280 records behind)");
+# The same with the batch form of inbox_complete.
+$read_before = entries_read('inbox_unfinished_idx');
+$drained = $node->safe_psql('postgres',
+	join '', map {
+		"SELECT c.id AS did, c.token AS dtoken, c.message_id AS dmessage"
+		  . " FROM durable.inbox_claim('drainer', 1) c \\gset\n"
+		  . "SELECT FROM durable.inbox_claim('looker', 1);\n"
+		  . "SELECT :'dmessage' FROM durable.inbox_complete(ARRAY[:did]::bigint[], ARRAY[:dtoken]::bigint[]);\n"
+	} 1 .. 10);
+is($drained, join("\n", map { "drain-$_" } 21 .. 30), 'the chat drains in order under batch completions');
+$drain_per_claim = (entries_read('inbox_unfinished_idx') - $read_before) / 20;
+cmp_ok($drain_per_claim, '<', 30,
+	"... and claims read few index entries ($drain_per_claim per claim, 270 records behind)");
 
-# A freed record leased by a claim that rolls back is still looked at.
-$node->safe_psql('postgres', "BEGIN; SELECT FROM durable.inbox_claim('rb', 1); ROLLBACK;");
-claimed_at_floor('inbox', 'drain-21', 'a freed record leased by a claim that rolled back is claimed at once');
+# A freed record leased by a claim that rolls back is still looked at, also
+# when a later claim of the same transaction saw it leased.
+$node->safe_psql('postgres',
+	"BEGIN; SELECT FROM durable.inbox_claim('rb', 1); SELECT FROM durable.inbox_claim('rb', 1); ROLLBACK;");
+claimed_at_floor('inbox', 'drain-31', 'a freed record leased by a claim that rolled back is claimed at once');
 
 # A freed record's lease that runs out brings the floor's due time forward,
 # as a heartbeat does.
 cmp_ok(after_head_refresh() // -1, '>', $drain_last, '(a freed lease running out: the floor passes the backlog)');
-my ($drain_21, $drain_21_token) = split /\|/, $node->safe_psql('postgres',
-	"SELECT id || '|' || token FROM durable.inbox WHERE message_id = 'drain-21'");
-$node->safe_psql('postgres', "SELECT durable.inbox_complete($drain_21, $drain_21_token)");
+my ($drain_31, $drain_31_token) = split /\|/, $node->safe_psql('postgres',
+	"SELECT id || '|' || token FROM durable.inbox WHERE message_id = 'drain-31'");
+$node->safe_psql('postgres', "SELECT durable.inbox_complete($drain_31, $drain_31_token)");
 my $lease_from = time;
 is($node->safe_psql('postgres', "SELECT message_id FROM durable.inbox_claim('gone', 1, lease => '2 s')"),
-	'drain-22', 'the next record is freed and claimed, leased for 2 s');
+	'drain-32', 'the next record is freed and claimed, leased for 2 s');
 is(claim_one(), 'nothing', '... then held (and no longer looked at as freed)');
 ok(time - $lease_from < 2, '(the lease of 2 s was still valid until now)')
   or diag('the steps above took too long for the lease of 2 s');
 claimed_at_floor_once_due('inbox',
-	"lease_until < clock_timestamp() FROM durable.inbox WHERE message_id = 'drain-22'",
-	'drain-22', 'a freed record whose lease ran out is taken over');
+	"lease_until < clock_timestamp() FROM durable.inbox WHERE message_id = 'drain-32'",
+	'drain-32', 'a freed record whose lease ran out is taken over');
 
 # A completion that rolls back frees nothing: the record noted is held.
-my ($drain_22_token) = $node->safe_psql('postgres',
-	"SELECT token FROM durable.inbox WHERE message_id = 'drain-22'");
-my $drain_22 = $node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE message_id = 'drain-22'");
+my ($drain_32_token) = $node->safe_psql('postgres',
+	"SELECT token FROM durable.inbox WHERE message_id = 'drain-32'");
+my $drain_32 = $node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE message_id = 'drain-32'");
 $node->safe_psql('postgres',
-	"BEGIN; SELECT durable.inbox_complete($drain_22, $drain_22_token); ROLLBACK;");
+	"BEGIN; SELECT durable.inbox_complete($drain_32, $drain_32_token); ROLLBACK;");
 is(claim_one(), 'nothing', 'a record noted freed by a completion that rolled back is not claimed');
-$node->safe_psql('postgres', "SELECT durable.inbox_complete($drain_22, $drain_22_token)");
-claimed_at_floor('inbox', 'drain-23', 'its completion, committed, frees it');
+$node->safe_psql('postgres', "SELECT durable.inbox_complete($drain_32, $drain_32_token)");
+claimed_at_floor('inbox', 'drain-33', 'its completion, committed, frees it');
+
+# A claim under REPEATABLE READ whose snapshot predates a freed record
+# does not forget it.
+my $rr = $node->background_psql('postgres');
+$rr->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+$rr->query_safe('SELECT count(*) FROM durable.inbox');
+my ($rr_head, $rr_head_token) = split /\|/, admit_and_hold('rr-head', 'h', '1 h');
+$node->safe_psql('postgres', "SELECT FROM durable.inbox_admit('t', 'rr-next', 'chat-rr-head')");
+cycles(5, 'past-rr');
+cmp_ok(after_head_refresh() // -1, '>',
+	$node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE message_id = 'rr-next'"),
+	'(the floor passes a record held behind its chat\'s head)');
+$node->safe_psql('postgres', "SELECT durable.inbox_complete($rr_head, $rr_head_token)");
+is($rr->query_safe("SELECT count(*) FROM durable.inbox_claim('rr', 1)"), 0,
+	'a claim whose snapshot predates the freed record finds nothing');
+$rr->query_safe('COMMIT');
+$rr->quit;
+claimed_at_floor('inbox', 'rr-next', '... and leaves it for the next claim');
 
 # More chats freed at once than are noted: the floor is lowered instead.
 my @many = map { [ split /\|/, admit_and_hold("many-$_", 'h', '1 h') ] } 1 .. 10;
