@@ -2318,9 +2318,9 @@ direct_pending_due_after(TupleTableSlot *slot, const DirectCols *cols, Timestamp
  * Look at the records below the floor that completions freed (claim->freed,
  * ascending) through `scan`, leasing those claimable.  Those the snapshot
  * shows taken (by a claim that committed), finished or not due go to
- * *stale: a claim that took one told the floor when its lease ends (and the
- * note of a freed record discards the refresh under way, which may have
- * passed it as held before a claim from below the floor took it), one not
+ * *stale: a claim that took one told the floor when its lease ends (as one
+ * that took it from below the floor told a refresh under way, which may
+ * have passed it as held: durable_claim_floor_leased), one not
  * due yet tells it now (a refresh that read the clock later may have passed
  * it as due), and every other way back to claimable lowers the floor.  One
  * held back by its chat (the completion that freed it has not committed) or
@@ -2424,7 +2424,16 @@ direct_claim(DurableQueue queue, const DirectRels *rels, DurableClaim *claim,
 	index_rescan(scan, &key, 1, NULL, 0);
 	while (run.n < (uint64) claim->max &&
 		   index_getnext_slot(scan, ForwardScanDirection, run.version))
-		(void) direct_claim_offer(&run);
+	{
+		if (direct_claim_offer(&run) && queue == DQ_INBOX)
+		{
+			bool		isnull;
+
+			durable_claim_floor_leased(queue,
+									   DatumGetInt64(slot_getattr(run.leased, cols->id, &isnull)),
+									   claim->lease_until);
+		}
+	}
 	index_endscan(scan);
 	if (stale.n > 0)
 		durable_claim_floor_unfree(queue, &stale);
