@@ -10,6 +10,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use DurableGate;
 
 my $node = PostgreSQL::Test::Cluster->new('floor');
 $node->init;
@@ -463,21 +466,16 @@ my $expire_1 = $node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE 
 cycles(5, 'past-expire');
 cmp_ok(after_head_refresh() // -1, '>', $expire_1, '(the floor passes a record held behind its chat\'s head)');
 my $passed_at = time;
-my $gate = $node->background_psql('postgres');
-$gate->query_safe('SELECT pg_advisory_lock(4242)');
+my $gate = gate_close($node, 'postgres');
 my @stalled;
 # Stall a refresh until the gate opens, $at seconds after the pass.
 sub stall_refresh_at
 {
 	my ($at) = @_;
 	sleep 1 while time - $passed_at < $at;
-	my $session = $node->background_psql('postgres', on_error_stop => 0);
-	my $pid = $session->query_safe('SELECT pg_backend_pid()');
-	$session->query_safe("SET durable.fail_point = 'floor_refresh:wait'");
-	$session->query_until(qr/started/, "\\echo started\nSELECT count(*) FROM durable.inbox_claim('stalled', 1);\n");
-	ok($node->poll_query_until('postgres',
-			"SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted AND pid = $pid"),
-		"(a refresh stalls $at s after the pass)");
+	my ($session, undef, $waits) = start_at_gate($node, 'postgres', 'floor_refresh',
+		"SELECT count(*) FROM durable.inbox_claim('stalled', 1)");
+	ok($waits, "(a refresh stalls $at s after the pass)");
 	push @stalled, $session;
 	return;
 }
@@ -490,7 +488,7 @@ ok(time - $passed_at < 21, '(the second stalled refresh is not yet presumed gone
 is($node->safe_psql('postgres',
 		"SELECT coalesce(bool_or(message_id = 'expire-1'), false) FROM durable.inbox_claim('taker', 100)"),
 	't', 'a record freed after the watch ended is claimed, by a claim that did not refresh');
-$gate->query_safe('SELECT pg_advisory_unlock(4242)');
+gate_open($gate);
 $_->quit for @stalled;
 $gate->quit;
 

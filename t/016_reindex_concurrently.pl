@@ -23,6 +23,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use DurableGate;
 
 my $seconds = 20;
 my $root = $ENV{DURABLE_ROOT} or die 'DURABLE_ROOT must name the source tree';
@@ -109,15 +112,9 @@ sub staged_swap
 	  or die "unexpected definition: $copy";
 	$node->safe_psql('swap', $copy);
 
-	my $gate = $node->background_psql('swap');
-	$gate->query_safe('SELECT pg_advisory_lock(4242)');
-	my $holder = $node->background_psql('swap', on_error_stop => 0);
-	my $holder_pid = $holder->query_safe('SELECT pg_backend_pid()');
-	$holder->query_safe("SET durable.fail_point = '$point:wait'");
-	$holder->query_until(qr/started/, "\\echo started\n$call;\n");
-	ok($node->poll_query_until('swap',
-			"SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted AND pid = $holder_pid"),
-		"$round: the call waits between its look-up and its first index");
+	my $gate = gate_close($node, 'swap');
+	my ($holder, undef, $waits) = start_at_gate($node, 'swap', $point, $call);
+	ok($waits, "$round: the call waits between its look-up and its first index");
 	$node->safe_psql('swap', qq{
 		BEGIN;
 		ALTER INDEX durable.$index RENAME TO ${index}_old_$round;
@@ -125,7 +122,7 @@ sub staged_swap
 		UPDATE pg_index SET $flags WHERE indexrelid = 'durable.${index}_old_$round'::regclass;
 		COMMIT;
 	});
-	$gate->query_safe('SELECT pg_advisory_unlock(4242)');
+	gate_open($gate);
 	my $result = $holder->query($check);
 	like($result, $expected, "$round: the call went on through the index now named $index")
 	  or diag("the call's session:\n$result\n" . ($holder->{stderr} // ''));

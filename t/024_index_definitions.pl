@@ -34,6 +34,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use DurableGate;
 
 # Without durable preloaded: with it, the DDL guard refuses ADD PRIMARY KEY
 # on a journal, which the primary keys' cases need to put theirs back.
@@ -207,15 +210,10 @@ sub staged_wrong_swap
 	my ($round, $index, $wrong, $point, $call) = @_;
 	$node->safe_psql('staged', $wrong);
 
-	my $gate = $node->background_psql('staged');
-	$gate->query_safe('SELECT pg_advisory_lock(4242)');
-	my $holder = $node->background_psql('staged', on_error_stop => 0);
-	my $holder_pid = $holder->query_safe('SELECT pg_backend_pid()');
-	$holder->query_safe("\\set VERBOSITY verbose\nSET durable.fail_point = '$point:wait'");
-	$holder->query_until(qr/started/, "\\echo started\n$call;\n");
-	ok($node->poll_query_until('staged',
-			"SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted AND pid = $holder_pid"),
-		"$round: the call waits between its look-up and its first index");
+	my $gate = gate_close($node, 'staged');
+	my ($holder, undef, $waits) =
+	  start_at_gate($node, 'staged', $point, $call, "\\set VERBOSITY verbose\n");
+	ok($waits, "$round: the call waits between its look-up and its first index");
 	$node->safe_psql('staged', qq{
 		BEGIN;
 		ALTER INDEX durable.$index RENAME TO ${index}_old;
@@ -223,7 +221,7 @@ sub staged_wrong_swap
 		UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'durable.${index}_old'::regclass;
 		COMMIT;
 	});
-	$gate->query_safe('SELECT pg_advisory_unlock(4242)');
+	gate_open($gate);
 	$holder->query("SELECT 'after'");
 	like($holder->{stderr} // '',
 		qr/ERROR:  55000: index "durable\.$index" does not have the definition durable created/,

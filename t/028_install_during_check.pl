@@ -22,6 +22,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use DurableGate;
 
 my $node = PostgreSQL::Test::Cluster->new('install_during_check');
 $node->init;
@@ -57,23 +60,18 @@ sub workers_are
 # its lock held, so that the launcher's first look stops there.
 $node->safe_psql('postgres', 'CREATE DATABASE racy IS_TEMPLATE true');
 $node->safe_psql('postgres', "ALTER DATABASE racy SET durable.fail_point = 'extension_check:wait'");
-my $gate = $node->background_psql('racy');
-$gate->query_safe('SELECT pg_advisory_lock(4242)');
+my $gate = gate_close($node, 'racy');
 $node->safe_psql('postgres', 'ALTER DATABASE racy IS_TEMPLATE false');
 
 # The launcher's look at the new database finds no durable, and waits.
-ok( $node->poll_query_until(
-		'postgres', q{
-	SELECT count(*) = 1
-	  FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-	 WHERE l.locktype = 'advisory' AND l.objid = 4242 AND NOT l.granted
-	   AND a.backend_type = 'durable worker' AND a.datname = 'racy'}),
+ok($node->poll_query_until('postgres',
+		gate_waits(undef, "a.backend_type = 'durable worker' AND a.datname = 'racy'")),
 	'a look at the database has found no durable and waits');
 
 my $offset = -s $node->logfile;
 $node->safe_psql('racy', 'CREATE EXTENSION durable');
 my $installed_at = time;
-$gate->query_safe('SELECT pg_advisory_unlock(4242)');
+gate_open($gate);
 
 # 30 s is when the launcher would look again; 10 s leaves a loaded machine
 # room and still tells the two apart.

@@ -19,6 +19,7 @@ use Time::HiRes qw(usleep);
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use DurableInvariants;
+use DurableGate;
 
 my $node = PostgreSQL::Test::Cluster->new('worker_mid_pass');
 $node->init;
@@ -48,8 +49,7 @@ for my $signal ('SIGINT', 'SIGTERM')
 	my $counted = $node->safe_psql('postgres', $counters);
 
 	# Hold the next pass at its end: the test holds the lock the point waits for.
-	my $gate = $node->background_psql('postgres');
-	$gate->query_safe('SELECT pg_advisory_lock(4242)');
+	my $gate = gate_close($node, 'postgres');
 	my $listener = $node->background_psql('postgres');
 	$listener->query_safe('LISTEN durable_ambiguous');
 	$node->safe_psql('postgres', q{ALTER DATABASE postgres SET durable.fail_point = 'sweep:wait'});
@@ -58,9 +58,7 @@ for my $signal ('SIGINT', 'SIGTERM')
 	  or die 'no worker';
 	my $pid = $node->safe_psql('postgres', $worker_pid);
 	# (the settings reach the worker at its next pass; the leases run out meanwhile)
-	ok($node->poll_query_until('postgres', qq{
-		SELECT count(*) = 1 FROM pg_locks
-		 WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted AND pid = $pid}),
+	ok($node->poll_query_until('postgres', gate_waits($pid)),
 		"$signal: the worker's pass waits at its end, its recovery done and not committed");
 	is($node->safe_psql('postgres', "SELECT backend_xid IS NOT NULL FROM pg_stat_activity WHERE pid = $pid"),
 		't', "$signal: ... (its transaction has written)");
@@ -85,7 +83,7 @@ for my $signal ('SIGINT', 'SIGTERM')
 		"$signal: the stopped pass left both records as they were");
 	is($node->safe_psql('postgres', $counters), $counted, "$signal: ... and counted nothing");
 
-	$gate->query_safe('SELECT pg_advisory_unlock(4242)');
+	gate_open($gate);
 	ok($node->poll_query_until('postgres', "SELECT ($states) = 'm1 pending / k1 unknown'"),
 		"$signal: the next pass recovers both");
 	# (a cancel ends the pass and the worker with it, as SIGTERM does)
