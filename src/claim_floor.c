@@ -302,8 +302,10 @@ floor_held_passes(FloorHeld *held, const DurableQueueRels *rels, Relation heap,
 
 	/*
 	 * A chat found held since the watch began is held by a record older than
-	 * every later one of the chat: a completion of that record lowers the
-	 * floor, which discards this refresh's result.
+	 * every later one of the chat: a completion of that record notes the
+	 * chat's next record as freed (or lowers the floor, which discards this
+	 * refresh's result), and a claim that takes that record from below the
+	 * floor before this refresh ends discards it (durable_claim_floor_leased).
 	 */
 	key = durable_chat_set_key(chat_id);
 	if (durable_chat_set_has(&held->chats, key))
@@ -892,7 +894,9 @@ durable_claim_floor_lower(DurableQueue queue, int64 id)
  * caller's update may have passed over `next`; one that begins after sees
  * it) and the floor has not passed `next`.  Otherwise `next` is noted as
  * freed, stamped anew if it was already (a refresh that began before this
- * completion's update may have passed it once more).  A refresh under way
+ * completion's update may have passed it once more), in the place of `id`
+ * if that was noted (a draining chat keeps one place: a claim told the
+ * floor when `id`'s lease ends, and its completion ends it).  A refresh under way
  * may still pass `next` as held (its chat found held before this update)
  * while a claim from below the floor takes it: durable_claim_floor_leased.
  * Only when too many are noted is the floor lowered, which discards the
@@ -913,6 +917,9 @@ durable_claim_floor_freed(int64 id, int64 next)
 	{
 		for (i = 0; i < f->freed.n && f->freed.id[i] != next; i++)
 			;
+		if (i == f->freed.n)
+			for (i = 0; i < f->freed.n && f->freed.id[i] != id; i++)
+				;
 		if (i < DURABLE_FLOOR_FREED_MAX)
 		{
 			if (i == f->freed.n)
@@ -1003,8 +1010,10 @@ durable_claim_floor_comes_due(DurableQueue queue, int64 id, TimestampTz due)
  * would raise the floor past the lease without knowing when it ends.  The
  * claim's update is ordered before the read of the raise, as the refresh
  * orders its raise before its second scan: either that scan sees the lease,
- * or the refresh is discarded.  (Discarding every refresh under way at each
- * such note instead kept the 5 s recompute from the head from ever ending
+ * or the refresh is discarded; and the floor is read after the raise (as
+ * durable_claim_floor_admitted reads them), for a refresh that ended in
+ * between.  (Discarding every refresh under way at each note of a freed
+ * record instead kept the 5 s recompute from the head from ever ending
  * while a chat drained: 160 claims a second.)
  */
 void
@@ -1012,8 +1021,15 @@ durable_claim_floor_leased(DurableQueue queue, int64 id, TimestampTz lease_until
 {
 	DurableFloor *f = floor_of(queue);
 
-	if (f != NULL && floor_raise_passes(f, id))
-		durable_claim_floor_comes_due(queue, id, lease_until);
+	if (f == NULL)
+		return;
+	if (!floor_raise_passes(f, id))
+	{
+		pg_read_barrier();
+		if ((uint64) id >= pg_atomic_read_u64(&f->floor))
+			return;
+	}
+	durable_claim_floor_comes_due(queue, id, lease_until);
 }
 
 void

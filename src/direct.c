@@ -1870,8 +1870,9 @@ direct_check_concurrent_change(TM_Result result)
  * fence and updated; then *wake, unless wake is NULL, tells whether a later
  * record of its chat waits for it (per-chat order: claimers are to be woken
  * at commit), seen with a snapshot taken after the update.  A record that
- * frees its chat lowers the claim floor to itself when the floor may have
- * passed over a later record of the chat (durable_claim_floor_held_watched).
+ * frees its chat tells the claim floor about the chat's next record when
+ * the floor may have passed over it (durable_claim_floor_held_watched,
+ * durable_claim_floor_freed).
  * False when there is no such record or the fence does not hold (the caller
  * diagnoses which).
  */

@@ -605,6 +605,13 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 				/* The UPDATE may have waited for a claim or confirmation of the row. */
 				(void) durable_restamp_inserted_lease(DQ_INBOX, Int64GetDatum(dup_id),
 													  lease_until, lease_us);
+
+				/*
+				 * A record below the claim floor (one noted freed, say) is
+				 * taken: the floor learns when the lease ends, as from a
+				 * claim (the restamp can only make it end later).
+				 */
+				durable_claim_floor_comes_due(DQ_INBOX, dup_id, lease_until);
 			}
 		}
 		break;

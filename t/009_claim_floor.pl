@@ -394,6 +394,25 @@ claimed_at_floor_once_due('inbox',
 	"lease_until < clock_timestamp() FROM durable.inbox WHERE message_id = 'drain-32'",
 	'drain-32', 'a freed record whose lease ran out is taken over');
 
+# So does a freed record's lease taken by an admit of its message again.
+my ($dup_head, $dup_head_token) = split /\|/, admit_and_hold('dup-head', 'h', '1 h');
+$node->safe_psql('postgres', "SELECT FROM durable.inbox_admit('t', 'dup-next', 'chat-dup-head')");
+cycles(5, 'past-dup');
+cmp_ok(after_head_refresh() // -1, '>',
+	$node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE message_id = 'dup-next'"),
+	'(a duplicate\'s lease running out: the floor passes a record held behind its chat\'s head)');
+$node->safe_psql('postgres', "SELECT durable.inbox_complete($dup_head, $dup_head_token)");
+$lease_from = time;
+is($node->safe_psql('postgres',
+		"SELECT duplicate, state FROM durable.inbox_admit('t', 'dup-next', 'chat-dup-head', instance => 'gone', lease => '2 s')"),
+	't|leased', 'an admit of the freed record\'s message again leases it, for 2 s');
+is(claim_one(), 'nothing', '... then no claim takes it (and it is no longer looked at as freed)');
+ok(time - $lease_from < 2, '(the lease of 2 s was still valid until now)')
+  or diag('the steps above took too long for the lease of 2 s');
+claimed_at_floor_once_due('inbox',
+	"lease_until < clock_timestamp() FROM durable.inbox WHERE message_id = 'dup-next'",
+	'dup-next', 'a freed record leased by an admit whose lease ran out is taken over');
+
 # A completion that rolls back frees nothing: the record noted is held.
 my ($drain_32_token) = $node->safe_psql('postgres',
 	"SELECT token FROM durable.inbox WHERE message_id = 'drain-32'");
