@@ -181,6 +181,49 @@ sub claimed_first_after_rollback
 	return;
 }
 
+# A chat's head "$tag-head", leased for an hour, and "$tag-next" behind it,
+# which a refresh from the head then passes; returns the head's id and token.
+sub head_and_next_passed
+{
+	my ($tag) = @_;
+	my ($head, $token) = split /\|/, admit_and_hold("$tag-head", 'h', '1 h');
+	$node->safe_psql('postgres', "SELECT FROM durable.inbox_admit('t', '$tag-next', 'chat-$tag-head')");
+	cycles(5, "past-$tag");
+	cmp_ok(after_head_refresh() // -1, '>',
+		$node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE message_id = '$tag-next'"),
+		"($tag: the floor passes a record held behind its chat's head)");
+	return ($head, $token);
+}
+
+# Right after its chat's head completed, $take (SQL that returns $taken)
+# leases the freed record $message for 2 s: claims leave it alone (and
+# forget it as freed) until the lease runs out, then one takes it over,
+# starting at the floor (which learnt when the lease ends).
+sub freed_lease_runs_out
+{
+	my ($message, $take, $taken, $what) = @_;
+	my $from = time;
+	is($node->safe_psql('postgres', $take), $taken, "$what leases the freed record \"$message\" for 2 s");
+	is(claim_one(), 'nothing', '... then no claim takes it');
+	ok(time - $from < 2, '(the lease of 2 s was still valid until now)')
+	  or diag('the steps above took too long for the lease of 2 s');
+	claimed_at_floor_once_due('inbox',
+		"lease_until < clock_timestamp() FROM durable.inbox WHERE message_id = '$message'",
+		$message, "a freed record leased by $what is taken over once the lease ran out");
+	return;
+}
+
+# Complete every leased record, unless $claims_only; then $rounds times
+# (1 unless given) claim what is claimable and complete it in a batch.
+sub finish_open
+{
+	my ($rounds, $claims_only) = @_;
+	my $batch = q{SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))};
+	$node->safe_psql('postgres', "$batch FROM durable.inbox WHERE state = 'leased'") unless $claims_only;
+	$node->safe_psql('postgres', join '', ("$batch FROM durable.inbox_claim('drain', 10000);\n") x ($rounds // 1));
+	return;
+}
+
 # Index entries of $index read per claim of 200 cycles ($cycles->($n, $tag))
 # run after 3,000 others, all behind a transaction held open on $table.
 sub entries_per_claim_behind_held
@@ -307,9 +350,7 @@ cmp_ok(floor_now('inbox', 1), '>', $shared,
 # look at each of its records), and comes back for the next one when that
 # record finishes: the completion lowers the floor while refreshes have
 # passed over held records lately.
-$node->safe_psql('postgres', q{
-	SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
-	  FROM durable.inbox_claim('drain', 10000)});
+finish_open(1, 'claims only');
 my ($held_head, $held_head_token) = split /\|/, admit_and_hold('held-head', 'h', '1 h');
 $node->safe_psql('postgres',
 	join '', map { "SELECT FROM durable.inbox_admit('t', 'held-$_', 'chat-held-head');" } 1 .. 3);
@@ -331,12 +372,7 @@ claimed_at_floor_after('inbox', $held{2},
 # floor stays above the rest of the backlog (lowered at every completion,
 # it made every claim walk the backlog again: 200 claims a second beside a
 # chat draining 100,000 records).
-$node->safe_psql('postgres', q{
-	SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
-	  FROM durable.inbox WHERE state = 'leased'});
-$node->safe_psql('postgres', q{
-	SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
-	  FROM durable.inbox_claim('drain', 10000)});
+finish_open();
 my ($drain_head, $drain_head_token) = split /\|/, admit_and_hold('drain-head', 'h', '1 h');
 $node->safe_psql('postgres',
 	join '', map { "SELECT FROM durable.inbox_admit('t', 'drain-$_', 'chat-drain-head');" } 1 .. 300);
@@ -384,34 +420,15 @@ cmp_ok(after_head_refresh() // -1, '>', $drain_last, '(a freed lease running out
 my ($drain_31, $drain_31_token) = split /\|/, $node->safe_psql('postgres',
 	"SELECT id || '|' || token FROM durable.inbox WHERE message_id = 'drain-31'");
 $node->safe_psql('postgres', "SELECT durable.inbox_complete($drain_31, $drain_31_token)");
-my $lease_from = time;
-is($node->safe_psql('postgres', "SELECT message_id FROM durable.inbox_claim('gone', 1, lease => '2 s')"),
-	'drain-32', 'the next record is freed and claimed, leased for 2 s');
-is(claim_one(), 'nothing', '... then held (and no longer looked at as freed)');
-ok(time - $lease_from < 2, '(the lease of 2 s was still valid until now)')
-  or diag('the steps above took too long for the lease of 2 s');
-claimed_at_floor_once_due('inbox',
-	"lease_until < clock_timestamp() FROM durable.inbox WHERE message_id = 'drain-32'",
-	'drain-32', 'a freed record whose lease ran out is taken over');
+freed_lease_runs_out('drain-32', "SELECT message_id FROM durable.inbox_claim('gone', 1, lease => '2 s')",
+	'drain-32', 'a claim');
 
 # So does a freed record's lease taken by an admit of its message again.
-my ($dup_head, $dup_head_token) = split /\|/, admit_and_hold('dup-head', 'h', '1 h');
-$node->safe_psql('postgres', "SELECT FROM durable.inbox_admit('t', 'dup-next', 'chat-dup-head')");
-cycles(5, 'past-dup');
-cmp_ok(after_head_refresh() // -1, '>',
-	$node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE message_id = 'dup-next'"),
-	'(a duplicate\'s lease running out: the floor passes a record held behind its chat\'s head)');
+my ($dup_head, $dup_head_token) = head_and_next_passed('dup');
 $node->safe_psql('postgres', "SELECT durable.inbox_complete($dup_head, $dup_head_token)");
-$lease_from = time;
-is($node->safe_psql('postgres',
-		"SELECT duplicate, state FROM durable.inbox_admit('t', 'dup-next', 'chat-dup-head', instance => 'gone', lease => '2 s')"),
-	't|leased', 'an admit of the freed record\'s message again leases it, for 2 s');
-is(claim_one(), 'nothing', '... then no claim takes it (and it is no longer looked at as freed)');
-ok(time - $lease_from < 2, '(the lease of 2 s was still valid until now)')
-  or diag('the steps above took too long for the lease of 2 s');
-claimed_at_floor_once_due('inbox',
-	"lease_until < clock_timestamp() FROM durable.inbox WHERE message_id = 'dup-next'",
-	'dup-next', 'a freed record leased by an admit whose lease ran out is taken over');
+freed_lease_runs_out('dup-next',
+	"SELECT duplicate, state FROM durable.inbox_admit('t', 'dup-next', 'chat-dup-head', instance => 'gone', lease => '2 s')",
+	't|leased', 'an admit of its message again');
 
 # A completion that rolls back frees nothing: the record noted is held.
 my ($drain_32_token) = $node->safe_psql('postgres',
@@ -428,12 +445,7 @@ claimed_at_floor('inbox', 'drain-33', 'its completion, committed, frees it');
 my $rr = $node->background_psql('postgres');
 $rr->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
 $rr->query_safe('SELECT count(*) FROM durable.inbox');
-my ($rr_head, $rr_head_token) = split /\|/, admit_and_hold('rr-head', 'h', '1 h');
-$node->safe_psql('postgres', "SELECT FROM durable.inbox_admit('t', 'rr-next', 'chat-rr-head')");
-cycles(5, 'past-rr');
-cmp_ok(after_head_refresh() // -1, '>',
-	$node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE message_id = 'rr-next'"),
-	'(the floor passes a record held behind its chat\'s head)');
+my ($rr_head, $rr_head_token) = head_and_next_passed('rr');
 $node->safe_psql('postgres', "SELECT durable.inbox_complete($rr_head, $rr_head_token)");
 is($rr->query_safe("SELECT count(*) FROM durable.inbox_claim('rr', 1)"), 0,
 	'a claim whose snapshot predates the freed record finds nothing');
@@ -457,12 +469,7 @@ is($many_claimed, join(',', map { "many-$_-next" } 1 .. 10),
 	'ten chats freed at once: every next record is claimed at once');
 ok(!$many_from_head, '... by a claim that started at the floor');
 # (the rest of the backlog, one record a round)
-$node->safe_psql('postgres', q{
-	SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
-	  FROM durable.inbox WHERE state = 'leased'});
-$node->safe_psql('postgres', join '', (q{
-	SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
-	  FROM durable.inbox_claim('drain', 10000);}) x 280);
+finish_open(280);
 is($node->safe_psql('postgres', "SELECT count(*) FROM durable.inbox WHERE message_id LIKE 'drain-%' AND finished_at IS NULL"),
 	0, '(the backlog drained)');
 
@@ -473,12 +480,7 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM durable.inbox WHERE messag
 # watch for them (16 s).  15 s after the refresh that passed them, claims
 # scan from the first of them again: a completion that came after the watch
 # ended, and did not lower the floor, does not hide the next record.
-$node->safe_psql('postgres', q{
-	SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
-	  FROM durable.inbox WHERE state = 'leased'});
-$node->safe_psql('postgres', q{
-	SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
-	  FROM durable.inbox_claim('drain', 10000)});
+finish_open();
 my ($expire_head, $expire_head_token) = split /\|/, admit_and_hold('expire-head', 'h', '1 h');
 $node->safe_psql('postgres', "SELECT FROM durable.inbox_admit('t', 'expire-1', 'chat-expire-head')");
 my $expire_1 = $node->safe_psql('postgres', "SELECT id FROM durable.inbox WHERE message_id = 'expire-1'");
