@@ -896,12 +896,13 @@ durable_claim_floor_lower(DurableQueue queue, int64 id)
  * freed, stamped anew if it was already (a refresh that began before this
  * completion's update may have passed it once more), in the place of `id`
  * if that was noted (a draining chat keeps one place: a claim told the
- * floor when `id`'s lease ends, and its completion ends it).  A refresh under way
- * may still pass `next` as held (its chat found held before this update)
- * while a claim from below the floor takes it: durable_claim_floor_leased.
- * Only when too many are noted is the floor lowered, which discards the
- * refresh under way and makes claims walk the rest of the chat's backlog.  Ordered after the
- * update by durable_claim_floor_held_watched's barrier.
+ * floor when `id`'s lease ends, and its completion ends it).  A refresh
+ * under way may still pass `next` as held (its chat found held before this
+ * update) while a claim from below the floor takes it:
+ * durable_claim_floor_leased.  Only when too many are noted is the floor
+ * lowered, which discards the refresh under way and makes claims walk the
+ * rest of the chat's backlog.  Ordered after the update by
+ * durable_claim_floor_held_watched's barrier.
  */
 void
 durable_claim_floor_freed(int64 id, int64 next)
