@@ -973,6 +973,19 @@ floor_raise_passes(DurableFloor *f, int64 id)
 	return (uint64) id < pg_atomic_read_u64(&f->raising);
 }
 
+/*
+ * Whether the floor, or the raise of a refresh under way, lies above `id`:
+ * the raise first, then the floor (floor_raise_passes).
+ */
+static bool
+floor_passes(DurableFloor *f, int64 id)
+{
+	if (floor_raise_passes(f, id))
+		return true;
+	pg_read_barrier();
+	return (uint64) id < pg_atomic_read_u64(&f->floor);
+}
+
 void
 durable_claim_floor_comes_due(DurableQueue queue, int64 id, TimestampTz due)
 {
@@ -1006,14 +1019,15 @@ durable_claim_floor_comes_due(DurableQueue queue, int64 id, TimestampTz due)
 }
 
 /*
- * A refresh under way may have passed the record as held, its chat probed
- * before the completion that freed it (durable_claim_floor_freed), and
- * would raise the floor past the lease without knowing when it ends.  The
+ * A record below the floor (a freed one) is leased: the floor learns when
+ * the lease ends.  So is one that a refresh under way may have passed as
+ * held, its chat probed before the completion that freed it
+ * (durable_claim_floor_freed): the refresh would raise the floor past the
+ * lease without knowing when it ends.  The
  * claim's update is ordered before the read of the raise, as the refresh
  * orders its raise before its second scan: either that scan sees the lease,
- * or the refresh is discarded; and the floor is read after the raise (as
- * durable_claim_floor_admitted reads them), for a refresh that ended in
- * between.  (Discarding every refresh under way at each note of a freed
+ * or the refresh is discarded; and the floor is read after the raise
+ * (floor_passes), for a refresh that ended in between.  (Discarding every refresh under way at each note of a freed
  * record instead kept the 5 s recompute from the head from ever ending
  * while a chat drained: 160 claims a second.)
  */
@@ -1022,15 +1036,8 @@ durable_claim_floor_leased(DurableQueue queue, int64 id, TimestampTz lease_until
 {
 	DurableFloor *f = floor_of(queue);
 
-	if (f == NULL)
-		return;
-	if (!floor_raise_passes(f, id))
-	{
-		pg_read_barrier();
-		if ((uint64) id >= pg_atomic_read_u64(&f->floor))
-			return;
-	}
-	durable_claim_floor_comes_due(queue, id, lease_until);
+	if (f != NULL && floor_passes(f, id))
+		durable_claim_floor_comes_due(queue, id, lease_until);
 }
 
 void
@@ -1038,15 +1045,7 @@ durable_claim_floor_admitted(DurableQueue queue, int64 id)
 {
 	DurableFloor *f = floor_of(queue);
 
-	if (f == NULL)
-		return;
-	if (floor_raise_passes(f, id))
-	{
-		durable_claim_floor_lower(queue, id);
-		return;
-	}
-	pg_read_barrier();
-	if ((uint64) id < pg_atomic_read_u64(&f->floor))
+	if (f != NULL && floor_passes(f, id))
 		durable_claim_floor_lower(queue, id);
 }
 

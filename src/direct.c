@@ -2248,6 +2248,7 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 /* One claim's scan: what each candidate it finds is checked and leased with. */
 typedef struct DirectClaimRun
 {
+	DurableQueue queue;
 	const DirectClaimQueue *q;
 	const DirectRels *rels;
 	DurableClaim *claim;
@@ -2264,7 +2265,12 @@ typedef struct DirectClaimRun
 	uint64		n;				/* leased so far */
 } DirectClaimRun;
 
-/* Lease the candidate in run->version if it is claimable, and pass it to the sink. */
+/*
+ * Lease the candidate in run->version if it is claimable, and pass it to the
+ * sink.  An inbox lease below the claim floor, or below a refresh's raise,
+ * is told to the floor (durable_claim_floor_leased): a freed record's, or
+ * one a refresh under way passed as held.
+ */
 static bool
 direct_claim_offer(DirectClaimRun *run)
 {
@@ -2291,6 +2297,10 @@ direct_claim_offer(DirectClaimRun *run)
 		was = slot_getattr(run->version, q->cols->state, &isnull);
 		run->sink(run->arg, values, nulls, was);
 		run->n++;
+		if (run->queue == DQ_INBOX)
+			durable_claim_floor_leased(run->queue,
+									   DatumGetInt64(slot_getattr(run->leased, q->cols->id, &isnull)),
+									   run->claim->lease_until);
 	}
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextReset(run->candidate_cxt);
@@ -2319,10 +2329,8 @@ direct_pending_due_after(TupleTableSlot *slot, const DirectCols *cols, Timestamp
  * Look at the records below the floor that completions freed (claim->freed,
  * ascending) through `scan`, leasing those claimable.  Those the snapshot
  * shows taken (by a claim that committed), finished or not due go to
- * *stale: a claim that took one told the floor when its lease ends (as one
- * that took it from below the floor told a refresh under way, which may
- * have passed it as held: durable_claim_floor_leased), one not
- * due yet tells it now (a refresh that read the clock later may have passed
+ * *stale: a claim that took one told the floor when its lease ends
+ * (direct_claim_offer), one not due yet tells it now (a refresh that read the clock later may have passed
  * it as due), and every other way back to claimable lowers the floor.  One
  * held back by its chat (the completion that freed it has not committed) or
  * locked by another transaction is left for later claims -- and so is every
@@ -2332,8 +2340,7 @@ direct_pending_due_after(TupleTableSlot *slot, const DirectCols *cols, Timestamp
  * transaction began.
  */
 static void
-direct_claim_freed(DirectClaimRun *run, IndexScanDesc scan, DurableQueue queue,
-				   DurableFloorFreed *stale)
+direct_claim_freed(DirectClaimRun *run, IndexScanDesc scan, DurableFloorFreed *stale)
 {
 	const DurableFloorFreed *freed = &run->claim->freed;
 	bool		sees_all = !IsolationUsesXactSnapshot() &&
@@ -2350,8 +2357,7 @@ direct_claim_freed(DirectClaimRun *run, IndexScanDesc scan, DurableQueue queue,
 		found = index_getnext_slot(scan, ForwardScanDirection, run->version);
 		if (found && run->q->claimable(run->version, run->q->cols, run->claim))
 		{
-			if (direct_claim_offer(run))
-				durable_claim_floor_comes_due(queue, freed->id[i], run->claim->lease_until);
+			(void) direct_claim_offer(run);
 			continue;
 		}
 		if (!sees_all)
@@ -2361,7 +2367,7 @@ direct_claim_freed(DirectClaimRun *run, IndexScanDesc scan, DurableQueue queue,
 			TimestampTz due = direct_pending_due_after(run->version, run->q->cols, run->claim->now);
 
 			if (due != 0)
-				durable_claim_floor_comes_due(queue, freed->id[i], due);
+				durable_claim_floor_comes_due(run->queue, freed->id[i], due);
 		}
 		stale->id[stale->n] = freed->id[i];
 		stale->stamp[stale->n++] = freed->stamp[i];
@@ -2386,7 +2392,8 @@ direct_claim(DurableQueue queue, const DirectRels *rels, DurableClaim *claim,
 {
 	const DirectClaimQueue *q = &rels->claims[queue];
 	const DirectCols *cols = q->cols;
-	DirectClaimRun run = {.q = q, .rels = rels, .claim = claim, .sink = sink, .arg = arg};
+	DirectClaimRun run = {.queue = queue, .q = q, .rels = rels, .claim = claim, .sink = sink,
+	.arg = arg};
 	Relation	index;
 	ScanKeyData key;
 	IndexScanDesc scan;
@@ -2420,21 +2427,12 @@ direct_claim(DurableQueue queue, const DirectRels *rels, DurableClaim *claim,
 
 	scan = index_beginscan(run.rel, index, run.snapshot, 1, 0);
 	if (claim->freed.n > 0)
-		direct_claim_freed(&run, scan, queue, &stale);
+		direct_claim_freed(&run, scan, &stale);
 	ScanKeyInit(&key, 1, BTGreaterEqualStrategyNumber, F_INT8GE, Int64GetDatum(claim->floor));
 	index_rescan(scan, &key, 1, NULL, 0);
 	while (run.n < (uint64) claim->max &&
 		   index_getnext_slot(scan, ForwardScanDirection, run.version))
-	{
-		if (direct_claim_offer(&run) && queue == DQ_INBOX)
-		{
-			bool		isnull;
-
-			durable_claim_floor_leased(queue,
-									   DatumGetInt64(slot_getattr(run.leased, cols->id, &isnull)),
-									   claim->lease_until);
-		}
-	}
+		(void) direct_claim_offer(&run);
 	index_endscan(scan);
 	if (stale.n > 0)
 		durable_claim_floor_unfree(queue, &stale);

@@ -441,7 +441,7 @@ extern void durable_claim_floor_lower(DurableQueue queue, int64 id);
 /* Record `id` becomes claimable at `due`: claims must look at it from then on. */
 extern void durable_claim_floor_comes_due(DurableQueue queue, int64 id, TimestampTz due);
 
-/* A claim's scan leased inbox record `id` until `lease_until`. */
+/* A claim leased inbox record `id` until `lease_until`: tell the floor if it may have passed it. */
 extern void durable_claim_floor_leased(DurableQueue queue, int64 id, TimestampTz lease_until);
 
 /* An admit or an enqueue inserted record `id`: lower the floor if it lies below. */
