@@ -719,6 +719,8 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	}
 	MemoryContextSwitchTo(caller_cxt);
 	MemoryContextDelete(cxt);
+	/* (t/009_claim_floor stalls refreshes here too, their scans done) */
+	DURABLE_FAIL_POINT("floor_write");
 
 	SpinLockAcquire(&f->mutex);
 	if (f->gen == gen)
@@ -739,6 +741,12 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 		{
 			f->fallback = Min(first.first_skipped, first.needed);
 			f->due = first.due;
+		}
+		if (f->late_due != 0)
+		{
+			if (f->due == 0 || f->late_due < f->due)
+				f->due = f->late_due;
+			f->fallback = Min(f->fallback, f->late_fallback);
 		}
 		floor_held_set(f, from, first.held_first,
 					   held.watched_from + (int64) FLOOR_HELD_MS * 1000);
@@ -801,6 +809,8 @@ durable_claim_floor(DurableQueue queue, TimestampTz now, DurableFloorFreed *free
 	if (f->busy_until != 0)
 		f->gen++;
 	f->busy_until = clock + (int64) FLOOR_REFRESH_TIMEOUT_MS * 1000;
+	f->late_due = 0;
+	f->late_fallback = PG_INT64_MAX;
 	refresh = ++f->refreshes;
 	freed_seen = f->freed_stamps;
 	gen = f->gen;
@@ -995,7 +1005,7 @@ durable_claim_floor_comes_due(DurableQueue queue, int64 id, TimestampTz due)
 	if (f == NULL)
 		return;
 
-	/* A refresh under way must not write its result: the generation moves on. */
+	/* A refresh under way may have passed the record before the caller's change. */
 	in_flight = floor_raise_passes(f, id);
 	SpinLockAcquire(&f->mutex);
 	if (in_flight || (uint64) id < pg_atomic_read_u64(&f->floor))
@@ -1004,15 +1014,27 @@ durable_claim_floor_comes_due(DurableQueue queue, int64 id, TimestampTz due)
 		 * The fallback may lie above `id`: the refreshes need not have
 		 * passed over this record (a send being sent has no entry they can
 		 * see).  Nothing changes for a due time no earlier than the known
-		 * one and above the fallback: then no refresh is discarded (each
-		 * one discarded holds the floor back).
+		 * one and above the fallback.
 		 */
 		if (in_flight || f->due == 0 || due < f->due || id < f->fallback)
 		{
 			if (f->due == 0 || due < f->due)
 				f->due = due;
 			f->fallback = Min(f->fallback, id);
-			f->gen++;
+
+			/*
+			 * A refresh under way writes its own due time and fallback over
+			 * these: it merges what was reported meanwhile.  (It used to be
+			 * discarded instead, by a new generation; while chats drained,
+			 * each lease of a freed record discarded the one under way, and
+			 * the recompute from the head could take many tries to end.)
+			 */
+			if (f->busy_until != 0)
+			{
+				if (f->late_due == 0 || due < f->late_due)
+					f->late_due = due;
+				f->late_fallback = Min(f->late_fallback, id);
+			}
 		}
 	}
 	SpinLockRelease(&f->mutex);
@@ -1023,11 +1045,12 @@ durable_claim_floor_comes_due(DurableQueue queue, int64 id, TimestampTz due)
  * the lease ends.  So is one that a refresh under way may have passed as
  * held, its chat probed before the completion that freed it
  * (durable_claim_floor_freed): the refresh would raise the floor past the
- * lease without knowing when it ends.  The
- * claim's update is ordered before the read of the raise, as the refresh
- * orders its raise before its second scan: either that scan sees the lease,
- * or the refresh is discarded; and the floor is read after the raise
- * (floor_passes), for a refresh that ended in between.  (Discarding every refresh under way at each note of a freed
+ * lease without knowing when it ends.  The claim's update is ordered
+ * before the read of the raise, as the refresh orders its raise before its
+ * second scan: either that scan sees the lease, or the refresh merges the
+ * lease's end into its result (durable_claim_floor_comes_due); and the
+ * floor is read after the raise (floor_passes), for a refresh that ended in
+ * between.  (Discarding every refresh under way at each note of a freed
  * record instead kept the 5 s recompute from the head from ever ending
  * while a chat drained: 160 claims a second.)
  */

@@ -154,6 +154,8 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 		f->from_head_at = 0;
 		f->next_refresh = 0;
 		f->busy_until = 0;
+		f->late_due = 0;
+		f->late_fallback = PG_INT64_MAX;
 		f->freed.n = 0;
 		SpinLockRelease(&f->mutex);
 	}

@@ -52,6 +52,9 @@ typedef struct DurableFloor
 	int64		next_refresh;	/* no refresh before this */
 	int64		busy_until;		/* a refresh runs (until this at most) */
 	uint64		refreshes;		/* refreshes begun: the last one clears busy_until */
+	/* Reported to comes_due while a refresh runs, merged into its result (late_due 0: none) */
+	TimestampTz late_due;
+	int64		late_fallback;
 	DurableFloorFreed freed;	/* records freed below the floor (unordered) */
 	uint64		freed_stamps;	/* entries noted so far: the last one's stamp */
 } DurableFloor;

@@ -196,14 +196,16 @@ sub head_and_next_passed
 }
 
 # Right after its chat's head completed, $take (SQL that returns $taken)
-# leases the freed record $message for 2 s: claims leave it alone (and
-# forget it as freed) until the lease runs out, then one takes it over,
-# starting at the floor (which learnt when the lease ends).
+# leases the freed record $message for 2 s; then $then (a sub, if given)
+# runs: claims leave the record alone (and forget it as freed) until the
+# lease runs out, then one takes it over, starting at the floor (which
+# learnt when the lease ends).
 sub freed_lease_runs_out
 {
-	my ($message, $take, $taken, $what) = @_;
+	my ($message, $take, $taken, $what, $then) = @_;
 	my $from = time;
 	is($node->safe_psql('postgres', $take), $taken, "$what leases the freed record \"$message\" for 2 s");
+	$then->() if $then;
 	is(claim_one(), 'nothing', '... then no claim takes it');
 	ok(time - $from < 2, '(the lease of 2 s was still valid until now)')
 	  or diag('the steps above took too long for the lease of 2 s');
@@ -472,6 +474,28 @@ ok(!$many_from_head, '... by a claim that started at the floor');
 finish_open(280);
 is($node->safe_psql('postgres', "SELECT count(*) FROM durable.inbox WHERE message_id LIKE 'drain-%' AND finished_at IS NULL"),
 	0, '(the backlog drained)');
+
+# A freed record leased while a refresh from the head is under way, which
+# passed it as held before the completion that freed it: the refresh is
+# not thrown away (each one thrown away holds the floor back, and while
+# chats drained the recompute from the head could take many tries), and
+# merges the lease's end into the due time it writes.
+my ($merge_head, $merge_head_token) = head_and_next_passed('merge');
+usleep(5_200_000);
+my $merge_gate = gate_close($node, 'postgres');
+my ($merge_stalled, undef, $merge_waits) = start_at_gate($node, 'postgres', 'floor_write',
+	"BEGIN; SELECT count(*) FROM durable.inbox_claim('stalled', 1); ROLLBACK");
+ok($merge_waits, '(a refresh from the head, its scans done, waits to write its result)');
+$node->safe_psql('postgres', "SELECT durable.inbox_complete($merge_head, $merge_head_token)");
+freed_lease_runs_out('merge-next', "SELECT message_id FROM durable.inbox_claim('gone', 1, lease => '2 s')",
+	'merge-next', 'a claim while that refresh waits',
+	sub {
+		gate_open($merge_gate);
+		$merge_stalled->quit;
+		$merge_gate->quit;
+		my (undef, $from_head) = floor_now();
+		ok(!$from_head, '... which wrote its result: the next refresh starts from the floor');
+	});
 
 # ---- Passes over held records expire.  A claim uses the floor without
 # refreshing it while another claim's refresh runs (for 10 s at most, then

@@ -39,8 +39,8 @@
 # DURABLE_FAIL_POINT("...") and fails when a point exists there but has no
 # scenario, so a new point cannot go untested.  A point that only stages a
 # race with ":wait" (extension_check, in a look of the launcher's worker;
-# floor_refresh, at the start of a claim floor's refresh) is named below
-# with the test that stages it.
+# floor_refresh and floor_write, at the start of a claim floor's refresh and
+# before it writes its result) is named below with the test that stages it.
 #
 # Run (after the library is installed, as a user that may run postgres):
 #   prove -v t/010_fail_points.pl
@@ -74,7 +74,8 @@ ok(scalar(keys %in_src) > 0, "fail points found in $root/src");
 # Points that stage a race in a test of their own rather than a death here.
 my %staged_elsewhere = (
 	extension_check => '028_install_during_check.pl',
-	floor_refresh => '009_claim_floor.pl');
+	floor_refresh => '009_claim_floor.pl',
+	floor_write => '009_claim_floor.pl');
 for my $point (sort keys %in_src)
 {
 	if (my $test = $staged_elsewhere{$point})
