@@ -24,16 +24,18 @@
  *  - records the scan passed over (held under a lease, or pending with a
  *    future not_before) come due by the clock: from the earliest of those
  *    times, claims scan from the first record passed over instead;
- *  - an inbox record due by the clock is passed over while an older record
- *    of its chat is unfinished and no transaction is writing it: it becomes
- *    claimable when that record finishes.  Completions watch for that
- *    (held_watch, published before the probe that allows the pass; each
- *    completion reads it after its update) and note the chat's next record
- *    as freed: claims look at the freed records before they scan from the
- *    floor, until they find one taken or finished, or a refresh that began
- *    after it was noted looked at it (with too many noted, the completion
- *    lowers the floor instead); inbox_fail and recovery lower the floor
- *    anyway.  Such passes last FLOOR_HELD_MS after the refresh that last
+ *  - a record due by the clock is passed over while an older record of its
+ *    chat is unfinished (a send: pending, sending or failed) and no
+ *    transaction is writing it: it becomes claimable when that record
+ *    finishes.  Completions watch for that (held_watch, published before the
+ *    probe that allows the pass; each completion reads it after its update):
+ *    inbox_complete and outbox_sent note the chat's next record as freed:
+ *    claims look at the freed records before they scan from the floor, until
+ *    they find one taken or finished, or a refresh that began after it was
+ *    noted looked at it (with too many noted, the completion lowers the
+ *    floor instead); a send dead, discarded or flagged unknown lowers the
+ *    floor (durable_claim_floor_finished), and inbox_fail and recovery lower
+ *    it anyway.  Such passes last FLOOR_HELD_MS after the refresh that last
  *    looked at them all (a refresh from above them does not renew them);
  *    then claims scan from the first of them;
  *  - a heartbeat that shortens a lease below the floor brings that time
@@ -115,7 +117,7 @@ typedef struct FloorScan
 } FloorScan;
 
 /*
- * A refresh's probes of the chats of due inbox records (floor_chat_holds),
+ * A refresh's probes of the chats of due records (floor_chat_holds),
  * across its scans: the per-chat index, opened at the first probe, and when
  * the refresh told completions to watch (0: not yet).
  */
@@ -224,7 +226,7 @@ floor_atomic_raise(pg_atomic_uint64 *value, uint64 to)
 }
 
 /*
- * Whether the due inbox record `id`, of chat `chat_id`, waits behind an older
+ * Whether the due record `id`, of chat `chat_id`, waits behind an older
  * unfinished record of its chat that no transaction is changing: no claim
  * can take it before that record finishes.  The chat's index is read
  * backward from the record with a dirty snapshot: the nearest older entry is
@@ -267,7 +269,11 @@ floor_chat_holds(FloorHeld *held, const DurableQueueRels *rels, Relation heap, D
 		if (TransactionIdIsValid(dirty.xmin) || TransactionIdIsValid(dirty.xmax) ||
 			(wrote_here && floor_written_here(held->slot)))
 			break;
-		(void) slot_getattr(held->slot, rels->finished_at, &isnull);
+		/* (the outbox's chat index holds only unfinished sends: pending, sending, failed) */
+		if (rels->finished_at == InvalidAttrNumber)
+			isnull = true;
+		else
+			(void) slot_getattr(held->slot, rels->finished_at, &isnull);
 		if (isnull)
 		{
 			holds = true;
@@ -279,7 +285,7 @@ floor_chat_holds(FloorHeld *held, const DurableQueueRels *rels, Relation heap, D
 }
 
 /*
- * Whether the floor may pass over the due pending record in `slot` (id
+ * Whether the floor may pass over the due waiting record (pending, or a failed send) in `slot` (id
  * `id`): it is held by its chat (floor_chat_holds).  Before the refresh's
  * first such pass, completions are told to watch (held_watch) and the
  * record's chat is probed again: a completion either updated the record
@@ -368,7 +374,7 @@ floor_scan(const DurableQueueRels *rels, int64 from, int64 below, TimestampTz no
 		int64		id;
 		Datum		state;
 		TimestampTz due = 0;
-		bool		pending = false;
+		bool		waiting = false;	/* pending, or a failed send */
 
 		if (index_getnext_tid(scan, ForwardScanDirection) == NULL)
 		{
@@ -417,17 +423,18 @@ floor_scan(const DurableQueueRels *rels, int64 from, int64 below, TimestampTz no
 			if (!isnull)
 				due = DatumGetTimestampTz(d);
 		}
-		else if (!isnull && ((pending = durable_text_equal_cstring(state, "pending")) ||
+		else if (!isnull && (durable_text_equal_cstring(state, "pending") ||
 							 durable_text_equal_cstring(state, "failed")))
 		{
 			Datum		d = slot_getattr(slot, rels->not_before, &isnull);
 
+			waiting = true;
 			if (!isnull)
 				due = DatumGetTimestampTz(d);
 		}
 		if (due <= now)
 		{
-			if (pending && floor_held_passes(held, rels, heap, slot, id, wrote_here))
+			if (waiting && floor_held_passes(held, rels, heap, slot, id, wrote_here))
 			{
 				if (out->held_first == 0)
 					out->held_first = id;
@@ -915,9 +922,9 @@ durable_claim_floor_lower(DurableQueue queue, int64 id)
  * durable_claim_floor_held_watched's barrier.
  */
 void
-durable_claim_floor_freed(int64 id, int64 next)
+durable_claim_floor_freed(DurableQueue queue, int64 id, int64 next)
 {
-	DurableFloor *f = floor_of(DQ_INBOX);
+	DurableFloor *f = floor_of(queue);
 	int			i;
 
 	if (f == NULL)
@@ -1072,10 +1079,17 @@ durable_claim_floor_admitted(DurableQueue queue, int64 id)
 		durable_claim_floor_lower(queue, id);
 }
 
-bool
-durable_claim_floor_held_watched(void)
+void
+durable_claim_floor_finished(DurableQueue queue, int64 id)
 {
-	DurableFloor *f = floor_of(DQ_INBOX);
+	if (durable_claim_floor_held_watched(queue))
+		durable_claim_floor_lower(queue, id);
+}
+
+bool
+durable_claim_floor_held_watched(DurableQueue queue)
+{
+	DurableFloor *f = floor_of(queue);
 
 	if (f == NULL)
 		return false;

@@ -1503,8 +1503,10 @@ typedef struct DirectConfirm
 	const char *states[2];		/* ...one of these states (NULL: none) */
 	Oid			chat_idx;		/* the journal's per-chat index of open records */
 	DirectChatFilter waiting;	/* which later records of the chat wait (NULL: all) */
-	bool		frees_chat;		/* an inbox record finishes: the floor may have passed
-								 * over records held behind it (claim_floor.c) */
+	bool		frees_chat;		/* the record finishes: the floor of `queue` may
+								 * have passed over records held behind it
+								 * (claim_floor.c) */
+	DurableQueue queue;
 	int			nset;
 	AttrNumber	set_att[DIRECT_MAX_SET];
 	Datum		set_value[DIRECT_MAX_SET];
@@ -1947,7 +1949,7 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 		/* TM_Ok: the newest version, locked; check the fence on it again. */
 	}
 
-	held_watched = updated && c->frees_chat && durable_claim_floor_held_watched();
+	held_watched = updated && c->frees_chat && durable_claim_floor_held_watched(c->queue);
 	if (updated && (wake != NULL || held_watched))
 	{
 		bool		isnull;
@@ -1968,7 +1970,7 @@ direct_confirm(DirectConfirm *c, const DirectRels *rels, bool *wake)
 		if (wake != NULL)
 			*wake = later;
 		if (later && held_watched)
-			durable_claim_floor_freed(id, next);
+			durable_claim_floor_freed(c->queue, id, next);
 	}
 
 	ExecDropSingleTupleTableSlot(confirmed);
@@ -1997,6 +1999,7 @@ durable_inbox_complete_direct(int64 id, int64 token, TimestampTz now, bool *wake
 						F_INT8EQ, Int64GetDatum(id), token);
 	c.states[0] = "leased";
 	c.frees_chat = true;
+	c.queue = DQ_INBOX;
 	direct_set(&c, cols->state, CStringGetTextDatum("done"), false);
 	direct_set(&c, cols->done_at, TimestampTzGetDatum(now), false);
 	direct_set(&c, cols->finished_at, TimestampTzGetDatum(now), false);
@@ -2023,6 +2026,8 @@ durable_outbox_sent_direct(Datum key, int64 token, Datum provider_message_id,
 	c.waiting = direct_outbox_waiting;
 	c.states[0] = "sending";
 	c.states[1] = "unknown";
+	c.frees_chat = true;
+	c.queue = DQ_OUTBOX;
 	direct_set(&c, cols->state, CStringGetTextDatum("sent"), false);
 	direct_set(&c, cols->sent_at, TimestampTzGetDatum(now), false);
 	direct_set(&c, cols->provider_message_id, provider_message_id, false);
@@ -2475,7 +2480,7 @@ durable_queue_rels(DurableQueue queue, DurableQueueRels *out)
 	out->state = q->cols->state;
 	out->lease_until = q->cols->lease_until;
 	out->not_before = q->cols->not_before;
-	out->chat_idx = (queue == DQ_INBOX) ? q->chat_idx : InvalidOid;
+	out->chat_idx = q->chat_idx;
 	out->chat_id = q->cols->chat_id;
 	out->finished_at = q->cols->finished_at;
 }

@@ -401,8 +401,8 @@ extern bool durable_try_lock_chat(DurableQueue queue, Datum chat_id);
 /* ---- The queues' claim floors (claim_floor.c) ---- */
 
 /*
- * Inbox records below the claim floor that a completion freed (their chat's
- * older record finished after a refresh passed them as held), each with the
+ * Records below the claim floor that a completion freed (their chat's older
+ * record finished after a refresh passed them as held), each with the
  * stamp it was noted under: claims look at them before they scan from the
  * floor.  A chat draining a backlog would otherwise lower the floor below
  * the rest of its backlog at every completion, and claims walk it again.
@@ -448,19 +448,26 @@ extern void durable_claim_floor_leased(DurableQueue queue, int64 id, TimestampTz
 extern void durable_claim_floor_admitted(DurableQueue queue, int64 id);
 
 /*
- * Whether the inbox floor may have passed over records held behind one this
- * transaction just finished: then the completion lowers the floor to it when
- * a later record of its chat is open (durable_claim_floor_freed).  Call after
- * the record's update.
+ * Whether the floor of `queue` may have passed over records held behind one
+ * this transaction just finished: then the completion notes the next record
+ * of its chat as freed (durable_claim_floor_freed).  Call after the
+ * record's update.
  */
-extern bool durable_claim_floor_held_watched(void);
+extern bool durable_claim_floor_held_watched(DurableQueue queue);
 
 /*
- * Inbox record `id` finished while watched, and `next` is the first later
- * record of its chat: if the floor may have passed `next`, note it as freed
- * (or, when too many are, lower the floor to `id`).
+ * Record `id` of `queue` finished by a way rarer than a completion (a send
+ * dead, discarded or flagged unknown), after its change: if the floor may
+ * have passed records held behind it, it is lowered to `id`.
  */
-extern void durable_claim_floor_freed(int64 id, int64 next);
+extern void durable_claim_floor_finished(DurableQueue queue, int64 id);
+
+/*
+ * Record `id` of `queue` finished while watched, and `next` is the first
+ * later record of its chat: if the floor may have passed `next`, note it as
+ * freed (or, when too many are, lower the floor to `id`).
+ */
+extern void durable_claim_floor_freed(DurableQueue queue, int64 id, int64 next);
 
 /* ---- Direct reads of the journals, without the executor (direct.c) ---- */
 
@@ -531,10 +538,10 @@ typedef struct DurableQueueRels
 	AttrNumber	state;
 	AttrNumber	lease_until;
 	AttrNumber	not_before;
-	/* The inbox's per-chat order (the outbox's: InvalidOid, not passed over by chat) */
+	/* Per-chat order */
 	Oid			chat_idx;		/* (chat_id, id) of unfinished records */
 	AttrNumber	chat_id;
-	AttrNumber	finished_at;
+	AttrNumber	finished_at;	/* the inbox's (the outbox's: InvalidAttrNumber) */
 } DurableQueueRels;
 extern void durable_queue_rels(DurableQueue queue, DurableQueueRels *rels);
 /* A set of chat ids: the chats a claim or a floor refresh found held back (direct.c). */

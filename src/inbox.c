@@ -875,7 +875,7 @@ inbox_batch_freed(uint64 done)
 			continue;
 		next = durable_inbox_chat_next(chat_id, id);
 		if (next != 0)
-			durable_claim_floor_freed(id, next);
+			durable_claim_floor_freed(DQ_INBOX, id, next);
 	}
 }
 
@@ -944,7 +944,7 @@ durable_inbox_complete_batch(PG_FUNCTION_ARGS)
 	if (done > 0)
 	{
 		durable_wake_at_commit(DQ_INBOX);
-		if (durable_claim_floor_held_watched())
+		if (durable_claim_floor_held_watched(DQ_INBOX))
 			inbox_batch_freed(done);
 	}
 

@@ -984,6 +984,8 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 		durable_write_skipped("outbox");
 	if (!dead)
 		durable_claim_floor_comes_due(DQ_OUTBOX, durable_col_int64(0, 1), not_before);
+	else
+		durable_claim_floor_finished(DQ_OUTBOX, durable_col_int64(0, 1));
 	durable_error_clipped(clipped_from, error);
 
 	if (dead)
@@ -1400,12 +1402,14 @@ durable_outbox_discard(PG_FUNCTION_ARGS)
 		durable_exec(durable_plan(&plan,
 								  "DELETE FROM ONLY durable.outbox"
 								  " WHERE key = $1"
-								  " AND NOT (state = 'sending' AND COALESCE(lease_until > $2, false))",
+								  " AND NOT (state = 'sending' AND COALESCE(lease_until > $2, false))"
+								  " RETURNING id",
 								  2, types),
-					 values, NULL, SPI_OK_DELETE, 0);
+					 values, NULL, SPI_OK_DELETE_RETURNING, 0);
 		if (SPI_processed == 1)
 		{
 			/* It may have blocked its chat. */
+			durable_claim_floor_finished(DQ_OUTBOX, durable_col_int64(0, 1));
 			durable_wake_at_commit(DQ_OUTBOX);
 			SPI_finish();
 			PG_RETURN_BOOL(true);

@@ -372,6 +372,7 @@ recovery_outbox(TimestampTz now, RecoveryScope scope, const RecoveryArgs *args, 
 	{
 		durable_count(DC_OUTBOX_AMBIGUOUS, (int64) n);
 		/* unknown does not hold back its chat: younger sends may go. */
+		durable_claim_floor_finished(DQ_OUTBOX, durable_col_int64(0, 3));
 		durable_wake_at_commit(DQ_OUTBOX);
 	}
 	SPI_freetuptable(SPI_tuptable);

@@ -638,5 +638,71 @@ ok(time - $deferred_from < 3, 'the deferred send was not yet due until now')
 claimed_at_floor_once_due('outbox', "not_before <= clock_timestamp() FROM durable.outbox WHERE key = 'deferred'",
 	'deferred', 'a deferred send below the floor is claimed once due');
 
+# ---- The outbox's floor passes sends held behind an older unfinished send
+# of their chat (being sent, or failed and waiting for its retry: a chat
+# whose sends back off made every claim walk its backlog), and comes back
+# for the next one when that send leaves the chat's unfinished ones: sent
+# (noted as freed, as an inbox completion is), dead, flagged unknown or
+# discarded (the floor is lowered).
+
+# A head send of chat "chat-$tag" that $head (SQL that returns its token)
+# leaves unfinished, and three sends enqueued behind it; returns the head's
+# token and the last send's id.
+sub held_sends
+{
+	my ($tag, $head) = @_;
+	my $token = $node->safe_psql('postgres', $head);
+	$node->safe_psql('postgres',
+		join '', map { "SELECT FROM durable.outbox_enqueue('$tag-$_', 'chat-$tag', '{}');" } 1 .. 3);
+	send_cycles(5, "past-$tag");
+	return ($token, $node->safe_psql('postgres', "SELECT id FROM durable.outbox WHERE key = '$tag-3'"));
+}
+# SQL that journals send "$tag-head" as being sent by sender-$tag, for an hour.
+sub begun_head
+{
+	my ($tag) = @_;
+	return "SELECT token FROM durable.outbox_begin('$tag-head', 'chat-$tag', '{}', 'sender-$tag', lease => '1 h')";
+}
+
+my ($sent_head_token, $sent_last) = held_sends('hsent', begun_head('hsent'));
+is(claim_one('outbox'), 'nothing', 'sends held behind their chat\'s head being sent are not claimed');
+claimed_at_floor_after('outbox', $sent_last, "SELECT durable.outbox_sent('hsent-head', $sent_head_token, 'p')",
+	'hsent-1', 'the head sent, the next send of its chat is claimed at once');
+my ($dead_head_token, $dead_last) = held_sends('hdead', begun_head('hdead'));
+claimed_at_floor_after('outbox', $dead_last,
+	"SELECT FROM durable.outbox_failed('hdead-head', $dead_head_token, 'rejected', retryable => false)",
+	'hdead-1', 'the head dead, the next send of its chat is claimed at once');
+my (undef, $unknown_last) = held_sends('hunknown', begun_head('hunknown'));
+claimed_at_floor_after('outbox', $unknown_last, "SELECT FROM durable.instance_start('sender-hunknown')",
+	'hunknown-1', 'the head flagged unknown (its sender restarted), the next send of its chat is claimed at once');
+my ($discard_head_token, $discard_last) = held_sends('hdiscard', begun_head('hdiscard'));
+$node->safe_psql('postgres',
+	"SELECT FROM durable.outbox_failed('hdiscard-head', $discard_head_token, 'flood', retry_in => '1 h')");
+claimed_at_floor_after('outbox', $discard_last, "SELECT durable.outbox_discard('hdiscard-head')",
+	'hdiscard-1', 'the head, failed and backing off, discarded: the next send of its chat is claimed at once');
+
+# A chat drains its backlog of sends: each send of its head frees the next
+# one, noted as freed; a second claimer looking for work at each step must
+# not walk the backlog.
+my $drain_head_send_token = $node->safe_psql('postgres', begun_head('sdrain'));
+$node->safe_psql('postgres',
+	join '', map { "SELECT FROM durable.outbox_enqueue('sdrain-$_', 'chat-sdrain', '{}');" } 1 .. 300);
+my $sdrain_last = $node->safe_psql('postgres', "SELECT id FROM durable.outbox WHERE key = 'sdrain-300'");
+send_cycles(5, 'past-sdrain');
+cmp_ok(after_head_refresh('outbox') // -1, '>', $sdrain_last,
+	'the outbox floor passes a backlog of 300 sends behind their chat\'s head');
+$node->safe_psql('postgres', "SELECT durable.outbox_sent('sdrain-head', $drain_head_send_token, 'p')");
+$read_before = entries_read('outbox_waiting_idx');
+$drained = $node->safe_psql('postgres',
+	join '', map {
+		"SELECT c.key AS skey, c.token AS stoken FROM durable.outbox_claim('drainer', 1) c \\gset\n"
+		  . "SELECT FROM durable.outbox_claim('looker', 1);\n"
+		  . "SELECT :'skey' FROM durable.outbox_sent(:'skey', :stoken, 'p');\n"
+	} 1 .. 20);
+is($drained, join("\n", map { "sdrain-$_" } 1 .. 20), 'the chat\'s sends drain in order, one claim per send');
+$drain_per_claim = (entries_read('outbox_waiting_idx') - $read_before) / 40;
+cmp_ok($drain_per_claim, '<', 30,
+	"... and its claims and another's read few index entries ($drain_per_claim per claim, 280 sends behind)");
+
 $node->stop;
 done_testing();

@@ -9,12 +9,13 @@
 # the work, so a claimable record waits for tens of milliseconds at most;
 # one hidden below a floor waits until the floor is next recomputed from the
 # head (up to 5 s).  Each record gets a chat of its own, so per-chat order
-# never holds one back -- except in a third run of the inbox's loop, whose
+# never holds one back -- except in a second run of each queue's loop, whose
 # records share 3 chats and are failed or released less often (one in eight
-# each): a record held behind an older one of its chat (leased, or failed
-# and waiting for its retry) is passed over by the floor, and becomes
-# claimable when that one finishes, often a completion; its lateness is
-# counted from then.
+# each): a record held behind an older one of its chat (leased or being
+# sent, or failed and waiting for its retry) is passed over by the floor,
+# and becomes claimable when that one finishes, often a completion or a
+# send; its lateness is counted from then.  Each run has records of its own
+# (message ids and keys carry the run's name).
 #
 # t/009_claim_floor stages each way a record becomes claimable below a floor
 # one at a time; this test lets them race: inserts drawing ids while
@@ -61,7 +62,7 @@ sub inbox_script
 \\set retry random(0, 300)
 \\set chat random(1, 3)
 \\if :insert = 1
-SELECT 1 FROM durable.inbox_admit('stress', :client_id::text || '-' || :n::text, $chat);
+SELECT 1 FROM durable.inbox_admit('$run', :client_id::text || '-' || :n::text, $chat);
 \\endif
 SELECT coalesce(max(id), 0) AS cid, coalesce(max(token), 0) AS ctok
   FROM durable.inbox_claim('w-' || :client_id::text, max => 1) \\gset
@@ -78,34 +79,47 @@ SELECT durable.inbox_complete(:cid::bigint, :ctok::bigint);
 };
 }
 
-my %script = (
-	outbox => q{
-\set n :n + 1
-\set insert random(1, 2)
-\set defer random(0, 300)
-\set act random(1, 10)
-\set retry random(0, 300)
-\if :insert = 1
-SELECT 1 FROM durable.outbox_enqueue(:client_id::text || '-' || :n::text, 'c-' || :client_id::text || '-' || :n::text,
+# The outbox's loop for run $run: enqueues to chat $chat (SQL), fails a
+# claimed send when random($first_act, 10) <= 3, and counts a claim's
+# lateness from $due (SQL on the claimed send o).
+sub outbox_script
+{
+	my ($run, $chat, $first_act, $due) = @_;
+	return qq{
+\\set n :n + 1
+\\set insert random(1, 2)
+\\set defer random(0, 300)
+\\set act random($first_act, 10)
+\\set retry random(0, 300)
+\\set chat random(1, 3)
+\\if :insert = 1
+SELECT 1 FROM durable.outbox_enqueue('$run-' || :client_id::text || '-' || :n::text, $chat,
         '{}', not_before => now() + (:defer::text || ' ms')::interval);
-\endif
+\\endif
 SELECT coalesce(max(key), '') AS skey, coalesce(max(token), 0) AS stok
-  FROM durable.outbox_claim('w-' || :client_id::text, max => 1) \gset
-\if :stok > 0
-INSERT INTO public.late SELECT 'outbox', clock_timestamp() - not_before FROM durable.outbox WHERE key = :skey::text;
-\if :act <= 3
+  FROM durable.outbox_claim('w-' || :client_id::text, max => 1) \\gset
+\\if :stok > 0
+INSERT INTO public.late SELECT '$run', clock_timestamp() - $due FROM durable.outbox o WHERE o.key = :skey::text;
+\\if :act <= 3
 SELECT FROM durable.outbox_failed(:skey::text, :stok::bigint, 'x', retry_in => (:retry::text || ' ms')::interval);
-\else
+\\else
 SELECT durable.outbox_sent(:skey::text, :stok::bigint, 'p');
-\endif
-\endif
-},
+\\endif
+\\endif
+};
+}
+
+my %script = (
+	outbox => outbox_script('outbox', "'c-' || :client_id::text || '-' || :n::text", 1, 'o.not_before'),
+	outbox_chats => outbox_script('outbox_chats', "'c-' || :chat::text", 3,
+		'greatest(o.not_before, (SELECT max(p.sent_at) FROM durable.outbox p'
+		  . ' WHERE p.chat_id = o.chat_id AND p.id < o.id))'),
 	inbox => inbox_script('inbox', "'c-' || :client_id::text || '-' || :n::text", 1, 'i.not_before'),
 	inbox_chats => inbox_script('inbox_chats', "'c-' || :chat::text", 3,
 		'greatest(i.not_before, (SELECT max(o.finished_at) FROM durable.inbox o'
 		  . ' WHERE o.chat_id = i.chat_id AND o.id < i.id))'));
 
-for my $run ('outbox', 'inbox', 'inbox_chats')
+for my $run ('outbox', 'outbox_chats', 'inbox', 'inbox_chats')
 {
 	my $queue = $run =~ s/_chats$//r;
 	my $file = "$dir/$run.sql";
@@ -130,21 +144,23 @@ for my $run ('outbox', 'inbox', 'inbox_chats')
 		  FROM public.late WHERE queue = '$run'});
 	note("$run: $claims claims, lateness p99 $p99, max $max");
 	# (Three chats take one claim each at a time.)
-	my $enough = $run eq 'inbox_chats' ? 300 : 1000;
+	my $enough = $run =~ /_chats$/ ? 300 : 1000;
 	cmp_ok($claims, '>', $enough, "$run: the loop ran ($claims claims)");
 	is($over, '0', "$run: no claim came more than $too_late after its record was due (max $max)");
 
 	# Whatever is left is in flight or not yet due: the floor hides nothing.
 	# (Five records due a second ago at least, so that the check has some.)
 	$node->safe_psql('postgres', $queue eq 'outbox'
-		? q{SELECT count(*) FROM generate_series(1, 5) g,
-		           durable.outbox_enqueue('final-' || g, 'final-chat-' || g, '{}')}
+		? qq{SELECT count(*) FROM generate_series(1, 5) g,
+		           durable.outbox_enqueue('$run-final-' || g, '$run-final-chat-' || g, '{}')}
 		: qq{SELECT count(*) FROM generate_series(1, 5) g,
 		           durable.inbox_admit('final', '$run-' || g, '$run-chat-' || g)});
 	sleep 2;
 	my $table = $queue eq 'outbox' ? 'durable.outbox' : 'durable.inbox';
 	my $claimable = $queue eq 'outbox'
-	  ? q{state IN ('pending', 'failed') AND not_before <= now() - interval '1 s'}
+	  ? q{state IN ('pending', 'failed') AND not_before <= now() - interval '1 s'
+	      AND NOT EXISTS (SELECT FROM durable.outbox o WHERE o.chat_id = r.chat_id AND o.id < r.id
+	                         AND o.state IN ('pending', 'sending', 'failed'))}
 	  : q{state = 'pending' AND not_before <= now() - interval '1 s'
 	      AND NOT EXISTS (SELECT FROM durable.inbox o
 	                       WHERE o.chat_id = r.chat_id AND o.id < r.id AND o.finished_at IS NULL)};
