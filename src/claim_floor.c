@@ -311,7 +311,12 @@ floor_held_passes(FloorHeld *held, const DurableQueueRels *rels, Relation heap,
 	 * every later one of the chat: a completion of that record notes the
 	 * chat's next record as freed (or lowers the floor, which discards this
 	 * refresh's result), and a claim that takes that record from below the
-	 * floor before this refresh ends discards it (durable_claim_floor_leased).
+	 * floor before this refresh ends tells it when the lease ends
+	 * (durable_claim_floor_leased).  Within one scan only (floor_refresh
+	 * empties the set before the second): that scan starts again below the
+	 * records that put a chat here, and one older than them may have become
+	 * due since (a send that was being sent, failed with a retry due at
+	 * once, which only brings the floor's due time forward).
 	 */
 	key = durable_chat_set_key(chat_id);
 	if (durable_chat_set_has(&held->chats, key))
@@ -701,10 +706,17 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	held.f = f;
 	held.chats.cxt = cxt;
 	floor_scan(&rels, from, 0, now, &held, &first);
+	/* (and between its scans) */
+	DURABLE_FAIL_POINT("floor_publish");
 	if (first.needed > from && floor_publish_mine(f, (uint64) first.needed, gen, refresh))
 	{
 		/* Published: look again at what the first scan passed over. */
 		pg_memory_barrier();
+		if (held.chats.chats != NULL)
+		{
+			hash_destroy(held.chats.chats);
+			held.chats.chats = NULL;
+		}
 		floor_scan(&rels, from, first.needed, now, &held, &again);
 
 		/*
@@ -726,7 +738,7 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	}
 	MemoryContextSwitchTo(caller_cxt);
 	MemoryContextDelete(cxt);
-	/* (t/009_claim_floor stalls refreshes here too, their scans done) */
+	/* (and once its scans are done) */
 	DURABLE_FAIL_POINT("floor_write");
 
 	SpinLockAcquire(&f->mutex);

@@ -2313,16 +2313,17 @@ direct_claim_offer(DirectClaimRun *run)
 }
 
 /*
- * The due time of a pending version in `slot` that is not due at `now` (0:
- * none, or not pending).
+ * The due time of a waiting version in `slot` (pending, or a failed send)
+ * that is not due at `now` (0: none, or not waiting).
  */
 static TimestampTz
-direct_pending_due_after(TupleTableSlot *slot, const DirectCols *cols, TimestampTz now)
+direct_waiting_due_after(TupleTableSlot *slot, const DirectCols *cols, TimestampTz now)
 {
 	bool		isnull;
 	Datum		value = slot_getattr(slot, cols->state, &isnull);
 
-	if (isnull || !durable_text_equal_cstring(value, "pending"))
+	if (isnull || !(durable_text_equal_cstring(value, "pending") ||
+					durable_text_equal_cstring(value, "failed")))
 		return 0;
 	value = slot_getattr(slot, cols->not_before, &isnull);
 	if (isnull || DatumGetTimestampTz(value) <= now)
@@ -2369,7 +2370,7 @@ direct_claim_freed(DirectClaimRun *run, IndexScanDesc scan, DurableFloorFreed *s
 			continue;
 		if (found)
 		{
-			TimestampTz due = direct_pending_due_after(run->version, run->q->cols, run->claim->now);
+			TimestampTz due = direct_waiting_due_after(run->version, run->q->cols, run->claim->now);
 
 			if (due != 0)
 				durable_claim_floor_comes_due(run->queue, freed->id[i], due);

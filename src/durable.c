@@ -211,13 +211,15 @@ durable_fail_point_hit(const char *name)
 		ereport(FATAL,
 				(errcode(ERRCODE_ADMIN_SHUTDOWN),
 				 errmsg("durable fail point \"%s\" reached: terminating the backend", name)));
-	if (strcmp(durable_fail_point + len, ":wait") == 0)
+	if (strcmp(durable_fail_point + len, ":wait") == 0 ||
+		strcmp(durable_fail_point + len, ":wait2") == 0)
 	{
+		/* (":wait2": a second gate, for a test that holds two calls apart) */
+		int64		lock = DURABLE_FAIL_POINT_LOCK + (durable_fail_point[len + 5] == '2' ? 1 : 0);
 		LOCKTAG		tag;
 
-		/* As pg_advisory_lock_shared(DURABLE_FAIL_POINT_LOCK) and its unlock. */
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (DURABLE_FAIL_POINT_LOCK >> 32),
-							 (uint32) DURABLE_FAIL_POINT_LOCK, 1);
+		/* As pg_advisory_lock_shared(lock) and its unlock. */
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (lock >> 32), (uint32) lock, 1);
 		(void) LockAcquire(&tag, ShareLock, true, false);
 		LockRelease(&tag, ShareLock, true);
 		return;

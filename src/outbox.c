@@ -611,6 +611,7 @@ outbox_begin_existing(Datum key, const int64 *derived_from, Datum chat_id,
 					 values, NULL, SPI_OK_UPDATE, 0);
 		if (SPI_processed != 1)
 			durable_write_skipped("outbox");
+		durable_claim_floor_finished(DQ_OUTBOX, id);
 		durable_count(DC_OUTBOX_AMBIGUOUS, 1);
 		durable_notify_ambiguous(id, TextDatumGetCString(key), chat_id);
 		/* unknown does not block its chat: a waiting claim may go on. */
@@ -967,6 +968,8 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 											   (int64) durable_outbox_backoff_cap_ms * 1000));
 	}
 
+	/* (t/009_claim_floor holds a failure here, its clock read) */
+	DURABLE_FAIL_POINT("outbox_failed_update");
 	memset(nulls, ' ', sizeof(nulls));
 	values[1] = CStringGetTextDatum(dead ? "dead" : "failed");
 	values[2] = TimestampTzGetDatum(not_before);

@@ -664,6 +664,23 @@ sub begun_head
 	return "SELECT token FROM durable.outbox_begin('$tag-head', 'chat-$tag', '{}', 'sender-$tag', lease => '1 h')";
 }
 
+# A head whose lease ran out is flagged unknown by the sweep, or by an
+# outbox_begin of its key again (its sender retrying after a crash).  (First:
+# the sweep flags every send whose lease ran out, and the sends of the cases
+# below would come free.)
+for my $flagger (['hswept', 'SELECT FROM durable.sweep()', 'the sweep'],
+	['hbegun', q{SELECT action FROM durable.outbox_begin('hbegun-head', 'chat-hbegun', '{}', 'sender-hbegun')},
+		'an outbox_begin of its key again'])
+{
+	my ($tag, $flag, $by) = @$flagger;
+	my (undef, $expired_last) = held_sends($tag,
+		"SELECT token FROM durable.outbox_begin('$tag-head', 'chat-$tag', '{}', 'sender-$tag', lease => '1 s')");
+	$node->poll_query_until('postgres',
+		"SELECT lease_until < clock_timestamp() FROM durable.outbox WHERE key = '$tag-head'")
+	  or die "the lease of $tag-head never ran out";
+	claimed_at_floor_after('outbox', $expired_last, $flag, "$tag-1",
+		"the head's lease ran out and the head flagged unknown by $by, the next send of its chat is claimed at once");
+}
 my ($sent_head_token, $sent_last) = held_sends('hsent', begun_head('hsent'));
 is(claim_one('outbox'), 'nothing', 'sends held behind their chat\'s head being sent are not claimed');
 claimed_at_floor_after('outbox', $sent_last, "SELECT durable.outbox_sent('hsent-head', $sent_head_token, 'p')",
@@ -680,6 +697,37 @@ $node->safe_psql('postgres',
 	"SELECT FROM durable.outbox_failed('hdiscard-head', $discard_head_token, 'flood', retry_in => '1 h')");
 claimed_at_floor_after('outbox', $discard_last, "SELECT durable.outbox_discard('hdiscard-head')",
 	'hdiscard-1', 'the head, failed and backing off, discarded: the next send of its chat is claimed at once');
+
+# A send older than the one that made a refresh's first scan find its chat
+# held fails between the two scans, its failure having read the clock before
+# the refresh did (due at once by the refresh's clock, above the floor:
+# nothing to tell it).  The second scan starts again below the chats the
+# first found held: it must not pass the send as held by its own chat.  The
+# failure waits at the second gate with its clock read, the refresh at the
+# first between its scans.
+floor_now('outbox');
+my $rescan_token = $node->safe_psql('postgres', begun_head('hrescan'));
+$node->safe_psql('postgres', "SELECT FROM durable.outbox_enqueue('hrescan-1', 'chat-hrescan', '{}')");
+my $rescan_gate = gate_close($node, 'postgres');
+my $rescan_gate2 = gate_close($node, 'postgres', 'second');
+my ($rescan_failing, undef, $failing_waits) = start_at_gate($node, 'postgres', 'outbox_failed_update',
+	"SELECT FROM durable.outbox_failed('hrescan-head', $rescan_token, 'timeout', retry_in => '0')",
+	'', 'second');
+ok($failing_waits, '(a failure of "hrescan-head", its clock read, waits before its update)');
+usleep(20_000);
+my ($rescan_stalled, undef, $rescan_waits) = start_at_gate($node, 'postgres', 'floor_publish',
+	"BEGIN; SELECT count(*) FROM durable.outbox_claim('stalled', 1); ROLLBACK");
+ok($rescan_waits, '(a refresh that passed "hrescan-1" as held waits between its scans)');
+gate_open($rescan_gate2, 'second');
+$rescan_failing->quit;
+gate_open($rescan_gate);
+$rescan_stalled->quit;
+$rescan_gate->quit;
+$rescan_gate2->quit;
+is($node->safe_psql('postgres', "SELECT state FROM durable.outbox WHERE key = 'hrescan-head'"), 'failed',
+	'(the failure went through)');
+claimed_at_floor('outbox', 'hrescan-head',
+	'a send failed between a refresh\'s scans, older than the send that held its chat, is claimed at once');
 
 # A chat drains its backlog of sends: each send of its head frees the next
 # one, noted as freed; a second claimer looking for work at each step must

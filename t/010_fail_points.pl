@@ -39,8 +39,10 @@
 # DURABLE_FAIL_POINT("...") and fails when a point exists there but has no
 # scenario, so a new point cannot go untested.  A point that only stages a
 # race with ":wait" (extension_check, in a look of the launcher's worker;
-# floor_refresh and floor_write, at the start of a claim floor's refresh and
-# before it writes its result) is named below with the test that stages it.
+# floor_refresh, floor_publish and floor_write, at the start of a claim
+# floor's refresh, between its scans and before it writes its result;
+# outbox_failed_update, between a failure's clock and its update) is named
+# below with the test that stages it.
 #
 # Run (after the library is installed, as a user that may run postgres):
 #   prove -v t/010_fail_points.pl
@@ -75,6 +77,8 @@ ok(scalar(keys %in_src) > 0, "fail points found in $root/src");
 my %staged_elsewhere = (
 	extension_check => '028_install_during_check.pl',
 	floor_refresh => '009_claim_floor.pl',
+	floor_publish => '009_claim_floor.pl',
+	outbox_failed_update => '009_claim_floor.pl',
 	floor_write => '009_claim_floor.pl');
 for my $point (sort keys %in_src)
 {
