@@ -226,6 +226,22 @@ sub finish_open
 	return;
 }
 
+# $rounds rounds of a chat draining its backlog: in each, a drainer claims
+# one record, a second claimer looks for work (and finds none) and the
+# drainer completes what it took, printing it ($round: the psql lines of one
+# round).  What the drainer took must be @$expected, in order, and the
+# claims must read few entries of $index: none walks the backlog.
+sub drained_reading_few
+{
+	my ($index, $rounds, $round, $expected, $what) = @_;
+	my $before = entries_read($index);
+	my $drained = $node->safe_psql('postgres', $round x $rounds);
+	is($drained, join("\n", @$expected), "$what: in order, one claim per record");
+	my $per_claim = (entries_read($index) - $before) / (2 * $rounds);
+	cmp_ok($per_claim, '<', 30, "$what: the claims read few index entries ($per_claim per claim)");
+	return;
+}
+
 # Index entries of $index read per claim of 200 cycles ($cycles->($n, $tag))
 # run after 3,000 others, all behind a transaction held open on $table.
 sub entries_per_claim_behind_held
@@ -384,31 +400,17 @@ cmp_ok(after_head_refresh() // -1, '>', $drain_last, 'the floor passes a backlog
 $node->safe_psql('postgres', "SELECT durable.inbox_complete($drain_head, $drain_head_token)");
 # Each round, while the drainer holds the record it took, another claimer
 # looks for work (and finds none): it must not walk the backlog.
-my $read_before = entries_read('inbox_unfinished_idx');
-my $drained = $node->safe_psql('postgres',
-	join '', map {
-		"SELECT c.id AS did, c.token AS dtoken, c.message_id AS dmessage"
-		  . " FROM durable.inbox_claim('drainer', 1) c \\gset\n"
-		  . "SELECT FROM durable.inbox_claim('looker', 1);\n"
-		  . "SELECT :'dmessage' FROM durable.inbox_complete(:did, :dtoken);\n"
-	} 1 .. 20);
-is($drained, join("\n", map { "drain-$_" } 1 .. 20), 'the chat drains in order, one claim per record');
-my $drain_per_claim = (entries_read('inbox_unfinished_idx') - $read_before) / 40;
-cmp_ok($drain_per_claim, '<', 30,
-	"... and its claims and another's read few index entries ($drain_per_claim per claim, 280 records behind)");
+my $inbox_round = "SELECT c.id AS did, c.token AS dtoken, c.message_id AS dmessage"
+  . " FROM durable.inbox_claim('drainer', 1) c \\gset\n"
+  . "SELECT FROM durable.inbox_claim('looker', 1);\n";
+drained_reading_few('inbox_unfinished_idx', 20,
+	$inbox_round . "SELECT :'dmessage' FROM durable.inbox_complete(:did, :dtoken);\n",
+	[ map { "drain-$_" } 1 .. 20 ], 'the chat drains (280 records behind)');
 # The same with the batch form of inbox_complete.
-$read_before = entries_read('inbox_unfinished_idx');
-$drained = $node->safe_psql('postgres',
-	join '', map {
-		"SELECT c.id AS did, c.token AS dtoken, c.message_id AS dmessage"
-		  . " FROM durable.inbox_claim('drainer', 1) c \\gset\n"
-		  . "SELECT FROM durable.inbox_claim('looker', 1);\n"
-		  . "SELECT :'dmessage' FROM durable.inbox_complete(ARRAY[:did]::bigint[], ARRAY[:dtoken]::bigint[]);\n"
-	} 1 .. 10);
-is($drained, join("\n", map { "drain-$_" } 21 .. 30), 'the chat drains in order under batch completions');
-$drain_per_claim = (entries_read('inbox_unfinished_idx') - $read_before) / 20;
-cmp_ok($drain_per_claim, '<', 30,
-	"... and claims read few index entries ($drain_per_claim per claim, 270 records behind)");
+drained_reading_few('inbox_unfinished_idx', 10,
+	$inbox_round
+	  . "SELECT :'dmessage' FROM durable.inbox_complete(ARRAY[:did]::bigint[], ARRAY[:dtoken]::bigint[]);\n",
+	[ map { "drain-$_" } 21 .. 30 ], 'the chat drains under batch completions (270 records behind)');
 
 # A freed record leased by a claim that rolls back is still looked at, also
 # when a later claim of the same transaction saw it leased.
@@ -740,17 +742,11 @@ send_cycles(5, 'past-sdrain');
 cmp_ok(after_head_refresh('outbox') // -1, '>', $sdrain_last,
 	'the outbox floor passes a backlog of 300 sends behind their chat\'s head');
 $node->safe_psql('postgres', "SELECT durable.outbox_sent('sdrain-head', $drain_head_send_token, 'p')");
-$read_before = entries_read('outbox_waiting_idx');
-$drained = $node->safe_psql('postgres',
-	join '', map {
-		"SELECT c.key AS skey, c.token AS stoken FROM durable.outbox_claim('drainer', 1) c \\gset\n"
-		  . "SELECT FROM durable.outbox_claim('looker', 1);\n"
-		  . "SELECT :'skey' FROM durable.outbox_sent(:'skey', :stoken, 'p');\n"
-	} 1 .. 20);
-is($drained, join("\n", map { "sdrain-$_" } 1 .. 20), 'the chat\'s sends drain in order, one claim per send');
-$drain_per_claim = (entries_read('outbox_waiting_idx') - $read_before) / 40;
-cmp_ok($drain_per_claim, '<', 30,
-	"... and its claims and another's read few index entries ($drain_per_claim per claim, 280 sends behind)");
+drained_reading_few('outbox_waiting_idx', 20,
+	"SELECT c.key AS skey, c.token AS stoken FROM durable.outbox_claim('drainer', 1) c \\gset\n"
+	  . "SELECT FROM durable.outbox_claim('looker', 1);\n"
+	  . "SELECT :'skey' FROM durable.outbox_sent(:'skey', :stoken, 'p');\n",
+	[ map { "sdrain-$_" } 1 .. 20 ], 'the chat\'s sends drain (280 sends behind)');
 
 $node->stop;
 done_testing();
