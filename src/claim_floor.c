@@ -285,12 +285,13 @@ floor_chat_holds(FloorHeld *held, const DurableQueueRels *rels, Relation heap, D
 }
 
 /*
- * Whether the floor may pass over the due waiting record (pending, or a failed send) in `slot` (id
- * `id`): it is held by its chat (floor_chat_holds).  Before the refresh's
- * first such pass, completions are told to watch (held_watch) and the
- * record's chat is probed again: a completion either updated the record
- * that holds it before that probe, which then sees the change, or reads the
- * watch after, and lowers the floor itself (durable_claim_floor_held_watched).
+ * Whether the floor may pass over the due waiting record (pending, or a
+ * failed send) in `slot` (id `id`): it is held by its chat
+ * (floor_chat_holds).  Before the refresh's first such pass, completions
+ * are told to watch (held_watch) and the record's chat is probed again: a
+ * completion either updated the record that holds it before that probe,
+ * which then sees the change, or reads the watch after, and tells the floor
+ * itself (durable_claim_floor_held_watched).
  */
 static bool
 floor_held_passes(FloorHeld *held, const DurableQueueRels *rels, Relation heap,
