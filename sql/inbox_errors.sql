@@ -314,6 +314,19 @@ CREATE FUNCTION pg_temp.audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RET
 CREATE TRIGGER audit_outbox BEFORE INSERT ON durable.outbox FOR EACH ROW EXECUTE FUNCTION pg_temp.audit();
 SELECT pg_temp.error_of($$SELECT durable.outbox_begin('errs-w3', 'chat-w3', '{}', 'bot-1')$$);
 ROLLBACK;
+-- A trigger on UPDATE fails an insert that leases (an admit with an instance,
+-- outbox_begin): every call of the lease's holder updates the record, and the
+-- insert itself may (after waiting for another insert of its key).  It used to
+-- be checked only then: under load, at random.  A record admitted without a
+-- lease goes in.
+BEGIN;
+CREATE FUNCTION pg_temp.audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER audit_inbox BEFORE UPDATE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.audit();
+CREATE TRIGGER audit_outbox AFTER UPDATE ON durable.outbox FOR EACH ROW EXECUTE FUNCTION pg_temp.audit();
+SELECT pg_temp.error_of($$SELECT durable.inbox_admit('errs', 'w4', 'chat-w4', instance => 'bot-1')$$);
+SELECT pg_temp.error_of($$SELECT durable.outbox_begin('errs-w4', 'chat-w4', '{}', 'bot-1')$$);
+SELECT state, token IS NULL AS no_token FROM durable.inbox_admit('errs', 'w4', 'chat-w4');
+ROLLBACK;
 -- A column added by hand is written NULL, as INSERT would write it when it has
 -- no default and allows NULL; a default or NOT NULL, which every insert would
 -- fail on, is refused when it is added (0A000; t/002_no_preload.pl shows the

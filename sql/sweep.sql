@@ -75,8 +75,6 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
-CREATE TRIGGER audit_inbox BEFORE UPDATE ON durable.inbox
-    FOR EACH ROW EXECUTE FUNCTION pg_temp.audit_inbox();
 CREATE FUNCTION pg_temp.audit_outbox() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.key = 'sweep-r-bad' AND NEW.state <> OLD.state THEN
@@ -84,14 +82,18 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
-CREATE TRIGGER audit_outbox BEFORE UPDATE ON durable.outbox
-    FOR EACH ROW EXECUTE FUNCTION pg_temp.audit_outbox();
+-- (The triggers come after the records: an insert that leases refuses a
+-- trigger on UPDATE, as every call of the lease's holder does.)
 SELECT count(*) AS leased
   FROM unnest(ARRAY['r1', 'r2', 'r3']) m,
        durable.inbox_admit('sweep', m, 'sweep-r-' || m, instance => 'sweep-r', lease => '20ms') a;
 SELECT count(*) AS sending
   FROM unnest(ARRAY['sweep-r-bad', 'sweep-r-ok']) k,
        durable.outbox_begin(k, k, '{}', 'sweep-r', lease => '20ms') b;
+CREATE TRIGGER audit_inbox BEFORE UPDATE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.audit_inbox();
+CREATE TRIGGER audit_outbox BEFORE UPDATE ON durable.outbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.audit_outbox();
 SELECT pg_sleep(0.1);
 SELECT inbox_expired, outbox_ambiguous FROM durable.sweep();
 SELECT message_id, state FROM durable.inbox WHERE message_id LIKE 'r_' ORDER BY message_id;
@@ -125,12 +127,12 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
-CREATE TRIGGER audit_many BEFORE UPDATE ON durable.inbox
-    FOR EACH ROW EXECUTE FUNCTION pg_temp.audit_many();
 SELECT count(*) AS leased
   FROM generate_series(1, 2110) g,
        durable.inbox_admit(CASE WHEN g <= 2100 THEN 'keep' ELSE 'go' END, 'many-' || g,
                            'sweep-many-' || g, instance => 'sweep-many', lease => '1h') a;
+CREATE TRIGGER audit_many BEFORE UPDATE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.audit_many();
 UPDATE durable.inbox SET lease_until = now() - interval '1 hour' + substr(message_id, 6)::int * interval '1 ms'
  WHERE message_id LIKE 'many-%';
 SELECT inbox_expired FROM durable.sweep();
@@ -158,8 +160,6 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
-CREATE TRIGGER hold_inbox BEFORE UPDATE ON durable.inbox
-    FOR EACH ROW EXECUTE FUNCTION pg_temp.hold_inbox();
 CREATE FUNCTION pg_temp.hold_outbox() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.key = 'sweep-hold' AND NEW.state <> OLD.state THEN
@@ -167,8 +167,6 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
-CREATE TRIGGER hold_outbox BEFORE UPDATE ON durable.outbox
-    FOR EACH ROW EXECUTE FUNCTION pg_temp.hold_outbox();
 SELECT count(*) AS leased
   FROM generate_series(1, 1005) g,
        durable.inbox_admit(CASE WHEN g <= 1000 THEN 'hold' ELSE 'go' END, 'held-' || g,
@@ -178,6 +176,10 @@ UPDATE durable.inbox SET lease_until = now() - interval '1 hour' + substr(messag
 SELECT count(*) AS sending
   FROM unnest(ARRAY['sweep-hold', 'sweep-go']) k,
        durable.outbox_begin(k, k, '{}', 'sweep-held', lease => '20ms') b;
+CREATE TRIGGER hold_inbox BEFORE UPDATE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.hold_inbox();
+CREATE TRIGGER hold_outbox BEFORE UPDATE ON durable.outbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.hold_outbox();
 SELECT pg_sleep(0.1);
 \set VERBOSITY terse
 SELECT inbox_expired, outbox_ambiguous FROM durable.sweep();
@@ -205,13 +207,13 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
-CREATE TRIGGER audit_half BEFORE UPDATE ON durable.inbox
-    FOR EACH ROW EXECUTE FUNCTION pg_temp.audit_half();
 SELECT count(*) AS leased
   FROM generate_series(1, 256) g,
        durable.inbox_admit('half', 'half-' || g, 'sweep-half-' || g, instance => 'sweep-half',
                            lease => '1h') a;
 UPDATE durable.inbox SET lease_until = now() - interval '1 hour' WHERE message_id LIKE 'half-%';
+CREATE TRIGGER audit_half BEFORE UPDATE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.audit_half();
 SELECT pg_current_xact_id()::text::bigint AS xid_before \gset
 SELECT inbox_expired FROM durable.sweep();
 SELECT pg_current_xact_id()::text::bigint - :xid_before - 1 AS sweep_xids \gset
@@ -290,8 +292,8 @@ SELECT inbox_expired FROM durable.sweep();
 -- subtransactions is left open
 CREATE FUNCTION pg_temp.slow() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN PERFORM pg_sleep(5); RETURN NEW; END $$;
-CREATE TRIGGER slow BEFORE UPDATE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.slow();
 SELECT state FROM durable.inbox_admit('sweep', 'slow1', 'sweep-slow', instance => 'sweep-slow', lease => '20ms');
+CREATE TRIGGER slow BEFORE UPDATE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.slow();
 SELECT pg_sleep(0.1);
 SET statement_timeout = '300ms';
 \set VERBOSITY terse
@@ -312,8 +314,8 @@ BEGIN
     END;
     RETURN NEW;
 END $$;
-CREATE TRIGGER slow BEFORE UPDATE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.slow_catching();
 SELECT state FROM durable.inbox_admit('sweep', 'slow2', 'sweep-slow-2', instance => 'sweep-slow', lease => '20ms');
+CREATE TRIGGER slow BEFORE UPDATE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.slow_catching();
 SELECT pg_sleep(0.1);
 SET statement_timeout = '300ms';
 \set VERBOSITY terse

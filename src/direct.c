@@ -1021,7 +1021,7 @@ durable_journal_has_before_trigger(DurableQueue queue, int16 event)
 
 /*
  * Refuse to write a journal with what the direct writes would skip: triggers
- * on `event` (TRIGGER_TYPE_INSERT or TRIGGER_TYPE_UPDATE) that would fire
+ * on `events` (TRIGGER_TYPE_INSERT, TRIGGER_TYPE_UPDATE or both) that would fire
  * (direct_trigger_fires), rules, CHECK constraints, foreign keys from the
  * journal, deferrable unique and exclusion constraints (checked by a
  * trigger), stored generated columns (an update would leave them stale),
@@ -1031,7 +1031,7 @@ durable_journal_has_before_trigger(DurableQueue queue, int16 event)
  * changes).  Publications are checked as for the statement.
  */
 static void
-direct_check_writable(Relation rel, int16 event)
+direct_check_writable(Relation rel, int16 events)
 {
 	/*
 	 * A copy: the catalog lookups below may rebuild the relcache entry,
@@ -1076,16 +1076,19 @@ direct_check_writable(Relation rel, int16 event)
 				 errmsg("\"durable.%s\" as a partition is not supported", RelationGetRelationName(rel)),
 				 errdetail("durable writes its journals directly, without checking a partition's constraint."),
 				 errhint("Detach it: ALTER TABLE ... DETACH PARTITION durable.%s.", RelationGetRelationName(rel))));
-	CheckCmdReplicaIdentity(rel, event == TRIGGER_TYPE_INSERT ? CMD_INSERT : CMD_UPDATE);
+	if (events & TRIGGER_TYPE_INSERT)
+		CheckCmdReplicaIdentity(rel, CMD_INSERT);
+	if (events & TRIGGER_TYPE_UPDATE)
+		CheckCmdReplicaIdentity(rel, CMD_UPDATE);
 	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
 	{
 		Trigger    *trigger = &trigdesc->triggers[i];
 		int			ri_type;
 
-		if (!(trigger->tgtype & event) || !direct_trigger_fires(trigger))
+		if (!(trigger->tgtype & events) || !direct_trigger_fires(trigger))
 			continue;
 		ri_type = trigger->tgisinternal ? RI_FKey_trigger_type(trigger->tgfoid) : RI_TRIGGER_NONE;
-		if (ri_type == RI_TRIGGER_PK && event == TRIGGER_TYPE_UPDATE)
+		if (ri_type == RI_TRIGGER_PK && (trigger->tgtype & TRIGGER_TYPE_UPDATE))
 		{
 			if (direct_fk_key_fixed(rel, trigger->tgconstraint))
 				continue;
@@ -2723,9 +2726,15 @@ direct_check_arbiter(ResultRelInfo *rri, Oid arbiter)
  * refuse (ExecCheckXactReadOnly, ExecInsert) and triggers.  Before the
  * sequences are drawn from, so that a read-only transaction hears about
  * the INSERT rather than nextval.
+ *
+ * A leased row is refused what its updates would be refused as well: the
+ * insert may be followed by one at once (durable_restamp_inserted_lease,
+ * after a wait), and every call of the lease's holder updates it.  Checked
+ * only when the update came, a trigger on UPDATE failed the insert only
+ * when it had waited: under load, at random.
  */
 static Relation
-direct_open_for_insert(Oid heap)
+direct_open_for_insert(Oid heap, bool leased)
 {
 	Relation	rel;
 
@@ -2733,7 +2742,7 @@ direct_open_for_insert(Oid heap)
 	PreventCommandIfParallelMode("INSERT");
 	DURABLE_FAIL_POINT("insert_open");
 	rel = table_open(heap, RowExclusiveLock);
-	direct_check_writable(rel, TRIGGER_TYPE_INSERT);
+	direct_check_writable(rel, leased ? TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE : TRIGGER_TYPE_INSERT);
 	return rel;
 }
 
@@ -2889,7 +2898,7 @@ durable_outbox_insert_direct(const DurableNewSend *send, int64 *token)
 	bool		nulls[DIRECT_NEW_SEND_NCOLS];
 	Relation	rel;
 
-	rel = direct_open_for_insert(rels->outbox);
+	rel = direct_open_for_insert(rels->outbox, true);
 	/* Drawn before the insert, as the statement's VALUES would be. */
 	*token = direct_next_token(rels);
 	memset(nulls, 0, sizeof(nulls));
@@ -2994,7 +3003,7 @@ durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id)
 	bool		nulls[DIRECT_NEW_MESSAGE_NCOLS];
 	Relation	rel;
 
-	rel = direct_open_for_insert(rels->inbox);
+	rel = direct_open_for_insert(rels->inbox, msg->leased);
 	*id = nextval_internal(rels->inbox_id_seq, true);
 	memset(nulls, 0, sizeof(nulls));
 	values[0] = Int64GetDatum(*id);

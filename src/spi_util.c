@@ -26,7 +26,6 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
-#include "catalog/pg_trigger.h"
 #include "commands/async.h"
 #include "common/pg_prng.h"
 #include "funcapi.h"
@@ -306,7 +305,8 @@ durable_restamp_lease(SPIPlanPtr plan, const Datum *values, TimestampTz lease_un
  * it.  After a wait longer than a tenth of the lease, the lease starts again
  * from now.  Rare; the common insert costs one clock read.  The same serves
  * an UPDATE that leased a row after waiting for its lock (a duplicate's
- * admit).
+ * admit).  Both checked that the journal takes durable's UPDATE, and hold
+ * the lock that keeps a trigger from being added since.
  */
 TimestampTz
 durable_restamp_inserted_lease(DurableQueue queue, Datum key, TimestampTz lease_until,
@@ -322,7 +322,6 @@ durable_restamp_inserted_lease(DurableQueue queue, Datum key, TimestampTz lease_
 
 	if (!durable_lease_stamped_before_wait(lease_until, lease_us))
 		return lease_until;
-	durable_journal_check_writable(queue, TRIGGER_TYPE_UPDATE);
 	lease_until = GetCurrentTimestamp() + lease_us;
 	values[0] = key;
 	values[1] = TimestampTzGetDatum(lease_until);
