@@ -225,6 +225,31 @@ floor_atomic_raise(pg_atomic_uint64 *value, uint64 to)
 		;
 }
 
+/* *at becomes the earlier of itself and `due` (0, for either: none). */
+static inline void
+floor_earlier_due(TimestampTz *at, TimestampTz due)
+{
+	if (due != 0 && (*at == 0 || due < *at))
+		*at = due;
+}
+
+/*
+ * Whether the live version in `slot`, found through the chat index, is of
+ * an unfinished record: finished_at is NULL (the index's predicate, read on
+ * the version itself).  The outbox has no finished_at: its chat index holds
+ * only unfinished sends (pending, sending, failed) by their state.
+ */
+static bool
+floor_version_unfinished(const DurableQueueRels *rels, TupleTableSlot *slot)
+{
+	bool		isnull;
+
+	if (rels->finished_at == InvalidAttrNumber)
+		return true;
+	(void) slot_getattr(slot, rels->finished_at, &isnull);
+	return isnull;
+}
+
 /*
  * Whether the due record `id`, of chat `chat_id`, waits behind an older
  * unfinished record of its chat that no transaction is changing: no claim
@@ -258,8 +283,6 @@ floor_chat_holds(FloorHeld *held, const DurableQueueRels *rels, Relation heap, D
 	while (examined++ < FLOOR_HELD_PROBE_LIMIT &&
 		   index_getnext_tid(scan, BackwardScanDirection) != NULL)
 	{
-		bool		isnull;
-
 		if (!index_fetch_heap(scan, held->slot))
 		{
 			if (wrote_here && floor_chain_written_here(heap, &scan->xs_heaptid))
@@ -269,12 +292,7 @@ floor_chat_holds(FloorHeld *held, const DurableQueueRels *rels, Relation heap, D
 		if (TransactionIdIsValid(dirty.xmin) || TransactionIdIsValid(dirty.xmax) ||
 			(wrote_here && floor_written_here(held->slot)))
 			break;
-		/* (the outbox's chat index holds only unfinished sends: pending, sending, failed) */
-		if (rels->finished_at == InvalidAttrNumber)
-			isnull = true;
-		else
-			(void) slot_getattr(held->slot, rels->finished_at, &isnull);
-		if (isnull)
+		if (floor_version_unfinished(rels, held->slot))
 		{
 			holds = true;
 			break;
@@ -754,20 +772,15 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 		 */
 		if (from > f->fallback)
 		{
-			if (first.due != 0 && (f->due == 0 || first.due < f->due))
-				f->due = first.due;
+			floor_earlier_due(&f->due, first.due);
 		}
 		else
 		{
 			f->fallback = Min(first.first_skipped, first.needed);
 			f->due = first.due;
 		}
-		if (f->late_due != 0)
-		{
-			if (f->due == 0 || f->late_due < f->due)
-				f->due = f->late_due;
-			f->fallback = Min(f->fallback, f->late_fallback);
-		}
+		floor_earlier_due(&f->due, f->late_due);
+		f->fallback = Min(f->fallback, f->late_fallback);
 		floor_held_set(f, from, first.held_first,
 					   held.watched_from + (int64) FLOOR_HELD_MS * 1000);
 		floor_freed_looked_at(f, from, freed_seen);
@@ -1038,8 +1051,7 @@ durable_claim_floor_comes_due(DurableQueue queue, int64 id, TimestampTz due)
 		 */
 		if (in_flight || f->due == 0 || due < f->due || id < f->fallback)
 		{
-			if (f->due == 0 || due < f->due)
-				f->due = due;
+			floor_earlier_due(&f->due, due);
 			f->fallback = Min(f->fallback, id);
 
 			/*
@@ -1051,8 +1063,7 @@ durable_claim_floor_comes_due(DurableQueue queue, int64 id, TimestampTz due)
 			 */
 			if (f->busy_until != 0)
 			{
-				if (f->late_due == 0 || due < f->late_due)
-					f->late_due = due;
+				floor_earlier_due(&f->late_due, due);
 				f->late_fallback = Min(f->late_fallback, id);
 			}
 		}

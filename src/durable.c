@@ -204,18 +204,19 @@ void
 durable_fail_point_hit(const char *name)
 {
 	size_t		len = strlen(name);
+	const char *suffix;
 
 	if (strncmp(durable_fail_point, name, len) != 0)
 		return;
-	if (durable_fail_point[len] == '\0')
+	suffix = durable_fail_point + len;
+	if (*suffix == '\0')
 		ereport(FATAL,
 				(errcode(ERRCODE_ADMIN_SHUTDOWN),
 				 errmsg("durable fail point \"%s\" reached: terminating the backend", name)));
-	if (strcmp(durable_fail_point + len, ":wait") == 0 ||
-		strcmp(durable_fail_point + len, ":wait2") == 0)
+	if (strcmp(suffix, ":wait") == 0 || strcmp(suffix, ":wait2") == 0)
 	{
 		/* (":wait2": a second gate, for a test that holds two calls apart) */
-		int64		lock = DURABLE_FAIL_POINT_LOCK + (durable_fail_point[len + 5] == '2' ? 1 : 0);
+		int64		lock = DURABLE_FAIL_POINT_LOCK + (strcmp(suffix, ":wait2") == 0 ? 1 : 0);
 		LOCKTAG		tag;
 
 		/* As pg_advisory_lock_shared(lock) and its unlock. */
@@ -224,7 +225,7 @@ durable_fail_point_hit(const char *name)
 		LockRelease(&tag, ShareLock, true);
 		return;
 	}
-	if (strcmp(durable_fail_point + len, ":crash") == 0)
+	if (strcmp(suffix, ":crash") == 0)
 	{
 		ereport(LOG,
 				(errmsg("durable fail point \"%s:crash\" reached: killing the backend", name)));
