@@ -144,7 +144,7 @@ SELECT * FROM moved;
 -- a retryable failure: no counter yet (failed, due again later)
 SELECT key, token AS k2_tok FROM durable.outbox_claim('met-bot', 10) WHERE key = 'met-k2' \gset
 SELECT durable.metrics_reset();
-SELECT state, not_before > clock_timestamp() AS later FROM durable.outbox_failed('met-k2', :k2_tok, 'HTTP 502', true, '30ms');
+SELECT state, not_before >= statement_timestamp() + interval '30 ms' AS later FROM durable.outbox_failed('met-k2', :k2_tok, 'HTTP 502', true, '30ms');
 SELECT * FROM moved;
 
 -- the failed send leased again once due: outbox_retried

@@ -151,8 +151,11 @@ SELECT key, action FROM durable.outbox_begin('rob-4', 'rob-chat-3', '{"text":"bl
 \set VERBOSITY sqlstate
 SELECT * FROM durable.outbox_failed('rob-3', (SELECT token + 1 FROM durable.outbox WHERE key = 'rob-3'), 'HTTP 503');
 \set VERBOSITY default
-SELECT state, not_before > clock_timestamp() AS backing_off
+-- (A backoff of 10 s or more: the repeat below comes before it on a slow machine.)
+SET durable.outbox_backoff_base = '10s';
+SELECT state, not_before >= statement_timestamp() + interval '10 s' AS backing_off
   FROM durable.outbox_failed('rob-3', (SELECT token FROM durable.outbox WHERE key = 'rob-3'), 'HTTP 503');
+RESET durable.outbox_backoff_base;
 SELECT state, not_before IS NULL AS no_retry
   FROM durable.outbox_failed('rob-4', (SELECT token FROM durable.outbox WHERE key = 'rob-4'), 'HTTP 403', retryable => false);
 -- Due later, a repeat of the key now waits for the retry instead of answering unknown.
@@ -328,8 +331,9 @@ SELECT action, token > 0 AS leased, state
 SELECT attempts FROM durable.outbox WHERE key = 'rob-6';
 
 -- Second failure without retry_in: the backoff doubles from durable.outbox_backoff_base (1 s):
--- 2 s plus up to 25 % jitter.
-SELECT state, not_before > clock_timestamp() + interval '1.5 s'
+-- 2 s plus up to 25 % jitter.  (From the call's clock, which is read after the statement
+-- began and before the check's clock_timestamp().)
+SELECT state, not_before >= statement_timestamp() + interval '2 s'
               AND not_before <= clock_timestamp() + interval '2.5 s' AS backoff_2s
   FROM durable.outbox_failed('rob-6', (SELECT token FROM durable.outbox WHERE key = 'rob-6'),
                              '502 Bad Gateway');
@@ -340,19 +344,19 @@ SELECT action, token, state
 
 -- First failure of rob-7: 1 s plus up to 25 % jitter.
 SELECT action FROM durable.outbox_begin('rob-7', 'rob-chat-7', '{"text":"x"}', 'bot-1');
-SELECT state, not_before > clock_timestamp() + interval '0.5 s'
+SELECT state, not_before >= statement_timestamp() + interval '1 s'
               AND not_before <= clock_timestamp() + interval '1.25 s' AS backoff_1s
   FROM durable.outbox_failed('rob-7', (SELECT token FROM durable.outbox WHERE key = 'rob-7'),
                              '502 Bad Gateway');
 
 -- durable.outbox_backoff_cap bounds the delay: rob-8's second failure would wait 2 s, the
--- cap makes it 1.5 s.
+-- cap makes it at most 1.5 s (drawn up to a quarter below the cap).
 SET durable.outbox_backoff_cap = '1500ms';
 SELECT action FROM durable.outbox_begin('rob-8', 'rob-chat-8', '{"text":"x"}', 'bot-1');
 SELECT state FROM durable.outbox_failed('rob-8', (SELECT token FROM durable.outbox WHERE key = 'rob-8'),
                                         'timeout', retry_in => '0');
 SELECT action FROM durable.outbox_begin('rob-8', 'rob-chat-8', '{"text":"x"}', 'bot-1');
-SELECT state, not_before > clock_timestamp() + interval '1 s'
+SELECT state, not_before >= statement_timestamp() + interval '1.125 s'
               AND not_before <= clock_timestamp() + interval '1.5 s' AS capped
   FROM durable.outbox_failed('rob-8', (SELECT token FROM durable.outbox WHERE key = 'rob-8'),
                              'timeout');
@@ -609,17 +613,17 @@ SELECT key FROM durable.outbox_claim('sender-1', wait => '200 ms');
 SELECT clock_timestamp() - :'t0'::timestamptz >= interval '200 ms' AS waited;
 
 -- A send deferred by 300 ms wakes a claim waiting up to 5 s when it comes due.
+SELECT clock_timestamp() + interval '300 ms' AS due \gset
 SELECT key, created
-  FROM durable.outbox_enqueue('rob-q9', 'rob-chat-G', '{"n":9}', clock_timestamp() + interval '300 ms');
-SELECT clock_timestamp() AS t0 \gset
-SELECT key, attempts FROM durable.outbox_claim('sender-1', wait => '5 s');
-SELECT clock_timestamp() - :'t0'::timestamptz BETWEEN interval '200 ms' AND interval '4 s' AS woke_when_due;
+  FROM durable.outbox_enqueue('rob-q9', 'rob-chat-G', '{"n":9}', :'due');
+SELECT key, attempts FROM durable.outbox_claim('sender-1', wait => '20 s');
+SELECT clock_timestamp() >= :'due' AND clock_timestamp() < :'due'::timestamptz + interval '10 s' AS woke_when_due;
 
 -- With work claimable, a waiting claim returns at once.
 SELECT key, created FROM durable.outbox_enqueue('rob-q10', 'rob-chat-H', '{"n":10}');
 SELECT clock_timestamp() AS t0 \gset
-SELECT key FROM durable.outbox_claim('sender-1', wait => '5 s');
-SELECT clock_timestamp() - :'t0'::timestamptz < interval '1 s' AS at_once;
+SELECT key FROM durable.outbox_claim('sender-1', wait => '20 s');
+SELECT clock_timestamp() - :'t0'::timestamptz < interval '10 s' AS at_once;
 
 ------------------------------------------------------------------------
 -- outbox_heartbeat

@@ -38,17 +38,18 @@ ROLLBACK;
 SELECT durable.permit('regress-permit:c', 1, '1h') = '0' AS granted;
 SELECT durable.permit('regress-permit:c', 1, '1h') > '0' AS must_wait;
 
--- The window slides: grant at t0, 0.5 s later grant at t1 (max 2 per 1 s).
-SELECT durable.permit('regress-permit:slide', 2, '1s') = '0' AS granted;
-SELECT pg_sleep(0.5);
-SELECT durable.permit('regress-permit:slide', 2, '1s') = '0' AS granted;
--- The third waits until t0 leaves (at most 0.5 s), not a whole window.
-SELECT durable.permit('regress-permit:slide', 2, '1s') AS wait \gset
-SELECT :'wait'::interval > '0' AND :'wait'::interval <= '0.5s' AS waits_for_t0;
+-- The window slides: grant at t0, 2 s later grant at t1 (max 2 per 4 s; the
+-- steps between have 2 s to spare on a slow machine).
+SELECT durable.permit('regress-permit:slide', 2, '4s') = '0' AS granted;
+SELECT pg_sleep(2);
+SELECT durable.permit('regress-permit:slide', 2, '4s') = '0' AS granted;
+-- The third waits until t0 leaves (at most 2 s), not a whole window.
+SELECT durable.permit('regress-permit:slide', 2, '4s') AS wait \gset
+SELECT :'wait'::interval > '0' AND :'wait'::interval <= '2s' AS waits_for_t0;
 -- After that wait exactly one permit is free again (t1 is still in the window).
 SELECT pg_sleep(extract(epoch FROM :'wait'::interval));
-SELECT durable.permit('regress-permit:slide', 2, '1s') = '0' AS granted;
-SELECT durable.permit('regress-permit:slide', 2, '1s') > '0' AS must_wait;
+SELECT durable.permit('regress-permit:slide', 2, '4s') = '0' AS granted;
+SELECT durable.permit('regress-permit:slide', 2, '4s') > '0' AS must_wait;
 
 -- A bucket trims its own old grants: 3 grants with a 50 ms window, 0.1 s
 -- later a fourth call finds them gone and leaves only its own.
@@ -64,8 +65,7 @@ SELECT durable.permit('regress-permit:lower', 3, '10s') = '0' AS granted;
 SELECT pg_sleep(0.2);
 SELECT durable.permit('regress-permit:lower', 3, '10s') = '0' AS granted
   FROM generate_series(1, 2);
-SELECT clock_timestamp() AS before \gset
-SELECT durable.permit('regress-permit:lower', 2, '10s') AS wait \gset
+SELECT clock_timestamp() AS before, durable.permit('regress-permit:lower', 2, '10s') AS wait \gset
 SELECT :'wait'::interval <= g[2] + '10s' - :'before'::timestamptz
        AND :'wait'::interval > g[1] + '10s' - :'before'::timestamptz AS waits_for_g1
   FROM (SELECT array_agg(granted_at ORDER BY granted_at) g

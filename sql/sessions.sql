@@ -74,7 +74,7 @@ SELECT ignored
   FROM durable.session_load('regress-sessions', 0, 'wss://other.example/?v=10', 4, '50ms');
 
 -- The default max_age is 60 s (saved_at is set directly for the test).
-UPDATE durable.sessions SET saved_at = clock_timestamp() - interval '59 s'
+UPDATE durable.sessions SET saved_at = clock_timestamp() - interval '55 s'
  WHERE bot = 'regress-sessions' AND shard = 0;
 SELECT session_id, ignored
   FROM durable.session_load('regress-sessions', 0, 'wss://gateway.example/?v=10', 2);

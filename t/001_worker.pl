@@ -104,7 +104,7 @@ ok(defined $took && $took < 5,
 
 $node->safe_psql('postgres', "ALTER SYSTEM SET durable.naptime = '1h'");
 $node->reload;
-sleep 1;
+sleep 2;
 $node->safe_psql('late',
 	"SELECT durable.inbox_admit('tap', 'w2', 'chat-w2', instance => 'bot', lease => '50ms')"
 );
@@ -131,7 +131,7 @@ ok( $node->log_contains(
 		qr/durable worker for database "late" stopping: the extension was dropped/,
 		$offset),
 	'the worker logs why it stopped');
-sleep 1;
+sleep 2;
 is($node->safe_psql('late', workers_of('late')),
 	'0', 'no worker comes back while the extension is absent');
 $start = time;
@@ -144,7 +144,7 @@ ok(time - $start < 5, 'at once, not after the absent-database recheck');
 # at commit too, not left connected until its next pass (an hour here).
 $node->safe_psql('postgres', "ALTER SYSTEM SET durable.naptime = '1h'");
 $node->reload;
-sleep 1;
+sleep 2;
 $node->safe_psql('postgres', 'CREATE ROLE extowner SUPERUSER');
 foreach my $drop ('DROP SCHEMA durable CASCADE', 'DROP OWNED BY extowner CASCADE')
 {

@@ -54,13 +54,13 @@ sub passes_since
 	return @passes;
 }
 
-# Wait (at most a minute) until the passes logged after byte $offset
+# Wait (at most three minutes) until the passes logged after byte $offset
 # satisfy $done, a function of the list; returns the list.
 sub wait_for_passes
 {
 	my ($offset, $done) = @_;
 	my @p;
-	for (my $i = 0; $i < 600; $i++)
+	for (my $i = 0; $i < 1800; $i++)
 	{
 		@p = passes_since($offset);
 		last if $done->(@p);
@@ -81,8 +81,27 @@ wait_for_passes($offset, at_least(10));
 $offset = -s $node->logfile;
 my @healthy = wait_for_passes($offset, at_least(20));
 cmp_ok(scalar @healthy, '>=', 20, 'the worker passes every naptime');
-cmp_ok(scalar(grep { $_->{scan} eq 'ran' } @healthy),
-	'>=', 15, 'with few open records, (nearly) every pass runs the scans');
+# A pass skips the scans only within 19 T of scans that took T: with few
+# open records, a millisecond's scan skips none at a naptime of 20 ms.  (A
+# count of passes that ran them depended on the machine: a scan slowed to
+# 6 ms by another process skips five passes, as it should.)
+my @unpaced;
+my $last_ran;
+for my $pass (@healthy)
+{
+	if ($pass->{scan} eq 'ran')
+	{
+		$last_ran = $pass;
+		next;
+	}
+	next unless $last_ran;
+	my $rest_ms = 19 * $last_ran->{scan_ms} + $pass->{pass_ms} + 2;
+	my $after_ms = ($pass->{at} - $last_ran->{at}) * 1000;
+	push @unpaced, sprintf('skipped %.0f ms after scans of %s ms', $after_ms, $last_ran->{scan_ms})
+	  if $after_ms > $rest_ms;
+}
+is(join('; ', @unpaced), '', 'with few open records, a pass skips the scans only to rest 19 T after them');
+cmp_ok(scalar(grep { $_->{scan} eq 'ran' } @healthy), '>=', 3, '... and the scans run');
 
 # --- A backlog of 300,000 pending records (written straight into the journal).
 $node->safe_psql(
@@ -208,7 +227,7 @@ $node->safe_psql('postgres',
 my $stopped_at = time;
 ok($node->poll_query_until('postgres', "SELECT ($workers_of_failing) = 1"),
 	'a worker stopped after a finished pass comes back');
-ok(time - $stopped_at < 5, 'after a naptime again, not the grown delay');
+ok(time - $stopped_at < 8, 'after a naptime again, not the grown delay (16 s by now)');
 
 # Stops durable makes on purpose (a copy of the database stops its worker
 # before its first pass) are not failures: after four copies in a row, a
@@ -225,7 +244,7 @@ $node->safe_psql('postgres',
 $stopped_at = time;
 ok($node->poll_query_until('postgres', "SELECT ($workers_of_failing) = 1"),
 	'a worker stopped after four copies comes back');
-ok(time - $stopped_at < 8, 'after a naptime, not a delay grown by the copies');
+ok(time - $stopped_at < 12, 'after a naptime, not a delay grown by the copies (16 s)');
 
 $node->stop;
 done_testing();

@@ -242,7 +242,7 @@ sub scenario_inbox_complete
 
 	reset_journals();
 	my ($id, $token) = row(
-		"SELECT id, token FROM durable.inbox_admit('fp', 'm-complete', 'chat-1', '{}', 'message', 'bot-a', '1s')"
+		"SELECT id, token FROM durable.inbox_admit('fp', 'm-complete', 'chat-1', '{}', 'message', 'bot-a', '3s')"
 	);
 	die_at("inbox_complete$v", handler_sql($id, $token, $form));
 	is(sql("SELECT count(*) FROM fp_effects"),
@@ -278,7 +278,7 @@ sub scenario_inbox_fail
 
 	reset_journals();
 	my ($id, $token) = row(
-		"SELECT id, token FROM durable.inbox_admit('fp', 'm-fail', 'chat-1', '{}', 'message', 'bot-a', '1s')"
+		"SELECT id, token FROM durable.inbox_admit('fp', 'm-fail', 'chat-1', '{}', 'message', 'bot-a', '3s')"
 	);
 	die_at($name,
 		"SELECT * FROM durable.inbox_fail($id, $token, 'handler failed', '0');");
@@ -345,7 +345,7 @@ sub scenario_outbox_sent
 
 	reset_journals();
 	my ($token) = row(
-		"SELECT token FROM durable.outbox_begin('k-sent', 'chat-1', '{\"text\": \"c\"}', 'bot-a', '1s')"
+		"SELECT token FROM durable.outbox_begin('k-sent', 'chat-1', '{\"text\": \"c\"}', 'bot-a', '3s')"
 	);
 	# Here the bot called the provider, which delivered the message.
 	die_at($name,
@@ -361,7 +361,7 @@ sub scenario_outbox_failed
 
 	reset_journals();
 	my ($token) = row(
-		"SELECT token FROM durable.outbox_begin('k-refused', 'chat-1', '{\"text\": \"c\"}', 'bot-a', '1s')"
+		"SELECT token FROM durable.outbox_begin('k-refused', 'chat-1', '{\"text\": \"c\"}', 'bot-a', '3s')"
 	);
 	die_at($name,
 		"SELECT * FROM durable.outbox_failed('k-refused', $token, 'refused', true, '0');"
@@ -379,7 +379,7 @@ sub scenario_sweep
 	# Keep the worker out of the way while the leases expire.
 	sql("ALTER SYSTEM SET durable.naptime = '1h'");
 	sql('SELECT pg_reload_conf()');
-	usleep(500_000);
+	usleep(2_000_000);
 	my ($id) = row(
 		"SELECT id FROM durable.inbox_admit('fp', 'm-sweep', 'chat-1', '{}', 'message', 'bot-a', '50ms')"
 	);

@@ -103,14 +103,15 @@ sub claimed_at
 
 # 4. A claim whose wait ends before the lease does must leave the lease end to the
 # claims that wait longer (it used to clear it on its way out).
+# (Waits of seconds: the test must see the short one asleep, on a slow machine too.)
 my ($long) = waiting_claim('20 s');
 $node->safe_psql('postgres',
-	q{SELECT 1 FROM durable.inbox_admit('tg', 'm-4', 'chat-4', instance => 'bot-4', lease => '3 s')});
-my ($short) = waiting_claim('1 s');
-is($short->query_safe("SELECT 'after'"), 'after', 'a claim waiting 1 s returns empty before the lease ends');
+	q{SELECT 1 FROM durable.inbox_admit('tg', 'm-4', 'chat-4', instance => 'bot-4', lease => '7 s')});
+my ($short) = waiting_claim('3 s');
+is($short->query_safe("SELECT 'after'"), 'after', 'a claim waiting 3 s returns empty before the lease ends');
 $short->quit;
 my $at4 = claimed_at($long->query_safe("SELECT 'after'"), 'm-4');
-my $end4 = lease_end_of('m-4', '3 s');
+my $end4 = lease_end_of('m-4', '7 s');
 cmp_ok(($at4 // $end4 + 20) - $end4, '<', 1.5,
 	'the claim that waits longer still gets the record when its lease ends');
 $long->quit;

@@ -41,23 +41,38 @@ for my $signal ('SIGINT', 'SIGTERM')
 {
 	my $stop = $signal eq 'SIGINT' ? 'pg_cancel_backend' : 'pg_terminate_backend';
 
+	# The fail point is set, and the worker exits to take it (ALTER DATABASE
+	# ... SET); the one that replaces it sleeps for an hour.  Only then do
+	# the leases run out, and the worker is woken to its pass at 200 ms,
+	# which recovers them and waits.  (With leases of a second that ran out
+	# by the clock, a slow machine let the old worker's pass recover them,
+	# or the new one's come before they ran out.)
 	$node->safe_psql('postgres', q{
 		TRUNCATE durable.inbox, durable.outbox;
 		SELECT durable.metrics_reset();
-		SELECT 1 FROM durable.inbox_admit('t', 'm1', 'c1', instance => 'gone', lease => '1 s');
-		SELECT 1 FROM durable.outbox_begin('k1', 'c1', '{}', 'gone', lease => '1 s');});
+		SELECT 1 FROM durable.inbox_admit('t', 'm1', 'c1', instance => 'gone', lease => '1 h');
+		SELECT 1 FROM durable.outbox_begin('k1', 'c1', '{}', 'gone', lease => '1 h');});
 	my $counted = $node->safe_psql('postgres', $counters);
 
 	# Hold the next pass at its end: the test holds the lock the point waits for.
 	my $gate = gate_close($node, 'postgres');
 	my $listener = $node->background_psql('postgres');
 	$listener->query_safe('LISTEN durable_ambiguous');
-	$node->safe_psql('postgres', q{ALTER DATABASE postgres SET durable.fail_point = 'sweep:wait'});
-	$node->reload;
 	$node->poll_query_until('postgres', "SELECT count(*) = 1 FROM ($worker_pid) w")
 	  or die 'no worker';
+	my $old_pid = $node->safe_psql('postgres', $worker_pid);
+	$node->safe_psql('postgres', q{
+		ALTER DATABASE postgres SET durable.fail_point = 'sweep:wait';
+		ALTER SYSTEM SET durable.naptime = '1h';});
+	$node->reload;
+	$node->poll_query_until('postgres', "SELECT count(*) = 1 FROM ($worker_pid) w WHERE w.pid <> $old_pid")
+	  or die 'no new worker';
 	my $pid = $node->safe_psql('postgres', $worker_pid);
-	# (the settings reach the worker at its next pass; the leases run out meanwhile)
+	$node->safe_psql('postgres', q{
+		UPDATE durable.inbox SET lease_until = now() - interval '1 s';
+		UPDATE durable.outbox SET lease_until = now() - interval '1 s';
+		ALTER SYSTEM SET durable.naptime = '200ms';});
+	$node->reload;
 	ok($node->poll_query_until('postgres', gate_waits($pid)),
 		"$signal: the worker's pass waits at its end, its recovery done and not committed");
 	is($node->safe_psql('postgres', "SELECT backend_xid IS NOT NULL FROM pg_stat_activity WHERE pid = $pid"),
