@@ -65,8 +65,10 @@ my $pgbench = IPC::Run::start(
 	],
 	'>', \$out, '2>', \$err);
 
-# Let the bots run, then kill the postmaster mid-cycle.
+# Let the bots run (a hundred messages, however long a slow machine takes),
+# then kill the postmaster mid-cycle.
 usleep(3_000_000);
+$node->poll_query_until('postgres', 'SELECT count(*) > 100 FROM durable.inbox');
 my $before = $node->safe_psql('postgres', 'SELECT count(*) FROM durable.inbox');
 cmp_ok($before, '>', 100, "bots are running ($before messages journaled)");
 my $postmaster = $node->{_pid};
