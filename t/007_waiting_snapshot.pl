@@ -98,7 +98,7 @@ for my $case (
 # (An attempt still does, when the claim wakes: README, "Claims that wait".)
 {
 	my ($bg, $pid) = start_waiter('other journal locked',
-		"SELECT 'claimed:' || message_id FROM durable.inbox_claim('w6', 1, wait => '8 s');");
+		"SELECT 'claimed:' || message_id FROM durable.inbox_claim('w6', 1, wait => '12 s');");
 	my $ddl = $node->background_psql('postgres');
 	# held 5 s, then committed whatever the claim does
 	$ddl->query_until(qr/reindexed/,
@@ -128,13 +128,13 @@ $bg->quit;
 
 # ---- where the snapshot is read again after the wait, it is kept
 ($bg, $pid) = start_waiter('open cursor',
-	"BEGIN; DECLARE c CURSOR FOR SELECT n FROM scratch; SELECT 'claimed:' || message_id FROM durable.inbox_claim('w6', 1, wait => '3 s');");
+	"BEGIN; DECLARE c CURSOR FOR SELECT n FROM scratch; SELECT 'claimed:' || message_id FROM durable.inbox_claim('w6', 1, wait => '6 s');");
 isnt(backend_xmin($pid), 'none', 'with a cursor open in its transaction the claim keeps its snapshot');
 $bg->query_safe('COMMIT');
 $bg->quit;
 
 ($bg, $pid) = start_waiter('repeatable read',
-	"BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'claimed:' || message_id FROM durable.inbox_claim('w3', 1, wait => '3 s');");
+	"BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'claimed:' || message_id FROM durable.inbox_claim('w3', 1, wait => '6 s');");
 isnt(backend_xmin($pid), 'none', 'under REPEATABLE READ the claim keeps its snapshot');
 # (it cannot see a record admitted after its snapshot: its short wait ends)
 $bg->query_safe('COMMIT');

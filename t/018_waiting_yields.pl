@@ -65,7 +65,7 @@ my $analyze = IPC::Run::start(
 $in_a .= "BEGIN; ANALYZE durable.inbox; SELECT 'analyzed';\n";
 $analyze->pump until $out_a =~ /analyzed/;
 $start = time;
-($claim, $claim_out) = start_waiting_claim('beside-analyze', '3 s');
+($claim, $claim_out) = start_waiting_claim('beside-analyze', '6 s');
 my ($in_b, $out_b, $err_b) = ('', '', '');
 my $second = IPC::Run::start(
 	[ 'psql', '-X', '-q', '-d', $node->connstr('postgres'), '-c', 'ANALYZE durable.inbox' ],
@@ -82,8 +82,8 @@ $in_a .= "COMMIT;\n\\q\n";
 $analyze->finish;
 $second->finish;
 is(($second->results)[0], 0, 'and runs once the first commits') or diag($err_b);
-ok($claim_seconds > 2.5,
-	sprintf('a claim beside an ANALYZE waiting for another waits its 3 s (%.1f s)', $claim_seconds));
+ok($claim_seconds > 5.5,
+	sprintf('a claim beside an ANALYZE waiting for another waits its 6 s (%.1f s)', $claim_seconds));
 
 # ---- DDL on one of the journal's indexes only ----
 
@@ -102,11 +102,11 @@ $node->safe_psql('postgres', 'ALTER INDEX durable.inbox_done_at_idx SET TABLESPA
 # ---- Looking is not claiming: an idle wait reads the journal at its start and end ----
 
 my $log_offset = -s $node->logfile;
-($claim, $claim_out) = start_waiting_claim('idle', '3.5 s');
+($claim, $claim_out) = start_waiting_claim('idle', '6.5 s');
 $claim->finish;
 my $attempts = () = substr(slurp_file($node->logfile), $log_offset) =~ /durable: waiting claim attempts/g;
 ok($attempts >= 1 && $attempts <= 2,
-	"an idle claim waiting 3.5 s made $attempts attempts (its looks, once a second, are not attempts)");
+	"an idle claim waiting 6.5 s made $attempts attempts (its looks, once a second, are not attempts)");
 
 # ---- An admit still wakes a waiting claim at once ----
 

@@ -60,14 +60,14 @@ $node->safe_psql('postgres', q{
 	  FROM durable.inbox_admit('tg', 'm-2', 'chat-2', instance => 'bot-2', lease => '1 s') a});
 usleep(1_500_000);
 my $log_offset = -s $node->logfile;
-my ($idle, $idle_pid) = waiting_claim('3 s');
+my ($idle, $idle_pid) = waiting_claim('6 s');
 is($idle->query_safe("SELECT 'after'"), 'after', 'nothing to claim: the idle claim returns empty');
 $idle->quit;
 my $attempts = () = substr(slurp_file($node->logfile), $log_offset)
   =~ /\[$idle_pid\].*durable: waiting claim attempts/g;
 # Its first attempt, one for the lease end found passed, one at the end of its wait.
 ok($attempts >= 1 && $attempts <= 3,
-	"an idle claim waiting 3 s after a lease end passed made $attempts attempts");
+	"an idle claim waiting 6 s after a lease end passed made $attempts attempts");
 
 # 3. Two standbys wait; one bot's lease ends: one of them gets the record, the other
 # keeps waiting and returns empty at the end of its wait.
