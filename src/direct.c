@@ -2729,9 +2729,9 @@ direct_check_arbiter(ResultRelInfo *rri, Oid arbiter)
  *
  * A leased row is refused what its updates would be refused as well: the
  * insert may be followed by one at once (durable_restamp_inserted_lease,
- * after a wait), and every call of the lease's holder updates it.  Checked
- * only when the update came, a trigger on UPDATE failed the insert only
- * when it had waited: under load, at random.
+ * after a wait), and every call of the lease's holder updates it.  (When
+ * that was checked only before the update, a trigger on UPDATE failed the
+ * insert only when it had waited: under load, at random.)
  */
 static Relation
 direct_open_for_insert(Oid heap, bool leased)
