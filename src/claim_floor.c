@@ -731,11 +731,7 @@ floor_refresh(DurableQueue queue, DurableFloor *f, int64 from, Oid relid, uint64
 	{
 		/* Published: look again at what the first scan passed over. */
 		pg_memory_barrier();
-		if (held.chats.chats != NULL)
-		{
-			hash_destroy(held.chats.chats);
-			held.chats.chats = NULL;
-		}
+		durable_chat_set_clear(&held.chats);
 		floor_scan(&rels, from, first.needed, now, &held, &again);
 
 		/*

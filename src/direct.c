@@ -2131,6 +2131,14 @@ durable_chat_set_has(const DurableChatSet *set, const char *key)
 		hash_search(set->chats, key, HASH_FIND, NULL) != NULL;
 }
 
+void
+durable_chat_set_clear(DurableChatSet *set)
+{
+	if (set->chats != NULL)
+		hash_destroy(set->chats);
+	set->chats = NULL;
+}
+
 const char *
 durable_chat_set_key(Datum chat_id)
 {
@@ -2446,8 +2454,7 @@ direct_claim(DurableQueue queue, const DirectRels *rels, DurableClaim *claim,
 	if (stale.n > 0)
 		durable_claim_floor_unfree(queue, &stale);
 
-	if (run.held.chats != NULL)
-		hash_destroy(run.held.chats);
+	durable_chat_set_clear(&run.held);
 	MemoryContextDelete(run.candidate_cxt);
 	ExecDropSingleTupleTableSlot(run.leased);
 	ExecDropSingleTupleTableSlot(run.version);

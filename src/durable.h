@@ -555,6 +555,8 @@ extern const char *durable_chat_set_key(Datum chat_id);
 extern void durable_chat_set_add(DurableChatSet *set, const char *key);
 /* Whether the set holds `key` (NULL: no). */
 extern bool durable_chat_set_has(const DurableChatSet *set, const char *key);
+/* Empty the set (its memory freed; the next add makes it again). */
+extern void durable_chat_set_clear(DurableChatSet *set);
 
 /* Open an index of durable's that must hold every entry, by its looked-up OID. */
 extern Relation durable_index_open(Oid index_oid, LOCKMODE lockmode);
