@@ -12,6 +12,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use FindBin;
 use lib "$FindBin::Bin/lib";
+use DurableFloor;
 use DurableGate;
 
 my $node = PostgreSQL::Test::Cluster->new('floor');
@@ -50,25 +51,14 @@ sub entries_read
 # return of the claimed rows; $before: SQL run first in the transaction;
 # $end: COMMIT or ROLLBACK.
 # Returns what the claim returned, the floor its refresh set (-1: it did
-# not refresh) and whether that refresh scanned from the head.
-my $head_refresh_started = 0;    # when the last claim began whose refresh scanned from the head
+# not refresh), whether that refresh scanned from the head, and the lines.
 sub logged_claim
 {
 	my ($queue, $instance, $select, $before, $end, $max) = @_;
-	my ($out, $err);
-	my $started = time;
 	$max //= 1;
-	my $ret = $node->psql(
-		'postgres',
-		"SET client_min_messages = debug2; BEGIN; $before"
-		  . " SELECT $select FROM durable.${queue}_claim('$instance', $max); $end;",
-		stdout => \$out,
-		stderr => \$err);
-	die "the claim of $queue failed: $err" if $ret != 0;
-	my @floors = $err =~ /durable: $queue claim floor (\d+)( \(from the head\))?/g;
-	my ($floor, $from_head) = @floors ? ($floors[-2], defined $floors[-1]) : (-1, 0);
-	$head_refresh_started = $started if $from_head;
-	return ((split /\n/, $out)[-1] // '', $floor, $from_head, $err);
+	my ($out, $floor, $from_head, $log) = floor_claim($node, $queue,
+		"BEGIN; $before SELECT $select FROM durable.${queue}_claim('$instance', $max); $end;");
+	return ((split /\n/, $out)[-1] // '', $floor, $from_head, $log);
 }
 
 # That a claim ($from_head, $log: from logged_claim, which just returned)
@@ -79,7 +69,7 @@ sub logged_claim
 sub started_at_floor
 {
 	my ($from_head, $log, $what) = @_;
-	my $since = time - $head_refresh_started;
+	my $since = since_head_refresh();
 SKIP:
 	{
 		skip "a refresh from the head was due ($since s after the last)", 1
@@ -104,22 +94,13 @@ sub floor_now
 	return wantarray ? ($floor, $from_head) : $floor;
 }
 
-# Refresh until a refresh recomputes the floor from the head: the next one
-# that does is 5 s away, so what follows within a second is seen by
-# refreshes that start from the floor only.  Returns the floor it computed
-# (undef if none came).  The probing claims roll back: they lease nothing
-# (the floor lives in shared memory and stays refreshed).
+# Refresh until a refresh recomputes the floor from the head (head_refresh):
+# what follows within a second is seen by refreshes that start from the
+# floor only.  Returns the floor it computed (undef if none came).
 sub after_head_refresh
 {
 	my ($queue) = @_;
-	$queue //= 'inbox';
-	for (1 .. 400)
-	{
-		my (undef, $floor, $from_head) =
-		  logged_claim($queue, 'head-probe', 'count(*)', 'SELECT pg_sleep(0.02);', 'ROLLBACK');
-		return $floor if $from_head;
-	}
-	return undef;
+	return head_refresh($node, $queue // 'inbox');
 }
 
 # Admit a message and claim it under `instance`, leased for `lease`;

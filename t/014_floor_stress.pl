@@ -30,6 +30,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
 use lib "$FindBin::Bin/lib";
+use DurableFloor;
 use DurableInvariants;
 
 my $clients = 6;
@@ -47,30 +48,6 @@ $node->safe_psql('postgres', q{
 	CREATE EXTENSION durable;
 	CREATE TABLE public.late (queue text NOT NULL, late interval NOT NULL);
 });
-
-# Run $sql with the claim floor's DEBUG2 lines; returns its output and them.
-sub debug2_psql
-{
-	my ($sql) = @_;
-	my ($out, $err);
-	$node->psql('postgres', "SET client_min_messages = debug2; $sql",
-		stdout => \$out, stderr => \$err, on_error_die => 1);
-	return ($out, $err);
-}
-
-# Claim (and roll back) until a claim's refresh of $queue's floor scans
-# from the head; whether one did.
-sub refreshed_from_head
-{
-	my ($queue) = @_;
-	for (1 .. 400)
-	{
-		my (undef, $log) = debug2_psql(
-			"BEGIN; SELECT pg_sleep(0.02); SELECT count(*) FROM durable.${queue}_claim('head-probe', 1); ROLLBACK;");
-		return 1 if $log =~ /durable: $queue claim floor \d+ \(from the head\)/;
-	}
-	return 0;
-}
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
 # The inbox's loop for run $run: admits to chat $chat (SQL), fails a claimed
@@ -191,11 +168,11 @@ for my $run ('outbox', 'outbox_chats', 'inbox', 'inbox_chats')
 	# A refresh from the head finds every claimable record, hidden or not:
 	# one comes first, so that the final claim's refresh (within the 5 s to
 	# the next) starts at the floor.
-	ok(refreshed_from_head($queue), "$run: (a refresh from the head comes first)");
+	ok(defined head_refresh($node, $queue), "$run: (a refresh from the head comes first)");
 	my $left = $node->safe_psql('postgres',
 		"SELECT count(*) FROM $table r WHERE $claimable");
 	# (The inbox's are completed: the next run would find their leases ended.)
-	my ($taken, $final_log) = debug2_psql($queue eq 'outbox'
+	my ($taken, $final_log) = debug2_psql($node, $queue eq 'outbox'
 		? "SELECT count(*) FROM durable.outbox_claim('final', max => 10000)"
 		: "SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
 		     FROM durable.inbox_claim('final', max => 10000)");
