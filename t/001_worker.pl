@@ -65,6 +65,11 @@ sub expire_and_wait
 	return time - $start;
 }
 
+# Seconds within which what the worker or launcher does "at once" must
+# happen on a busy machine: well under the alternatives the checks tell it
+# from (the absent-database recheck, 30 s; a naptime of 1 h).
+my $soon = 15;
+
 my $node = PostgreSQL::Test::Cluster->new('worker');
 $node->init;
 $node->append_conf(
@@ -96,7 +101,7 @@ ok($node->poll_query_until('postgres', has_workers('postgres', 0)),
 	'a database without the extension keeps no worker');
 
 my $took = expire_and_wait($node, 'late', 'w1');
-ok(defined $took && $took < 5,
+ok(defined $took && $took < $soon,
 	'the worker alone returns an expired lease to pending within a few naptimes'
 );
 
@@ -119,7 +124,7 @@ $node->reload;
 ok( $node->poll_query_until(
 		'late', "SELECT state = 'pending' FROM durable.inbox WHERE message_id = 'w2'"),
 	'after a reload to naptime 100ms, the sleeping worker sweeps at once');
-ok(time - $start < 5, 'within seconds of the reload');
+ok(time - $start < $soon, 'within seconds of the reload');
 
 # ---- DROP EXTENSION / CREATE EXTENSION ----
 
@@ -138,7 +143,7 @@ $start = time;
 $node->safe_psql('late', 'CREATE EXTENSION durable');
 ok($node->poll_query_until('late', has_workers('late', 1)),
 	'CREATE EXTENSION again brings the worker back');
-ok(time - $start < 5, 'at once, not after the absent-database recheck');
+ok(time - $start < $soon, 'at once, not after the absent-database recheck');
 
 # The extension dropped with its schema (or by DROP OWNED): its worker is woken
 # at commit too, not left connected until its next pass (an hour here).
@@ -156,7 +161,7 @@ foreach my $drop ('DROP SCHEMA durable CASCADE', 'DROP OWNED BY extowner CASCADE
 	$start = time;
 	$node->safe_psql('late', "SET client_min_messages = warning; $drop");
 	ok($node->poll_query_until('late', has_workers('late', 0)), "$drop stops the worker");
-	ok(time - $start < 5, '... at once, not at its next pass');
+	ok(time - $start < $soon, '... at once, not at its next pass');
 	$node->safe_psql('late', 'CREATE EXTENSION durable');
 	ok($node->poll_query_until('late', has_workers('late', 1)), 'CREATE EXTENSION brings it back');
 }
@@ -181,7 +186,7 @@ ok(replace_worker($node, 'late'), 'the worker comes back under the new database 
 is($node->safe_psql('late', 'SHOW default_transaction_read_only'),
 	'on', 'sessions of the database are read-only by default');
 $took = expire_and_wait($node, 'late', 'w-read-only');
-ok(defined $took && $took < 5,
+ok(defined $took && $took < $soon,
 	'the worker still returns an expired lease to pending, read-write at READ COMMITTED');
 ok(!$node->log_contains(qr/read-only transaction|could not serialize|lock timeout/, $offset),
 	'and no pass failed');
@@ -241,7 +246,7 @@ is($ret, 0, 'ALTER DATABASE RENAME of a database with a running worker succeeds'
   or diag $stderr;
 ok($node->poll_query_until('postgres', has_workers('renamed2', 1)),
 	'the renamed database gets its worker back');
-ok(time - $start < 5, 'at once');
+ok(time - $start < $soon, 'at once');
 
 # SET TABLESPACE, like RENAME, needs the database to itself (untested until
 # 2026-12-05; checked by hand in review).
@@ -354,7 +359,7 @@ $start = time;
 $node->safe_psql('postgres', 'ALTER DATABASE closed_later ALLOW_CONNECTIONS false');
 ok($node->poll_query_until('postgres', has_workers('closed_later', 0)),
 	'the new launcher stops the worker of a database closed to connections');
-ok(time - $start < 5, '... at its next look');
+ok(time - $start < $soon, '... at its next look');
 $node->safe_psql('postgres', q{
 	DROP DATABASE copy_of_closed;
 	DROP DATABASE copy_of_tmpl;
@@ -380,7 +385,7 @@ foreach my $db ('late', 'renamed2', 'source', 'copied')
 		"after a worker crash the worker of $db comes back");
 }
 $took = expire_and_wait($node, 'late', 'w3');
-ok(defined $took && $took < 5, 'and sweeps again');
+ok(defined $took && $took < $soon, 'and sweeps again');
 
 # ---- Per-database settings reach a running worker at a reload ----
 # The README sets durable.inbox_max_attempts and durable.retention per
