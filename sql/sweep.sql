@@ -760,7 +760,7 @@ SELECT count(*) AS left FROM durable.inbox WHERE source = 'walk';
 ROLLBACK;
 DROP FUNCTION public.walk_records(int, int);
 
--- 4c. A BEFORE DELETE trigger that returns NULL keeps a record without an
+-- 4d. A BEFORE DELETE trigger that returns NULL keeps a record without an
 -- error (a "legal hold").  A pass remembers the records kept, goes round them
 -- for 10 minutes and says how many with a WARNING, as for records whose
 -- delete fails: else the oldest kept ones would fill every batch and, once

@@ -14,8 +14,11 @@
 # each): a record held behind an older one of its chat (leased or being
 # sent, or failed and waiting for its retry) is passed over by the floor,
 # and becomes claimable when that one finishes, often a completion or a
-# send; its lateness is counted from then.  Each run has records of its own
-# (message ids and keys carry the run's name).
+# send; its lateness is counted from then.  The outbox's second run also
+# has a sender flagged unknown by its instance_start and the send retried,
+# a failing send discarded, and sends begun and sent at once (outbox_begin)
+# holding their chats meanwhile.  Each run has records of its own (message
+# ids and keys carry the run's name).
 #
 # t/009_claim_floor stages each way a record becomes claimable below a floor
 # one at a time; this test lets them race: inserts drawing ids while
@@ -82,10 +85,15 @@ SELECT durable.inbox_complete(:cid::bigint, :ctok::bigint);
 
 # The outbox's loop for run $run: enqueues to chat $chat (SQL), fails a
 # claimed send when random($first_act, 10) <= 3, and counts a claim's
-# lateness from $due (SQL on the claimed send o).
+# lateness from $due (SQL on the claimed send o).  With $operator, one cycle
+# in 20 instead flags the claimed send unknown (its sender's instance_start)
+# and retries it, one in 20 fails it for an hour and discards it, and one in
+# 20 also sends a new key of its own at once (outbox_begin, then
+# outbox_sent), which holds its chat meanwhile.
 sub outbox_script
 {
-	my ($run, $chat, $first_act, $due) = @_;
+	my ($run, $chat, $first_act, $due, $operator) = @_;
+	my $op = $operator ? 'random(1, 20)' : '0';
 	return qq{
 \\set n :n + 1
 \\set insert random(1, 2)
@@ -93,15 +101,27 @@ sub outbox_script
 \\set act random($first_act, 10)
 \\set retry random(0, 300)
 \\set chat random(1, 3)
+\\set op $op
 \\if :insert = 1
 SELECT 1 FROM durable.outbox_enqueue('$run-' || :client_id::text || '-' || :n::text, $chat,
         '{}', not_before => now() + (:defer::text || ' ms')::interval);
+\\endif
+\\if :op = 3
+SELECT token AS btok FROM durable.outbox_begin('$run-b-' || :client_id::text || '-' || :n::text, $chat,
+        '{}', 'b-' || :client_id::text, lease => '1 h') \\gset
+SELECT durable.outbox_sent('$run-b-' || :client_id::text || '-' || :n::text, :btok::bigint, 'p');
 \\endif
 SELECT coalesce(max(key), '') AS skey, coalesce(max(token), 0) AS stok
   FROM durable.outbox_claim('w-' || :client_id::text, max => 1) \\gset
 \\if :stok > 0
 INSERT INTO public.late SELECT '$run', clock_timestamp() - $due FROM durable.outbox o WHERE o.key = :skey::text;
-\\if :act <= 3
+\\if :op = 1
+SELECT FROM durable.instance_start('w-' || :client_id::text);
+SELECT durable.outbox_retry(:skey::text);
+\\elif :op = 2
+SELECT FROM durable.outbox_failed(:skey::text, :stok::bigint, 'x', retry_in => '1 h');
+SELECT durable.outbox_discard(:skey::text);
+\\elif :act <= 3
 SELECT FROM durable.outbox_failed(:skey::text, :stok::bigint, 'x', retry_in => (:retry::text || ' ms')::interval);
 \\else
 SELECT durable.outbox_sent(:skey::text, :stok::bigint, 'p');
@@ -114,7 +134,7 @@ my %script = (
 	outbox => outbox_script('outbox', "'c-' || :client_id::text || '-' || :n::text", 1, 'o.not_before'),
 	outbox_chats => outbox_script('outbox_chats', "'c-' || :chat::text", 3,
 		'greatest(o.not_before, (SELECT max(p.sent_at) FROM durable.outbox p'
-		  . ' WHERE p.chat_id = o.chat_id AND p.id < o.id))'),
+		  . ' WHERE p.chat_id = o.chat_id AND p.id < o.id))', 1),
 	inbox => inbox_script('inbox', "'c-' || :client_id::text || '-' || :n::text", 1, 'i.not_before'),
 	inbox_chats => inbox_script('inbox_chats', "'c-' || :chat::text", 3,
 		'greatest(i.not_before, (SELECT max(o.finished_at) FROM durable.inbox o'
