@@ -282,7 +282,7 @@ permit_expire_window_end(const char *after, bool *wraps)
  * transaction.
  */
 int64
-durable_permit_expire(TimestampTz now, int limit)
+durable_permit_expire(int limit)
 {
 	static SPIPlanPtr idle_plan = NULL;
 	static SPIPlanPtr grants_plan = NULL;
@@ -330,9 +330,12 @@ durable_permit_expire(TimestampTz now, int limit)
 	 * Lock the idle buckets of the window.  The condition reads the bucket
 	 * row only, so that READ COMMITTED rechecks it on the latest version of
 	 * a row that a grant changed meanwhile (a grant always stamps
-	 * last_granted_at).
+	 * last_granted_at).  By the clock of now, not of the pass's start: a
+	 * pass's earlier steps can take long (a trigger of yours, a lock wait),
+	 * and a clock set back meanwhile would make a grant made since look as
+	 * old as the step, the bucket idle, and its window free for `max` more.
 	 */
-	args[0] = TimestampTzGetDatum(now);
+	args[0] = TimestampTzGetDatum(GetCurrentTimestamp());
 	args[1] = Int32GetDatum(limit);
 	args[2] = CStringGetTextDatum(window_start ? window_start : "");
 	args[3] = CStringGetTextDatum(window_end);

@@ -14,12 +14,13 @@
 #include "durable.h"
 
 /*
- * Drop the buckets whose permit records have all left their window, with
- * those records: at most `limit` records and `limit` buckets per call;
- * returns how many rows (records and buckets) were deleted, below `limit`
- * when nothing else was due.  Never waits for a bucket a caller holds (SKIP
- * LOCKED).  Called by the sweep; SPI must be connected.
+ * Drop the buckets whose permit records have all left their window (by the
+ * clock read when it looks), with those records: at most `limit` records
+ * and `limit` buckets per call; returns how many rows (records and buckets)
+ * were deleted, below `limit` when nothing else was due.  Never waits for a
+ * bucket a caller holds (SKIP LOCKED).  Called by the sweep; SPI must be
+ * connected.
  */
-extern int64 durable_permit_expire(TimestampTz now, int limit);
+extern int64 durable_permit_expire(int limit);
 
 #endif							/* DURABLE_PERMIT_H */

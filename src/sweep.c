@@ -948,19 +948,11 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit, int64 *passed_over)
 	return purged;
 }
 
-/* durable_permit_expire for durable_try: its arguments and what it dropped. */
-typedef struct SweepPermitCall
-{
-	TimestampTz now;
-	int64		dropped;
-} SweepPermitCall;
-
+/* durable_permit_expire for durable_try: what it dropped. */
 static void
 sweep_permit_call(void *arg)
 {
-	SweepPermitCall *call = (SweepPermitCall *) arg;
-
-	call->dropped = durable_permit_expire(call->now, DURABLE_SWEEP_BATCH);
+	*(int64 *) arg = durable_permit_expire(DURABLE_SWEEP_BATCH);
 }
 
 /*
@@ -969,10 +961,10 @@ sweep_permit_call(void *arg)
  * not the end of the pass's lease recovery.
  */
 static int64
-sweep_permits_isolated(TimestampTz now)
+sweep_permits_isolated(void)
 {
 	static SweepCheckWarned warned;
-	SweepPermitCall call = {.now = now};
+	int64		dropped = 0;
 	ErrorData  *edata;
 	char	   *guards;
 
@@ -983,10 +975,10 @@ sweep_permits_isolated(TimestampTz now)
 	 */
 	if (!sweep_pass_may_delete("durable.permit_buckets", &warned, &guards))
 		return 0;
-	edata = durable_try(sweep_permit_call, &call);
+	edata = durable_try(sweep_permit_call, &dropped);
 
 	if (edata == NULL)
-		return call.dropped;
+		return dropped;
 	ereport(WARNING,
 			(errcode(edata->sqlerrcode),
 			 errmsg("durable: could not drop idle rate-limit buckets: %s", edata->message),
@@ -1042,7 +1034,7 @@ durable_sweep_pass(TimestampTz now, bool scan_open, TimestampTz *windows,
 
 	result->purged = sweep_purge_isolated(now - (int64) durable_retention_s * USECS_PER_SEC,
 										  DURABLE_PURGE_BATCH, &passed_over);
-	permits = sweep_permits_isolated(now);
+	permits = sweep_permits_isolated();
 
 	/*
 	 * Records passed over fill a batch too: the next pass, at once, goes on

@@ -16,6 +16,9 @@ use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use DurableGate;
 use Time::HiRes qw(time usleep);
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
@@ -200,6 +203,44 @@ $node->safe_psql('postgres',
 	q{SELECT created FROM durable.outbox_enqueue('in-step', 'c3', '{}', not_before => now() + interval '5 s')});
 set_clock_shift(-14400 + 60);
 ok(announced_after($offset), 'a send that came due inside a 60 s step forward is announced');
+
+# --- The sweep's drop of idle rate-limit buckets reads the clock when it
+# looks.  A pass held up before it (here by a trigger of the test's on the
+# inbox, which waits at a gate while lease recovery updates a record) while
+# the clock is set back an hour, and a permit granted meanwhile: by the clock
+# of the pass's start that grant was an hour old, its 10 min window over,
+# and the pass dropped the bucket, letting a second permit through (until
+# 2026-12-06).
+$node->safe_psql('postgres', "ALTER SYSTEM SET durable.naptime = '1h'");
+$node->reload;
+sleep 2;
+$node->safe_psql('postgres', q{
+	SELECT id FROM durable.inbox_admit('clock', 'held-up', 'c4', instance => 'gone', lease => '20 ms');
+	SELECT pg_sleep(0.1);
+	CREATE FUNCTION public.wait_at_gate() RETURNS trigger LANGUAGE plpgsql
+	  AS $$BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END$$;
+	CREATE TRIGGER wait_at_gate BEFORE UPDATE ON durable.inbox
+	  FOR EACH ROW EXECUTE FUNCTION public.wait_at_gate();
+});
+my $gate = gate_close($node, 'postgres');
+my $sweeper = $node->background_psql('postgres', on_error_stop => 0);
+my $sweeper_pid = $sweeper->query_safe('SELECT pg_backend_pid()');
+$sweeper_pid =~ s/\s+//g;
+$sweeper->query_until(qr/started/, "\\echo started\nSELECT inbox_expired FROM durable.sweep();\n");
+ok($node->poll_query_until('postgres', gate_waits($sweeper_pid)),
+	'a sweep pass is held in its lease recovery');
+set_clock_shift(-14400 + 60 - 3600);
+is($node->safe_psql('postgres', q{SELECT durable.permit('identify', 1, '10 min')}),
+	'00:00:00', 'the clock set back an hour, a permit is granted');
+gate_open($gate);
+$sweeper->quit;
+is($node->safe_psql('postgres', q{SELECT state FROM durable.inbox WHERE message_id = 'held-up'}),
+	'pending', 'the pass went on and recovered the lease');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM durable.permits WHERE bucket = 'identify'}),
+	'1', 'the pass kept the grant made after the clock went back');
+isnt($node->safe_psql('postgres', q{SELECT durable.permit('identify', 1, '10 min')}),
+	'00:00:00', 'a second permit of the bucket waits for the window');
+$gate->quit;
 
 $node->stop;
 done_testing();
