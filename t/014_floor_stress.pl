@@ -50,6 +50,7 @@ $node->start;
 $node->safe_psql('postgres', q{
 	CREATE EXTENSION durable;
 	CREATE TABLE public.late (queue text NOT NULL, late interval NOT NULL);
+	CREATE TABLE public.ops (queue text NOT NULL, op text NOT NULL, chat_id text, id bigint, at timestamptz);
 });
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
@@ -87,9 +88,11 @@ SELECT durable.inbox_complete(:cid::bigint, :ctok::bigint);
 # claimed send when random($first_act, 10) <= 3, and counts a claim's
 # lateness from $due (SQL on the claimed send o).  With $operator, one cycle
 # in 20 instead flags the claimed send unknown (its sender's instance_start)
-# and retries it, one in 20 fails it for an hour and discards it, and one in
-# 20 also sends a new key of its own at once (outbox_begin, then
-# outbox_sent), which holds its chat meanwhile.
+# and retries it, one in 20 fails it for an hour and discards it (both noted
+# in public.ops with the send's chat, id and time: the later sends of its
+# chat are due from then at the latest), and one in 20 also sends a new key
+# of its own at once (outbox_begin, then outbox_sent), which holds its chat
+# meanwhile.
 sub outbox_script
 {
 	my ($run, $chat, $first_act, $due, $operator) = @_;
@@ -109,18 +112,22 @@ SELECT 1 FROM durable.outbox_enqueue('$run-' || :client_id::text || '-' || :n::t
 \\if :op = 3
 SELECT token AS btok FROM durable.outbox_begin('$run-b-' || :client_id::text || '-' || :n::text, $chat,
         '{}', 'b-' || :client_id::text, lease => '1 h') \\gset
-SELECT durable.outbox_sent('$run-b-' || :client_id::text || '-' || :n::text, :btok::bigint, 'p');
+INSERT INTO public.ops SELECT '$run', 'begun and sent'
+  FROM durable.outbox_sent('$run-b-' || :client_id::text || '-' || :n::text, :btok::bigint, 'p');
 \\endif
 SELECT coalesce(max(key), '') AS skey, coalesce(max(token), 0) AS stok
   FROM durable.outbox_claim('w-' || :client_id::text, max => 1) \\gset
 \\if :stok > 0
 INSERT INTO public.late SELECT '$run', clock_timestamp() - $due FROM durable.outbox o WHERE o.key = :skey::text;
 \\if :op = 1
-SELECT FROM durable.instance_start('w-' || :client_id::text);
+INSERT INTO public.ops SELECT '$run', 'flagged unknown', o.chat_id, o.id, clock_timestamp()
+  FROM durable.instance_start('w-' || :client_id::text) s, durable.outbox o
+ WHERE s.outbox_ambiguous = 1 AND o.key = :skey::text;
 SELECT durable.outbox_retry(:skey::text);
 \\elif :op = 2
 SELECT FROM durable.outbox_failed(:skey::text, :stok::bigint, 'x', retry_in => '1 h');
-SELECT durable.outbox_discard(:skey::text);
+INSERT INTO public.ops SELECT '$run', 'discarded', o.chat_id, o.id, clock_timestamp()
+  FROM durable.outbox o WHERE o.key = :skey::text AND durable.outbox_discard(:skey::text);
 \\elif :act <= 3
 SELECT FROM durable.outbox_failed(:skey::text, :stok::bigint, 'x', retry_in => (:retry::text || ' ms')::interval);
 \\else
@@ -134,7 +141,8 @@ my %script = (
 	outbox => outbox_script('outbox', "'c-' || :client_id::text || '-' || :n::text", 1, 'o.not_before'),
 	outbox_chats => outbox_script('outbox_chats', "'c-' || :chat::text", 3,
 		'greatest(o.not_before, (SELECT max(p.sent_at) FROM durable.outbox p'
-		  . ' WHERE p.chat_id = o.chat_id AND p.id < o.id))', 1),
+		  . ' WHERE p.chat_id = o.chat_id AND p.id < o.id), (SELECT max(d.at) FROM public.ops d'
+		  . ' WHERE d.chat_id = o.chat_id AND d.id < o.id))', 1),
 	inbox => inbox_script('inbox', "'c-' || :client_id::text || '-' || :n::text", 1, 'i.not_before'),
 	inbox_chats => inbox_script('inbox_chats', "'c-' || :chat::text", 3,
 		'greatest(i.not_before, (SELECT max(o.finished_at) FROM durable.inbox o'
@@ -168,6 +176,11 @@ for my $run ('outbox', 'outbox_chats', 'inbox', 'inbox_chats')
 	my $enough = $run =~ /_chats$/ ? 300 : 1000;
 	cmp_ok($claims, '>', $enough, "$run: the loop ran ($claims claims)");
 	is($over, '0', "$run: no claim came more than $too_late after its record was due (max $max)");
+	if ($run eq 'outbox_chats')
+	{
+		is($node->safe_psql('postgres', "SELECT string_agg(DISTINCT op, ', ' ORDER BY op) FROM public.ops WHERE queue = '$run'"),
+			'begun and sent, discarded, flagged unknown', "$run: sends were begun, discarded and flagged unknown");
+	}
 
 	# Whatever is left is in flight or not yet due: the floor hides nothing.
 	# (Five records due a second ago at least, so that the check has some.)
