@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/select.h>
 #include <termios.h>
 #include <time.h>
@@ -106,6 +107,40 @@ message(const char *level, const char *fmt,...)
 #define error(...) message("error", __VA_ARGS__)
 #define detail(...) message("detail", __VA_ARGS__)
 #define hint(...) message("hint", __VA_ARGS__)
+
+/*
+ * A message of the server's or libpq's, then `suffix`: each of its lines
+ * escaped as shown() escapes journal text, its line breaks kept.  Such a
+ * message may repeat what the operator typed or pasted (a key, a database
+ * name), and that text must not steer the terminal either.
+ */
+static void
+message_lines(const char *level, const char *text, const char *suffix)
+{
+	const char *p = text;
+
+	fprintf(stderr, "%s: %s: ", PROGNAME, level);
+	for (;;)
+	{
+		const char *nl = strchr(p, '\n');
+		char	   *line = strndup(p, nl ? (size_t) (nl - p) : strlen(p));
+		char	   *escaped = line ? shown_alloc(line) : NULL;
+
+		if (escaped == NULL)
+		{
+			fprintf(stderr, "out of memory\n");
+			exit(EXIT_ERROR);
+		}
+		fputs(escaped, stderr);
+		free(escaped);
+		free(line);
+		if (nl == NULL || nl[1] == '\0')
+			break;
+		fputc('\n', stderr);
+		p = nl + 1;
+	}
+	fprintf(stderr, "%s\n", suffix);
+}
 
 static void
 usage(FILE *out)
@@ -180,6 +215,9 @@ flush_output(void)
 {
 	if (fflush(stdout) != 0 || ferror(stdout))
 	{
+		/* watch told to stop while its reader was not reading: a stop */
+		if (errno == EINTR && stop_requested)
+			finish(EXIT_DONE);
 		error("could not write the output: %s", strerror(errno));
 		finish(EXIT_ERROR);
 	}
@@ -197,6 +235,7 @@ report_result_error(const PGresult *res)
 	const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 	const char *det = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL) : NULL;
 	const char *hin = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_HINT) : NULL;
+	char		code[32];
 
 	if (primary == NULL)
 	{
@@ -205,14 +244,15 @@ report_result_error(const PGresult *res)
 
 		while (len > 0 && msg[len - 1] == '\n')
 			msg[--len] = '\0';
-		error("%s", len > 0 ? msg : "query failed");
+		message_lines("error", len > 0 ? msg : "query failed", "");
 		return;
 	}
-	error("%s (SQLSTATE %s)", primary, sqlstate ? sqlstate : "?????");
+	snprintf(code, sizeof(code), " (SQLSTATE %s)", sqlstate ? sqlstate : "?????");
+	message_lines("error", primary, code);
 	if (det)
-		detail("%s", det);
+		message_lines("detail", det, "");
 	if (hin)
-		hint("%s", hin);
+		message_lines("hint", hin, "");
 	else if (sqlstate && strcmp(sqlstate, "42501") == 0)
 		hint("Ask an administrator for the grants this command needs (see the README, \"Privileges\").");
 }
@@ -386,7 +426,7 @@ connect_db(const Options *opt)
 
 		while (len > 0 && msg[len - 1] == '\n')
 			msg[--len] = '\0';
-		error("%s", msg);
+		message_lines("error", msg, "");
 		finish(EXIT_ERROR);
 	}
 
@@ -438,14 +478,14 @@ parse_count(const char *s, long max, long *result)
 	return true;
 }
 
-/* An inbox record id as the server prints one: decimal digits, a bigint. */
+/* An inbox record id as the server prints one: decimal digits, a positive bigint. */
 static bool
 valid_record_id(const char *s)
 {
 	size_t		len = strlen(s);
 	size_t		i;
 
-	if (len == 0 || len > 19)
+	if (len == 0 || len > 19 || strspn(s, "0") == len)
 		return false;
 	for (i = 0; i < len; i++)
 		if (s[i] < '0' || s[i] > '9')
@@ -565,7 +605,7 @@ cmd_status(const Options *opt, const char *extversion)
 			 " pg_catalog.to_json(s) AS json,"
 			 " pg_catalog.date_trunc('second', s.oldest_pending) AS oldest,"
 			 " pg_catalog.date_trunc('second', pg_catalog.clock_timestamp() - s.oldest_pending) AS waited,"
-			 " pg_catalog.to_json(pg_catalog.current_database()) AS db_json"
+			 " pg_catalog.current_database() AS db"
 			 " FROM durable.standing() s",
 			 0, NULL, PGRES_TUPLES_OK);
 	mt = try_run("SELECT m.*, pg_catalog.to_json(m) AS json,"
@@ -622,9 +662,17 @@ cmd_status(const Options *opt, const char *extversion)
 
 	if (opt->json)
 	{
-		printf("{\"database\": %s, \"extension_version\": \"%s\", \"standing\": %s, \"counters\": %s, \"attention\": [",
-			   col(st, 0, "db_json"), extversion, col(st, 0, "json"),
-			   mt ? col(mt, 0, "json") : "null");
+		/* escaped as a dlq page's strings are (print_json_page) */
+		fputs("{\"database\": ", stdout);
+		put_json_string(stdout, col(st, 0, "db"));
+		printf(", \"extension_version\": \"%s\", \"standing\": ", extversion);
+		put_json_object(stdout, col(st, 0, "json"));
+		fputs(", \"counters\": ", stdout);
+		if (mt)
+			put_json_object(stdout, col(mt, 0, "json"));
+		else
+			fputs("null", stdout);
+		fputs(", \"attention\": [", stdout);
 		for (i = 0; i < nattention; i++)
 		{
 			/* the lines are ours, but the bound text comes from the server: escape */
@@ -691,7 +739,7 @@ print_page_footer(long long total, long offset, int shown)
 {
 	if (shown == 0 && total > 0)
 		printf("(no records at offset %ld; there are %lld)\n", offset, total);
-	else if (offset > 0 || shown < total)
+	else if (shown > 0 && (offset > 0 || shown < total))
 	{
 		printf("(showing %ld-%ld of %lld", offset + 1, offset + shown, total);
 		if (offset + shown < total)
@@ -870,6 +918,16 @@ cmd_retry(const char *key)
 	return EXIT_DONE;
 }
 
+/* An answer that confirms: y or yes, any case, alone on its line. */
+static bool
+confirmed(const char *answer)
+{
+	size_t		len = strcspn(answer, "\r\n");
+
+	return (len == 1 && strncasecmp(answer, "y", 1) == 0) ||
+		(len == 3 && strncasecmp(answer, "yes", 3) == 0);
+}
+
 /*
  * discard: show the send when this role may read the outbox, ask unless
  * --yes, then call outbox_discard.  Without a terminal to ask on and
@@ -899,19 +957,17 @@ cmd_discard(const Options *opt, const char *key)
 					  " FROM ONLY durable.outbox o WHERE o.key = $1",
 					  1, params, no_select, NULL);
 		if (res != NULL && PQntuples(res) == 1)
-			printf("Send \"%s\": %s, chat %s, %s attempts, journaled %s%s%s\n", shown(key),
+			fprintf(stderr, "Send \"%s\": %s, chat %s, %s attempts, journaled %s%s%s\n", shown(key),
 				   col(res, 0, "state"), shown(col(res, 0, "chat_id")), col(res, 0, "attempts"),
 				   col(res, 0, "created"), col(res, 0, "error") ? ", error: " : "",
 				   col(res, 0, "error") ? shown(col(res, 0, "error")) : "");
 		PQclear(res);
-		printf("Discard send \"%s\"? Its key will be forgotten: a later send with it starts afresh. [y/N] ",
-			   shown(key));
-		fflush(stdout);
-		if (fgets(answer, sizeof(answer), stdin) == NULL ||
-			(answer[0] != 'y' && answer[0] != 'Y'))
+		fprintf(stderr, "Discard send \"%s\"? Its key will be forgotten: a later send with it starts afresh. [y/N] ",
+				shown(key));
+		if (fgets(answer, sizeof(answer), stdin) == NULL || !confirmed(answer))
 		{
 			if (answer[0] == '\0' || answer[strlen(answer) - 1] != '\n')
-				putchar('\n');
+				fputc('\n', stderr);
 			error("discard of send \"%s\" cancelled", shown(key));
 			finish(EXIT_ERROR);
 		}
@@ -1040,6 +1096,8 @@ cmd_watch(const Options *opt)
 		res = run(sql, 0, NULL, PGRES_COMMAND_OK);
 		PQclear(res);
 	}
+	/* A listener is an idle session: a server's idle_session_timeout would end it. */
+	PQclear(run("SET idle_session_timeout = 0", 0, NULL, PGRES_COMMAND_OK));
 	fprintf(stderr, "%s: listening on durable_dead, durable_ambiguous%s in database \"%s\" (interrupt to stop)\n",
 			PROGNAME, opt->ready ? ", durable_ready" : "", shown(PQdb(conn)));
 
