@@ -420,7 +420,6 @@ recovery_call(void *arg)
 typedef struct RecoveryHalves
 {
 	RecoveryJournal *journal;
-	TimestampTz now;
 	RecoveryHeld *held;
 	int			moved;
 	int			failed;			/* records that failed alone */
@@ -435,7 +434,7 @@ recovery_apply_keys(void *arg, const Datum *keys, int nkeys)
 	RecoveryJournal *j = halves->journal;
 	RecoveryArgs args = {.keys = durable_key_array(keys, nkeys, j->skip.key_type)};
 
-	halves->moved += j->recover(halves->now, RECOVER_KEYS, &args, 0, halves->held);
+	halves->moved += j->recover(GetCurrentTimestamp(), RECOVER_KEYS, &args, 0, halves->held);
 }
 
 static void
@@ -469,7 +468,7 @@ recovery_halves(RecoveryHalves *halves, const RecoveryArgs *expired, int limit)
 		j->skip.key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID, TIMESTAMPTZOID};
 	Datum		values[4];
 
-	values[0] = TimestampTzGetDatum(halves->now);
+	values[0] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[1] = Int64GetDatum((int64) limit);
 	values[2] = expired->skip;
 	values[3] = TimestampTzGetDatum(expired->from);
@@ -503,14 +502,20 @@ recovery_warn_held(const RecoveryJournal *j, const RecoveryHeld *held)
  * that are not about a record (durable_error_is_global) are thrown on.  Returns
  * how many records moved; *full is set when a batch moved as many as it
  * could, so that more may wait.  Caller must be connected to SPI.
+ *
+ * Each statement judges leases by the clock when it runs, not when the
+ * pass began: a pass can wait long before it gets here (for the journals'
+ * lock behind a REINDEX, in a trigger of yours), and a clock set back
+ * meanwhile would make a lease granted since look as old as the step, and
+ * recover it from a live holder.
  */
 static int
-recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
+recovery_isolated(RecoveryJournal *j, int limit, bool *full)
 {
 	RecoveryHeld held = {.skip = &j->skip};
-	RecoveryCall call = {.journal = j, .now = now, .scope = RECOVER_EXPIRED,
+	RecoveryCall call = {.journal = j, .scope = RECOVER_EXPIRED,
 	.limit = limit, .held = &held};
-	RecoveryHalves halves = {.journal = j, .now = now, .held = &held};
+	RecoveryHalves halves = {.journal = j, .held = &held};
 	ErrorData  *edata;
 	ErrorData  *first;
 	DurableQueueRels rels;
@@ -519,6 +524,7 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 	durable_skip_forget_due(&j->skip, rels.heap);
 	call.args.skip = durable_skip_array(&j->skip);
 	call.args.from = durable_skip_from(&j->skip);
+	call.now = GetCurrentTimestamp();
 	edata = durable_try(recovery_call, &call);
 	if (edata == NULL)
 	{
@@ -565,12 +571,11 @@ recovery_isolated(RecoveryJournal *j, TimestampTz now, int limit, bool *full)
 }
 
 bool
-durable_recover_expired(TimestampTz now, int *inbox_expired, int *outbox_ambiguous)
+durable_recover_expired(int *inbox_expired, int *outbox_ambiguous)
 {
 	bool		full = false;
 
-	*inbox_expired = recovery_isolated(&recovery_journals[0], now, DURABLE_SWEEP_BATCH, &full);
-	*outbox_ambiguous = recovery_isolated(&recovery_journals[1], now, DURABLE_SWEEP_BATCH,
-										  &full);
+	*inbox_expired = recovery_isolated(&recovery_journals[0], DURABLE_SWEEP_BATCH, &full);
+	*outbox_ambiguous = recovery_isolated(&recovery_journals[1], DURABLE_SWEEP_BATCH, &full);
 	return full;
 }

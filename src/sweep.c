@@ -989,7 +989,7 @@ sweep_permits_isolated(void)
 }
 
 void
-durable_sweep_pass(TimestampTz now, bool scan_open, TimestampTz *windows,
+durable_sweep_pass(bool scan_open, TimestampTz *windows,
 				   DurableSweepResult *result)
 {
 	static SPIPlanPtr outbox_due_plan = NULL;
@@ -1020,19 +1020,20 @@ durable_sweep_pass(TimestampTz now, bool scan_open, TimestampTz *windows,
 		static SPIPlanPtr inbox_due_plan = NULL;
 		int64		started = durable_clock_us();
 
-		result->recovery_full = durable_recover_expired(now, &result->inbox_expired,
+		result->recovery_full = durable_recover_expired(&result->inbox_expired,
 														&result->outbox_ambiguous);
-		(void) sweep_announce_due(&windows[DQ_INBOX], now, oldest_writer, &inbox_due_plan,
-								  SWEEP_INBOX_DUE_SQL, DQ_INBOX);
+		(void) sweep_announce_due(&windows[DQ_INBOX], GetCurrentTimestamp(), oldest_writer,
+								  &inbox_due_plan, SWEEP_INBOX_DUE_SQL, DQ_INBOX);
 		result->scanned_open = true;
 		result->scan_us = durable_clock_us() - started;
 	}
 
-	outbox_due = sweep_announce_due(&windows[DQ_OUTBOX], now, oldest_writer, &outbox_due_plan,
-									SWEEP_OUTBOX_DUE_SQL, DQ_OUTBOX);
+	outbox_due = sweep_announce_due(&windows[DQ_OUTBOX], GetCurrentTimestamp(), oldest_writer,
+									&outbox_due_plan, SWEEP_OUTBOX_DUE_SQL, DQ_OUTBOX);
 	result->outbox_due = (int) Min(outbox_due, (int64) PG_INT32_MAX);
 
-	result->purged = sweep_purge_isolated(now - (int64) durable_retention_s * USECS_PER_SEC,
+	result->purged = sweep_purge_isolated(GetCurrentTimestamp() -
+										  (int64) durable_retention_s * USECS_PER_SEC,
 										  DURABLE_PURGE_BATCH, &passed_over);
 	permits = sweep_permits_isolated();
 
@@ -1162,8 +1163,8 @@ durable_sweep(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("sweep()");
 	SPI_connect();
 	sweep_windows_take(windows, from_table);
-	/* read after the rows are this pass's: the window ends after the previous pass's */
-	durable_sweep_pass(GetCurrentTimestamp(), true, windows, &res);
+	/* (its clock, read after the rows are this pass's: the window ends after the previous pass's) */
+	durable_sweep_pass(true, windows, &res);
 	sweep_windows_keep(windows, from_table);
 	SPI_finish();
 

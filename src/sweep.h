@@ -54,26 +54,29 @@ extern int	durable_recover_instance_outbox(TimestampTz now, Datum owner);
 
 /*
  * The sweep's recovery: the same for up to DURABLE_SWEEP_BATCH leases of
- * each journal that expired before now, each journal in a subtransaction,
- * passing over records whose recovery fails (a WARNING says why).  Returns
- * whether a journal had as many expired leases as it took (more may wait).
- * Caller must be connected to SPI.
+ * each journal that expired before the clock of the statement that moves
+ * them, each journal in a subtransaction, passing over records whose
+ * recovery fails (a WARNING says why).  Returns whether a journal had as
+ * many expired leases as it took (more may wait).  Caller must be connected
+ * to SPI.
  */
-extern bool durable_recover_expired(TimestampTz now, int *inbox_expired,
-									int *outbox_ambiguous);
+extern bool durable_recover_expired(int *inbox_expired, int *outbox_ambiguous);
 
 /* ---- The sweep pass (sweep.c) ---- */
 
 /*
- * One pass of the sweep at `now`: lost leases, due work, retention, expired
- * permits.  Each step handles at most DURABLE_SWEEP_BATCH rows.  The steps
+ * One pass of the sweep: lost leases, due work, retention, expired permits.
+ * Each step reads the clock when it runs, not when the pass began (a pass
+ * can wait long before a step, and a clock set back meanwhile would make
+ * what was granted since look old: recovery.c), and handles at most
+ * DURABLE_SWEEP_BATCH rows.  The steps
  * that scan every open record (lease recovery, inbox records that came due)
  * run only when scan_open is true.  windows[queue] is where the previous
  * pass's window of due work ended (0: none), moved on by the pass.  Caller
  * must be in a transaction and connected to SPI; the pass's effects and
  * notifications take effect when that transaction commits.
  */
-extern void durable_sweep_pass(TimestampTz now, bool scan_open, TimestampTz *windows,
+extern void durable_sweep_pass(bool scan_open, TimestampTz *windows,
 							   DurableSweepResult *result);
 
 #endif							/* DURABLE_SWEEP_H */

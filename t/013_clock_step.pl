@@ -204,13 +204,15 @@ $node->safe_psql('postgres',
 set_clock_shift(-14400 + 60);
 ok(announced_after($offset), 'a send that came due inside a 60 s step forward is announced');
 
-# --- The sweep's drop of idle rate-limit buckets reads the clock when it
-# looks.  A pass held up before it (here by a trigger of the test's on the
-# inbox, which waits at a gate while lease recovery updates a record) while
-# the clock is set back an hour, and a permit granted meanwhile: by the clock
-# of the pass's start that grant was an hour old, its 10 min window over,
-# and the pass dropped the bucket, letting a second permit through (until
-# 2026-12-06).
+# --- A pass's later steps read the clock when they run, not when the pass
+# began.  A pass is held up (here by a trigger of the test's on the inbox,
+# which waits at a gate while lease recovery updates a record) while the
+# clock is set back an hour; meanwhile a send is begun with a 60 s lease,
+# another is sent, and a permit is granted.  By the clock of the pass's
+# start each was an hour old (until 2026-12-06): the outbox's recovery
+# flagged the live send unknown, the purge (retention 10 min) deleted the
+# sent one, and the drop of idle buckets dropped the permit's bucket with its
+# grant, letting a second permit through.
 $node->safe_psql('postgres', "ALTER SYSTEM SET durable.naptime = '1h'");
 $node->reload;
 sleep 2;
@@ -226,16 +228,28 @@ my $gate = gate_close($node, 'postgres');
 my $sweeper = $node->background_psql('postgres', on_error_stop => 0);
 my $sweeper_pid = $sweeper->query_safe('SELECT pg_backend_pid()');
 $sweeper_pid =~ s/\s+//g;
+$sweeper->query_safe("SET durable.retention = '10 min'");
 $sweeper->query_until(qr/started/, "\\echo started\nSELECT inbox_expired FROM durable.sweep();\n");
 ok($node->poll_query_until('postgres', gate_waits($sweeper_pid)),
 	'a sweep pass is held in its lease recovery');
 set_clock_shift(-14400 + 60 - 3600);
 is($node->safe_psql('postgres', q{SELECT durable.permit('identify', 1, '10 min')}),
 	'00:00:00', 'the clock set back an hour, a permit is granted');
+is($node->safe_psql('postgres',
+		q{SELECT action FROM durable.outbox_begin('live-send', 'c5', '{}', 'live', lease => '60 s')}),
+	'send', '... a send is begun for 60 s');
+is($node->safe_psql('postgres', q{
+	SELECT count(*) FROM durable.outbox_begin('fresh-sent', 'c6', '{}', 'live') b,
+	       durable.outbox_sent(b.key, b.token, 'p-fresh')}),
+	'1', '... and another is sent');
 gate_open($gate);
 $sweeper->quit;
 is($node->safe_psql('postgres', q{SELECT state FROM durable.inbox WHERE message_id = 'held-up'}),
 	'pending', 'the pass went on and recovered the lease');
+is($node->safe_psql('postgres', q{SELECT state FROM durable.outbox WHERE key = 'live-send'}),
+	'sending', 'the pass left the send begun after the clock went back to its holder');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM durable.outbox WHERE key = 'fresh-sent'}),
+	'1', 'the pass kept the send sent after the clock went back');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM durable.permits WHERE bucket = 'identify'}),
 	'1', 'the pass kept the grant made after the clock went back');
 isnt($node->safe_psql('postgres', q{SELECT durable.permit('identify', 1, '10 min')}),
