@@ -1357,7 +1357,7 @@ wkr_pass(bool scan_open, DurableSweepResult *res)
 		SetUserIdAndSecContext(durable_owner(),
 							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 		as_owner = true;
-		durable_sweep_pass(GetCurrentTimestamp(), scan_open, windows, res);
+		durable_sweep_pass(scan_open, windows, res);
 	}
 
 	SPI_finish();
@@ -1589,81 +1589,6 @@ wkr_may_copy_database(Oid dboid)
 }
 
 /*
- * Stop the worker of the named database before a command that needs the
- * database to itself, and keep new ones away for WKR_BLOCK_MS (the caller
- * lifts that sooner with wkr_unblock).  Does nothing for a missing
- * database, the current one unless the command copies it (PostgreSQL
- * refuses to drop, rename or move the current database, but copies it when
- * no other session is connected to it), or one the user may not act on
- * (owns, or for a copy may copy: the command fails anyway).
- * Returns the database blocked, or InvalidOid.
- */
-static Oid
-wkr_stop_worker(const char *dbname, bool copy)
-{
-	Oid			dboid;
-	DurableDbSlot *slot;
-	int64		now;
-	int64		deadline;
-	pid_t		signalled = 0;
-
-	if (dbname == NULL)
-		return InvalidOid;
-	dboid = get_database_oid(dbname, true);
-	if (!OidIsValid(dboid) || (dboid == MyDatabaseId && !copy) ||
-		!(copy ? wkr_may_copy_database(dboid) : wkr_owns_database(dboid)))
-		return InvalidOid;
-	slot = durable_db_slot(dboid, false);
-	if (slot == NULL)
-		return InvalidOid;
-
-	now = durable_clock_us();
-	deadline = now + (int64) WKR_STOP_WAIT_MS * 1000;
-	if (!durable_slot_lock_for(slot, dboid))
-		return InvalidOid;
-	slot->worker_blocked_until = Max(slot->worker_blocked_until,
-									 now + (int64) WKR_BLOCK_MS * 1000);
-	SpinLockRelease(&slot->mutex);
-
-	for (;;)
-	{
-		pid_t		pid = 0;
-		bool		starting = false;
-
-		if (durable_slot_lock_for(slot, dboid))
-		{
-			pid = slot->worker_pid;
-			starting = slot->worker_starting;
-			if (pid != 0 && pid != signalled)
-				slot->worker_stop_asked = true;
-			SpinLockRelease(&slot->mutex);
-		}
-
-		if (pid == 0 && !starting)
-			return dboid;
-		if (pid != 0 && pid != signalled)
-		{
-			if (kill(pid, SIGTERM) == 0)
-				ereport(DEBUG1,
-						(errmsg_internal("durable: stopping the worker of database \"%s\"",
-										 dbname)));
-			signalled = pid;
-		}
-		if (durable_clock_us() >= deadline)
-		{
-			ereport(WARNING,
-					(errmsg("durable worker of database \"%s\" did not stop within %d ms",
-							dbname, WKR_STOP_WAIT_MS)));
-			return dboid;
-		}
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
-}
-
-/*
  * Lift the block wkr_stop_worker put on a database, once its command is
  * over, and let the launcher know.  A worker it starts now waits at its
  * connection for the lock the command holds until it commits.
@@ -1683,6 +1608,101 @@ wkr_unblock(Oid dboid)
 	SpinLockRelease(&durable_shared->mutex);
 	if (latch != NULL)
 		SetLatch(latch);
+}
+
+/*
+ * Wait until the worker of `dboid` (slot `slot`) is gone, signalling it to
+ * stop, for up to WKR_STOP_WAIT_MS (then a WARNING).  A cancel of the
+ * command ends the wait with its error.
+ */
+static void
+wkr_await_worker_gone(DurableDbSlot *slot, Oid dboid, const char *dbname)
+{
+	int64		deadline = durable_clock_us() + (int64) WKR_STOP_WAIT_MS * 1000;
+	pid_t		signalled = 0;
+
+	for (;;)
+	{
+		pid_t		pid = 0;
+		bool		starting = false;
+
+		if (durable_slot_lock_for(slot, dboid))
+		{
+			pid = slot->worker_pid;
+			starting = slot->worker_starting;
+			if (pid != 0 && pid != signalled)
+				slot->worker_stop_asked = true;
+			SpinLockRelease(&slot->mutex);
+		}
+
+		if (pid == 0 && !starting)
+			return;
+		if (pid != 0 && pid != signalled)
+		{
+			if (kill(pid, SIGTERM) == 0)
+				ereport(DEBUG1,
+						(errmsg_internal("durable: stopping the worker of database \"%s\"",
+										 dbname)));
+			signalled = pid;
+		}
+		if (durable_clock_us() >= deadline)
+		{
+			ereport(WARNING,
+					(errmsg("durable worker of database \"%s\" did not stop within %d ms",
+							dbname, WKR_STOP_WAIT_MS)));
+			return;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * Stop the worker of the named database before a command that needs the
+ * database to itself, and keep new ones away for WKR_BLOCK_MS (the caller
+ * lifts that sooner with wkr_unblock, and so does a cancel of the wait).
+ * Does nothing for a missing database, the current one unless the command
+ * copies it (PostgreSQL refuses to drop, rename or move the current
+ * database, but copies it when no other session is connected to it), or one
+ * the user may not act on (owns, or for a copy may copy: the command fails
+ * anyway).  Returns the database blocked, or InvalidOid.
+ */
+static Oid
+wkr_stop_worker(const char *dbname, bool copy)
+{
+	Oid			dboid;
+	DurableDbSlot *slot;
+
+	if (dbname == NULL)
+		return InvalidOid;
+	dboid = get_database_oid(dbname, true);
+	if (!OidIsValid(dboid) || (dboid == MyDatabaseId && !copy) ||
+		!(copy ? wkr_may_copy_database(dboid) : wkr_owns_database(dboid)))
+		return InvalidOid;
+	slot = durable_db_slot(dboid, false);
+	if (slot == NULL)
+		return InvalidOid;
+
+	if (!durable_slot_lock_for(slot, dboid))
+		return InvalidOid;
+	slot->worker_blocked_until = Max(slot->worker_blocked_until,
+									 durable_clock_us() + (int64) WKR_BLOCK_MS * 1000);
+	SpinLockRelease(&slot->mutex);
+
+	PG_TRY();
+	{
+		wkr_await_worker_gone(slot, dboid, dbname);
+	}
+	PG_CATCH();
+	{
+		/* The command will not run: the database keeps its worker. */
+		wkr_unblock(dboid);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return dboid;
 }
 
 /* The value of a DefElem option of a CREATE/ALTER DATABASE, or NULL. */

@@ -369,6 +369,35 @@ $node->safe_psql('postgres', q{
 	DROP ROLE copier;
 });
 
+# ---- A command canceled while it waits for the worker to stop ----
+# ALTER DATABASE ... RENAME first stops the database's worker and keeps new
+# ones away for 10 s, until the command is over.  Canceled while it waits
+# (the worker, stopped with SIGSTOP, cannot exit), it runs no more: the
+# database gets a worker again after the usual restart delay (1 s at this
+# naptime), not once the 10 s are over (until 2026-12-06).
+$node->safe_psql('postgres', 'CREATE DATABASE paused');
+$node->safe_psql('paused', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('postgres', has_workers('paused', 1)), 'database paused has a worker');
+my $paused_pid = worker_pid($node, 'paused');
+kill 'STOP', $paused_pid;
+my $rename_start = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+($ret, $stdout, $stderr) = $node->psql('postgres',
+	"SET statement_timeout = '1s'; ALTER DATABASE paused RENAME TO paused_renamed");
+like($stderr, qr/canceling statement due to statement timeout/,
+	'a rename waiting for a stopped worker is canceled');
+kill 'CONT', $paused_pid;
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'durable worker'"
+		  . " AND datname = 'paused' AND pid <> $paused_pid"),
+	'the database gets a worker again');
+cmp_ok(
+	$node->safe_psql('postgres',
+		    "SELECT extract(epoch FROM backend_start - '$rename_start'::timestamptz) FROM pg_stat_activity"
+		  . " WHERE backend_type = 'durable worker' AND datname = 'paused'"),
+	'<', 7, '... not kept away for the 10 s the rename would have run');
+$node->safe_psql('postgres', 'DROP DATABASE paused');
+
 # ---- A worker crash: the whole server restarts, and so do the workers ----
 
 my $pid = worker_pid($node, 'late');
