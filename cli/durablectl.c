@@ -110,20 +110,25 @@ message(const char *level, const char *fmt,...)
 
 /*
  * A message of the server's or libpq's, then `suffix`: each of its lines
- * escaped as shown() escapes journal text, its line breaks kept.  Such a
- * message may repeat what the operator typed or pasted (a key, a database
- * name), and that text must not steer the terminal either.
+ * escaped as shown() escapes journal text, its line breaks kept and its
+ * trailing ones dropped (libpq ends its messages with one).  Such a message
+ * may repeat what the operator typed or pasted (a key, a database name),
+ * and that text must not steer the terminal either.
  */
 static void
 message_lines(const char *level, const char *text, const char *suffix)
 {
+	size_t		left = strlen(text);
 	const char *p = text;
 
+	while (left > 0 && text[left - 1] == '\n')
+		left--;
 	fprintf(stderr, "%s: %s: ", PROGNAME, level);
 	for (;;)
 	{
-		const char *nl = strchr(p, '\n');
-		char	   *line = strndup(p, nl ? (size_t) (nl - p) : strlen(p));
+		const char *nl = memchr(p, '\n', left);
+		size_t		len = nl ? (size_t) (nl - p) : left;
+		char	   *line = strndup(p, len);
 		char	   *escaped = line ? shown_alloc(line) : NULL;
 
 		if (escaped == NULL)
@@ -134,9 +139,10 @@ message_lines(const char *level, const char *text, const char *suffix)
 		fputs(escaped, stderr);
 		free(escaped);
 		free(line);
-		if (nl == NULL || nl[1] == '\0')
+		if (nl == NULL)
 			break;
 		fputc('\n', stderr);
+		left -= len + 1;
 		p = nl + 1;
 	}
 	fprintf(stderr, "%s\n", suffix);
@@ -239,12 +245,9 @@ report_result_error(const PGresult *res)
 
 	if (primary == NULL)
 	{
-		char	   *msg = PQerrorMessage(conn);
-		size_t		len = strlen(msg);
+		const char *msg = PQerrorMessage(conn);
 
-		while (len > 0 && msg[len - 1] == '\n')
-			msg[--len] = '\0';
-		message_lines("error", len > 0 ? msg : "query failed", "");
+		message_lines("error", msg[strspn(msg, "\n")] != '\0' ? msg : "query failed", "");
 		return;
 	}
 	snprintf(code, sizeof(code), " (SQLSTATE %s)", sqlstate ? sqlstate : "?????");
@@ -421,12 +424,7 @@ connect_db(const Options *opt)
 
 	if (PQstatus(conn) == CONNECTION_BAD)
 	{
-		char	   *msg = PQerrorMessage(conn);
-		size_t		len = strlen(msg);
-
-		while (len > 0 && msg[len - 1] == '\n')
-			msg[--len] = '\0';
-		message_lines("error", msg, "");
+		message_lines("error", PQerrorMessage(conn), "");
 		finish(EXIT_ERROR);
 	}
 
