@@ -1163,7 +1163,7 @@ durable_sweep(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("sweep()");
 	SPI_connect();
 	sweep_windows_take(windows, from_table);
-	/* (its clock, read after the rows are this pass's: the window ends after the previous pass's) */
+	/* (each step reads the clock after the rows are this pass's: its window ends after the previous pass's) */
 	durable_sweep_pass(true, windows, &res);
 	sweep_windows_keep(windows, from_table);
 	SPI_finish();

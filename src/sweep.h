@@ -69,9 +69,8 @@ extern bool durable_recover_expired(int *inbox_expired, int *outbox_ambiguous);
  * Each step reads the clock when it runs, not when the pass began (a pass
  * can wait long before a step, and a clock set back meanwhile would make
  * what was granted since look old: recovery.c), and handles at most
- * DURABLE_SWEEP_BATCH rows.  The steps
- * that scan every open record (lease recovery, inbox records that came due)
- * run only when scan_open is true.  windows[queue] is where the previous
+ * DURABLE_SWEEP_BATCH rows.  The steps that scan every open record (lease
+ * recovery, inbox records that came due) run only when scan_open is true.  windows[queue] is where the previous
  * pass's window of due work ended (0: none), moved on by the pass.  Caller
  * must be in a transaction and connected to SPI; the pass's effects and
  * notifications take effect when that transaction commits.

@@ -225,13 +225,9 @@ $node->safe_psql('postgres', q{
 	  FOR EACH ROW EXECUTE FUNCTION public.wait_at_gate();
 });
 my $gate = gate_close($node, 'postgres');
-my $sweeper = $node->background_psql('postgres', on_error_stop => 0);
-my $sweeper_pid = $sweeper->query_safe('SELECT pg_backend_pid()');
-$sweeper_pid =~ s/\s+//g;
-$sweeper->query_safe("SET durable.retention = '10 min'");
-$sweeper->query_until(qr/started/, "\\echo started\nSELECT inbox_expired FROM durable.sweep();\n");
-ok($node->poll_query_until('postgres', gate_waits($sweeper_pid)),
-	'a sweep pass is held in its lease recovery');
+my ($sweeper, undef, $held) = start_until_gate($node, 'postgres',
+	'SELECT inbox_expired FROM durable.sweep()', "SET durable.retention = '10 min'");
+ok($held, 'a sweep pass is held in its lease recovery');
 set_clock_shift(-14400 + 60 - 3600);
 is($node->safe_psql('postgres', q{SELECT durable.permit('identify', 1, '10 min')}),
 	'00:00:00', 'the clock set back an hour, a permit is granted');

@@ -9,7 +9,7 @@ use strict;
 use warnings;
 
 use Exporter 'import';
-our @EXPORT = qw(gate_close gate_open gate_waits start_at_gate);
+our @EXPORT = qw(gate_close gate_open gate_waits start_at_gate start_until_gate);
 
 # The advisory lock of gate $second (false: the first gate, true: the second).
 sub gate_lock
@@ -47,19 +47,29 @@ sub gate_waits
 }
 
 # Start $call in a new background session of $db (errors do not end it),
-# with $point armed after $prelude (psql lines, may be empty), and poll
-# until it waits at the gate ($second: the second gate).  Returns the
-# session, its backend's pid and whether it came to wait there.
-sub start_at_gate
+# after $prelude (psql lines, may be empty), and poll until it waits at the
+# gate ($second: the second gate) -- the call's own way there, a trigger of
+# the test's, say.  Returns the session, its backend's pid and whether it
+# came to wait there.
+sub start_until_gate
 {
-	my ($node, $db, $point, $call, $prelude, $second) = @_;
+	my ($node, $db, $call, $prelude, $second) = @_;
 	my $session = $node->background_psql($db, on_error_stop => 0);
 	my $pid = $session->query_safe('SELECT pg_backend_pid()');
 	$pid =~ s/\s+//g;
-	my $arm = $second ? 'wait2' : 'wait';
-	$session->query_safe(($prelude // '') . "SET durable.fail_point = '$point:$arm'");
+	$session->query_safe($prelude) if $prelude;
 	$session->query_until(qr/started/, "\\echo started\n$call;\n");
 	return ($session, $pid, $node->poll_query_until($db, gate_waits($pid, undef, $second)));
+}
+
+# The same, with fail point $point armed (after $prelude) to wait at the
+# gate.
+sub start_at_gate
+{
+	my ($node, $db, $point, $call, $prelude, $second) = @_;
+	my $arm = $second ? 'wait2' : 'wait';
+	return start_until_gate($node, $db, $call,
+		($prelude // '') . "SET durable.fail_point = '$point:$arm'", $second);
 }
 
 1;
