@@ -135,6 +135,7 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	slot->worker_passed = false;
 	slot->worker_failed_starts = 0;
 	slot->worker_stop_asked = false;
+	slot->installed_since_claim = false;
 	SpinLockRelease(&slot->mutex);
 	for (q = 0; q < DQ_NUM_QUEUES; q++)
 	{

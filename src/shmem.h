@@ -81,6 +81,8 @@ typedef struct DurableDbSlot
 								 * template, closed to connections, invalid */
 	bool		worker_passed;	/* the running worker finished a pass */
 	bool		worker_stop_asked;	/* durable stopped it on purpose (a hook, the launcher) */
+	bool		installed_since_claim;	/* CREATE EXTENSION committed since a
+										 * worker last claimed the slot */
 	int			worker_failed_starts;	/* workers in a row that ended before one */
 	uint32		installs;		/* CREATE EXTENSION durable commits seen here */
 	/* Where the worker's due-work windows ended, by queue (0: none; sweep.c) */

@@ -62,7 +62,12 @@
  *	  SIGKILL, and SIGKILL makes the postmaster reinitialize shared memory;
  *	- worker_blocked_until: no worker starts before it (set by the hook, and
  *	  by the launcher after a worker exited, for the restart delay);
- *	- extension_absent, worker_checked_at: the last check a worker made.
+ *	- extension_absent, worker_checked_at: the last check a worker made;
+ *	- installed_since_claim: set by CREATE EXTENSION durable's commit, and
+ *	  cleared by the next worker to claim the slot or by a check that finds
+ *	  the extension; while it is set, the exit of the worker that found none
+ *	  before the commit holds the next one back for no delay (the commit
+ *	  asked for a worker at once).
  * Slots of databases that no longer exist (a DROP DATABASE racing with the
  * launcher) are freed by the launcher when it no longer finds them in
  * pg_database.
@@ -854,17 +859,20 @@ wkr_reap_workers(int64 now)
 			if (slot->worker_pid == 0)
 			{
 				/*
-				 * A worker that found no extension did its job; one that
+				 * A worker that found no extension did its job (also when
+				 * an install has cleared that record since); one that
 				 * durable stopped on purpose did not fail.
 				 */
-				if (slot->worker_passed || slot->extension_absent)
+				if (slot->worker_passed || slot->extension_absent ||
+					slot->installed_since_claim)
 					slot->worker_failed_starts = 0;
 				else if (!slot->worker_stop_asked)
 					slot->worker_failed_starts = Min(slot->worker_failed_starts + 1, 100);
 				slot->worker_passed = false;
 				slot->worker_stop_asked = false;
-				slot->worker_blocked_until = Max(slot->worker_blocked_until,
-												 now + wkr_restart_delay_us(slot->worker_failed_starts));
+				if (!slot->installed_since_claim)
+					slot->worker_blocked_until = Max(slot->worker_blocked_until,
+													 now + wkr_restart_delay_us(slot->worker_failed_starts));
 			}
 			SpinLockRelease(&slot->mutex);
 		}
@@ -1106,8 +1114,9 @@ wkr_worker_exit(int code, Datum arg)
 	if (wkr_slot->worker_pid == MyProcPid)
 	{
 		wkr_slot->worker_pid = 0;
-		wkr_slot->worker_blocked_until = Max(wkr_slot->worker_blocked_until,
-											 durable_clock_us() + wkr_restart_delay_us(0));
+		if (!wkr_slot->installed_since_claim)
+			wkr_slot->worker_blocked_until = Max(wkr_slot->worker_blocked_until,
+												 durable_clock_us() + wkr_restart_delay_us(0));
 	}
 	SpinLockRelease(&wkr_slot->mutex);
 }
@@ -1131,6 +1140,7 @@ wkr_claim_slot(Oid dboid)
 	{
 		wkr_slot->worker_pid = MyProcPid;
 		wkr_slot->worker_passed = false;
+		wkr_slot->installed_since_claim = false;
 		claimed = true;
 	}
 	SpinLockRelease(&wkr_slot->mutex);
@@ -1183,6 +1193,8 @@ wkr_record_check(bool present, uint32 installs)
 	{
 		wkr_slot->extension_absent = !present;
 		wkr_slot->worker_checked_at = now;
+		if (present)
+			wkr_slot->installed_since_claim = false;
 		recorded = true;
 	}
 	SpinLockRelease(&wkr_slot->mutex);
@@ -1242,6 +1254,8 @@ wkr_check_extension(void)
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 	} while (!wkr_record_check(present, installs));
+	if (!present)
+		DURABLE_FAIL_POINT("absent_recorded");
 	return present;
 }
 
@@ -1756,6 +1770,11 @@ wkr_wake_launcher(void)
 		/* Nothing else can block a database we are connected to. */
 		slot->worker_blocked_until = 0;
 		slot->worker_failed_starts = 0;
+		/*
+		 * A worker that found no extension before this commit may still be
+		 * on its way out: its exit must not block the slot again.
+		 */
+		slot->installed_since_claim = true;
 		SpinLockRelease(&slot->mutex);
 	}
 	/*

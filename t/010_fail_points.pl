@@ -38,7 +38,8 @@
 # The list of points is kept here on purpose: the test greps src/ for
 # DURABLE_FAIL_POINT("...") and fails when a point exists there but has no
 # scenario, so a new point cannot go untested.  A point that only stages a
-# race with ":wait" (extension_check, in a look of the launcher's worker;
+# race with ":wait" (extension_check and absent_recorded, in a look of the
+# launcher's worker, before and after it records that it found nothing;
 # floor_refresh, floor_publish and floor_write, at the start of a claim
 # floor's refresh, between its scans and before it writes its result;
 # outbox_failed_update, between a failure's clock and its update) is named
@@ -76,6 +77,7 @@ ok(scalar(keys %in_src) > 0, "fail points found in $root/src");
 # Points that stage a race in a test of their own rather than a death here.
 my %staged_elsewhere = (
 	extension_check => '028_install_during_check.pl',
+	absent_recorded => '028_install_during_check.pl',
 	floor_refresh => '009_claim_floor.pl',
 	floor_publish => '009_claim_floor.pl',
 	outbox_failed_update => '009_claim_floor.pl',

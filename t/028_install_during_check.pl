@@ -13,6 +13,10 @@
 # look has found no extension and waits while this test holds
 # pg_advisory_lock(4242) in that database.
 #
+# The same when the commit comes after the look recorded "absent", before
+# its worker exited (absent_recorded:wait): that exit must not hold the
+# next worker back.
+#
 # Also: COMMIT PREPARED of a CREATE or DROP EXTENSION wakes the launcher or
 # the worker as a plain commit does.
 use strict;
@@ -84,6 +88,35 @@ ok( $node->poll_query_until('postgres', workers_are('racy', 1)),
 	'and the worker stays');
 
 $gate->quit;
+
+# The same commit coming just after a look recorded that it found nothing,
+# while its worker was on its way out: the worker's exit, and the
+# launcher's reaping of it, held the next worker back for the restart
+# delay (a naptime, at most 10 s) and counted a failed start, undoing the
+# commit's "at once".  Staged with absent_recorded:wait, between the record
+# and the exit.  A naptime of 10 s makes that delay 10 s.
+$node->safe_psql('postgres', q{ALTER SYSTEM SET durable.naptime = '10s'});
+$node->reload;
+$node->safe_psql('postgres', 'CREATE DATABASE late IS_TEMPLATE true');
+$node->safe_psql('postgres', "ALTER DATABASE late SET durable.fail_point = 'absent_recorded:wait'");
+$gate = gate_close($node, 'late');
+$node->safe_psql('postgres', 'ALTER DATABASE late IS_TEMPLATE false');
+ok($node->poll_query_until('postgres',
+		gate_waits(undef, "a.backend_type = 'durable worker' AND a.datname = 'late'")),
+	'a look at the database has recorded that it found no durable, and waits to exit');
+$offset = -s $node->logfile;
+$node->safe_psql('late', 'CREATE EXTENSION durable');
+$installed_at = time;
+gate_open($gate);
+$started = seconds_until_log(qr/durable worker started for database "late"/, $offset,
+	$installed_at);
+cmp_ok($started // 99, '<', 5,
+	sprintf('the exit of that look does not hold the worker back 10 s (%.1f s)', $started // -1));
+ok( $node->poll_query_until('postgres', workers_are('late', 1)),
+	'and the worker stays');
+$gate->quit;
+$node->safe_psql('postgres', q{ALTER SYSTEM RESET durable.naptime});
+$node->reload;
 
 # A prepared transaction's commit callbacks run at PREPARE, which wakes
 # nobody: COMMIT PREPARED of a CREATE EXTENSION wakes the launcher, and of a
