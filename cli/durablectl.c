@@ -927,15 +927,43 @@ confirmed(const char *answer)
 }
 
 /*
+ * A send shown for discard that is no longer as it was shown: say how it
+ * is now and end (status 1); returns when it is gone altogether.
+ */
+static void
+discard_changed(const char *key)
+{
+	const char *params[1] = {key};
+	PGresult   *res = run("SELECT o.state, o.attempts FROM ONLY durable.outbox o WHERE o.key = $1",
+						  1, params, PGRES_TUPLES_OK);
+
+	if (PQntuples(res) == 0)
+	{
+		PQclear(res);
+		return;
+	}
+	error("send \"%s\" changed while you were asked (it is now %s, %s attempts): not discarded",
+		  shown(key), col(res, 0, "state"), col(res, 0, "attempts"));
+	hint("Run discard again to see it as it is now.");
+	PQclear(res);
+	finish(EXIT_ERROR);
+}
+
+/*
  * discard: show the send when this role may read the outbox, ask unless
  * --yes, then call outbox_discard.  Without a terminal to ask on and
  * without --yes it refuses (status 1): a script must say --yes itself.
+ * A send shown is discarded only as it was shown: one that changed while
+ * the operator was asked (another operator's retry made it pending, its
+ * sender settled it) is left alone, since the answer was about the send
+ * as it was.
  */
 static int
 cmd_discard(const Options *opt, const char *key)
 {
 	static const char *const no_select[] = {"42501", NULL};
-	const char *params[1] = {key};
+	const char *params[2] = {key, NULL};
+	char		shown_version[16] = "";	/* an xid's decimal digits */
 	PGresult   *res;
 	bool		existed;
 
@@ -951,14 +979,18 @@ cmd_discard(const Options *opt, const char *key)
 		}
 		/* a role with EXECUTE but no SELECT on the outbox is asked all the same */
 		res = try_run("SELECT o.state, o.chat_id, o.attempts, o.error,"
-					  " pg_catalog.date_trunc('second', o.created_at) AS created"
+					  " pg_catalog.date_trunc('second', o.created_at) AS created,"
+					  " o.xmin AS version"
 					  " FROM ONLY durable.outbox o WHERE o.key = $1",
 					  1, params, no_select, NULL);
 		if (res != NULL && PQntuples(res) == 1)
+		{
+			snprintf(shown_version, sizeof(shown_version), "%s", col(res, 0, "version"));
 			fprintf(stderr, "Send \"%s\": %s, chat %s, %s attempts, journaled %s%s%s\n", shown(key),
-				   col(res, 0, "state"), shown(col(res, 0, "chat_id")), col(res, 0, "attempts"),
-				   col(res, 0, "created"), col(res, 0, "error") ? ", error: " : "",
-				   col(res, 0, "error") ? shown(col(res, 0, "error")) : "");
+					col(res, 0, "state"), shown(col(res, 0, "chat_id")), col(res, 0, "attempts"),
+					col(res, 0, "created"), col(res, 0, "error") ? ", error: " : "",
+					col(res, 0, "error") ? shown(col(res, 0, "error")) : "");
+		}
 		PQclear(res);
 		fprintf(stderr, "Discard send \"%s\"? Its key will be forgotten: a later send with it starts afresh. [y/N] ",
 				shown(key));
@@ -971,9 +1003,25 @@ cmd_discard(const Options *opt, const char *key)
 		}
 	}
 
-	res = run("SELECT durable.outbox_discard($1) AS existed", 1, params, PGRES_TUPLES_OK);
-	existed = strcmp(col(res, 0, "existed"), "t") == 0;
-	PQclear(res);
+	if (shown_version[0] != '\0')
+	{
+		/* Any change of the row since it was shown gave it another xmin. */
+		params[1] = shown_version;
+		res = run("SELECT durable.outbox_discard(o.key) AS existed"
+				  " FROM ONLY durable.outbox o"
+				  " WHERE o.key = $1 AND o.xmin OPERATOR(pg_catalog.=) $2::pg_catalog.xid",
+				  2, params, PGRES_TUPLES_OK);
+		existed = PQntuples(res) == 1 && strcmp(col(res, 0, "existed"), "t") == 0;
+		PQclear(res);
+		if (!existed)
+			discard_changed(key);
+	}
+	else
+	{
+		res = run("SELECT durable.outbox_discard($1) AS existed", 1, params, PGRES_TUPLES_OK);
+		existed = strcmp(col(res, 0, "existed"), "t") == 0;
+		PQclear(res);
+	}
 	if (!existed)
 	{
 		error("no send with key \"%s\"", shown(key));
