@@ -81,6 +81,7 @@ typedef struct Options
 	bool		ready;
 	long		limit;
 	long		offset;
+	bool		paged;			/* --limit or --offset given */
 } Options;
 
 static PGconn *conn = NULL;
@@ -201,6 +202,25 @@ usage_error(const char *fmt,...)
 	fputs("\n\n", stderr);
 	usage(stderr);
 	exit(EXIT_USAGE);
+}
+
+/*
+ * Refuse an option the command does not use: `retry --json` printing text,
+ * or `watch -y`, would leave the caller believing it had taken effect.
+ */
+static void
+check_options_apply(const Options *opt, const char *command)
+{
+	bool		lists = strcmp(command, "dlq") == 0 || strcmp(command, "unknown") == 0;
+
+	if (opt->json && !lists && strcmp(command, "status") != 0 && strcmp(command, "watch") != 0)
+		usage_error("option --json does not apply to %s", command);
+	if (opt->paged && !lists)
+		usage_error("options --limit and --offset apply to dlq and unknown, not to %s", command);
+	if (opt->yes && strcmp(command, "discard") != 0)
+		usage_error("option --yes applies to discard, not to %s", command);
+	if (opt->ready && strcmp(command, "watch") != 0)
+		usage_error("option --ready applies to watch, not to %s", command);
 }
 
 static void
@@ -1260,10 +1280,12 @@ main(int argc, char **argv)
 				if (!parse_count(optarg, MAX_LIMIT, &opt.limit) || opt.limit < 1)
 					usage_error("invalid value \"%s\" for option --limit (an integer from 1 to %d)",
 								optarg, MAX_LIMIT);
+				opt.paged = true;
 				break;
 			case 'o':
 				if (!parse_count(optarg, 1000000000L, &opt.offset))
 					usage_error("invalid value \"%s\" for option --offset (a non-negative integer)", optarg);
+				opt.paged = true;
 				break;
 			case 'y':
 				opt.yes = true;
@@ -1280,6 +1302,14 @@ main(int argc, char **argv)
 					usage_error("unrecognized option \"%s\"", argv[optind - 1]);
 				if (optopt != 0 && optopt != '?')
 				{
+					const char *typed = argv[optind - 1];
+
+					/* a long option is named as typed: --json=1, --limit */
+					if (strncmp(typed, "--", 2) == 0 && strchr(typed, '=') != NULL)
+						usage_error("option \"%.*s\" takes no value",
+									(int) (strchr(typed, '=') - typed), typed);
+					if (strncmp(typed, "--", 2) == 0)
+						usage_error("option \"%s\" requires an argument", typed);
 					if (strchr("dhpUlo", optopt) != NULL)
 						usage_error("option -%c requires an argument", optopt);
 					usage_error("invalid option -- '%c'", optopt);
@@ -1327,6 +1357,7 @@ main(int argc, char **argv)
 	}
 	else
 		usage_error("unknown command \"%s\"", command);
+	check_options_apply(&opt, command);
 
 	extversion = connect_db(&opt);
 
