@@ -789,6 +789,26 @@ print_json_page(PGresult *res, long long total, const Options *opt)
 	printf("]}\n");
 }
 
+/*
+ * A listing's page and its total, read in one snapshot so that they agree
+ * while records come and go.  The count takes the first count_nparams of
+ * params.
+ */
+static PGresult *
+run_page(const char *count_sql, int count_nparams, const char *page_sql,
+		 int nparams, const char *const *params, long long *total)
+{
+	PGresult   *res;
+
+	PQclear(run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, PGRES_COMMAND_OK));
+	res = run(count_sql, count_nparams, params, PGRES_TUPLES_OK);
+	*total = col_ll(res, 0, "count");
+	PQclear(res);
+	res = run(page_sql, nparams, params, PGRES_TUPLES_OK);
+	PQclear(run("COMMIT", 0, NULL, PGRES_COMMAND_OK));
+	return res;
+}
+
 static int
 cmd_dlq_inbox(const Options *opt)
 {
@@ -796,29 +816,25 @@ cmd_dlq_inbox(const Options *opt)
 				offset[32];
 	const char *params[2] = {limit, offset};
 	PGresult   *res;
-	PGresult   *count;
 	long long	total;
 	int			i;
 
 	snprintf(limit, sizeof(limit), "%ld", opt->limit);
 	snprintf(offset, sizeof(offset), "%ld", opt->offset);
 	/* (finished but not done: the predicate of inbox_dead_idx) */
-	count = run("SELECT pg_catalog.count(*) FROM ONLY durable.inbox i"
-				" WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL AND i.state = 'dead'",
-				0, NULL, PGRES_TUPLES_OK);
-	total = col_ll(count, 0, "count");
-	PQclear(count);
-	res = run("SELECT i.id, i.source, i.message_id, i.chat_id, i.kind, i.attempts, i.owner,"
-			  " i.error, i.payload::pg_catalog.text AS payload,"
-			  " pg_catalog.date_trunc('second', i.created_at) AS created,"
-			  " pg_catalog.json_build_object('id', i.id, 'source', i.source,"
-			  "   'message_id', i.message_id, 'chat_id', i.chat_id, 'kind', i.kind,"
-			  "   'attempts', i.attempts, 'owner', i.owner, 'error', i.error,"
-			  "   'payload', i.payload, 'created_at', i.created_at) AS json"
-			  " FROM ONLY durable.inbox i"
-			  " WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL AND i.state = 'dead'"
-			  " ORDER BY i.id LIMIT $1::pg_catalog.int8 OFFSET $2::pg_catalog.int8",
-			  2, params, PGRES_TUPLES_OK);
+	res = run_page("SELECT pg_catalog.count(*) FROM ONLY durable.inbox i"
+				   " WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL AND i.state = 'dead'", 0,
+				   "SELECT i.id, i.source, i.message_id, i.chat_id, i.kind, i.attempts, i.owner,"
+				   " i.error, i.payload::pg_catalog.text AS payload,"
+				   " pg_catalog.date_trunc('second', i.created_at) AS created,"
+				   " pg_catalog.json_build_object('id', i.id, 'source', i.source,"
+				   "   'message_id', i.message_id, 'chat_id', i.chat_id, 'kind', i.kind,"
+				   "   'attempts', i.attempts, 'owner', i.owner, 'error', i.error,"
+				   "   'payload', i.payload, 'created_at', i.created_at) AS json"
+				   " FROM ONLY durable.inbox i"
+				   " WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL AND i.state = 'dead'"
+				   " ORDER BY i.id LIMIT $1::pg_catalog.int8 OFFSET $2::pg_catalog.int8",
+				   2, params, &total);
 
 	if (opt->json)
 		print_json_page(res, total, opt);
@@ -857,27 +873,23 @@ cmd_outbox_list(const Options *opt, const char *state)
 				offset[32];
 	const char *params[3] = {state, limit, offset};
 	PGresult   *res;
-	PGresult   *count;
 	long long	total;
 	bool		dead = strcmp(state, "dead") == 0;
 	int			i;
 
 	snprintf(limit, sizeof(limit), "%ld", opt->limit);
 	snprintf(offset, sizeof(offset), "%ld", opt->offset);
-	count = run("SELECT pg_catalog.count(*) FROM ONLY durable.outbox o WHERE o.state = $1",
-				1, params, PGRES_TUPLES_OK);
-	total = col_ll(count, 0, "count");
-	PQclear(count);
-	res = run("SELECT o.key, o.chat_id, o.attempts, o.owner, o.error, o.inbound_id,"
-			  " o.payload::pg_catalog.text AS payload,"
-			  " pg_catalog.date_trunc('second', o.created_at) AS created,"
-			  " pg_catalog.json_build_object('key', o.key, 'chat_id', o.chat_id,"
-			  "   'attempts', o.attempts, 'owner', o.owner, 'error', o.error,"
-			  "   'inbound_id', o.inbound_id, 'payload', o.payload,"
-			  "   'created_at', o.created_at) AS json"
-			  " FROM ONLY durable.outbox o WHERE o.state = $1"
-			  " ORDER BY o.id LIMIT $2::pg_catalog.int8 OFFSET $3::pg_catalog.int8",
-			  3, params, PGRES_TUPLES_OK);
+	res = run_page("SELECT pg_catalog.count(*) FROM ONLY durable.outbox o WHERE o.state = $1", 1,
+				   "SELECT o.key, o.chat_id, o.attempts, o.owner, o.error, o.inbound_id,"
+				   " o.payload::pg_catalog.text AS payload,"
+				   " pg_catalog.date_trunc('second', o.created_at) AS created,"
+				   " pg_catalog.json_build_object('key', o.key, 'chat_id', o.chat_id,"
+				   "   'attempts', o.attempts, 'owner', o.owner, 'error', o.error,"
+				   "   'inbound_id', o.inbound_id, 'payload', o.payload,"
+				   "   'created_at', o.created_at) AS json"
+				   " FROM ONLY durable.outbox o WHERE o.state = $1"
+				   " ORDER BY o.id LIMIT $2::pg_catalog.int8 OFFSET $3::pg_catalog.int8",
+				   3, params, &total);
 
 	if (opt->json)
 		print_json_page(res, total, opt);
