@@ -219,6 +219,12 @@ SELECT * FROM durable.outbox_enqueue('roe-x', 'roe-chat-x', '{}', now() + interv
 SET durable.max_payload_bytes = 1024;
 SELECT * FROM durable.outbox_enqueue('roe-x', 'roe-chat-x', jsonb_build_object('text', repeat('x', 2000)));
 \echo :LAST_ERROR_SQLSTATE
+-- A bad argument is named first, with a key or without (until 2026-12-06 a keyless
+-- oversized enqueue got 54000 for it).
+SELECT * FROM durable.outbox_enqueue(NULL, 'roe-chat-x', jsonb_build_object('text', repeat('x', 2000)), 'infinity');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM durable.outbox_enqueue(NULL, 'roe-chat-x', jsonb_build_object('text', repeat('x', 2000)), inbound_token => 1);
+\echo :LAST_ERROR_SQLSTATE
 RESET durable.max_payload_bytes;
 
 -- A key derived from an inbound record that does not exist (DR002) or is not leased (DR001).

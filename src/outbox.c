@@ -1072,9 +1072,6 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	chat_id = durable_arg_id(fcinfo, 1, "chat_id");
 	payload = durable_arg_jsonb(fcinfo, 2, "payload", &payload_bytes);
 	oversized = payload_bytes > (Size) durable_max_payload_bytes;
-	/* A random key cannot be journaled already: refused before any lock. */
-	if (oversized && !has_key && !has_inbound)
-		outbox_refuse_payload_size(payload_bytes);
 	not_before = PG_ARGISNULL(3) ? now : PG_GETARG_TIMESTAMPTZ(3);
 	if (TIMESTAMP_NOT_FINITE(not_before))
 		ereport(ERROR,
@@ -1088,6 +1085,9 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("inbound_token requires inbound_id")));
+	/* A random key cannot be journaled already: refused before any lock. */
+	if (oversized && !has_key && !has_inbound)
+		outbox_refuse_payload_size(payload_bytes);
 	if (!oversized)
 		durable_check_payload_numbers(payload, "payload");
 
