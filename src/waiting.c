@@ -352,6 +352,27 @@ waiting_plan_calls_others(Plan *plan, Oid self)
 }
 
 /*
+ * Whether `snapshot` is the oldest this backend uses: no statement below the
+ * claim's, on the active snapshot stack, runs on another one.  (Where
+ * snapshots carry an LSN, old_snapshot_threshold, GetOldestSnapshot compares
+ * those, and equal ones would not tell: no.  PostgreSQL 18 has no
+ * GetOldestSnapshot: no, the claim then keeps its snapshot.)
+ */
+static bool
+waiting_snapshot_is_oldest(Snapshot snapshot)
+{
+#if PG_VERSION_NUM < 170000
+	if (old_snapshot_threshold >= 0)
+		return false;
+#endif
+#if PG_VERSION_NUM < 180000
+	return GetOldestSnapshot() == snapshot;
+#else
+	return false;
+#endif
+}
+
+/*
  * Whether the statement that called the claim function `self` reads nothing
  * with its snapshot once the claim returns: READ COMMITTED, and the active
  * portal runs one SELECT whose only range table entry is a function scan
@@ -362,6 +383,14 @@ waiting_plan_calls_others(Plan *plan, Oid self)
  * runs in a portal of its own that shares the calling statement's snapshot
  * (registered and pushed twice), which the rest of the function and the
  * caller read again after the wait; SQL-level EXECUTE pushes it twice too.
+ * And no enclosing statement runs on an older snapshot, unless PL/pgSQL
+ * runs non-atomically (a DO block or a procedure called outside a
+ * transaction block), which copies the values it keeps: an atomic one (in
+ * BEGIN ... COMMIT, or called by a function) keeps values it read before the
+ * claim as pointers to their TOAST data, which only the enclosing
+ * statement's snapshot keeps from vacuum (vacuumed during the wait, they
+ * read as "unexpected chunk number", XX001).  Called before the claim's own
+ * SPI_connect, so that SPI_inside_nonatomic_context speaks of its caller.
  */
 static bool
 waiting_statement_is_claim_only(Oid self)
@@ -375,6 +404,8 @@ waiting_statement_is_claim_only(Oid self)
 	snapshot = GetActiveSnapshot();
 	if (ActivePortal->queryDesc == NULL || ActivePortal->queryDesc->snapshot != snapshot ||
 		snapshot->regd_count != 2 || snapshot->active_count != 1)
+		return false;
+	if (!waiting_snapshot_is_oldest(snapshot) && !SPI_inside_nonatomic_context())
 		return false;
 	stmt = linitial_node(PlannedStmt, ActivePortal->stmts);
 	if (stmt->commandType != CMD_SELECT || stmt->utilityStmt != NULL ||
@@ -663,8 +694,8 @@ waiting_claim(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
 	TimestampTz next_due;
 	DurableQueueRels rels;
 
-	SPI_connect();
 	waiting_begin(fcinfo);
+	SPI_connect();
 	durable_queue_rels(queue, &rels);
 	attempt_cxt = AllocSetContextCreate(CurrentMemoryContext, "durable claim attempt",
 										ALLOCSET_DEFAULT_SIZES);

@@ -217,7 +217,11 @@ for my $case (
 # their next statements take new ones.  In a VOLATILE function (PL/pgSQL's
 # default) called by a statement, that statement's snapshot stays
 # registered, and the claim keeps it.  (The README said t/007 checked these
-# forms; until 2026-12-05 it did not.)
+# forms; until 2026-12-05 it did not.)  Inside a transaction block a DO
+# block or a procedure runs atomically, and keeps what it read before the
+# claim as pointers to TOAST data that only the DO or CALL statement's
+# snapshot protects: the claim keeps its snapshot there (until 2026-12-06
+# it gave it up, found by review).
 $node->safe_psql('postgres', q{
 CREATE PROCEDURE claim_in_procedure() LANGUAGE plpgsql AS $$
 DECLARE
@@ -243,6 +247,10 @@ for my $case (
 	  q{DO $$DECLARE r record; BEGIN FOR r IN SELECT * FROM durable.inbox_claim('w14', 1, wait => '60 s') LOOP NULL; END LOOP; END$$;},
 	  'w14', 'm14', 1 ],
 	[ 'a procedure', 'CALL claim_in_procedure();', 'w15', 'm15', 1 ],
+	[ 'a DO block in a transaction block',
+	  q{BEGIN; DO $$DECLARE r record; BEGIN FOR r IN SELECT * FROM durable.inbox_claim('w17', 1, wait => '60 s') LOOP NULL; END LOOP; END$$; COMMIT;},
+	  'w17', 'm17', 0 ],
+	[ 'a procedure in a transaction block', 'BEGIN; CALL claim_in_procedure(); COMMIT;', 'w15', 'm18', 0 ],
 	[ 'a VOLATILE function', 'SELECT claim_in_volatile();', 'w16', 'm16', 0 ])
 {
 	my ($what, $claim, $owner, $message, $gives_up) = @$case;
@@ -261,6 +269,37 @@ for my $case (
 		$owner, "$what: and claims the message that woke it");
 	$bg->quit;
 }
+
+# What such a block read before the claim is still there after it, although
+# the row was deleted and vacuumed while the claim slept: a text stored
+# out of line (TOAST), read into a variable.  Until 2026-12-06 the vacuum
+# removed its chunks, and reading the variable failed with XX001
+# (unexpected chunk number).
+$node->safe_psql('postgres', q{
+CREATE TABLE big (id int PRIMARY KEY, t text);
+ALTER TABLE big ALTER COLUMN t SET STORAGE EXTERNAL;
+INSERT INTO big SELECT 1, string_agg(md5(g::text), '') FROM generate_series(1, 4000) g;
+});
+my $big_md5 = $node->safe_psql('postgres', 'SELECT md5(t) FROM big');
+$bg = $node->background_psql('postgres', on_error_stop => 0);
+$pid = $bg->query_safe('SELECT pg_backend_pid()');
+$pid =~ s/\s+//g;
+$bg->query_until(qr/started/, q{\echo started
+BEGIN;
+DO $$DECLARE v text; r record; BEGIN
+    SELECT t INTO v FROM big WHERE id = 1;
+    FOR r IN SELECT * FROM durable.inbox_claim('w19', 1, wait => '60 s') LOOP NULL; END LOOP;
+    PERFORM set_config('t007.big_md5', md5(v), false);
+END$$;
+COMMIT;
+});
+claim_asleep($node, $pid, 'a DO block in a transaction block that read a TOASTed value: the claim');
+$node->safe_psql('postgres', 'DELETE FROM big');
+$node->safe_psql('postgres', 'VACUUM big');
+$node->safe_psql('postgres', "SELECT * FROM durable.inbox_admit('t', 'm19', 'c-m19')");
+is($bg->query("SELECT 'read:' || coalesce(current_setting('t007.big_md5', true), 'nothing')"),
+	"read:$big_md5", 'the value it read before the claim reads the same after it, vacuum or not');
+$bg->quit;
 
 # A domain's CHECK constraint runs after the claim, and may call any
 # function: a cast of the claim's column to such a domain keeps the snapshot.
