@@ -417,35 +417,63 @@ feeder_main(void)
 }
 
 /*
+ * Extend every inbox lease we hold; returns the seconds the shortest has
+ * left (-1: none held).
+ */
+static double
+heartbeat_held(void)
+{
+	double		left = -1;
+	int			h;
+
+	for (h = 0; h < nheld; h++)
+	{
+		const char *params[3] = {held[h].id, held[h].token, args.lease};
+		PGresult   *res;
+
+		if (!held[h].live)
+			continue;
+		res = exec_fenced("SELECT extract(epoch FROM durable.inbox_heartbeat($1::bigint, $2::bigint,"
+						  " $3::interval) - clock_timestamp())::float8", 3, params);
+		if (res == NULL)
+			held[h].live = false;	/* lost: someone else has it now */
+		else
+		{
+			double		until = atof(PQgetvalue(res, 0, 0));
+
+			left = left < 0 ? until : (until < left ? until : left);
+		}
+		PQclear(res);
+		stats.heartbeats++;
+	}
+	return left;
+}
+
+/*
  * Work longer than the lease, extending it as we go.  Every record the last
  * claim handed out is leased to us, not just the one in hand: the heartbeat
  * extends them all, or the ones waiting their turn would expire behind the
- * slow job and be swept back.
+ * slow job and be swept back.  The next heartbeat goes out a third of the
+ * shortest lease's remainder later, whatever the job's length: spaced by the
+ * job's length instead, a job longer than a few leases lost its lease
+ * between two of them, every attempt, until the message went dead.
  */
 static void
 slow_job(void)
 {
-	int			steps = 4;
-	int			i,
-				h;
+	double		end = now_s() + args.slow_seconds;
 
-	for (i = 0; i < steps; i++)
+	for (;;)
 	{
-		sleep_s(args.slow_seconds / steps);
-		for (h = 0; h < nheld; h++)
-		{
-			const char *params[3] = {held[h].id, held[h].token, args.lease};
-			PGresult   *res;
+		double		left = heartbeat_held();
+		double		rest = end - now_s();
+		double		pause = rest;
 
-			if (!held[h].live)
-				continue;
-			res = exec_fenced("SELECT durable.inbox_heartbeat($1::bigint, $2::bigint, $3::interval)",
-							  3, params);
-			if (res == NULL)
-				held[h].live = false;	/* lost: someone else has it now */
-			PQclear(res);
-			stats.heartbeats++;
-		}
+		if (rest <= 0)
+			break;
+		if (left >= 0 && left / 3 < rest)
+			pause = left / 3 > 0.01 ? left / 3 : 0.01;
+		sleep_s(pause);
 	}
 }
 

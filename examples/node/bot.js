@@ -412,12 +412,18 @@ class Bot {
   // Work longer than the lease, extending it as we go.  Every record the
   // last claim handed out is leased to us, not just the one in hand: the
   // heartbeat extends them all, or the ones waiting their turn would expire
-  // behind the slow job and be swept back.
+  // behind the slow job and be swept back.  The next heartbeat goes out a
+  // third of the shortest lease's remainder later, whatever the job's
+  // length: spaced by the job's length instead, a job longer than a few
+  // leases lost its lease between two of them, every attempt, until the
+  // message went dead.
   async slowJob() {
-    const steps = 4;
-    for (let i = 0; i < steps; i++) {
-      await sleep(this.args.slowSeconds / steps);
-      await this.heartbeatHeld();
+    const end = Date.now() + this.args.slowSeconds * 1000;
+    for (;;) {
+      const left = await this.heartbeatHeld();
+      const rest = (end - Date.now()) / 1000;
+      if (rest <= 0) return;
+      await sleep(left !== null && left / 3 < rest ? Math.max(left / 3, 0.01) : rest);
     }
   }
 

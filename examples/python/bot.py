@@ -260,8 +260,15 @@ class Bot:
         Its leases are taken under an instance id of its own: instance_start
         takes back everything an id holds, and the worker's reboot after a
         lost connection must not flag the sends this loop is making.  It ends
-        on SIGTERM after the sends in hand, or once the feed is finished and
+        on SIGTERM after the send in hand, or once the feed is finished and
         no send of the feed's messages is still due.
+
+        One send at a time, its lease extended while the provider is called:
+        sends claimed together and sent one after another wait their turn
+        with no heartbeat (their leases ran out, and the provider was called
+        for sends the journal already flagged unknown), and a connection lost
+        midway left the ones not yet attempted for instance_start to flag
+        unknown, although nobody had called the provider for them.
         """
         instance = f"{self.instance}-sender"
         untold = {}  # as the worker keeps them
@@ -275,9 +282,9 @@ class Bot:
             try:
                 rows = conn.execute(
                     "SELECT key, token, chat_id, payload FROM durable.outbox_claim("
-                    " instance => %s, max => 5, lease => %s::interval, wait => '1s')",
+                    " instance => %s, max => 1, lease => %s::interval, wait => '1s')",
                     (instance, self.args.send_lease)).fetchall()
-                for key, token, chat_id, payload in rows:  # all of them, even on SIGTERM
+                for key, token, chat_id, payload in rows:  # sent even on SIGTERM
                     self.deliver(conn, untold, key, token, chat_id, payload)
                 if not rows and self.feed_finished.is_set() and not self.sends_due(conn):
                     break
@@ -290,7 +297,9 @@ class Bot:
     def deliver(self, conn, untold, key, token, chat_id, payload):
         text = payload.get("text", str(payload)) if isinstance(payload, dict) else str(payload)
         try:
-            pmid = self.provider.send(key, chat_id, text, refuse_first=False)
+            with self.keeping_leases(key, token, conn=conn, inbox=False):
+                pmid = self.provider.send(key, chat_id, text, refuse_first=False,
+                                          delay=self.args.slow_sender_seconds)
         except ProviderError as e:
             self.report_failure(conn, untold, key, token, str(e))
             return
@@ -436,8 +445,10 @@ class Bot:
         self.stats["followups"] += followups
 
     @contextlib.contextmanager
-    def keeping_leases(self, key, token):
+    def keeping_leases(self, key, token, conn=None, inbox=True):
         """Extend the send's lease, and the inbox leases we hold, while the provider is called.
+
+        (The sender loop passes its own connection, and holds no inbox lease.)
 
         A send lease that ran out mid-call would make the send unknown; an
         inbox lease, hand the message to another replica.  Each heartbeat
@@ -448,16 +459,17 @@ class Bot:
         connection) ends them: outbox_sent then says what became of the send.
         """
         done = threading.Event()
+        conn = conn or self.conn
 
         def beat():
             while not done.is_set():
                 try:
-                    left = self.conn.execute(
+                    left = conn.execute(
                         "SELECT extract(epoch FROM durable.outbox_heartbeat(%s, %s, %s::interval)"
                         " - clock_timestamp())::float8",
                         (key, token, self.args.send_lease)).fetchone()[0]
                     self.stats["send_heartbeats"] += 1
-                    inbox_left = self.heartbeat_held()
+                    inbox_left = self.heartbeat_held() if inbox else None
                 except psycopg.Error:
                     return
                 if inbox_left is not None:
@@ -477,12 +489,19 @@ class Bot:
 
         Every record the last claim handed out is leased to us, not just the
         one in hand: the heartbeat extends them all, or the ones waiting
-        their turn would expire behind the slow job and be swept back.
+        their turn would expire behind the slow job and be swept back.  The
+        next heartbeat goes out a third of the shortest lease's remainder
+        later, whatever the job's length: spaced by the job's length instead,
+        a job longer than a few leases lost its lease between two of them,
+        every attempt, until the message went dead.
         """
-        steps = 4
-        for _ in range(steps):
-            time.sleep(self.args.slow_seconds / steps)
-            self.heartbeat_held()
+        end = time.monotonic() + self.args.slow_seconds
+        while True:
+            left = self.heartbeat_held()
+            rest = end - time.monotonic()
+            if rest <= 0:
+                return
+            time.sleep(max(left / 3, 0.01) if left is not None and left / 3 < rest else rest)
 
     def heartbeat_held(self):
         """Extend every inbox lease we hold; the seconds the shortest has left."""
@@ -612,6 +631,8 @@ def main():
     p.add_argument("--slow-provider-every", type=int, default=9,
                    help="every K-th reply takes the provider --slow-provider-seconds")
     p.add_argument("--slow-provider-seconds", type=float, default=1.5)
+    p.add_argument("--slow-sender-seconds", type=float, default=0.0,
+                   help="each provider call of the sender loop takes S seconds")
     p.add_argument("--followup-every", type=int, default=4, help="a follow-up for every K-th message")
     p.add_argument("--followup-in", default="300ms", help="how long after the message it is due")
     p.add_argument("--timeout", type=float, default=120)
