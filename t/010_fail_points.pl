@@ -335,8 +335,9 @@ sub check_ends_unknown
 		"$name: the expired send becomes unknown (worker)");
 	is(sql("SELECT action, state FROM durable.outbox_begin('$key', 'chat-1', '{\"text\": \"c\"}', 'bot-b', '10s')"),
 		'unknown|unknown', "$name: outbox_begin does not send it again");
-	is(sql("SELECT outbox_ambiguous >= 1 FROM durable.metrics()"),
-		't', "$name: counted in outbox_ambiguous");
+	# (reset_journals resets the counters, and so does a crash's restart)
+	is(sql("SELECT outbox_ambiguous FROM durable.metrics()"),
+		'1', "$name: counted once in outbox_ambiguous");
 	return;
 }
 

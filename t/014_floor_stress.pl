@@ -31,6 +31,7 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(sleep);
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use DurableFloor;
@@ -182,14 +183,14 @@ for my $run ('outbox', 'outbox_chats', 'inbox', 'inbox_chats')
 			'begun and sent, discarded, flagged unknown', "$run: sends were begun, discarded and flagged unknown");
 	}
 
-	# Whatever is left is in flight or not yet due: the floor hides nothing.
-	# (Five records due a second ago at least, so that the check has some.)
-	$node->safe_psql('postgres', $queue eq 'outbox'
-		? qq{SELECT count(*) FROM generate_series(1, 5) g,
-		           durable.outbox_enqueue('$run-final-' || g, '$run-final-chat-' || g, '{}')}
-		: qq{SELECT count(*) FROM generate_series(1, 5) g,
-		           durable.inbox_admit('final', '$run-' || g, '$run-chat-' || g)});
-	sleep 2;
+	# Whatever is left is in flight or not yet due: the floor the run left
+	# hides nothing.  The final claim starts at that floor unless its
+	# refresh comes from the head (the floor is over 5 s old), which finds
+	# every record hidden or not: the check is then inconclusive, and says
+	# so.  It comes at once when the run left five records due for a second
+	# or more; else five are added, and it comes once they are.  (Until
+	# 2026-12-06 a refresh from the head was forced just before, which made
+	# the check unable to fail, found by review.)
 	my $table = $queue eq 'outbox' ? 'durable.outbox' : 'durable.inbox';
 	my $claimable = $queue eq 'outbox'
 	  ? q{state IN ('pending', 'failed') AND not_before <= now() - interval '1 s'
@@ -198,20 +199,33 @@ for my $run ('outbox', 'outbox_chats', 'inbox', 'inbox_chats')
 	  : q{state = 'pending' AND not_before <= now() - interval '1 s'
 	      AND NOT EXISTS (SELECT FROM durable.inbox o
 	                       WHERE o.chat_id = r.chat_id AND o.id < r.id AND o.finished_at IS NULL)};
-	# A refresh from the head finds every claimable record, hidden or not:
-	# one comes first, so that the final claim's refresh (within the 5 s to
-	# the next) starts at the floor.
-	ok(defined head_refresh($node, $queue), "$run: (a refresh from the head comes first)");
-	my $left = $node->safe_psql('postgres',
-		"SELECT count(*) FROM $table r WHERE $claimable");
+	my $left = $node->safe_psql('postgres', "SELECT count(*) FROM $table r WHERE $claimable");
+	if ($left < 5)
+	{
+		$node->safe_psql('postgres', $queue eq 'outbox'
+			? qq{SELECT count(*) FROM generate_series(1, 5) g,
+			           durable.outbox_enqueue('$run-final-' || g, '$run-final-chat-' || g, '{}')}
+			: qq{SELECT count(*) FROM generate_series(1, 5) g,
+			           durable.inbox_admit('final', '$run-' || g, '$run-chat-' || g)});
+		sleep 1.2;
+		$left = $node->safe_psql('postgres', "SELECT count(*) FROM $table r WHERE $claimable");
+	}
 	# (The inbox's are completed: the next run would find their leases ended.)
 	my ($taken, $final_log) = debug2_psql($node, $queue eq 'outbox'
 		? "SELECT count(*) FROM durable.outbox_claim('final', max => 10000)"
 		: "SELECT durable.inbox_complete(coalesce(array_agg(id), '{}'), coalesce(array_agg(token), '{}'))
 		     FROM durable.inbox_claim('final', max => 10000)");
 	cmp_ok($left, '>=', 5, "$run: records are due for a second ($left)");
-	cmp_ok($taken, '>=', $left, "$run: a final claim takes every record due for a second ($left)");
-	unlike($final_log, qr/\(from the head\)/, "$run: ... starting at the floor");
+	if ($final_log =~ /\(from the head\)/)
+	{
+		note("$run: the final claim refreshed from the head: whether the run's floor hid a record is not known");
+		cmp_ok($taken, '>=', $left, "$run: a final claim (from the head) takes every record due for a second ($left)");
+	}
+	else
+	{
+		cmp_ok($taken, '>=', $left,
+			"$run: a final claim starting at the floor the run left takes every record due for a second ($left)");
+	}
 	is(invariant_violations($node), '', "$run: the journals' invariants hold");
 }
 

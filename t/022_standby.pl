@@ -25,10 +25,15 @@ use Time::HiRes qw(time);
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
+# The primary's worker never sweeps after its first pass (a naptime of an
+# hour): the expired leases of bot-b must be recovered by the promoted
+# standby's worker, not replicated from the primary's (until 2026-12-06 the
+# primary's recovered them first, and the checks after the failover could
+# not fail).
 $primary->append_conf(
 	'postgresql.conf', qq{
 shared_preload_libraries = 'durable'
-durable.naptime = '100ms'
+durable.naptime = '1h'
 });
 $primary->start;
 $primary->safe_psql('postgres', 'CREATE EXTENSION durable; CREATE EXTENSION amcheck');
@@ -36,6 +41,7 @@ $primary->safe_psql('postgres', 'CREATE EXTENSION durable; CREATE EXTENSION amch
 $primary->backup('base');
 my $standby = PostgreSQL::Test::Cluster->new('standby');
 $standby->init_from_backup($primary, 'base', has_streaming => 1);
+$standby->append_conf('postgresql.conf', "durable.naptime = '100ms'");
 $standby->start;
 
 # Every commit from here on waits for the standby: what the primary
@@ -178,6 +184,15 @@ my $old_max_token = $primary->safe_psql('postgres',
 	  . " UNION ALL SELECT token FROM durable.outbox) AS t");
 cmp_ok($uncommitted_token, '>', $standby->safe_psql('postgres', 'SELECT last_value FROM durable.token_seq'),
 	'the old primary handed out tokens the standby\'s sequence has not reached');
+
+# bot-b's leases have run out, and nobody recovered them: that is the
+# promoted standby's worker's job.
+sleep 2;
+is( $standby->safe_psql('postgres',
+		"SELECT (SELECT count(*) FROM durable.inbox WHERE owner = 'bot-b' AND state = 'leased' AND lease_until < now())"
+		  . " || ' ' || (SELECT count(*) FROM durable.outbox WHERE key LIKE 'sending-%' AND state = 'sending')"),
+	'10 5',
+	'before the failover the standby still has bot-b\'s 10 expired leases and 5 sends in flight');
 
 # --- Failover -------------------------------------------------------------
 

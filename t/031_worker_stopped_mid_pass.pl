@@ -3,12 +3,15 @@
 #
 # The pass holds the worker at the fail point 'sweep:wait' (the end of the
 # pass, before its commit), after it has recovered an expired inbox lease
-# (to pending) and flagged an expired send (unknown) in its transaction.
-# Stopped there, the pass must leave nothing behind: both records as they
-# were, no NOTIFY, no counter moved.  The next pass (of the worker that
-# replaces it: a cancel ends the worker too) does the work once:
-# one message pending, one send unknown, one durable_ambiguous, counters
-# moved by one.
+# on its last attempt (durable.inbox_max_attempts = 1: to dead) and flagged
+# an expired send (unknown) in its transaction.  Stopped there, the pass
+# must leave nothing behind: both records as they were, no NOTIFY, no
+# counter moved.  The next pass (of the worker that replaces it: a cancel
+# ends the worker too) does the work once: one message dead, one send
+# unknown, one durable_dead and one durable_ambiguous, inbound_dead and
+# outbox_ambiguous moved by one.  (Until 2026-12-06 the message went back to
+# pending, which no counter counts: the inbox half of "counted nothing"
+# could not fail, found by review.)
 use strict;
 use warnings;
 
@@ -26,6 +29,7 @@ $node->init;
 $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'durable'
 durable.naptime = '200ms'
+durable.inbox_max_attempts = 1
 });
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION durable');
@@ -35,7 +39,7 @@ my $states = q{
 	SELECT (SELECT string_agg(message_id || ' ' || state, ', ' ORDER BY id) FROM durable.inbox)
 	       || ' / ' ||
 	       (SELECT string_agg(key || ' ' || state, ', ' ORDER BY id) FROM durable.outbox)};
-my $counters = q{SELECT inbound_replayed + inbound_dead || ' ' || outbox_ambiguous FROM durable.metrics()};
+my $counters = q{SELECT inbound_dead || ' ' || outbox_ambiguous FROM durable.metrics()};
 
 for my $signal ('SIGINT', 'SIGTERM')
 {
@@ -57,7 +61,7 @@ for my $signal ('SIGINT', 'SIGTERM')
 	# Hold the next pass at its end: the test holds the lock the point waits for.
 	my $gate = gate_close($node, 'postgres');
 	my $listener = $node->background_psql('postgres');
-	$listener->query_safe('LISTEN durable_ambiguous');
+	$listener->query_safe('LISTEN durable_ambiguous; LISTEN durable_dead');
 	$node->poll_query_until('postgres', "SELECT count(*) = 1 FROM ($worker_pid) w")
 	  or die 'no worker';
 	my $old_pid = $node->safe_psql('postgres', $worker_pid);
@@ -99,16 +103,19 @@ for my $signal ('SIGINT', 'SIGTERM')
 	is($node->safe_psql('postgres', $counters), $counted, "$signal: ... and counted nothing");
 
 	gate_open($gate);
-	ok($node->poll_query_until('postgres', "SELECT ($states) = 'm1 pending / k1 unknown'"),
+	ok($node->poll_query_until('postgres', "SELECT ($states) = 'm1 dead / k1 unknown'"),
 		"$signal: the next pass recovers both");
 	# (a cancel ends the pass and the worker with it, as SIGTERM does)
 	isnt($node->safe_psql('postgres', $worker_pid), $pid, "$signal: ... a new worker's");
-	my ($inbox, $ambiguous) = split / /, $node->safe_psql('postgres', $counters);
+	my ($dead, $ambiguous) = split / /, $node->safe_psql('postgres', $counters);
+	is($dead, 1, "$signal: inbound_dead counts the message once");
 	is($ambiguous, 1, "$signal: outbox_ambiguous counts the send once");
 	# (psql prints the notifications it got after its next command's result)
 	my $heard = $listener->query_safe(q{SELECT 1});
 	my @notes = $heard =~ /notification "durable_ambiguous"/g;
 	is(scalar(@notes), 1, "$signal: durable_ambiguous announced it once");
+	@notes = $heard =~ /notification "durable_dead"/g;
+	is(scalar(@notes), 1, "$signal: durable_dead announced the message once");
 	is(invariant_violations($node), '', "$signal: the journals' invariants hold");
 	$listener->quit;
 	$gate->quit;
