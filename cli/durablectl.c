@@ -205,6 +205,28 @@ usage_error(const char *fmt,...)
 }
 
 /*
+ * Whether `typed`, argv[optind - 1] after getopt_long failed on the option
+ * whose value is `val`, is that long option (as typed, perhaps
+ * abbreviated).  A letter that fails inside a group of short options
+ * (-xj) is not passed over yet, and argv[optind - 1] is then the argument
+ * before the group, which may be another long option.
+ */
+static bool
+typed_long_option(const char *typed, int val, const struct option *options)
+{
+	size_t		len;
+
+	if (strncmp(typed, "--", 2) != 0)
+		return false;
+	typed += 2;
+	len = strcspn(typed, "=");
+	for (; options->name != NULL; options++)
+		if (options->val == val && len > 0 && strncmp(options->name, typed, len) == 0)
+			return true;
+	return false;
+}
+
+/*
  * Refuse an option the command does not use: `retry --json` printing text,
  * or `watch -y`, would leave the caller believing it had taken effect.
  */
@@ -1037,13 +1059,22 @@ cmd_discard(const Options *opt, const char *key)
 
 	if (shown_version[0] != '\0')
 	{
-		/* Any change of the row since it was shown gave it another xmin. */
+		static const char *const changed_since[] = {"40001", NULL};
+
+		/*
+		 * Any change of the row since it was shown gave it another xmin.  In
+		 * a repeatable read snapshot, the discard fails (40001) rather than
+		 * delete a version written since by a transaction that was still
+		 * open when the statement started, and that it waited for.
+		 */
 		params[1] = shown_version;
-		res = run("SELECT durable.outbox_discard(o.key) AS existed"
-				  " FROM ONLY durable.outbox o"
-				  " WHERE o.key = $1 AND o.xmin OPERATOR(pg_catalog.=) $2::pg_catalog.xid",
-				  2, params, PGRES_TUPLES_OK);
-		existed = PQntuples(res) == 1 && strcmp(col(res, 0, "existed"), "t") == 0;
+		PQclear(run("BEGIN ISOLATION LEVEL REPEATABLE READ", 0, NULL, PGRES_COMMAND_OK));
+		res = try_run("SELECT durable.outbox_discard(o.key) AS existed"
+					  " FROM ONLY durable.outbox o"
+					  " WHERE o.key = $1 AND o.xmin OPERATOR(pg_catalog.=) $2::pg_catalog.xid",
+					  2, params, changed_since, NULL);
+		existed = res != NULL && PQntuples(res) == 1 && strcmp(col(res, 0, "existed"), "t") == 0;
+		PQclear(run(res != NULL ? "COMMIT" : "ROLLBACK", 0, NULL, PGRES_COMMAND_OK));
 		PQclear(res);
 		if (!existed)
 			discard_changed(key);
@@ -1317,10 +1348,10 @@ main(int argc, char **argv)
 					const char *typed = argv[optind - 1];
 
 					/* a long option is named as typed: --json=1, --limit */
-					if (strncmp(typed, "--", 2) == 0 && strchr(typed, '=') != NULL)
+					if (typed_long_option(typed, optopt, long_options) && strchr(typed, '=') != NULL)
 						usage_error("option \"%.*s\" takes no value",
 									(int) (strchr(typed, '=') - typed), typed);
-					if (strncmp(typed, "--", 2) == 0)
+					if (typed_long_option(typed, optopt, long_options))
 						usage_error("option \"%s\" requires an argument", typed);
 					if (strchr("dhpUlo", optopt) != NULL)
 						usage_error("option -%c requires an argument", optopt);
