@@ -1346,13 +1346,15 @@ main(int argc, char **argv)
 				if (optopt != 0 && optopt != '?')
 				{
 					const char *typed = argv[optind - 1];
+					const char *value = strchr(typed, '=');
 
 					/* a long option is named as typed: --json=1, --limit */
-					if (typed_long_option(typed, optopt, long_options) && strchr(typed, '=') != NULL)
-						usage_error("option \"%.*s\" takes no value",
-									(int) (strchr(typed, '=') - typed), typed);
 					if (typed_long_option(typed, optopt, long_options))
+					{
+						if (value != NULL)
+							usage_error("option \"%.*s\" takes no value", (int) (value - typed), typed);
 						usage_error("option \"%s\" requires an argument", typed);
+					}
 					if (strchr("dhpUlo", optopt) != NULL)
 						usage_error("option -%c requires an argument", optopt);
 					usage_error("invalid option -- '%c'", optopt);
