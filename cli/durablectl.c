@@ -518,20 +518,26 @@ parse_count(const char *s, long max, long *result)
 	return true;
 }
 
-/* An inbox record id as the server prints one: decimal digits, a positive bigint. */
-static bool
-valid_record_id(const char *s)
+/*
+ * An inbox record id, a positive bigint in decimal digits, returned without
+ * its leading zeros (the id as the server prints it, so "007" is echoed as 7);
+ * NULL when the text is not one.
+ */
+static const char *
+record_id_digits(const char *s)
 {
-	size_t		len = strlen(s);
+	size_t		len;
 	size_t		i;
 
-	if (len == 0 || len > 19 || strspn(s, "0") == len)
-		return false;
+	s += strspn(s, "0");
+	len = strlen(s);
+	if (len == 0 || len > 19)
+		return NULL;
 	for (i = 0; i < len; i++)
 		if (s[i] < '0' || s[i] > '9')
-			return false;
+			return NULL;
 	/* 19 digits: at most bigint's largest (equal lengths compare as numbers) */
-	return len < 19 || strcmp(s, "9223372036854775807") <= 0;
+	return len < 19 || strcmp(s, "9223372036854775807") <= 0 ? s : NULL;
 }
 
 /*
@@ -1390,7 +1396,7 @@ main(int argc, char **argv)
 	{
 		if (nargs != 1)
 			usage_error("replay needs one argument: the id of an inbox record");
-		if (!valid_record_id(args[0]))
+		if (record_id_digits(args[0]) == NULL)
 			usage_error("invalid inbox record id \"%s\" (a positive integer)", args[0]);
 	}
 	else if (strcmp(command, "retry") == 0 || strcmp(command, "discard") == 0)
@@ -1413,7 +1419,7 @@ main(int argc, char **argv)
 	else if (strcmp(command, "unknown") == 0)
 		rc = cmd_outbox_list(&opt, "unknown");
 	else if (strcmp(command, "replay") == 0)
-		rc = cmd_replay(args[0]);
+		rc = cmd_replay(record_id_digits(args[0]));
 	else if (strcmp(command, "retry") == 0)
 		rc = cmd_retry(args[0]);
 	else if (strcmp(command, "discard") == 0)
