@@ -67,6 +67,7 @@
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "utils/backend_status.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
@@ -177,6 +178,15 @@ sweep_oldest_writer(void)
 	bool		isnull;
 	Datum		oldest;
 
+	/*
+	 * Under REPEATABLE READ or SERIALIZABLE the counts read the transaction's
+	 * snapshot: a writer that committed since is neither seen nor open now,
+	 * and when it began is not known.
+	 */
+	if (IsolationUsesXactSnapshot())
+		return DT_NOBEGIN;
+	/* A statement earlier in this transaction may have cached the activity table. */
+	pgstat_clear_backend_activity_snapshot();
 	durable_exec(durable_plan(&plan, SWEEP_OLDEST_WRITER_SQL, 0, NULL), NULL, NULL,
 				 SPI_OK_SELECT, 1);
 	oldest = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -997,9 +1007,10 @@ durable_sweep_pass(bool scan_open, TimestampTz *windows,
 	int64		permits;
 	int64		passed_over;
 	TimestampTz oldest_writer;
+	TimestampTz now;
+	int64		started;
 
 	memset(result, 0, sizeof(*result));
-	oldest_writer = sweep_oldest_writer();
 
 	/*
 	 * The lock of the pass's writes, before its first read of either
@@ -1008,6 +1019,7 @@ durable_sweep_pass(bool scan_open, TimestampTz *windows,
 	 */
 	durable_lock_journal_for_write(DQ_INBOX);
 	durable_lock_journal_for_write(DQ_OUTBOX);
+	started = durable_clock_us();
 
 	/*
 	 * Announcements come after recovery, so that records it just made
@@ -1016,19 +1028,32 @@ durable_sweep_pass(bool scan_open, TimestampTz *windows,
 	 * skipped one.
 	 */
 	if (scan_open)
-	{
-		static SPIPlanPtr inbox_due_plan = NULL;
-		int64		started = durable_clock_us();
-
 		result->recovery_full = durable_recover_expired(&result->inbox_expired,
 														&result->outbox_ambiguous);
-		(void) sweep_announce_due(&windows[DQ_INBOX], GetCurrentTimestamp(), oldest_writer,
+
+	/*
+	 * The windows end at a time read before the look for open writers: a
+	 * transaction that begins later journals nothing due by then (a due
+	 * time that announces lies after its record's creation, which is not
+	 * before its transaction began), and one that began earlier is either
+	 * open at the look, holding the next windows back to its start, or
+	 * committed, its work seen by the counts that follow.  Read the other
+	 * way round, a writer beginning between the two and committing after
+	 * the counts had its work fall between two windows.
+	 */
+	now = GetCurrentTimestamp();
+	oldest_writer = sweep_oldest_writer();
+	if (scan_open)
+	{
+		static SPIPlanPtr inbox_due_plan = NULL;
+
+		(void) sweep_announce_due(&windows[DQ_INBOX], now, oldest_writer,
 								  &inbox_due_plan, SWEEP_INBOX_DUE_SQL, DQ_INBOX);
 		result->scanned_open = true;
 		result->scan_us = durable_clock_us() - started;
 	}
 
-	outbox_due = sweep_announce_due(&windows[DQ_OUTBOX], GetCurrentTimestamp(), oldest_writer,
+	outbox_due = sweep_announce_due(&windows[DQ_OUTBOX], now, oldest_writer,
 									&outbox_due_plan, SWEEP_OUTBOX_DUE_SQL, DQ_OUTBOX);
 	result->outbox_due = (int) Min(outbox_due, (int64) PG_INT32_MAX);
 
