@@ -164,6 +164,10 @@ SELECT durable.permit('regress-permit:bad', 1, '-1s');
 SELECT durable.permit('regress-permit:bad', 1, '0.5ms');
 SELECT durable.permit('regress-permit:bad', 1, '7 days 1 second');
 SELECT durable.permit('regress-permit:bad', 1, '1 mon');
+-- The limits apply to the sum of the parts, also when the parts themselves
+-- overflow 64 bits of microseconds: this one is 1 hour (refused until 2026-12-06).
+SELECT durable.permit('regress-permit:parts', 1, '4000000 mons -120000000 days 1 hour') AS granted;
+SELECT durable.permit('regress-permit:bad', 1, '4000000 mons -119000000 days 1 hour');
 \set VERBOSITY default
 SELECT count(*) AS rows FROM durable.permit_buckets WHERE bucket = 'regress-permit:bad';
 

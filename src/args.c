@@ -15,7 +15,7 @@
  */
 #include "durable.h"
 
-#include "common/int.h"
+#include "common/int128.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -244,9 +244,8 @@ durable_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name,
 						int64 default_us, int64 min_us, int64 max_us)
 {
 	Interval   *iv;
+	INT128		span;
 	int64		us;
-	int64		days_us;
-	int64		months_us;
 
 	if (PG_ARGISNULL(argno))
 		return default_us;
@@ -260,16 +259,19 @@ durable_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name,
 #endif
 
 	/*
-	 * Sum the parts with overflow checks; a month counts 30 days.  Anything
-	 * that overflows is far beyond every limit we accept, on the side the
-	 * sum (approximated in floating point) is on.
+	 * The parts summed in 128 bits (a month counts 30 days), as interval
+	 * comparison does: parts that overflow 64 bits may still cancel out.  A
+	 * sum beyond 64 bits is far beyond every limit we accept, on its side.
 	 */
-	if (pg_mul_s64_overflow((int64) iv->month, 30 * USECS_PER_DAY, &months_us) ||
-		pg_mul_s64_overflow((int64) iv->day, USECS_PER_DAY, &days_us) ||
-		pg_add_s64_overflow(iv->time, days_us, &us) ||
-		pg_add_s64_overflow(us, months_us, &us))
-		us = ((double) iv->month * 30 * USECS_PER_DAY + (double) iv->day * USECS_PER_DAY +
-			  (double) iv->time < 0) ? PG_INT64_MIN : PG_INT64_MAX;
+	span = int64_to_int128(iv->time);
+	int128_add_int64_mul_int64(&span, iv->day, USECS_PER_DAY);
+	int128_add_int64_mul_int64(&span, iv->month, 30 * USECS_PER_DAY);
+	if (int128_compare(span, int64_to_int128(PG_INT64_MAX)) > 0)
+		us = PG_INT64_MAX;
+	else if (int128_compare(span, int64_to_int128(PG_INT64_MIN)) < 0)
+		us = PG_INT64_MIN;
+	else
+		us = int128_to_int64(span);
 
 	if (us < 0)
 		ereport(ERROR,
