@@ -290,9 +290,12 @@ DROP FUNCTION public.regress_member_loads();
 
 -- A session saved before 0.10 belongs to no role (owned_by ''): any role
 -- granted the functions loads it, and the first save of its bot and shard,
--- by any role, replaces it with that role's row.
-INSERT INTO durable.sessions (bot, shard, session_id, sequence, resume_url, total_shards, saved_at, owned_by)
-VALUES ('regress-sessions-old', 0, 'sid-old', 5, 'wss://gateway.example/?v=10', 1, clock_timestamp(), '');
+-- by any role, replaces it with that role's row.  The row is written as the
+-- COPY of a dump (or a subscription to a publisher) from before 0.10 writes
+-- it, without owned_by: the column's default makes it such a row (since 0.12;
+-- before, the NOT NULL refused the table's rows, and its error printed one).
+INSERT INTO durable.sessions (bot, shard, session_id, sequence, resume_url, total_shards, saved_at)
+VALUES ('regress-sessions-old', 0, 'sid-old', 5, 'wss://gateway.example/?v=10', 1, clock_timestamp());
 SET ROLE regress_sessions_member;
 SELECT session_id, sequence, ignored
   FROM durable.session_load('regress-sessions-old', 0, 'wss://gateway.example/?v=10', 1);

@@ -196,5 +196,35 @@ foreach my $db (qw(dst dst_sql))
 		'0', "$db: PUBLIC may still execute no function of durable");
 }
 
+# A dump names no extension version: one of a database at 0.9, before
+# sessions had owners, restores into the current version.  Its COPY of
+# durable.sessions has no owned_by, and the column's default (0.12) makes
+# its rows what the update to 0.10 makes them, sessions of no role; before,
+# the NOT NULL refused them all and its error printed a session id.
+$node->safe_psql('postgres', 'CREATE DATABASE old9');
+$node->safe_psql('old9', q{
+	CREATE EXTENSION durable VERSION '0.9';
+	INSERT INTO durable.sessions (bot, shard, session_id, sequence, resume_url, total_shards, saved_at)
+	VALUES ('bot-9', 0, 'secret-of-0.9', 9, 'wss://gateway', 1, now());
+	INSERT INTO durable.inbox (source, message_id, chat_id, kind, payload, state, not_before, created_at)
+	VALUES ('tg', 'from-0.9', 'chat-9', 'message', '{}', 'pending', now(), now());
+});
+command_ok([ 'pg_dump', '-Fp', '-f', "$tempdir/old9.sql", '-d', $node->connstr('old9') ],
+	'pg_dump -Fp of a database at 0.9');
+my $log_offset = -s $node->logfile;
+$node->safe_psql('postgres', 'CREATE DATABASE from9');
+command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('from9'), '-f', "$tempdir/old9.sql" ],
+	'the dump of a database at 0.9 restores into the current version');
+is($node->safe_psql('from9', "SELECT extversion FROM pg_extension WHERE extname = 'durable'"),
+	$node->safe_psql('src', "SELECT extversion FROM pg_extension WHERE extname = 'durable'"),
+	'from9: the restore installed the current version');
+is($node->safe_psql('from9', "SELECT session_id || '/' || sequence FROM durable.session_load('bot-9', 0, 'wss://gateway', 1, '1 hour')"),
+	'secret-of-0.9/9', 'from9: the session saved at 0.9 came over and loads');
+is($node->safe_psql('from9', "SELECT owned_by = '' FROM durable.sessions WHERE bot = 'bot-9'"),
+	't', 'from9: it belongs to no role, as the update to 0.10 leaves such a session');
+is($node->safe_psql('from9', "SELECT count(*) FROM durable.inbox WHERE message_id = 'from-0.9'"),
+	'1', 'from9: and the journals came over');
+unlike(slurp_file($node->logfile, $log_offset), qr/secret-of-0\.9/, 'no session id reached the server log');
+
 $node->stop;
 done_testing();

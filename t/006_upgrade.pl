@@ -390,6 +390,17 @@ is($other_err, '', 'still_0_8: the update by the creator says nothing (nothing t
 is($node->safe_psql('still_0_8', q{SELECT state FROM durable.inbox_admit('tg', 'm-1', 'chat-1', '{}')}),
 	'pending', 'still_0_8: after the update the API serves it');
 
+# a database at 0.11 is served before its update: 0.12 only gave
+# sessions.owned_by a default, which no statement of the library relies on
+$node->safe_psql('postgres', 'CREATE DATABASE still_0_11');
+$node->safe_psql('still_0_11', "CREATE EXTENSION durable VERSION '0.11'");
+is( $node->safe_psql('still_0_11', q{
+		SELECT state FROM durable.inbox_admit('tg', 'm-1', 'chat-1', '{}');
+		SELECT durable.session_save('bot', 0, 'sid', 1, 'wss://gw', 1);
+		SELECT session_id FROM durable.session_load('bot', 0, 'wss://gw', 1);
+		SELECT outbox_due FROM durable.sweep()}),
+	"pending\n\nsid\n0", 'still_0_11: the API serves a database at 0.11 before its update');
+
 # The views given back before 0.9 (REASSIGN OWNED, or the hand repair that
 # the README of 0.8 described) still carry the default grants and, in their
 # initial privileges, the role that ran the 0.2 step: after DROP ROLE of it

@@ -101,8 +101,8 @@ SELECT col_not_null('durable', tbl, col, format('durable.%s.%s is NOT NULL', tbl
                ('outbox', 'key'), ('outbox', 'chat_id'), ('outbox', 'payload'), ('outbox', 'state'),
                ('outbox', 'attempts'), ('outbox', 'not_before'), ('outbox', 'created_at'),
                ('sessions', 'session_id'), ('sessions', 'saved_at'), ('sessions', 'owned_by')) AS v(tbl, col);
-SELECT col_hasnt_default('durable', 'sessions', 'owned_by',
-                         'durable.sessions.owned_by has no default: every save names its role');
+SELECT col_default_is('durable', 'sessions', 'owned_by', ''::name,
+                      'durable.sessions.owned_by defaults to no role: rows of a dump or a publisher from before 0.10 load (every save names its role)');
 SELECT col_is_pk('durable', 'inbox', 'id', 'durable.inbox is keyed by id');
 SELECT col_is_pk('durable', 'outbox', 'key', 'durable.outbox is keyed by its idempotency key');
 SELECT col_is_pk('durable', 'sessions', ARRAY['owned_by', 'bot', 'shard']::name[], 'durable.sessions holds one row per role, bot and shard');
