@@ -62,8 +62,10 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# The version is compiled in: a new default_version must rebuild its user.
-src/spi_util.o: durable.control
+# The version is compiled in (-DDURABLE_VERSION): a new default_version must
+# rebuild every object, not only those known to use it today (until 0.12 only
+# spi_util.o was, and the worker went on naming the old version in its log).
+$(filter src/%.o,$(OBJS)): durable.control
 # The headers are few and shared: a change to one rebuilds every object (a
 # stale object with an old shared-memory layout corrupts the new one's).
 $(filter src/%.o,$(OBJS)): $(wildcard $(srcdir)/src/*.h)

@@ -53,7 +53,9 @@
  * answer whose outbox_sent was lost with the connection: the replica knows
  * the provider delivered, so it confirms again after reconnecting.
  *
- * SIGTERM asks the replica to stop after the message in hand.
+ * SIGTERM asks the replica to stop after the message in hand.  SIGUSR1
+ * asks it to stall the next message it handles past the message's lease,
+ * just before the effect and the completion (sim_handle).
  *
  * Every event is appended to a per-instance event log (one word per line
  * after a timestamp) that test/crash/run sums up; unexpected SQLSTATEs are
@@ -155,12 +157,20 @@ typedef struct Sim
 } Sim;
 
 static volatile sig_atomic_t sim_stop = 0;
+static volatile sig_atomic_t sim_stall_asked = 0;
 
 static void
 sim_on_term(int signo)
 {
 	(void) signo;
 	sim_stop = 1;
+}
+
+static void
+sim_on_stall(int signo)
+{
+	(void) signo;
+	sim_stall_asked = 1;
 }
 
 /* splitmix64: the feed's deterministic random numbers. */
@@ -711,6 +721,25 @@ sim_handle(Sim *sim, const char *id, const char *token, const char *message_id,
 		return;
 	}
 
+	/*
+	 * Asked to stall (SIGUSR1): freeze here, the reply journaled and the
+	 * lease held, for twice the lease and more, as a replica paused by its
+	 * runtime or its host does.  The message is taken over or recovered
+	 * meanwhile, so the effect and completion below must be refused
+	 * (DR001, "stale" in the events): a build that let them through would
+	 * commit a second effect row.  Its token is logged for the run's check.
+	 */
+	if (sim_stall_asked)
+	{
+		double		until = sim_now() + 2 * sim->lease_secs + 0.5;
+
+		sim_stall_asked = 0;
+		sim_event(sim, "stall %s %s", id, token);
+		while (!sim_stop && sim_now() < until)
+			sim_sleep(until - sim_now());
+		sim_event(sim, "stall_over %s", id);
+	}
+
 	/* 3. The effect and the completion commit together, or not at all. */
 	if (sim_call(sim, "begin", &res, "BEGIN", 0, NULL) != SIM_OK)
 		return;
@@ -770,7 +799,7 @@ sim_handle(Sim *sim, const char *id, const char *token, const char *message_id,
 		return;
 	}
 	PQclear(res);
-	sim_event(sim, "handled %s %s", id, message_id);
+	sim_event(sim, "handled %s %s %s", id, message_id, token);
 }
 
 /* Journal our next feed entry, leased to us at once, and handle it. */
@@ -819,8 +848,8 @@ sim_admit_next(Sim *sim)
 	/* The delivery is done: the next one is the next entry, kill or not. */
 	sim->pos++;
 	sim_save_pos(sim);
-	sim_event(sim, "admit %s %s %s", duplicate ? "dup" : "new", message_id,
-			  leased ? "leased" : "-");
+	sim_event(sim, "admit %s %s %s %s", duplicate ? "dup" : "new", message_id,
+			  leased ? "leased" : "-", id);
 	if (leased)
 		sim_handle(sim, id, token, message_id, chat_id);
 }
@@ -1091,6 +1120,10 @@ main(int argc, char **argv)
 		sa.sa_handler = sim_on_term;
 		sigaction(SIGTERM, &sa, NULL);
 		sigaction(SIGINT, &sa, NULL);
+		/* A stall waits for the next message in hand: calls go on. */
+		sa.sa_handler = sim_on_stall;
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGUSR1, &sa, NULL);
 		signal(SIGPIPE, SIG_IGN);
 		rc = sim_replica(&sim);
 	}
