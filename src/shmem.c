@@ -302,7 +302,8 @@ durable_db_slot(Oid dboid, bool create)
 DurableDbSlot *
 durable_my_slot(void)
 {
-	static TimestampTz no_slot_until = 0;
+	static int64 no_slot_until = 0;	/* durable_clock_us(): a wall clock set
+										 * back must not hold the look back */
 	static bool warned = false;
 
 	/*
@@ -319,14 +320,14 @@ durable_my_slot(void)
 	 * Every slot taken: each call would take the lock exclusively to look
 	 * again, and warn.  Look again once a second, and warn once per backend.
 	 */
-	if (no_slot_until != 0 && GetCurrentTimestamp() < no_slot_until)
+	if (no_slot_until != 0 && durable_clock_us() < no_slot_until)
 		return NULL;
 	dshm_my_slot = durable_db_slot(MyDatabaseId, true);
 	if (dshm_my_slot == NULL)
 		dshm_my_slot = dshm_take_absent_slot();
 	if (dshm_my_slot == NULL)
 	{
-		no_slot_until = GetCurrentTimestamp() + USECS_PER_SEC;
+		no_slot_until = durable_clock_us() + USECS_PER_SEC;
 		if (!warned)
 			ereport(WARNING,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),

@@ -253,4 +253,52 @@ isnt($node->safe_psql('postgres', q{SELECT durable.permit('identify', 1, '10 min
 $gate->quit;
 
 $node->stop;
+
+# --- A backend whose database found every slot taken looks again once a
+# second, paced on the monotonic clock: until 2026-12-06 on the wall clock,
+# so that after a step back it went on without counters, waiting claims'
+# wakes and metrics() (53400) for as long as the step, though a slot had
+# been free for long (found by review).  durable.max_databases is 1, and
+# database a holds the slot; b's session finds none, the clock goes back
+# an hour, and a drops the extension, freeing the slot.
+set_clock_shift(0);
+my $few = PostgreSQL::Test::Cluster->new('few_slots');
+$few->init;
+$few->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'durable'
+durable.max_databases = 1
+durable.naptime = '100ms'
+});
+{
+	local $ENV{LD_PRELOAD} = $shim_so;
+	local $ENV{CLOCK_SHIFT_FILE} = $shift_file;
+	$few->start;
+}
+$few->safe_psql('postgres', 'CREATE DATABASE a');
+$few->safe_psql('postgres', 'CREATE DATABASE b');
+$few->safe_psql('a', 'CREATE EXTENSION durable');
+ok( $few->poll_query_until(
+		'postgres',
+		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE datname = 'a' AND backend_type LIKE 'durable worker%'}),
+	'database a has the one slot, and its worker');
+$few->safe_psql('b', 'SET client_min_messages = error; CREATE EXTENSION durable');
+my $slotless = $few->background_psql('b', on_error_stop => 0);
+$slotless->query('SELECT count(*) FROM durable.metrics()');
+like($slotless->{stderr}, qr/tracks at most 1 databases/, "b's session finds no slot");
+set_clock_shift(-3600);
+$few->safe_psql('a', 'DROP EXTENSION durable');
+my $found = 0;
+my $looked = time();
+for (my $i = 0; $i < 200 && !$found; $i++)
+{
+	usleep(100_000);
+	$slotless->{stderr} = '';
+	my $out = $slotless->query('SELECT count(*) FROM durable.metrics()');
+	$found = $slotless->{stderr} eq '' && $out =~ /^\s*1\s*$/;
+}
+ok($found,
+	sprintf("b's session has the slot %.1f s after a freed it, the clock set back an hour", time() - $looked));
+$slotless->quit;
+$few->stop;
 done_testing();
