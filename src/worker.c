@@ -868,11 +868,18 @@ wkr_reap_workers(int64 now)
 					slot->worker_failed_starts = 0;
 				else if (!slot->worker_stop_asked)
 					slot->worker_failed_starts = Min(slot->worker_failed_starts + 1, 100);
-				slot->worker_passed = false;
-				slot->worker_stop_asked = false;
-				if (!slot->installed_since_claim)
+				/*
+				 * A stop someone asked for is not delayed again here: its
+				 * asker blocks the slot for as long as it needs (a command
+				 * that needs the database to itself lifts its block when it
+				 * is over, which may be before this reap), and the worker's
+				 * exit callback already held the next one back.
+				 */
+				if (!slot->installed_since_claim && !slot->worker_stop_asked)
 					slot->worker_blocked_until = Max(slot->worker_blocked_until,
 													 now + wkr_restart_delay_us(slot->worker_failed_starts));
+				slot->worker_passed = false;
+				slot->worker_stop_asked = false;
 			}
 			SpinLockRelease(&slot->mutex);
 		}
@@ -978,8 +985,16 @@ wkr_launch_workers(int64 now)
 		{
 			bool		known_absent;
 
-			if (durable_db_slot(db->oid, false) == NULL &&
-				wkr_absent_until(db->oid, now, &known_absent) == 0 && !known_absent)
+			/*
+			 * Workers still checking their database may give their slots
+			 * up in a moment (at a server start, the checks of databases
+			 * without durable take every slot when there are few): look
+			 * again then before warning.
+			 */
+			if (in_flight > 0)
+				next = Min(next, now + (int64) WKR_START_PACE_MS * 1000);
+			else if (durable_db_slot(db->oid, false) == NULL &&
+					 wkr_absent_until(db->oid, now, &known_absent) == 0 && !known_absent)
 				wkr_warn_no_slot(db);
 			continue;
 		}
@@ -1518,10 +1533,12 @@ durable_worker_main(Datum main_arg)
 			CHECK_FOR_INTERRUPTS();
 
 			/*
-			 * A wake that is not SIGHUP may be DROP EXTENSION's (see
-			 * wkr_wake_worker): look before sleeping again.
+			 * Any wake may be DROP EXTENSION's (see wkr_wake_worker): look
+			 * before sleeping again, also when a SIGHUP came too (one that
+			 * came between the DROP's wake and this look shares its latch,
+			 * and skipping the look kept the worker a naptime).
 			 */
-			if ((rc & WL_LATCH_SET) && !ConfigReloadPending && !wkr_check_extension())
+			if ((rc & WL_LATCH_SET) && !wkr_check_extension())
 				wkr_exit_dropped();
 			continue;
 		}

@@ -398,6 +398,67 @@ cmp_ok(
 	'<', 7, '... not kept away for the 10 s the rename would have run');
 $node->safe_psql('postgres', 'DROP DATABASE paused');
 
+# ---- Stops that must not wait for a naptime or a restart delay ----
+# At a naptime of 1 h a worker sleeps between passes, and the restart delay
+# is 10 s.
+$node->safe_psql('postgres', "ALTER SYSTEM SET durable.naptime = '1h'");
+$node->reload;
+$node->safe_psql('postgres', 'CREATE DATABASE hup');
+$node->safe_psql('hup', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('postgres', has_workers('hup', 1)), 'database hup has a worker');
+sleep 1;
+# DROP EXTENSION's commit wakes the worker, which looks and exits.  A
+# SIGHUP that comes before it looks shares the wake: until 2026-12-06 the
+# worker then skipped the look and stayed until its next pass (found by
+# review).  The worker is stopped while both come.
+my $hup_pid = worker_pid($node, 'hup');
+kill 'STOP', $hup_pid;
+$node->safe_psql('hup', 'DROP EXTENSION durable');
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+# (the postmaster passes the SIGHUP on to its children after it reread the
+# files: wait until the stopped worker has it pending)
+my $hup_pending = 0;
+for (my $i = 0; $i < 100 && !$hup_pending; $i++)
+{
+	my $status = slurp_file("/proc/$hup_pid/status");
+	foreach my $field ('SigPnd', 'ShdPnd')
+	{
+		$hup_pending = 1 if $status =~ /^$field:\s*([0-9a-f]+)$/m && hex($1) & 1;
+	}
+	usleep(100_000) unless $hup_pending;
+}
+ok($hup_pending, 'the stopped worker has the SIGHUP pending');
+my $woken_at = time;
+kill 'CONT', $hup_pid;
+ok($node->poll_query_until('postgres', has_workers('hup', 0)),
+	'DROP EXTENSION stops the worker, also when a SIGHUP came with its wake');
+cmp_ok(time - $woken_at, '<', 10, '... at once, not at its next pass');
+
+# A command that needs its database to itself (RENAME) stops the worker and
+# lifts its block when it is over, so the database has its worker back at
+# once.  Until 2026-12-06 the launcher, reaping the stopped worker after the
+# command was over, held the next one back for the restart delay (found by
+# review); here the launcher is stopped during the rename, so that it reaps
+# after it.
+$node->safe_psql('postgres', 'CREATE DATABASE ren');
+$node->safe_psql('ren', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('postgres', has_workers('ren', 1)), 'database ren has a worker');
+my $launcher_pid = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'durable launcher'");
+kill 'STOP', $launcher_pid;
+$node->safe_psql('postgres', 'ALTER DATABASE ren RENAME TO ren_done');
+my $renamed_at = time;
+kill 'CONT', $launcher_pid;
+ok($node->poll_query_until('postgres', has_workers('ren_done', 1)), 'the renamed database gets a worker again');
+cmp_ok(time - $renamed_at, '<', 5, '... at once, not after the restart delay of 10 s');
+$node->safe_psql('postgres', 'DROP DATABASE hup');
+$node->safe_psql('postgres', 'DROP DATABASE ren_done');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET durable.naptime');
+$node->reload;
+# (the first reload restarted late's worker, whose database settings changed
+# above: it is back after the restart delay)
+ok($node->poll_query_until('postgres', has_workers('late', 1)), 'database late has its worker');
+
 # ---- A worker crash: the whole server restarts, and so do the workers ----
 
 my $pid = worker_pid($node, 'late');

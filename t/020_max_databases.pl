@@ -273,4 +273,33 @@ ok($node->poll_query_until('postgres', has_worker('postgres')),
 	'a database found without durable gets the slot of a template once durable is created there, also after installs elsewhere');
 
 $node->stop;
+
+# At a server start the launcher checks the databases in pg_database order,
+# a few at a time: with two slots, those of template1 and postgres (without
+# durable) take both, and the launcher warned of every database it had not
+# checked yet, a database with durable too, although the checks gave their
+# slots up a moment later (until 2026-12-06, found by review).  It now waits
+# for the checks in flight before it warns.
+my $start = PostgreSQL::Test::Cluster->new('startup');
+$start->init;
+$start->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'durable'
+durable.naptime = '100ms'
+durable.max_databases = 2
+});
+$start->start;
+$start->safe_psql('postgres', 'CREATE DATABASE plain');
+$start->safe_psql('postgres', 'CREATE DATABASE latecomer');
+$start->safe_psql('latecomer', 'CREATE EXTENSION durable');
+$start->restart;
+ok( $start->poll_query_until(
+		'postgres',
+		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE datname = 'latecomer' AND backend_type = 'durable worker'}),
+	'after a restart the database with durable gets its worker');
+my $start_log = slurp_file($start->logfile);
+my $restarted_at = rindex($start_log, 'database system is ready to accept connections');
+unlike(substr($start_log, $restarted_at), qr/cannot start a worker/,
+	'and no database is warned of, while the checks of the others give their slots up');
+$start->stop;
 done_testing();
