@@ -11,12 +11,17 @@
  * whole table's data was refused (one Identify per shard after the restore)
  * and the error's "Failing row contains (...)" wrote a session id, a secret,
  * into the server log and to the restoring client.  A subscription to a
- * publisher at 0.9 or older failed the same way at every insert, its apply
- * worker restarting and logging the secret each time, and every table of
- * the subscription stopped replicating.  Found by review (2026-12-06).
+ * publisher at 0.9 or older failed the same way at its initial copy and at
+ * every insert, its apply worker restarting and logging the secret each
+ * time, and every table of the subscription stopped replicating.  Found by
+ * review (2026-12-06).
  *
  * With the default back such rows arrive as the update made the old ones:
- * owned_by '', saved before 0.10, belonging to no role.  durable's own
+ * owned_by '', saved before 0.10, belonging to no role.  Not the updates
+ * and deletes of such a publisher: the subscriber finds rows by its key,
+ * which holds owned_by, a column the publisher does not send, and stops
+ * ("publisher did not send replica identity column"); update the
+ * publisher first, or leave durable.sessions out of the publication.  durable's own
  * statements always name owned_by, so the default never applies to them.
  * No table changes shape: the 0.12 library serves 0.11 databases too.
  *
