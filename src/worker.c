@@ -1661,7 +1661,12 @@ wkr_await_worker_gone(DurableDbSlot *slot, Oid dboid, const char *dbname)
 		{
 			pid = slot->worker_pid;
 			starting = slot->worker_starting;
-			if (pid != 0 && pid != signalled)
+			/*
+			 * Also a worker still starting, which finds the slot blocked
+			 * and exits: its reap must neither count a failure nor hold
+			 * the next back once the command lifted its block.
+			 */
+			if ((pid != 0 && pid != signalled) || starting)
 				slot->worker_stop_asked = true;
 			SpinLockRelease(&slot->mutex);
 		}

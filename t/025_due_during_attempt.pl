@@ -16,6 +16,11 @@
 # them wakes the claim just before the record comes due, so that it comes
 # due during the woken attempt.  (One chat's backlog of 20,000 records did
 # this until a claim learned to probe a blocked chat once, 2026-12-04.)
+# The claims run with durable.claim_floor off: with it, the first attempt
+# moved the floor past the blocked chats and the woken one took under a
+# millisecond, over long before the send came due, so that the outbox half
+# passed with the bug (found by review, 2026-12-06).  The server log's
+# DEBUG2 line of each attempt shows that the woken one spanned the due time.
 use strict;
 use warnings;
 
@@ -26,6 +31,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 use DurableWait;
 use Time::HiRes qw(time usleep);
+use Time::Local qw(timegm);
 
 my $BACKLOG = 20000;
 my $WAIT_S  = 15;
@@ -33,7 +39,7 @@ my $WAIT_S  = 15;
 my $node = PostgreSQL::Test::Cluster->new('due_during_attempt');
 $node->init;
 $node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'durable'\ndurable.naptime = '1h'\nautovacuum = off\n"
+	"shared_preload_libraries = 'durable'\ndurable.naptime = '1h'\nautovacuum = off\nlog_timezone = 'UTC'\n"
 	  # (an admit holds its chat's lock to the end of its transaction)
 	  . "max_locks_per_transaction = 512\n");
 $node->start;
@@ -58,55 +64,90 @@ my %queue = (
 	inbox => {
 		probe => "SELECT count(*) FROM durable.inbox_claim('probe')",
 		# A record failed with a retry 3 s ahead; then its name and due time.
-		target => "SELECT 1 FROM durable.inbox_admit('t', 'target', 'target-chat', instance => 'bot-1') i,
+		target => "SELECT 1 FROM durable.inbox_admit('t', 'target-%d', 'target-chat', instance => 'bot-1') i,
 		                         durable.inbox_fail(i.id, i.token, 'boom', retry_in => '3 s') f",
 		due    => "SELECT message_id || ' ' || extract(epoch FROM not_before)
-		             FROM durable.inbox WHERE message_id = 'target'",
+		             FROM durable.inbox WHERE message_id = 'target-%d'",
 		claim => "SELECT 'claimed:' || message_id || ' at ' || extract(epoch FROM clock_timestamp())
 		            FROM durable.inbox_claim('w', 1, wait => '$WAIT_S s');",
-		wake  => "SELECT 1 FROM durable.inbox_admit('t', 'blk-wake', 'blk-1')",
+		wake  => "SELECT 1 FROM durable.inbox_admit('t', 'blk-wake-%d', 'blk-1')",
 	},
 	outbox => {
 		probe  => "SELECT count(*) FROM durable.outbox_claim('probe')",
-		target => "SELECT 1 FROM durable.outbox_enqueue('target', 'target-chat', '{}',
+		target => "SELECT 1 FROM durable.outbox_enqueue('target-%d', 'target-chat', '{}',
 		                                            not_before => clock_timestamp() + interval '3 s')",
 		due    => "SELECT key || ' ' || extract(epoch FROM not_before)
-		             FROM durable.outbox WHERE key = 'target'",
+		             FROM durable.outbox WHERE key = 'target-%d'",
 		claim => "SELECT 'claimed:' || key || ' at ' || extract(epoch FROM clock_timestamp())
 		            FROM durable.outbox_claim('w', 1, wait => '$WAIT_S s');",
-		wake  => "SELECT 1 FROM durable.outbox_enqueue('oblk-wake', 'oblk-1', '{}')",
+		wake  => "SELECT 1 FROM durable.outbox_enqueue('oblk-wake-%d', 'oblk-1', '{}')",
 	});
 
 for my $name ('inbox', 'outbox')
 {
 	my $q = $queue{$name};
 
-	# How long one attempt takes over the backlog (nothing is claimable).
-	my $t0 = time;
-	is($node->safe_psql('postgres', $q->{probe}), '0', "$name: nothing is claimable behind the blocked chats");
-	my $attempt = time - $t0;
+	# How long one attempt takes over the backlog (nothing is claimable), by
+	# the server's clock.
+	my ($t0, $found, $t1) = split /\n/, $node->safe_psql('postgres',
+		"SET durable.claim_floor = off; SELECT extract(epoch FROM clock_timestamp()); $q->{probe};"
+		  . " SELECT extract(epoch FROM clock_timestamp())");
+	is($found, '0', "$name: nothing is claimable behind the blocked chats");
+	my $attempt = $t1 - $t0;
 	diag(sprintf("$name: one claim over the backlog takes %.0f ms", $attempt * 1000));
 
-	$node->safe_psql('postgres', $q->{target});
-	my ($target, $due) = split / /, $node->safe_psql('postgres', $q->{due});
+	# A round: a new target, and a wake half an attempt before it is due.
+	# The wake must start an attempt that is still running at the due time;
+	# a round whose wake came too late or too early for that (a busy
+	# machine) is run again, up to three times.
+	my ($claimed, $late, $spanned, $span);
+	for my $round (1 .. 3)
+	{
+		# (a session connected beforehand: the wake commits when it is sent)
+		my $waker = $node->background_psql('postgres');
+		$node->safe_psql('postgres', sprintf($q->{target}, $round));
+		my ($target, $due) = split / /, $node->safe_psql('postgres', sprintf($q->{due}, $round));
 
-	# The claim's first attempt finds nothing and sleeps until the target is due.
-	my ($waiter) = start_waiting_claim($node, $q->{claim});
+		# The claim's first attempt finds nothing and sleeps until the target is due.
+		my $log_offset = -s $node->logfile;
+		my ($waiter, $waiter_pid) = start_waiting_claim($node,
+			"SET durable.claim_floor = off; SET log_min_messages = debug2; $q->{claim}");
 
-	# Wake it half an attempt before the target is due.
-	my $wake_at = $due - $attempt / 2;
-	my $pause = $wake_at - time;
-	usleep(int($pause * 1e6)) if $pause > 0;
-	$node->safe_psql('postgres', $q->{wake});
+		my $pause = $due - $attempt / 2 - time;
+		usleep(int($pause * 1e6)) if $pause > 0;
+		$waker->query_safe(sprintf($q->{wake}, $round));
+		$waker->quit;
 
-	my $result = $waiter->query_safe("SELECT 'after'");
-	like($result, qr/claimed:$target at/, "$name: the waiting claim gets the record that came due");
-	my ($at) = $result =~ /claimed:\S+ at (\S+)/;
-	$at //= $due + $WAIT_S;
+		my $result = $waiter->query_safe("SELECT 'after'");
+		$waiter->quit;
+		$claimed = $result =~ /claimed:$target at/;
+		my ($at) = $result =~ /claimed:\S+ at (\S+)/;
+		$late = ($at // $due + $WAIT_S) - $due;
+
+		# The attempt the wake started began before the due time, and the
+		# next one right after it ended: the record came due while it ran.
+		my @starts;
+		foreach my $line (split /\n/, slurp_file($node->logfile, $log_offset))
+		{
+			next
+			  unless $line =~
+			  /^(\d+)-(\d+)-(\d+) (\d+):(\d+):(\d+\.\d+) UTC \[$waiter_pid\].*waiting claim attempts/;
+			push @starts, timegm(0, $5, $4, $3, $2 - 1, $1) + $6;
+		}
+		my ($before) = grep { $_ < $due } reverse @starts;
+		my ($after) = grep { $_ >= $due } @starts;
+		$spanned = defined $before && defined $after && $after - $before < 3 * $attempt + 0.05;
+		$span = sprintf('began %s, the next %s',
+			defined $before ? sprintf('%.3f s before it', $due - $before) : 'never',
+			defined $after ? sprintf('%.3f s after it', $after - $due) : 'never');
+		last if $spanned;
+		diag("$name: round $round: the woken attempt did not span the due time ($span): again");
+	}
+	ok($spanned, "$name: the woken attempt spanned the due time ($span)");
+	ok($claimed, "$name: the waiting claim gets the record that came due");
 	# (Within a few attempts on a slow machine; the bug slept the whole wait.)
-	cmp_ok($at - $due, '<', 7,
-		sprintf("$name: %.2f s after it came due, not at the end of the %d s wait", $at - $due, $WAIT_S));
-	$waiter->quit;
+	cmp_ok($late, '<', 7,
+		sprintf("$name: %.2f s after it came due, not at the end of the %d s wait", $late, $WAIT_S));
 }
 
 $node->stop;

@@ -10,8 +10,10 @@ use Exporter 'import';
 use Time::HiRes qw(time);
 our @EXPORT = qw(debug2_psql floor_claim head_refresh since_head_refresh);
 
-# When the last claim began (floor_claim) whose refresh scanned from the head.
+# When the last claim began (floor_claim) whose refresh scanned from the
+# head, and that time as it was before the latest claim.
 my $head_refresh_started = 0;
+my $head_refresh_before_latest = 0;
 
 # Run $sql in database postgres of $node with the claim floor's DEBUG2
 # lines; returns its output and them.  Dies if it fails.
@@ -31,6 +33,7 @@ sub floor_claim
 {
 	my ($node, $queue, $sql) = @_;
 	my $started = time;
+	$head_refresh_before_latest = $head_refresh_started;
 	my ($out, $log) = debug2_psql($node, $sql);
 	my @floors = $log =~ /durable: $queue claim floor (\d+)( \(from the head\))?/g;
 	my ($floor, $from_head) = @floors ? ($floors[-2], defined $floors[-1]) : (-1, 0);
@@ -55,10 +58,13 @@ sub head_refresh
 }
 
 # Seconds since the start of the last claim seen to refresh from the head
-# (no later than that refresh).
+# before the latest claim (no later than that refresh): 5 or more, and a
+# refresh from the head may have been due for the latest claim.  (Not the
+# latest claim's own refresh, which made every such test look at its own
+# run time: until 2026-12-06, found by review.)
 sub since_head_refresh
 {
-	return time - $head_refresh_started;
+	return time - $head_refresh_before_latest;
 }
 
 1;
