@@ -608,7 +608,16 @@ waiting_sleep(DurableQueue queue, Oid journal, int64 deadline, TimestampTz next_
 				due = lease_end;
 		}
 		if (due != 0)
+		{
+			/*
+			 * (t/025_due_during_attempt.pl reads this: not above 0 after an
+			 * attempt that ran past the due time it had read.)
+			 */
+			ereport(DEBUG2,
+					(errmsg_internal("durable: waiting claim sleeps; the next due time is in %lld ms",
+									 (long long) ((due - now) / 1000))));
 			left_us = Min(left_us, due - now);
+		}
 		/* Round up, so that we wake after the due time rather than just before it. */
 		timeout_ms = (long) Min((left_us + 999) / 1000, (int64) INT_MAX);
 		if (timeout_ms < 1)

@@ -124,22 +124,29 @@ for my $name ('inbox', 'outbox')
 		my ($at) = $result =~ /claimed:\S+ at (\S+)/;
 		$late = ($at // $due + $WAIT_S) - $due;
 
-		# The attempt the wake started began before the due time, and the
-		# next one right after it ended: the record came due while it ran.
-		my @starts;
+		# The attempt the wake started began before the due time (its DEBUG2
+		# line), and ran past it: the sleep that followed found the due time
+		# it had read passed already (not above 0 ms; one that ended early
+		# would sleep until it).
+		my ($began, $next_due_ms);
 		foreach my $line (split /\n/, slurp_file($node->logfile, $log_offset))
 		{
-			next
-			  unless $line =~
-			  /^(\d+)-(\d+)-(\d+) (\d+):(\d+):(\d+\.\d+) UTC \[$waiter_pid\].*waiting claim attempts/;
-			push @starts, timegm(0, $5, $4, $3, $2 - 1, $1) + $6;
+			next unless $line =~ /^(\d+)-(\d+)-(\d+) (\d+):(\d+):(\d+\.\d+) UTC \[$waiter_pid\]/;
+			my $t = timegm(0, $5, $4, $3, $2 - 1, $1) + $6;
+			if ($line =~ /waiting claim attempts/)
+			{
+				last if $t >= $due;
+				($began, $next_due_ms) = ($t, undef);
+			}
+			elsif ($line =~ /waiting claim sleeps; the next due time is in (-?\d+) ms/)
+			{
+				$next_due_ms //= $1;
+			}
 		}
-		my ($before) = grep { $_ < $due } reverse @starts;
-		my ($after) = grep { $_ >= $due } @starts;
-		$spanned = defined $before && defined $after && $after - $before < 3 * $attempt + 0.05;
-		$span = sprintf('began %s, the next %s',
-			defined $before ? sprintf('%.3f s before it', $due - $before) : 'never',
-			defined $after ? sprintf('%.3f s after it', $after - $due) : 'never');
+		$spanned = defined $began && $due - $began < 1 && defined $next_due_ms && $next_due_ms <= 0;
+		$span = sprintf('began %s, then the next due time was %s',
+			defined $began ? sprintf('%.3f s before it', $due - $began) : 'never',
+			defined $next_due_ms ? "$next_due_ms ms away" : 'never read');
 		last if $spanned;
 		diag("$name: round $round: the woken attempt did not span the due time ($span): again");
 	}
