@@ -29,9 +29,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
 use lib "$FindBin::Bin/lib";
+use DurableLog;
 use DurableWait;
 use Time::HiRes qw(time usleep);
-use Time::Local qw(timegm);
 
 my $BACKLOG = 20000;
 my $WAIT_S  = 15;
@@ -39,7 +39,8 @@ my $WAIT_S  = 15;
 my $node = PostgreSQL::Test::Cluster->new('due_during_attempt');
 $node->init;
 $node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'durable'\ndurable.naptime = '1h'\nautovacuum = off\nlog_timezone = 'UTC'\n"
+	"shared_preload_libraries = 'durable'\ndurable.naptime = '1h'\nautovacuum = off\n"
+	  . log_settings()
 	  # (an admit holds its chat's lock to the end of its transaction)
 	  . "max_locks_per_transaction = 512\n");
 $node->start;
@@ -129,16 +130,16 @@ for my $name ('inbox', 'outbox')
 		# it had read passed already (not above 0 ms; one that ended early
 		# would sleep until it).
 		my ($began, $next_due_ms);
-		foreach my $line (split /\n/, slurp_file($node->logfile, $log_offset))
+		foreach my $line (log_lines(slurp_file($node->logfile, $log_offset)))
 		{
-			next unless $line =~ /^(\d+)-(\d+)-(\d+) (\d+):(\d+):(\d+\.\d+) UTC \[$waiter_pid\]/;
-			my $t = timegm(0, $5, $4, $3, $2 - 1, $1) + $6;
-			if ($line =~ /waiting claim attempts/)
+			next unless $line->{pid} == $waiter_pid;
+			my $t = $line->{at};
+			if ($line->{message} =~ /waiting claim attempts/)
 			{
 				last if $t >= $due;
 				($began, $next_due_ms) = ($t, undef);
 			}
-			elsif ($line =~ /waiting claim sleeps; the next due time is in (-?\d+) ms/)
+			elsif ($line->{message} =~ /waiting claim sleeps; the next due time is in (-?\d+) ms/)
 			{
 				$next_due_ms //= $1;
 			}
