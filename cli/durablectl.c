@@ -1277,6 +1277,7 @@ main(int argc, char **argv)
 	const char *command;
 	int			nargs;
 	char	  **args;
+	const char *replay_id = NULL;
 	char	   *extversion;
 	int			c;
 	int			rc;
@@ -1396,7 +1397,8 @@ main(int argc, char **argv)
 	{
 		if (nargs != 1)
 			usage_error("replay needs one argument: the id of an inbox record");
-		if (record_id_digits(args[0]) == NULL)
+		replay_id = record_id_digits(args[0]);
+		if (replay_id == NULL)
 			usage_error("invalid inbox record id \"%s\" (a positive integer)", args[0]);
 	}
 	else if (strcmp(command, "retry") == 0 || strcmp(command, "discard") == 0)
@@ -1419,7 +1421,7 @@ main(int argc, char **argv)
 	else if (strcmp(command, "unknown") == 0)
 		rc = cmd_outbox_list(&opt, "unknown");
 	else if (strcmp(command, "replay") == 0)
-		rc = cmd_replay(record_id_digits(args[0]));
+		rc = cmd_replay(replay_id);
 	else if (strcmp(command, "retry") == 0)
 		rc = cmd_retry(args[0]);
 	else if (strcmp(command, "discard") == 0)
