@@ -687,6 +687,16 @@ SELECT duplicate, state FROM durable.inbox_admit('errs', NULL, 'chat-big-2', jso
 -- A new message that size is still refused
 SELECT * FROM durable.inbox_admit('errs', 'big-2', 'chat-big', jsonb_build_object('text', repeat('x', 2000)));
 RESET durable.max_payload_bytes;
+-- So is one whose numbers became too long to journal (more than 4 times the limit written
+-- out; these take 5.2 MB), when it has an id (since 2026-12-06; before, its redelivery got
+-- 54000 too). A new one is refused. Id-less, it is refused at once: its content hash would
+-- write the numbers out (sql/bad_input.sql).
+SET durable.max_payload_bytes = '2MB';
+SELECT duplicate, state FROM durable.inbox_admit('errs', 'digits-1', 'chat-digits', (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)));
+SET durable.max_payload_bytes = '1MB';
+SELECT duplicate, state FROM durable.inbox_admit('errs', 'digits-1', 'chat-digits', (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)));
+SELECT * FROM durable.inbox_admit('errs', 'digits-2', 'chat-digits', (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)));
+RESET durable.max_payload_bytes;
 
 -- A release or heartbeat under the token that finished the record (a heartbeat thread that
 -- raced the completion, a release at shutdown): DR001, and a hint that does not tell the

@@ -209,6 +209,17 @@ SELECT durable.inbox_complete(:big_id, :big_token2);
 
 RESET durable.max_payload_bytes;
 
+-- A payload whose numbers became too long to journal (more than 4 times the limit written
+-- out; these take 5.2 MB): a repeat of its key is answered from the journal (since
+-- 2026-12-06; before, 54000), a new key is refused (54000; it does not bypass the journal).
+SET durable.max_payload_bytes = '2MB';
+SELECT action, state FROM durable.outbox_begin('rob-digits', 'rob-chat-digits', (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)), 'bot-1');
+SELECT durable.outbox_sent('rob-digits', (SELECT token FROM durable.outbox WHERE key = 'rob-digits'), 'tg-digits');
+SET durable.max_payload_bytes = '1MB';
+SELECT action, state, provider_message_id FROM durable.outbox_begin('rob-digits', 'rob-chat-digits', (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)), 'bot-1');
+SELECT action FROM durable.outbox_begin('rob-digits-2', 'rob-chat-digits', (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)), 'bot-1');
+RESET durable.max_payload_bytes;
+
 ------------------------------------------------------------------------
 -- Keys derived from an inbound record: '<inbound_id>:<n>'
 ------------------------------------------------------------------------

@@ -319,6 +319,15 @@ SET durable.max_payload_bytes = 1024;
 SELECT created, state FROM durable.outbox_enqueue('roe-big', 'roe-chat-big', jsonb_build_object('text', repeat('x', 2000)));
 RESET durable.max_payload_bytes;
 SELECT count(*) AS journaled_once FROM durable.outbox WHERE key = 'roe-big';
+-- The same for a payload whose numbers became too long to journal (more than 4 times the
+-- limit written out; these take 5.2 MB): answered from the journal (since 2026-12-06; before,
+-- 54000); a new key is refused.
+SET durable.max_payload_bytes = '2MB';
+SELECT created, state FROM durable.outbox_enqueue('roe-digits', 'roe-chat-digits', (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)));
+SET durable.max_payload_bytes = '1MB';
+SELECT created, state FROM durable.outbox_enqueue('roe-digits', 'roe-chat-digits', (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)));
+SELECT * FROM durable.outbox_enqueue('roe-digits-2', 'roe-chat-digits', (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)));
+RESET durable.max_payload_bytes;
 
 ------------------------------------------------------------------------
 -- A late sender after a discard, and counting

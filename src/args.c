@@ -217,26 +217,38 @@ durable_arg_jsonb(FunctionCallInfo fcinfo, int argno, const char *name, Size *by
 	return JsonbPGetDatum(j);
 }
 
-/*
- * Refuse (54000) a payload to be journaled whose numbers take more than
- * DURABLE_PAYLOAD_NUMBERS_FACTOR times durable.max_payload_bytes written
- * out (at most DURABLE_PAYLOAD_NUMBERS_MAX): slack for payloads that are
- * mostly long numbers, far below what breaks a reader.
- */
-void
-durable_check_payload_numbers(Datum payload, const char *name)
+static Size
+args_payload_numbers_limit(void)
 {
-	Jsonb	   *j = DatumGetJsonbP(payload);
-	Size		limit = Min((Size) durable_max_payload_bytes * DURABLE_PAYLOAD_NUMBERS_FACTOR,
-							DURABLE_PAYLOAD_NUMBERS_MAX);
+	return Min((Size) durable_max_payload_bytes * DURABLE_PAYLOAD_NUMBERS_FACTOR,
+			   DURABLE_PAYLOAD_NUMBERS_MAX);
+}
 
-	if (args_jsonb_numbers_text(j, limit) > limit)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("%s has numbers too long to journal", name),
-				 errdetail("Its numbers take more than %zu bytes written out (%d times durable.max_payload_bytes), though the %s is stored in %u bytes.",
-						   limit, DURABLE_PAYLOAD_NUMBERS_FACTOR, name, (unsigned) VARSIZE(j)),
-				 errhint("Send numbers of that many digits as strings.")));
+/*
+ * Whether payload's numbers take more than DURABLE_PAYLOAD_NUMBERS_FACTOR
+ * times durable.max_payload_bytes written out (at most
+ * DURABLE_PAYLOAD_NUMBERS_MAX): slack for payloads that are mostly long
+ * numbers, far below what breaks a reader.  Such a payload is not journaled
+ * (durable_refuse_payload_numbers).
+ */
+bool
+durable_payload_numbers_too_long(Datum payload)
+{
+	return args_jsonb_numbers_text(DatumGetJsonbP(payload), args_payload_numbers_limit()) >
+		args_payload_numbers_limit();
+}
+
+/* Raise 54000 for a payload whose numbers are too long to journal. */
+void
+durable_refuse_payload_numbers(Datum payload, const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("%s has numbers too long to journal", name),
+			 errdetail("Its numbers take more than %zu bytes written out (%d times durable.max_payload_bytes), though the %s is stored in %u bytes.",
+					   args_payload_numbers_limit(), DURABLE_PAYLOAD_NUMBERS_FACTOR, name,
+					   (unsigned) VARSIZE(DatumGetJsonbP(payload))),
+			 errhint("Send numbers of that many digits as strings.")));
 }
 
 int64

@@ -154,11 +154,13 @@ extern Datum durable_arg_jsonb(FunctionCallInfo fcinfo, int argno, const char *n
 #define DURABLE_PAYLOAD_NUMBERS_MAX ((Size) 256 * 1024 * 1024)
 
 /*
- * Raise 54000 for a payload about to be journaled whose numbers written out
- * take more (jsonb stores a number of any length in a few bytes; every
- * reader writes it out).  After the other argument checks.
+ * Whether a payload's numbers written out take more (jsonb stores a number
+ * of any length in a few bytes; every reader writes it out); such a payload
+ * is refused (54000) unless it repeats a message or send journaled already,
+ * which is answered from the journal.  After the other argument checks.
  */
-extern void durable_check_payload_numbers(Datum payload, const char *name);
+extern bool durable_payload_numbers_too_long(Datum payload);
+extern pg_attribute_noreturn() void durable_refuse_payload_numbers(Datum payload, const char *name);
 
 /*
  * An interval argument converted to microseconds (a month counts 30 days).

@@ -382,13 +382,16 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	int			tries;
 
 	/*
-	 * An oversized payload is refused only once the message is known not to
-	 * be journaled: a redelivery of one admitted before the limit was lowered
-	 * is answered as its duplicate, as outbox_begin answers a journaled key.
-	 * An admit of the message in progress is waited for, as an insert
-	 * would wait for it.
+	 * A payload over durable.max_payload_bytes, or whose numbers are too
+	 * long, is refused only once the message is known not to be journaled:
+	 * a redelivery of one admitted before the limit was lowered is answered
+	 * as its duplicate, as outbox_begin answers a journaled key.  An admit
+	 * of the message in progress is waited for, as an insert would wait for
+	 * it.
 	 */
-	bool		oversized = payload_bytes > (Size) durable_max_payload_bytes;
+	bool		too_big = payload_bytes > (Size) durable_max_payload_bytes;
+	bool		numbers_too_long;
+	bool		oversized;
 
 	if (!has_instance && !PG_ARGISNULL(6))
 		ereport(ERROR,
@@ -396,10 +399,15 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 				 errmsg("lease requires instance"),
 				 errdetail("Only a record admitted with an instance is leased at once."),
 				 errhint("Pass instance to lease the record to it, or leave lease out and claim the record with inbox_claim.")));
-	/* Before the hash, which writes the payload out. */
-	durable_check_payload_numbers(payload, "payload");
+	numbers_too_long = durable_payload_numbers_too_long(payload);
+	oversized = too_big || numbers_too_long;
 	if (!has_message_id)
+	{
+		/* Not the hash of such numbers: it would write them out. */
+		if (numbers_too_long)
+			durable_refuse_payload_numbers(payload, "payload");
 		content_hash = inbox_content_hash(source, chat_id, kind, payload);
+	}
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
@@ -527,6 +535,8 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 			 */
 			if (tries < 2 && durable_inbox_await_message(&msg))
 				continue;
+			if (numbers_too_long)
+				durable_refuse_payload_numbers(payload, "payload");
 			inbox_refuse_payload_size(payload_bytes);
 		}
 

@@ -684,6 +684,7 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 	bool		has_inbound = !PG_ARGISNULL(5);
 	int64		inbound_id = 0;
 	int64		inbound_token = 0;
+	bool		numbers_too_long;
 	bool		oversized;
 	const int64 *derived_from;
 	OutboxBeginResult res;
@@ -706,9 +707,10 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("inbound_token requires inbound_id")));
 	oversized = payload_bytes > (Size) durable_max_payload_bytes;
-	/* (an oversized payload bypasses the journal: nothing is stored to read back) */
-	if (!oversized)
-		durable_check_payload_numbers(payload, "payload");
+	/* (a payload over the limit bypasses the journal: nothing is stored to read back) */
+	numbers_too_long = !oversized && durable_payload_numbers_too_long(payload);
+	/* Neither is inserted; a repeat of a journaled key is still answered. */
+	oversized = oversized || numbers_too_long;
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
@@ -774,6 +776,8 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 		 */
 		if (oversized && race < OUTBOX_MAX_RACES && durable_outbox_await_key(key))
 			continue;
+		if (numbers_too_long)
+			durable_refuse_payload_numbers(payload, "payload");
 		if (oversized)
 		{
 			durable_count(DC_OUTBOX_BYPASSED, 1);
@@ -1053,6 +1057,7 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	Datum		chat_id;
 	Datum		payload;
 	Size		payload_bytes;
+	bool		numbers_too_long;
 	bool		oversized;
 	TimestampTz not_before;
 	bool		has_inbound = !PG_ARGISNULL(4);
@@ -1085,11 +1090,13 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("inbound_token requires inbound_id")));
+	numbers_too_long = !oversized && durable_payload_numbers_too_long(payload);
 	/* A random key cannot be journaled already: refused before any lock. */
+	if (numbers_too_long && !has_key && !has_inbound)
+		durable_refuse_payload_numbers(payload, "payload");
 	if (oversized && !has_key && !has_inbound)
 		outbox_refuse_payload_size(payload_bytes);
-	if (!oversized)
-		durable_check_payload_numbers(payload, "payload");
+	oversized = oversized || numbers_too_long;
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
@@ -1124,9 +1131,10 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	for (race = 0;; race++)
 	{
 		/*
-		 * An oversized payload is refused only for a key not journaled: a
-		 * sender loop repeating an enqueue made before the limit was lowered
-		 * is answered from the journal, as outbox_begin answers it.
+		 * An oversized payload (or one whose numbers are too long) is
+		 * refused only for a key not journaled: a sender loop repeating an
+		 * enqueue made before the limit was lowered is answered from the
+		 * journal, as outbox_begin answers it.
 		 */
 		if (!oversized)
 		{
@@ -1170,6 +1178,8 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 		 */
 		if (oversized && race < OUTBOX_MAX_RACES && durable_outbox_await_key(key))
 			continue;
+		if (numbers_too_long)
+			durable_refuse_payload_numbers(payload, "payload");
 		if (oversized)
 			outbox_refuse_payload_size(payload_bytes);
 		if (race >= OUTBOX_MAX_RACES)
