@@ -533,16 +533,23 @@ floor_unpublish(DurableFloor *f, uint64 raising)
 }
 
 /*
- * The floor this backend's refresh has published (0: none) and where,
- * withdrawn by the refresh when it ends, by durable_claim_floor when it
- * fails, or as the backend exits: a cancel or a statement_timeout can end
+ * The floor this backend's refresh has published (0: none), withdrawn by
+ * the refresh when it ends, by durable_claim_floor when it fails, or as the
+ * backend exits (floor_end_at_exit): a cancel or a statement_timeout can end
  * its second scan (the index scan checks for interrupts), and a floor left
  * published would make every admit below it bump the generation and throw
  * away concurrent refreshes until a higher one replaced it.
  */
 static uint64 floor_published = 0;
-static DurableFloor *floor_published_in = NULL;
 static uint64 floor_published_by = 0;	/* the refresh's number (DurableFloor.refreshes) */
+
+/*
+ * The refresh this backend runs (NULL: none), ended as the backend exits if
+ * it dies in it: its busy mark would otherwise stop every refresh of the
+ * floor until FLOOR_REFRESH_TIMEOUT_MS presumed it gone.
+ */
+static DurableFloor *floor_refreshing_in = NULL;
+static uint64 floor_refreshing = 0;
 
 /*
  * Withdraw this backend's published raise from `f`, unless the slot went to
@@ -583,15 +590,30 @@ floor_refresh_ended(DurableFloor *f, int64 next_refresh, uint64 refresh)
 	floor_withdraw_mine(f);
 }
 
-/* A backend that ends mid-refresh (FATAL: a terminate, a lost client) withdraws its floor too. */
+/*
+ * A backend that ends mid-refresh (FATAL: a terminate, a lost client) ends
+ * its refresh as a failed one, and withdraws its floor.
+ */
 static void
-floor_unpublish_at_exit(int code, Datum arg)
+floor_end_at_exit(int code, Datum arg)
 {
-	if (floor_published == 0 || floor_published_in == NULL)
-		return;
-	SpinLockAcquire(&floor_published_in->mutex);
-	floor_withdraw_mine(floor_published_in);
-	SpinLockRelease(&floor_published_in->mutex);
+	if (floor_refreshing_in != NULL)
+	{
+		SpinLockAcquire(&floor_refreshing_in->mutex);
+		floor_refresh_ended(floor_refreshing_in, 0, floor_refreshing);
+		SpinLockRelease(&floor_refreshing_in->mutex);
+		floor_refreshing_in = NULL;
+	}
+}
+
+static void
+floor_register_exit(void)
+{
+	static bool registered = false;
+
+	if (!registered)
+		before_shmem_exit(floor_end_at_exit, (Datum) 0);
+	registered = true;
 }
 
 /*
@@ -604,17 +626,12 @@ floor_unpublish_at_exit(int code, Datum arg)
 static bool
 floor_publish_mine(DurableFloor *f, uint64 raising, uint64 gen, uint64 refresh)
 {
-	static bool exit_registered = false;
 	bool		mine;
 
-	if (!exit_registered)
-		before_shmem_exit(floor_unpublish_at_exit, (Datum) 0);
-	exit_registered = true;
 	SpinLockAcquire(&f->mutex);
 	mine = (f->dboid == MyDatabaseId && f->gen == gen);
 	if (mine)
 	{
-		floor_published_in = f;
 		floor_published = raising;
 		floor_published_by = refresh;
 		floor_publish(f, raising);
@@ -815,6 +832,7 @@ durable_claim_floor(DurableQueue queue, TimestampTz now, DurableFloorFreed *free
 	if (f == NULL || !durable_claim_floor_enabled)
 		return 0;
 
+	floor_register_exit();
 	clock = durable_clock_us();
 	SpinLockAcquire(&f->mutex);
 	/* Handed to another database since floor_of looked: scan from the head. */
@@ -845,6 +863,8 @@ durable_claim_floor(DurableQueue queue, TimestampTz now, DurableFloorFreed *free
 	gen = f->gen;
 	relid = f->relid;
 	from = (clock >= f->from_head_at + (int64) FLOOR_MAX_AGE_MS * 1000) ? 0 : current;
+	floor_refreshing_in = f;
+	floor_refreshing = refresh;
 	SpinLockRelease(&f->mutex);
 
 	PG_TRY();
@@ -856,9 +876,11 @@ durable_claim_floor(DurableQueue queue, TimestampTz now, DurableFloorFreed *free
 		SpinLockAcquire(&f->mutex);
 		floor_refresh_ended(f, 0, refresh);
 		SpinLockRelease(&f->mutex);
+		floor_refreshing_in = NULL;
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	floor_refreshing_in = NULL;
 
 	/* (the slot may have gone to another database during the refresh) */
 	SpinLockAcquire(&f->mutex);

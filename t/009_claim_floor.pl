@@ -541,6 +541,26 @@ gate_open($gate);
 $_->quit for @stalled;
 $gate->quit;
 
+# ==== A backend that dies in a refresh (FATAL: a terminate, a lost client)
+# ends it as it exits: the next claims refresh the floor, not only once the
+# refresh is presumed gone (10 s; until 2026-12-06, found by review).
+my ($died_err, $refreshed);
+$node->psql('postgres',
+	"SET durable.fail_point = 'floor_refresh'; SELECT pg_sleep(0.02); SELECT count(*) FROM durable.inbox_claim('dying', 1)",
+	stderr => \$died_err);
+like($died_err, qr/durable fail point "floor_refresh" reached/, '(a claim dies in its refresh)');
+my $died_at = time;
+for (1 .. 20)
+{
+	my (undef, $floor) = floor_claim($node, 'inbox',
+		"BEGIN; SELECT pg_sleep(0.02); SELECT count(*) FROM durable.inbox_claim('after-death', 1); ROLLBACK;");
+	$refreshed = time - $died_at if $floor >= 0;
+	last if defined $refreshed;
+}
+ok(defined $refreshed && $refreshed < 5,
+	'after a backend died in its refresh, the next claims refresh the floor ('
+	  . (defined $refreshed ? sprintf('%.1f s later', $refreshed) : 'none did') . ')');
+
 # ==== The outbox's floor: a sender loop's claims (outbox_claim) start
 # where the claimable sends begin.
 $node->safe_psql('postgres', "SELECT setval('durable.outbox_id_seq', 1000)");
