@@ -225,6 +225,8 @@ INSERT INTO cases (call, expect) VALUES
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => NULL)$$, '22023'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => jsonb_build_object('t', repeat('p', 1100000)))$$, '54000'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)))$$, '54000'),
+($$outbox_enqueue(idempotency_key => NULL, chat_id => 'bad-x', payload => jsonb_build_object('t', repeat('p', 1100000)))$$, '54000'),
+($$outbox_enqueue(idempotency_key => NULL, chat_id => 'bad-x', payload => (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 40)))$$, '54000'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', not_before => 'infinity')$$, '22023'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', not_before => now() + interval '1000 years')$$, '22023'),
 ($$outbox_enqueue(idempotency_key => 'bad-x', chat_id => 'bad-x', payload => '{}', inbound_token => {live.token})$$, '22023'),
