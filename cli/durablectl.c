@@ -1016,7 +1016,7 @@ discard_changed(const char *key)
  * A send shown is discarded only as it was shown: one that changed while
  * the operator was asked (another operator's retry made it pending, its
  * sender settled it) is left alone, since the answer was about the send
- * as it was.
+ * as it was.  A key with no send is not asked about.
  */
 static int
 cmd_discard(const Options *opt, const char *key)
@@ -1043,6 +1043,12 @@ cmd_discard(const Options *opt, const char *key)
 					  " o.xmin AS version"
 					  " FROM ONLY durable.outbox o WHERE o.key = $1",
 					  1, params, no_select, NULL);
+		/* nothing to ask about: a yes would discard a send journaled since, never shown */
+		if (res != NULL && PQntuples(res) == 0)
+		{
+			error("no send with key \"%s\"", shown(key));
+			finish(EXIT_ERROR);
+		}
 		if (res != NULL && PQntuples(res) == 1)
 		{
 			snprintf(shown_version, sizeof(shown_version), "%s", col(res, 0, "version"));
