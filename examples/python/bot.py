@@ -74,6 +74,17 @@ REFUSED = ("SELECT * FROM durable.outbox_failed(%s, %s, %s, retryable => true,"
            " retry_in => %s::interval)")
 
 
+def connection_lost(conn):
+    """Whether the error just raised on conn lost the connection, and the answer with it.
+
+    Not the exception's class: psycopg raises OperationalError for refusals
+    too (SQLSTATE classes 40, 53, 54, 55, 57: a payload over
+    durable.max_payload_bytes, a cancel).  Those are answers; sending the
+    call again would be refused again.
+    """
+    return conn.broken or conn.closed
+
+
 class ProviderError(Exception):
     """The chat provider refused a send; retryable."""
 
@@ -106,12 +117,17 @@ class FakeProvider:
             return f"py-{self.calls}"
 
 
-def feed_messages(n):
-    """The platform's deliveries: n messages, every 5th delivered twice."""
+def feed_messages(n, long_message=0):
+    """The platform's deliveries: n messages, every 5th delivered twice.
+
+    Message long_message (if any) carries a 2,000-character text.
+    """
     out = []
     for i in range(1, n + 1):
         # every 3rd says something with quotes and a backslash, as users do
         text = f'say "hello" \\ {i}' if i % 3 == 0 else f"hello {i}"
+        if i == long_message:
+            text = "long " * 400
         msg = (f"m{i}", f"chat-{i % 4}", {"text": text, "n": i})
         out.append(msg)
         if i % 5 == 0:
@@ -228,10 +244,9 @@ class Bot:
         untold[key] = (answer, params)
         try:
             conn.execute(answer, params)
-        except psycopg.OperationalError:
-            raise
         except psycopg.Error:
-            del untold[key]
+            if not connection_lost(conn):
+                del untold[key]
             raise
         del untold[key]
 
@@ -289,6 +304,8 @@ class Bot:
                 if not rows and self.feed_finished.is_set() and not self.sends_due(conn):
                     break
             except psycopg.OperationalError:
+                if not connection_lost(conn):
+                    raise
                 conn.close()
                 conn = self.connect_retrying("sender", reboot, untold=untold)
         if conn is not None:
@@ -338,7 +355,7 @@ class Bot:
     # -- the platform's webhook, in its own thread and connection -------
     def feeder(self):
         conn = self.connect("webhook")
-        for message_id, chat_id, payload in feed_messages(self.args.feed):
+        for message_id, chat_id, payload in feed_messages(self.args.feed, self.args.long_message):
             while conn is not None and not self.stop.is_set():
                 try:
                     row = conn.execute(
@@ -347,6 +364,8 @@ class Bot:
                         (self.source, message_id, chat_id, Jsonb(payload))).fetchone()
                     break
                 except psycopg.OperationalError:
+                    if not connection_lost(conn):
+                        raise  # refused (54000: a payload over the limit): the webhook fails
                     # did the admit commit?  Admitting again answers: it is deduplicated
                     conn.close()
                     conn = self.connect_retrying("webhook")
@@ -530,7 +549,16 @@ class Bot:
     # -- the worker loop --------------------------------------------------
     def run(self):
         self.boot()
-        feeder = threading.Thread(target=self.feeder, daemon=True)
+        feeder_failed = []  # the error that ended the webhook (an admit refused), if one did
+
+        def feeder_main():
+            try:
+                self.feeder()
+            except BaseException as e:
+                feeder_failed.append(e)
+                raise
+
+        feeder = threading.Thread(target=feeder_main, daemon=True)
         feeder.start()
         sender_failed = []  # the error that ended the sender loop, if one did
 
@@ -548,10 +576,17 @@ class Bot:
             if time.monotonic() > deadline:
                 print(f"{self.instance}: timed out", file=sys.stderr)
                 return 1
+            if feeder_failed:
+                # (its traceback is on stderr already)
+                print(f"{self.instance}: the webhook failed: {feeder_failed[0]!r}", file=sys.stderr)
+                self.stop.set()  # the sender loop stops too
+                return 1
             try:
                 if self.claim_and_handle(feeder):
                     break
             except psycopg.OperationalError as e:
+                if not connection_lost(self.conn):
+                    raise
                 if not self.reconnect(e, deadline):
                     if self.stop.is_set():
                         break
@@ -622,6 +657,8 @@ def main():
     p.add_argument("--schema", default="example_python", help="schema of the effects table")
     p.add_argument("--feed", type=int, default=20, help="distinct inbound messages")
     p.add_argument("--feed-delay", type=float, default=0.02, help="seconds between deliveries")
+    p.add_argument("--long-message", type=int, default=0,
+                   help="the message whose text has 2,000 characters (0: none)")
     p.add_argument("--deliveries", default="deliveries.txt", help="the fake provider's file")
     p.add_argument("--lease", default="1s")
     p.add_argument("--send-lease", default="30s", help="lease of a send while the provider is called")
