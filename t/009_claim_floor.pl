@@ -561,6 +561,32 @@ ok(defined $refreshed && $refreshed < 5,
 	'after a backend died in its refresh, the next claims refresh the floor ('
 	  . (defined $refreshed ? sprintf('%.1f s later', $refreshed) : 'none did') . ')');
 
+# The same for a refresh that fails with an ERROR (a cancel, a
+# statement_timeout): its transaction goes on, the refresh is ended.
+my $cancel_gate = gate_close($node, 'postgres');
+my ($cancelled, $cancelled_pid, $cancelled_waits) = start_at_gate($node, 'postgres', 'floor_refresh',
+	"SELECT pg_sleep(0.02); SELECT count(*) FROM durable.inbox_claim('cancelled', 1)");
+ok($cancelled_waits, '(a claim waits in its refresh)');
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($cancelled_pid)");
+$node->poll_query_until('postgres',
+	"SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $cancelled_pid")
+  or diag('the cancelled claim did not end');
+gate_open($cancel_gate);
+my $cancelled_at = time;
+undef $refreshed;
+for (1 .. 20)
+{
+	my (undef, $floor) = floor_claim($node, 'inbox',
+		"BEGIN; SELECT pg_sleep(0.02); SELECT count(*) FROM durable.inbox_claim('after-cancel', 1); ROLLBACK;");
+	$refreshed = time - $cancelled_at if $floor >= 0;
+	last if defined $refreshed;
+}
+ok(defined $refreshed && $refreshed < 5,
+	'after a refresh was cancelled, the next claims refresh the floor ('
+	  . (defined $refreshed ? sprintf('%.1f s later', $refreshed) : 'none did') . ')');
+$cancelled->quit;
+$cancel_gate->quit;
+
 # ==== The outbox's floor: a sender loop's claims (outbox_claim) start
 # where the claimable sends begin.
 $node->safe_psql('postgres', "SELECT setval('durable.outbox_id_seq', 1000)");
