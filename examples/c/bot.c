@@ -92,6 +92,7 @@ typedef struct Args
 	double		stop_grace;
 	int			slow_provider_every;	/* 0: never */
 	double		slow_provider_seconds;
+	int			long_message;	/* the message with a 2,000-character text (0: none) */
 } Args;
 
 typedef struct Stats
@@ -375,7 +376,7 @@ feeder_main(void)
 		{
 			char		message_id[32],
 						chat_id[32],
-						payload[128];
+						payload[2100];
 			const char *params[4] = {args.instance, message_id, chat_id, payload};
 			PGresult   *res;
 
@@ -386,6 +387,14 @@ feeder_main(void)
 				snprintf(payload, sizeof(payload), "{\"text\": \"say \\\"hello\\\" \\\\ %d\", \"n\": %d}", i, i);
 			else
 				snprintf(payload, sizeof(payload), "{\"text\": \"hello %d\", \"n\": %d}", i, i);
+			if (i == args.long_message)
+			{
+				int			len = snprintf(payload, sizeof(payload), "{\"text\": \"");
+
+				for (int k = 0; k < 400; k++)
+					len += snprintf(payload + len, sizeof(payload) - len, "long ");
+				snprintf(payload + len, sizeof(payload) - len, "\", \"n\": %d}", i);
+			}
 			for (;;)
 			{
 				res = PQexecParams(conn, "SELECT duplicate FROM durable.inbox_admit(source => $1,"
@@ -736,7 +745,7 @@ usage(void)
 			"usage: bot [--conninfo C] [--instance I] [--schema S] [--feed N] [--feed-delay S]\n"
 			"           [--deliveries FILE] [--lease L] [--send-lease L] [--slow-every K] [--slow-seconds S]\n"
 			"           [--fail-every K] [--timeout S] [--stop-grace S]\n"
-			"           [--slow-provider-every K] [--slow-provider-seconds S]\n");
+			"           [--slow-provider-every K] [--slow-provider-seconds S] [--long-message N]\n");
 	exit(2);
 }
 
@@ -759,6 +768,7 @@ main(int argc, char **argv)
 		{"stop-grace", required_argument, NULL, 'g'},
 		{"slow-provider-every", required_argument, NULL, 'p'},
 		{"slow-provider-seconds", required_argument, NULL, 'P'},
+		{"long-message", required_argument, NULL, 'M'},
 		{NULL, 0, NULL, 0}
 	};
 	struct sigaction sa;
@@ -766,12 +776,13 @@ main(int argc, char **argv)
 	double		deadline;
 	int			c;
 	volatile bool feeder_alive = true;	/* (kept across a siglongjmp) */
+	int			feeder_status;
 	char	   *schema;
 	char		sql[512];
 
 	args = (Args)
 	{
-		"", "example-c", "example_c", "deliveries.txt", "1s", "30s", 20, 0.02, 7, 1.6, 6, 120, 10, 0, 1.5
+		"", "example-c", "example_c", "deliveries.txt", "1s", "30s", 20, 0.02, 7, 1.6, 6, 120, 10, 0, 1.5, 0
 	};
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
 	{
@@ -792,6 +803,7 @@ main(int argc, char **argv)
 			case 'g': args.stop_grace = atof(optarg); break;
 			case 'p': args.slow_provider_every = atoi(optarg); break;
 			case 'P': args.slow_provider_seconds = atof(optarg); break;
+			case 'M': args.long_message = atoi(optarg); break;
 			default: usage();
 		}
 	}
@@ -893,8 +905,16 @@ main(int argc, char **argv)
 		nheld = 0;
 		PQclear(res);
 		claimed = NULL;
-		if (feeder_alive && waitpid(feeder, NULL, WNOHANG) == feeder)
+		if (feeder_alive && waitpid(feeder, &feeder_status, WNOHANG) == feeder)
+		{
 			feeder_alive = false;
+			if (!stopping && (!WIFEXITED(feeder_status) || WEXITSTATUS(feeder_status) != 0))
+			{
+				/* (it said why on stderr: an admit refused, say) */
+				fprintf(stderr, "%s: the webhook failed\n", args.instance);
+				return 1;
+			}
+		}
 		if (n == 0 && !feeder_alive && feed_done())
 			break;
 	}

@@ -72,6 +72,7 @@ function parseArgs(argv) {
     instance: 'example-node', schema: 'example_node', feed: 20, feedDelay: 0.02,
     deliveries: 'deliveries.txt', lease: '1s', sendLease: '30s', slowEvery: 7, slowSeconds: 1.6,
     failEvery: 6, slowProviderEvery: 9, slowProviderSeconds: 1.5, timeout: 120, stopGrace: 10,
+    longMessage: 0,
   };
   const names = {
     '--instance': ['instance', String], '--schema': ['schema', String],
@@ -85,6 +86,8 @@ function parseArgs(argv) {
     // every K-th reply takes the provider --slow-provider-seconds
     '--slow-provider-every': ['slowProviderEvery', Number],
     '--slow-provider-seconds': ['slowProviderSeconds', Number],
+    // the message whose text has 2,000 characters (0: none)
+    '--long-message': ['longMessage', Number],
   };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i].split(/=(.*)/s);
@@ -125,11 +128,12 @@ class FakeProvider {
 }
 
 // The platform's deliveries: n messages, every 5th delivered twice.
-function feedMessages(n) {
+function feedMessages(n, longMessage = 0) {
   const out = [];
   for (let i = 1; i <= n; i++) {
     // every 3rd says something with quotes and a backslash, as users do
-    const text = i % 3 === 0 ? `say "hello" \\ ${i}` : `hello ${i}`;
+    let text = i % 3 === 0 ? `say "hello" \\ ${i}` : `hello ${i}`;
+    if (i === longMessage) text = 'long '.repeat(400);
     const msg = [`m${i}`, `chat-${i % 4}`, { text, n: i }];
     out.push(msg);
     if (i % 5 === 0) out.push(msg); // a webhook retry: the same message id again
@@ -252,7 +256,7 @@ class Bot {
     let conn = this.newClient('webhook');
     await conn.connect();
     try {
-      for (const [messageId, chatId, payload] of feedMessages(this.args.feed)) {
+      for (const [messageId, chatId, payload] of feedMessages(this.args.feed, this.args.longMessage)) {
         let r = null;
         while (r === null && !this.stopping) {
           try {
@@ -462,6 +466,12 @@ class Bot {
     while (!this.stopping) {
       if (Date.now() > deadline) {
         console.error(`${this.instance}: timed out`);
+        return 1;
+      }
+      if (feederError) {
+        // an admit refused (54000: a payload over the limit, say): the webhook failed
+        console.error(`${this.instance}: the webhook failed: ${feederError.message}`);
+        this.stopping = true;
         return 1;
       }
       try {
