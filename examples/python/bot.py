@@ -244,8 +244,10 @@ class Bot:
         untold[key] = (answer, params)
         try:
             conn.execute(answer, params)
-        except psycopg.Error:
-            if not connection_lost(conn):
+        except psycopg.Error as e:
+            # kept unless the journal answered that the send is settled otherwise: a
+            # refusal on a live connection (a cancel, lock_timeout) is no answer either
+            if e.sqlstate in SETTLED:
                 del untold[key]
             raise
         del untold[key]
