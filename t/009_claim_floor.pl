@@ -544,22 +544,32 @@ $gate->quit;
 # ==== A backend that dies in a refresh (FATAL: a terminate, a lost client)
 # ends it as it exits: the next claims refresh the floor, not only once the
 # refresh is presumed gone (10 s; until 2026-12-06, found by review).
-my ($died_err, $refreshed);
+
+# Claim (and roll back) until a claim refreshes the inbox's floor, 20 tries
+# at most; passes if one did within 5 s of $since ($what: after what).
+sub claims_refresh_after
+{
+	my ($since, $what) = @_;
+	my $refreshed;
+	for (1 .. 20)
+	{
+		my (undef, $floor) = floor_claim($node, 'inbox',
+			"BEGIN; SELECT pg_sleep(0.02); SELECT count(*) FROM durable.inbox_claim('after-refresh', 1); ROLLBACK;");
+		$refreshed = time - $since if $floor >= 0;
+		last if defined $refreshed;
+	}
+	ok(defined $refreshed && $refreshed < 5,
+		"after $what, the next claims refresh the floor ("
+		  . (defined $refreshed ? sprintf('%.1f s later', $refreshed) : 'none did') . ')');
+	return;
+}
+
+my $died_err;
 $node->psql('postgres',
 	"SET durable.fail_point = 'floor_refresh'; SELECT pg_sleep(0.02); SELECT count(*) FROM durable.inbox_claim('dying', 1)",
 	stderr => \$died_err);
 like($died_err, qr/durable fail point "floor_refresh" reached/, '(a claim dies in its refresh)');
-my $died_at = time;
-for (1 .. 20)
-{
-	my (undef, $floor) = floor_claim($node, 'inbox',
-		"BEGIN; SELECT pg_sleep(0.02); SELECT count(*) FROM durable.inbox_claim('after-death', 1); ROLLBACK;");
-	$refreshed = time - $died_at if $floor >= 0;
-	last if defined $refreshed;
-}
-ok(defined $refreshed && $refreshed < 5,
-	'after a backend died in its refresh, the next claims refresh the floor ('
-	  . (defined $refreshed ? sprintf('%.1f s later', $refreshed) : 'none did') . ')');
+claims_refresh_after(time, 'a backend died in its refresh');
 
 # The same for a refresh that fails with an ERROR (a cancel, a
 # statement_timeout): its transaction goes on, the refresh is ended.
@@ -572,18 +582,7 @@ $node->poll_query_until('postgres',
 	"SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $cancelled_pid")
   or diag('the cancelled claim did not end');
 gate_open($cancel_gate);
-my $cancelled_at = time;
-undef $refreshed;
-for (1 .. 20)
-{
-	my (undef, $floor) = floor_claim($node, 'inbox',
-		"BEGIN; SELECT pg_sleep(0.02); SELECT count(*) FROM durable.inbox_claim('after-cancel', 1); ROLLBACK;");
-	$refreshed = time - $cancelled_at if $floor >= 0;
-	last if defined $refreshed;
-}
-ok(defined $refreshed && $refreshed < 5,
-	'after a refresh was cancelled, the next claims refresh the floor ('
-	  . (defined $refreshed ? sprintf('%.1f s later', $refreshed) : 'none did') . ')');
+claims_refresh_after(time, 'a refresh was cancelled');
 $cancelled->quit;
 $cancel_gate->quit;
 

@@ -135,6 +135,17 @@ def feed_messages(n, long_message=0):
     return out
 
 
+def thread_noting_failure(target, failed):
+    """A daemon thread that runs target; the error that ends it is appended to failed."""
+    def main():
+        try:
+            target()
+        except BaseException as e:
+            failed.append(e)
+            raise
+    return threading.Thread(target=main, daemon=True)
+
+
 class Bot:
     def __init__(self, args, stop):
         self.args = args
@@ -552,26 +563,10 @@ class Bot:
     def run(self):
         self.boot()
         feeder_failed = []  # the error that ended the webhook (an admit refused), if one did
-
-        def feeder_main():
-            try:
-                self.feeder()
-            except BaseException as e:
-                feeder_failed.append(e)
-                raise
-
-        feeder = threading.Thread(target=feeder_main, daemon=True)
+        feeder = thread_noting_failure(self.feeder, feeder_failed)
         feeder.start()
         sender_failed = []  # the error that ended the sender loop, if one did
-
-        def sender_main():
-            try:
-                self.sender()
-            except BaseException as e:
-                sender_failed.append(e)
-                raise
-
-        sender = threading.Thread(target=sender_main, daemon=True)
+        sender = thread_noting_failure(self.sender, sender_failed)
         sender.start()
         deadline = time.monotonic() + self.args.timeout
         while not self.stop.is_set():
