@@ -189,11 +189,24 @@ connect_as(const char *role)
 	return PQconnectdbParams(keys, values, 1);
 }
 
+/*
+ * Whether a failed call lost its connection, and its answer with it: libpq
+ * marked the connection bad, or reported an error of its own, which has no
+ * SQLSTATE -- a server that went away while the connection was idle leaves
+ * it reading CONNECTION_OK until the next call.  A refusal by the server
+ * (54000, 57014, ...) always has one: the connection is fine.
+ */
+static bool
+connection_lost(PGconn *conn, const PGresult *res)
+{
+	return PQstatus(conn) == CONNECTION_BAD || PQresultErrorField(res, PG_DIAG_SQLSTATE) == NULL;
+}
+
 /* A failed call of the worker's on a connection that is gone: go reconnect. */
 static void
 check_lost(PGconn *conn, PGresult *res)
 {
-	if (conn != db || !worker_running || PQstatus(conn) != CONNECTION_BAD)
+	if (conn != db || !worker_running || !connection_lost(conn, res))
 		return;
 	fprintf(stderr, "%s: connection lost: %s", args.instance, PQresultErrorMessage(res));
 	PQclear(res);
@@ -402,7 +415,7 @@ feeder_main(void)
 								   4, NULL, params, NULL, NULL, 0);
 				if (PQresultStatus(res) == PGRES_TUPLES_OK)
 					break;
-				if (PQstatus(conn) != CONNECTION_BAD || stopping)
+				if (!connection_lost(conn, res) || stopping)
 				{
 					fprintf(stderr, "%s webhook: inbox_admit: %s", args.instance, PQresultErrorMessage(res));
 					_exit(1);

@@ -576,7 +576,8 @@ class Bot:
             if feeder_failed:
                 # (its traceback is on stderr already)
                 print(f"{self.instance}: the webhook failed: {feeder_failed[0]!r}", file=sys.stderr)
-                self.stop.set()  # the sender loop stops too
+                self.stop.set()  # the sender loop stops too, once the send in its hands is told
+                sender.join(max(0.0, deadline - time.monotonic()))
                 return 1
             try:
                 if self.claim_and_handle(feeder):
