@@ -234,8 +234,9 @@ args_payload_numbers_limit(void)
 bool
 durable_payload_numbers_too_long(Datum payload)
 {
-	return args_jsonb_numbers_text(DatumGetJsonbP(payload), args_payload_numbers_limit()) >
-		args_payload_numbers_limit();
+	Size		limit = args_payload_numbers_limit();
+
+	return args_jsonb_numbers_text(DatumGetJsonbP(payload), limit) > limit;
 }
 
 /* Raise 54000 for a payload whose numbers are too long to journal. */

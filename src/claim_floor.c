@@ -832,7 +832,6 @@ durable_claim_floor(DurableQueue queue, TimestampTz now, DurableFloorFreed *free
 	if (f == NULL || !durable_claim_floor_enabled)
 		return 0;
 
-	floor_register_exit();
 	clock = durable_clock_us();
 	SpinLockAcquire(&f->mutex);
 	/* Handed to another database since floor_of looked: scan from the head. */
@@ -866,6 +865,8 @@ durable_claim_floor(DurableQueue queue, TimestampTz now, DurableFloorFreed *free
 	floor_refreshing_in = f;
 	floor_refreshing = refresh;
 	SpinLockRelease(&f->mutex);
+	/* (not under the spinlock; nothing between can end the backend) */
+	floor_register_exit();
 
 	PG_TRY();
 	{

@@ -684,6 +684,7 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 	bool		has_inbound = !PG_ARGISNULL(5);
 	int64		inbound_id = 0;
 	int64		inbound_token = 0;
+	bool		too_big;
 	bool		numbers_too_long;
 	bool		oversized;
 	const int64 *derived_from;
@@ -706,11 +707,11 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("inbound_token requires inbound_id")));
-	oversized = payload_bytes > (Size) durable_max_payload_bytes;
+	too_big = payload_bytes > (Size) durable_max_payload_bytes;
 	/* (a payload over the limit bypasses the journal: nothing is stored to read back) */
-	numbers_too_long = !oversized && durable_payload_numbers_too_long(payload);
+	numbers_too_long = !too_big && durable_payload_numbers_too_long(payload);
 	/* Neither is inserted; a repeat of a journaled key is still answered. */
-	oversized = oversized || numbers_too_long;
+	oversized = too_big || numbers_too_long;
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
@@ -778,7 +779,7 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 			continue;
 		if (numbers_too_long)
 			durable_refuse_payload_numbers(payload, "payload");
-		if (oversized)
+		if (too_big)
 		{
 			durable_count(DC_OUTBOX_BYPASSED, 1);
 			ereport(WARNING,
@@ -1057,6 +1058,7 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	Datum		chat_id;
 	Datum		payload;
 	Size		payload_bytes;
+	bool		too_big;
 	bool		numbers_too_long;
 	bool		oversized;
 	TimestampTz not_before;
@@ -1076,7 +1078,7 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 	has_key = durable_arg_id_or_null(fcinfo, 0, "idempotency_key", &key);
 	chat_id = durable_arg_id(fcinfo, 1, "chat_id");
 	payload = durable_arg_jsonb(fcinfo, 2, "payload", &payload_bytes);
-	oversized = payload_bytes > (Size) durable_max_payload_bytes;
+	too_big = payload_bytes > (Size) durable_max_payload_bytes;
 	not_before = PG_ARGISNULL(3) ? now : PG_GETARG_TIMESTAMPTZ(3);
 	if (TIMESTAMP_NOT_FINITE(not_before))
 		ereport(ERROR,
@@ -1090,13 +1092,13 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("inbound_token requires inbound_id")));
-	numbers_too_long = !oversized && durable_payload_numbers_too_long(payload);
+	numbers_too_long = !too_big && durable_payload_numbers_too_long(payload);
 	/* A random key cannot be journaled already: refused before any lock. */
 	if (numbers_too_long && !has_key && !has_inbound)
 		durable_refuse_payload_numbers(payload, "payload");
-	if (oversized && !has_key && !has_inbound)
+	if (too_big && !has_key && !has_inbound)
 		outbox_refuse_payload_size(payload_bytes);
-	oversized = oversized || numbers_too_long;
+	oversized = too_big || numbers_too_long;
 
 	durable_srf_init(fcinfo);
 	SPI_connect();
@@ -1180,7 +1182,7 @@ durable_outbox_enqueue(PG_FUNCTION_ARGS)
 			continue;
 		if (numbers_too_long)
 			durable_refuse_payload_numbers(payload, "payload");
-		if (oversized)
+		if (too_big)
 			outbox_refuse_payload_size(payload_bytes);
 		if (race >= OUTBOX_MAX_RACES)
 			outbox_error_races(key);
