@@ -139,10 +139,18 @@ static TimestampTz sweep_windows[DQ_NUM_QUEUES];
  * changes and an autovacuum worker run "statements" that never journal
  * work: counted, a connected logical walsender (always active, with no
  * transaction start) held every window SWEEP_READY_LOOKBACK_US long.
+ *
+ * A statement reports itself active a moment before its transaction
+ * starts and reports its start: that transaction begins at the statement's
+ * start (query_start), not at an unknown time.  Taken for unknown, any
+ * session starting statements at a high rate (a pool's health checks, an
+ * isolation tester's lock polls) made a window now and then reach back its
+ * longest, and work already announced was announced again.
  */
 #define SWEEP_OLDEST_WRITER_SQL \
 	"SELECT pg_catalog.min(t) FROM" \
-	" (SELECT COALESCE(a.xact_start, '-infinity') AS t FROM pg_catalog.pg_stat_activity a" \
+	" (SELECT COALESCE(a.xact_start, a.query_start, '-infinity') AS t" \
+	"   FROM pg_catalog.pg_stat_activity a" \
 	"   WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()" \
 	"     AND (a.backend_xid IS NOT NULL" \
 	"          OR (a.state OPERATOR(pg_catalog.=) 'active'" \
@@ -167,9 +175,9 @@ static TimestampTz sweep_windows[DQ_NUM_QUEUES];
  * all the time: counted, they kept every window SWEEP_READY_LOOKBACK_US
  * long, and the same work was announced at every pass).  When it began is
  * not known of a prepared transaction (pg_prepared_xacts has the PREPARE's
- * time) nor with track_activities off (no xact_start): -infinity, which
- * the window's clamp makes SWEEP_READY_LOOKBACK_US.  This pass's own
- * transaction is not counted.  Caller must be connected to SPI.
+ * time) nor with track_activities off (no xact_start, no query_start):
+ * -infinity, which the window's clamp makes SWEEP_READY_LOOKBACK_US.  This
+ * pass's own transaction is not counted.  Caller must be connected to SPI.
  */
 static TimestampTz
 sweep_oldest_writer(void)
