@@ -57,6 +57,12 @@ PG_CPPFLAGS += -DDURABLE_VERSION='"$(DURABLE_VERSION)"'
 ifdef WERROR
 PG_CPPFLAGS += -Werror
 endif
+# `make coverage` (scripts/test with COVERAGE=1) builds the library for gcov.
+ifdef COVERAGE
+PG_CFLAGS += --coverage -O0
+SHLIB_LINK += --coverage
+endif
+EXTRA_CLEAN += src/*.gcno src/*.gcda
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -138,9 +144,12 @@ lint:
 	$(CLANG_TIDY) $(CLIENT_SOURCES) -- -I$(shell $(PG_CONFIG) --includedir)
 	/usr/bin/python3 -m pyflakes $(PYTHON_SOURCES)
 
-.PHONY: test demo bench bench-instructions
+.PHONY: test coverage demo bench bench-instructions
 test:
 	bash scripts/test
+# SUITES="regress iso" limits the run to some suites (names as scripts/test takes them).
+coverage:
+	COVERAGE=1 bash scripts/test $(SUITES)
 demo:
 	bash scripts/demo
 bench:
