@@ -47,10 +47,13 @@
  * unclaimed in an overlap is announced again.  Several sweepers each
  * announce with their own window;
  * a duplicate durable_ready is harmless, and a listener must re-check
- * anyway (a NOTIFY is a hint, not a queue).  For the same reason a worker
- * pass whose transaction rolls back does not announce its window again: a
- * hint is lost, never work.  (sweep()'s window in the table rolls back with
- * its NOTIFY, and the next pass announces it.)
+ * anyway (a NOTIFY is a hint, not a queue).  A pass whose transaction
+ * rolls back takes its NOTIFY and its window with it, and the next pass
+ * announces that window: a worker copies its window into the slot only
+ * after its commit (an error ends the worker), and sweep()'s row in
+ * durable.sweep_windows rolls back with the call.  Only a sweep() that
+ * announced with its own process's window (rows held by another pass,
+ * REPEATABLE READ) keeps it through a rollback: a hint lost, never work.
  *
  * IDENTIFICATION
  *	  src/sweep.c

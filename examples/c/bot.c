@@ -130,6 +130,7 @@ static int	nheld;
  */
 static sigjmp_buf worker_lost;
 static bool worker_running;
+static bool rebooting;			/* reconnect() runs its statements */
 static PGresult *claimed;
 
 /*
@@ -202,13 +203,41 @@ connection_lost(PGconn *conn, const PGresult *res)
 	return PQstatus(conn) == CONNECTION_BAD || PQresultErrorField(res, PG_DIAG_SQLSTATE) == NULL;
 }
 
-/* A failed call of the worker's on a connection that is gone: go reconnect. */
+/*
+ * A refusal on a live connection that a later try may not meet: a cancel
+ * (57014), a lock or statement timeout (55P03, 57014), a serialization
+ * failure (40001), a server short of resources (53xxx): classes 40, 53, 55,
+ * 57 and 58, what psycopg calls an OperationalError.
+ */
+static bool
+refused_for_now(const PGresult *res)
+{
+	static const char *const classes[] = {"40", "53", "55", "57", "58"};
+	const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	for (size_t i = 0; sqlstate != NULL && i < sizeof(classes) / sizeof(classes[0]); i++)
+		if (strncmp(sqlstate, classes[i], 2) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * A failed call of the worker's on a connection that is gone: go reconnect.
+ * While reconnect() reboots, a refusal for now (the answer told again was
+ * cancelled, say) is tried again, the answer kept, as a lost connection is.
+ */
 static void
 check_lost(PGconn *conn, PGresult *res)
 {
-	if (conn != db || !worker_running || !connection_lost(conn, res))
+	if (conn != db || !worker_running)
 		return;
-	fprintf(stderr, "%s: connection lost: %s", args.instance, PQresultErrorMessage(res));
+	if (connection_lost(conn, res))
+		fprintf(stderr, "%s: connection lost: %s", args.instance, PQresultErrorMessage(res));
+	else if (rebooting && refused_for_now(res))
+		fprintf(stderr, "%s: reboot refused, trying again: %s", args.instance,
+				PQresultErrorMessage(res));
+	else
+		return;
 	PQclear(res);
 	siglongjmp(worker_lost, 1);
 }
@@ -727,10 +756,12 @@ reconnect(double deadline)
 		PQreset(db);
 		if (PQstatus(db) != CONNECTION_OK)
 			continue;
+		rebooting = true;
 		exec_clear(db, "SET client_min_messages = warning", 0, NULL);
 		if (untold.pending)
 			PQclear(tell_untold());
 		start_instance("reconnected");
+		rebooting = false;
 		delay = 0.1;
 		grace_end = 0;
 		return true;

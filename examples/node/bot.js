@@ -67,6 +67,14 @@ function connectionLost(e) {
     || /Connection terminated|not queryable|Client was closed/.test(e.message);
 }
 
+// A refusal on a live connection that a later try may not meet: a cancel
+// (57014), a lock or statement timeout (55P03, 57014), a serialization
+// failure (40001), a server short of resources (53xxx): classes 40, 53, 55,
+// 57 and 58, what psycopg calls an OperationalError.
+function refusedForNow(e) {
+  return ['40', '53', '55', '57', '58'].includes(String(e.code || '').slice(0, 2));
+}
+
 function parseArgs(argv) {
   const o = {
     instance: 'example-node', schema: 'example_node', feed: 20, feedDelay: 0.02,
@@ -211,7 +219,9 @@ class Bot {
         await this.startInstance('reconnected');
         return true;
       } catch (e) {
-        if (!e.connecting && !connectionLost(e)) throw e;
+        // (a refusal of the reboot's statements -- the answer told again was
+        // cancelled, say -- is tried again, the answer kept, as a lost connection is)
+        if (!e.connecting && !connectionLost(e) && !refusedForNow(e)) throw e;
         await sleep(delay);
         delay = Math.min(delay * 2, 5);
       }
@@ -227,7 +237,9 @@ class Bot {
     try {
       await this.db.query(answer, params);
     } catch (e) {
-      if (!connectionLost(e)) this.untold.delete(params[0]);
+      // kept unless the journal answered that the send is settled otherwise: a
+      // refusal on a live connection (a cancel, lock_timeout) is no answer either
+      if (SETTLED.includes(e.code)) this.untold.delete(params[0]);
       throw e;
     }
     this.untold.delete(params[0]);
