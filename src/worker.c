@@ -28,9 +28,11 @@
  * connects, checks in a transaction that the extension exists, then sleeps
  * a naptime before its first pass (the regression suites rely on that with
  * a naptime of one hour) and runs one pass per naptime, each in its own
- * transaction, at once again when a step of the pass filled its batch.
- * A latch wake other than SIGHUP makes it check that the extension still
- * exists, so DROP EXTENSION (whose hook wakes it at commit) stops it
+ * transaction: at once again when lease recovery filled its batch, and
+ * after a rest of WKR_PURGE_REST times the pass's length when the purge
+ * filled its own (the open-record scans rest by their own cost,
+ * WKR_OPEN_SCAN_REST).  Every latch wake makes it check that the extension
+ * still exists, so DROP EXTENSION (whose hook wakes it at commit) stops it
  * promptly.  SIGHUP reloads the settings, SIGTERM ends it (die), an error
  * ends it too (there is no error recovery in a worker: ERROR becomes
  * FATAL) and the launcher starts a new one.
@@ -1112,17 +1114,34 @@ durable_launcher_main(Datum main_arg)
  * ========================================================================
  */
 
+/* Set the launcher's latch: it looks at the databases again now. */
+static void
+wkr_set_launcher_latch(void)
+{
+	Latch	   *latch;
+
+	SpinLockAcquire(&durable_shared->mutex);
+	latch = durable_shared->launcher_latch;
+	SpinLockRelease(&durable_shared->mutex);
+	/* A latch outlives its process; a stale one only costs a spurious wake. */
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
 /*
- * before_shmem_exit callback of a worker: give up the slot, and hold the
- * next worker back for the restart delay.  The launcher that started this
- * worker sets the delay too, with its backoff (wkr_reap_workers); a
- * launcher started since does not know this worker, and without this
- * started the next one at once.
+ * before_shmem_exit callback of a worker: give up the slot, hold the next
+ * worker back for the restart delay, and wake the launcher.  The launcher
+ * that started this worker sets the delay too, with its backoff
+ * (wkr_reap_workers), and hears of the exit from the postmaster; a
+ * launcher started since does not know this worker: without the delay it
+ * started the next one at once, and without the wake only at its next
+ * look, up to a naptime later (found by review, 2026-12-06).
  */
 static void
 wkr_worker_exit(int code, Datum arg)
 {
 	Oid			dboid = DatumGetObjectId(arg);
+	bool		gave_up = false;
 
 	if (wkr_slot == NULL || !durable_slot_lock_for(wkr_slot, dboid))
 		return;
@@ -1132,8 +1151,11 @@ wkr_worker_exit(int code, Datum arg)
 		if (!wkr_slot->installed_since_claim)
 			wkr_slot->worker_blocked_until = Max(wkr_slot->worker_blocked_until,
 												 durable_clock_us() + wkr_restart_delay_us(0));
+		gave_up = true;
 	}
 	SpinLockRelease(&wkr_slot->mutex);
+	if (gave_up)
+		wkr_set_launcher_latch();
 }
 
 /*
@@ -1628,17 +1650,12 @@ static void
 wkr_unblock(Oid dboid)
 {
 	DurableDbSlot *slot = durable_db_slot(dboid, false);
-	Latch	   *latch;
 
 	if (slot == NULL || !durable_slot_lock_for(slot, dboid))
 		return;
 	slot->worker_blocked_until = 0;
 	SpinLockRelease(&slot->mutex);
-	SpinLockAcquire(&durable_shared->mutex);
-	latch = durable_shared->launcher_latch;
-	SpinLockRelease(&durable_shared->mutex);
-	if (latch != NULL)
-		SetLatch(latch);
+	wkr_set_launcher_latch();
 }
 
 /*
