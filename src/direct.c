@@ -3048,7 +3048,12 @@ durable_inbox_insert_direct(const DurableNewMessage *msg, int64 *id)
  * (SELECT ... ORDER BY finish time LIMIT n FOR UPDATE SKIP LOCKED)) does,
  * without first writing a row lock for every record (half the purge's WAL
  * records and CPU).  A record that another transaction holds or changed
- * (a replay) is skipped, never waited for.  -1 when the journal has
+ * (a replay) is skipped, never waited for -- but under REPEATABLE READ and
+ * SERIALIZABLE one changed by a transaction that committed after the
+ * snapshot is a serialization failure, as in the statement (until
+ * 2026-12-06 it was skipped, found by review).  A record this transaction
+ * itself locked (SELECT ... FOR UPDATE before the purge) is skipped too,
+ * where the statement would delete it.  -1 when the journal has
  * triggers on DELETE (a foreign key referencing it, say), rules or
  * row-level security that binds its owner, or the index is not valid: the
  * caller runs the statement instead, which honours them.
@@ -3100,6 +3105,7 @@ direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
 		Datum		value;
 		ItemPointerData tid;
 		TM_FailureData tmfd;
+		TM_Result	result;
 
 		/* The version the snapshot sees must still be finished, and long ago. */
 		value = slot_getattr(slot, state_att, &isnull);
@@ -3109,13 +3115,16 @@ direct_purge(Oid heap, Oid index_oid, AttrNumber state_att, const char *state,
 		if (isnull || DatumGetTimestampTz(value) >= cutoff)
 			continue;
 		tid = slot->tts_tid;
-		if (table_tuple_delete(rel, &tid, cid, snapshot, InvalidSnapshot, false,
-							   &tmfd, false) == TM_Ok)
+		result = table_tuple_delete(rel, &tid, cid, snapshot, InvalidSnapshot, false,
+									&tmfd, false);
+		if (result == TM_Ok)
 		{
 			deleted++;
 			if (last != NULL)
 				*last = DatumGetTimestampTz(value);
 		}
+		else if (result == TM_Updated || result == TM_Deleted)
+			direct_check_concurrent_change(result);
 	}
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
