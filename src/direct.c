@@ -2190,6 +2190,28 @@ direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const
 }
 
 /*
+ * The row lock an update of c's columns takes (heap_update's choice): FOR
+ * NO KEY UPDATE, or FOR UPDATE when one of them is in the key of a unique
+ * index without a predicate -- one you added on `token` or `state`, say.
+ * Locked weaker, a claim would then wait in the update for a foreign key's
+ * FOR KEY SHARE instead of skipping the record (found by review,
+ * 2026-12-06).  (A column set to its own value counts too: the claim skips
+ * a record the update might not have waited for.)
+ */
+static LockTupleMode
+direct_update_lock_mode(Relation rel, const DirectConfirm *c)
+{
+	Bitmapset  *key_attrs = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_KEY);
+	LockTupleMode mode = LockTupleNoKeyExclusive;
+
+	for (int i = 0; i < c->nset; i++)
+		if (bms_is_member(c->set_att[i] - FirstLowInvalidHeapAttributeNumber, key_attrs))
+			mode = LockTupleExclusive;
+	bms_free(key_attrs);
+	return mode;
+}
+
+/*
  * Lease record `version`, a candidate the claim's scan found, to the owner
  * in `c` under a new token, putting the leased version in `leased`: what
  * the claim's UPDATE ... WHERE id = ANY (ARRAY (SELECT ... FOR UPDATE SKIP
@@ -2204,15 +2226,17 @@ direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const
  * the record's holder could not confirm it until then.  Such a skip counts
  * as a change in flight (claim->in_flight): a waiting claim looks again
  * within a millisecond, with a snapshot that sees the change.  The lock is
- * FOR NO KEY UPDATE, the one the update takes anyway: a record held FOR KEY
- * SHARE (a foreign key checking it) is leased, not skipped.  Then the locked
- * version is updated, which cannot wait.  False when skipped; when leased,
- * `version` holds the version the lease replaced.
+ * `lock_mode`, the one the update takes anyway (direct_update_lock_mode):
+ * FOR NO KEY UPDATE, so that a record held FOR KEY SHARE (a foreign key
+ * checking it) is leased, not skipped.  Then the locked version is updated,
+ * which cannot wait.  False when skipped; when leased, `version` holds the
+ * version the lease replaced.
  */
 static bool
 direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
-				 DirectConfirm *c, const DirectClaimQueue *q, const DirectRels *rels,
-				 Snapshot snapshot, CommandId cid, DurableClaim *claim, DurableChatSet *held)
+				 DirectConfirm *c, LockTupleMode lock_mode, const DirectClaimQueue *q,
+				 const DirectRels *rels, Snapshot snapshot, CommandId cid, DurableClaim *claim,
+				 DurableChatSet *held)
 {
 	ItemPointerData tid = version->tts_tid;
 	TM_FailureData tmfd;
@@ -2225,7 +2249,7 @@ direct_claim_one(Relation rel, TupleTableSlot *version, TupleTableSlot *leased,
 		return false;
 
 	DURABLE_FAIL_POINT("claim_lock");
-	result = table_tuple_lock(rel, &tid, snapshot, version, cid, LockTupleNoKeyExclusive,
+	result = table_tuple_lock(rel, &tid, snapshot, version, cid, lock_mode,
 							  LockWaitSkip, 0, &tmfd);
 	switch (result)
 	{
@@ -2272,6 +2296,7 @@ typedef struct DirectClaimRun
 	Snapshot	snapshot;
 	CommandId	cid;
 	DirectConfirm c;
+	LockTupleMode lock_mode;	/* the lock c's update takes */
 	TupleTableSlot *version;	/* the candidate */
 	TupleTableSlot *leased;
 	DurableChatSet held;
@@ -2296,7 +2321,8 @@ direct_claim_offer(DirectClaimRun *run)
 	/* Behind a long transaction the walk can be long: let it be cancelled. */
 	CHECK_FOR_INTERRUPTS();
 	oldcxt = MemoryContextSwitchTo(run->candidate_cxt);
-	taken = direct_claim_one(run->rel, run->version, run->leased, &run->c, run->q, run->rels,
+	taken = direct_claim_one(run->rel, run->version, run->leased, &run->c, run->lock_mode,
+							 run->q, run->rels,
 							 run->snapshot, run->cid, run->claim, &run->held);
 	if (taken)
 	{
@@ -2433,6 +2459,7 @@ direct_claim(DurableQueue queue, const DirectRels *rels, DurableClaim *claim,
 		direct_set(&run.c, cols->sends, Int32GetDatum(0), false);
 	Assert(run.c.set_att[DIRECT_CLAIM_SET_TOKEN] == cols->token &&
 		   run.c.set_att[DIRECT_CLAIM_SET_ATTEMPTS] == cols->attempts);
+	run.lock_mode = direct_update_lock_mode(run.rel, &run.c);
 
 	run.snapshot = direct_push_snapshot();
 	run.cid = GetCurrentCommandId(true);
