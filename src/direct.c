@@ -15,8 +15,10 @@
  * RETURNING, the question's sub-plan cost as much to start as to run
  * (measured with perf: 15 % of the complete's CPU).  Here it is one
  * btree descent of inbox_chat_unfinished_idx with the snapshot an SPI
- * statement would take at this point (the admit), or the confirmation's
- * own snapshot (the complete): the same answer.  outbox_sent asks the
+ * statement would take at this point (the admit; under REPEATABLE READ and
+ * SERIALIZABLE the latest snapshot, see durable_inbox_chat_has_open), or, for
+ * the complete, a snapshot taken after its update (a later record of the
+ * chat committed meanwhile must be woken too).  outbox_sent asks the
  * outbox's version of it (a later send of the chat waiting to be sent) on
  * outbox_chat_unfinished_idx.
  *
@@ -31,7 +33,9 @@
  * the fence on it again, and update it if it still holds; REPEATABLE READ
  * and SERIALIZABLE raise a serialization failure.  The new index entries
  * (the update is never HOT: it takes the record out of the open-records
- * indexes) go in through ExecInsertIndexTuples.
+ * indexes) go in with index_insert, for every index the new version
+ * belongs in, with the unique check ExecInsertIndexTuples would make
+ * (direct_insert_index_entries).
  *
  * The claims walk their journal's open index (inbox_unfinished_idx,
  * outbox_waiting_idx) in id order, lock what is claimable as FOR NO KEY
