@@ -148,11 +148,16 @@ static TimestampTz sweep_windows[DQ_NUM_QUEUES];
  * start (query_start), not at an unknown time.  Taken for unknown, any
  * session starting statements at a high rate (a pool's health checks, an
  * isolation tester's lock polls) made a window now and then reach back its
- * longest, and work already announced was announced again.
+ * longest, and work already announced was announced again.  Only without
+ * an xid: a transaction that turned track_activities off and on again
+ * shows no start but its latest statement's, and may have journaled work
+ * before that one.
  */
 #define SWEEP_OLDEST_WRITER_SQL \
 	"SELECT pg_catalog.min(t) FROM" \
-	" (SELECT COALESCE(a.xact_start, a.query_start, '-infinity') AS t" \
+	" (SELECT COALESCE(a.xact_start," \
+	"                   CASE WHEN a.backend_xid IS NULL THEN a.query_start END," \
+	"                   '-infinity') AS t" \
 	"   FROM pg_catalog.pg_stat_activity a" \
 	"   WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()" \
 	"     AND (a.backend_xid IS NOT NULL" \
