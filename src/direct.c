@@ -39,7 +39,8 @@
  *
  * The claims walk their journal's open index (inbox_unfinished_idx,
  * outbox_waiting_idx) in id order, lock what is claimable as FOR NO KEY
- * UPDATE SKIP LOCKED would, and lease it with table_tuple_update
+ * UPDATE SKIP LOCKED would (FOR UPDATE's lock when the lease changes a
+ * key: direct_update_lock_mode), and lease it with table_tuple_update
  * (direct_claim).
  *
  * The inserts are ExecInsert's speculative insertion for ON CONFLICT DO

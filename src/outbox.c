@@ -31,7 +31,8 @@
  *	  why: DR002 (no such send), DR001 (another token, or the lease is gone;
  *	  counted in stale_leases) or DR003 (a state that does not allow it).
  *	- outbox_claim locks its candidates as FOR NO KEY UPDATE SKIP LOCKED
- *	  would (direct.c), so concurrent claimers neither wait for each other
+ *	  would (direct.c; FOR UPDATE's lock when a unique index of yours makes
+ *	  the lease change a key), so concurrent claimers neither wait for each other
  *	  nor get the same send.  Per-chat order is a probe of
  *	  outbox_chat_unfinished_idx for an older send of the chat: a send is
  *	  not claimed while an older send of its chat is pending, sending or
