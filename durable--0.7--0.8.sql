@@ -108,7 +108,7 @@ END
 $replace_keeping_privileges$;
 
 SELECT durable.replace_keeping_privileges(
-    'durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8)',
+    'durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8)'::pg_catalog.regprocedure,
     $create$
     CREATE FUNCTION durable.outbox_enqueue(
         idempotency_key pg_catalog.text,
@@ -120,13 +120,13 @@ SELECT durable.replace_keeping_privileges(
     RETURNS TABLE(key pg_catalog.text, created pg_catalog.bool, state pg_catalog.text)
     LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'durable_outbox_enqueue'
-    $create$,
-    'durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8, pg_catalog.int8)');
+    $create$::pg_catalog.text,
+    'durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8, pg_catalog.int8)'::pg_catalog.text);
 COMMENT ON FUNCTION durable.outbox_enqueue(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz, pg_catalog.int8, pg_catalog.int8)
     IS 'Journal a send for later or for a sender loop; a repeated key does nothing';
 
 SELECT durable.replace_keeping_privileges(
-    'durable.outbox_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.interval, pg_catalog.int8, pg_catalog.int8)',
+    'durable.outbox_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.interval, pg_catalog.int8, pg_catalog.int8)'::pg_catalog.regprocedure,
     $create$
     CREATE FUNCTION durable.outbox_begin(
         idempotency_key pg_catalog.text,
@@ -141,8 +141,8 @@ SELECT durable.replace_keeping_privileges(
                   journaled_chat_id pg_catalog.text, journaled_payload pg_catalog.jsonb)
     LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'durable_outbox_begin'
-    $create$,
-    'durable.outbox_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.interval, pg_catalog.int8, pg_catalog.int8)');
+    $create$::pg_catalog.text,
+    'durable.outbox_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.interval, pg_catalog.int8, pg_catalog.int8)'::pg_catalog.text);
 COMMENT ON FUNCTION durable.outbox_begin(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text, pg_catalog.interval, pg_catalog.int8, pg_catalog.int8)
     IS 'Journal a send before calling the provider; a repeated key is answered from the journal';
 

@@ -476,6 +476,23 @@ foreach my $p (@planted)
 	as_mallory($remove);
 }
 
+# A function planted beside one the scripts create and call, with text where
+# it has regprocedure: a call with untyped literals would prefer it (until
+# 2026-12-06 the 0.7 -> 0.8 step's did, found by review).  The install goes
+# through the whole chain without running it.
+as_mallory(q{CREATE FUNCTION durable.replace_keeping_privileges(old_fn text, create_new text, new_name text)
+	RETURNS void LANGUAGE plpgsql AS $$ BEGIN PERFORM public.tripped('planted replace_keeping_privileges'); END $$});
+$node->safe_psql('postgres', 'CREATE EXTENSION durable');
+is(clean_psql("SELECT extversion FROM pg_extension WHERE extname = 'durable'"),
+	$default_version, 'a function planted beside a script\'s helper: the install goes through');
+is(canary(), '', '... without running it');
+# (the install took the schema's rights from mallory: given back for what follows)
+$node->safe_psql('postgres', q{
+	DROP EXTENSION durable;
+	DROP FUNCTION durable.replace_keeping_privileges(text, text, text);
+	GRANT USAGE, CREATE ON SCHEMA durable TO mallory;
+});
+
 # The same for an update: a view planted under the name the update creates.
 $node->safe_psql('postgres', "CREATE EXTENSION durable VERSION '0.1'");
 as_mallory('CREATE VIEW durable.stat_counters AS SELECT 1 AS planted');

@@ -551,6 +551,35 @@ $node->safe_psql('hostile_operator', 'ALTER EXTENSION durable UPDATE');
 is($node->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'upgrade_owner'}),
 	'f', 'hostile_operator: the update ran no operator of schema durable (its owner is still no superuser)');
 
+# The same owner plants, from 0.7, a function of the name of the helper the
+# 0.7 -> 0.8 step creates and calls, taking text where the helper takes
+# regprocedure: called with untyped literals, it was the better match, and
+# ran as the superuser updating (until 2026-12-06, found by review).  The
+# step's arguments are typed now.
+if (grep { $_ eq '0.7' } @versions)
+{
+	$node->safe_psql('postgres', q{
+		ALTER ROLE upgrade_owner SUPERUSER;
+		CREATE DATABASE hostile_helper OWNER upgrade_owner;
+	});
+	$node->safe_psql('hostile_helper', "CREATE EXTENSION durable VERSION '0.7'",
+		extra_params => [ '-U', 'upgrade_owner' ]);
+	$node->safe_psql('postgres', 'ALTER ROLE upgrade_owner NOSUPERUSER');
+	$node->safe_psql('hostile_helper', q{
+		CREATE FUNCTION durable.replace_keeping_privileges(old_fn text, create_new text, new_name text)
+		RETURNS void LANGUAGE plpgsql AS $$
+		BEGIN
+			ALTER ROLE upgrade_owner SUPERUSER;
+			PERFORM durable.replace_keeping_privileges(old_fn::pg_catalog.regprocedure, create_new, new_name);
+		END $$;
+	}, extra_params => [ '-U', 'upgrade_owner' ]);
+	$node->safe_psql('hostile_helper', 'ALTER EXTENSION durable UPDATE');
+	is($node->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'upgrade_owner'}),
+		'f', 'hostile_helper: the update ran no function the owner planted (its owner is still no superuser)');
+	is($node->safe_psql('hostile_helper', q{SELECT extversion FROM pg_extension WHERE extname = 'durable'}),
+		$default, '... and went through');
+}
+
 # ---- 0.8 replaced outbox_enqueue (a sixth argument) and outbox_begin (two
 # result columns): their privileges carry over.  The new functions' ACLs
 # equal the old ones, grantors and grant options included (a grant passed
