@@ -97,6 +97,11 @@ durable_token_fence(Oid token_seq)
 
 	if (likely(token_lifted_seq == token_seq))
 		return;
+	/*
+	 * nextval() would refuse, but a standby refuses the lock first, with
+	 * 55000 where every write of durable's says 25006 (found by review).
+	 */
+	PreventCommandIfReadOnly("nextval()");
 	slot = durable_my_slot();
 	if (!token_slot_lifted(slot, token_seq))
 	{

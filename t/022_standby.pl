@@ -109,6 +109,10 @@ is(durable_processes($standby), 0, 'the standby runs neither the launcher nor a 
 my @writes = (
 	"durable.inbox_admit('tap', 'standby-1', 'chat-1')",
 	"durable.inbox_admit('tap', 'm1', 'chat-1')",
+	# leased at once: a token is drawn first (until 2026-12-06 the first
+	# draw's lock was refused with 55000 on a standby; found by review)
+	"durable.inbox_admit('tap', 'standby-3', 'chat-no-record', instance => 'bot-d')",
+	"durable.inbox_admit('tap', 'm1', 'chat-1', instance => 'bot-d')",
 	"durable.inbox_claim('bot-d')",
 	"durable.inbox_complete($old_id, $old_token)",
 	"durable.inbox_complete(ARRAY[$old_id]::bigint[], ARRAY[$old_token]::bigint[])",
