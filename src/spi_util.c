@@ -35,6 +35,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
+#include "utils/inval.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/plancache.h"
@@ -160,20 +161,35 @@ durable_schema_current(char **installed)
 	return false;
 }
 
+/* The tables were found current, and durable.inbox was this relation then. */
+static bool schema_checked = false;
+static Oid	schema_checked_inbox = InvalidOid;
+
+/* durable.inbox dropped (DROP EXTENSION), or every relation: check again. */
+static void
+schema_check_invalidate(Datum arg, Oid relid)
+{
+	if (!OidIsValid(relid) || relid == schema_checked_inbox)
+		schema_checked = false;
+}
+
 /*
  * Refuse to run against tables of another version than the library's
- * (durable_schema_current).  Checked once per backend, before its first
- * plan or direct access: what was prepared against the right tables stays
- * right (an update only ever moves a database forward to the library's
- * version).
+ * (durable_schema_current).  Checked before the first plan or direct
+ * access of a backend, and again after durable.inbox was dropped: an
+ * update only ever moves a database forward to the library's version,
+ * but DROP EXTENSION and CREATE EXTENSION ... VERSION can move it back,
+ * under a pooled backend's cached plans (until 2026-12-06 those then
+ * failed on a missing column; found by review).
  */
 void
 durable_require_current_schema(void)
 {
-	static bool schema_checked = false;
+	static bool callback_registered = false;
 	char	   *installed;
+	Oid			nsp;
 
-	if (schema_checked)
+	if (likely(schema_checked))
 		return;
 	if (!durable_schema_current(&installed))
 		ereport(ERROR,
@@ -181,6 +197,15 @@ durable_require_current_schema(void)
 				 errmsg("durable's library is version %s but this database has durable %s",
 						DURABLE_VERSION, installed),
 				 errhint("Run ALTER EXTENSION durable UPDATE in this database.")));
+	if (installed == NULL)
+		return;					/* not installed: look again at the next call */
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(schema_check_invalidate, (Datum) 0);
+		callback_registered = true;
+	}
+	nsp = get_namespace_oid("durable", true);
+	schema_checked_inbox = OidIsValid(nsp) ? get_relname_relid("inbox", nsp) : InvalidOid;
 	schema_checked = true;
 }
 
@@ -189,9 +214,9 @@ durable_plan(SPIPlanPtr *cache, const char *sql, int nargs, const Oid *argtypes)
 {
 	SPIPlanPtr	plan;
 
+	durable_require_current_schema();
 	if (*cache != NULL)
 		return *cache;
-	durable_require_current_schema();
 
 	/*
 	 * Generic plans only: every statement is written for one index path

@@ -756,5 +756,25 @@ sub diff_lines
 		(map { "extra after update:   $_" } grep { !$w{$_} } split /\n/, $got));
 }
 
+# One backend (a pooled connection) runs a call, then durable is dropped
+# and created again at an older version: its next call says which version
+# the database has, as a new backend's does, instead of failing on a
+# missing relation (until 2026-12-06 the check ran once per backend; found
+# by review).
+if (grep { $_ eq '0.9' } @versions)
+{
+	$node->safe_psql('postgres', 'CREATE DATABASE moved_back');
+	my ($ret, $out, $err) = $node->psql('moved_back', q{
+		CREATE EXTENSION durable;
+		SELECT outbox_due FROM durable.sweep();
+		DROP EXTENSION durable;
+		CREATE EXTENSION durable VERSION '0.9';
+		\set VERBOSITY verbose
+		SELECT outbox_due FROM durable.sweep();
+	});
+	like($err, qr/ERROR:  55000: durable's library is version \Q$default\E but this database has durable 0\.9/,
+		'moved_back: the same backend is told the database has 0.9 (55000)');
+}
+
 $node->stop;
 done_testing();
