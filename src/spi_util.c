@@ -164,11 +164,13 @@ durable_schema_current(char **installed)
 /* The tables were found current, and durable.inbox was this relation then. */
 static bool schema_checked = false;
 static Oid	schema_checked_inbox = InvalidOid;
+static uint64 schema_invalidations = 0;
 
 /* durable.inbox dropped (DROP EXTENSION), or every relation: check again. */
 static void
 schema_check_invalidate(Datum arg, Oid relid)
 {
+	schema_invalidations++;
 	if (!OidIsValid(relid) || relid == schema_checked_inbox)
 		schema_checked = false;
 }
@@ -188,24 +190,36 @@ durable_require_current_schema(void)
 	static bool callback_registered = false;
 	char	   *installed;
 	Oid			nsp;
+	Oid			inbox;
+	uint64		invalidations;
 
 	if (likely(schema_checked))
 		return;
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(schema_check_invalidate, (Datum) 0);
+		callback_registered = true;
+	}
+
+	/*
+	 * The relation first, then the version: a drop and create committed
+	 * between the two lookups (each may take a lock, and so read the
+	 * invalidations) must not leave the new tables' relation recorded as
+	 * checked against the old version.  Any invalidation meanwhile: look
+	 * again at the next call.
+	 */
+	invalidations = schema_invalidations;
+	nsp = get_namespace_oid("durable", true);
+	inbox = OidIsValid(nsp) ? get_relname_relid("inbox", nsp) : InvalidOid;
 	if (!durable_schema_current(&installed))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("durable's library is version %s but this database has durable %s",
 						DURABLE_VERSION, installed),
 				 errhint("Run ALTER EXTENSION durable UPDATE in this database.")));
-	if (installed == NULL)
-		return;					/* not installed: look again at the next call */
-	if (!callback_registered)
-	{
-		CacheRegisterRelcacheCallback(schema_check_invalidate, (Datum) 0);
-		callback_registered = true;
-	}
-	nsp = get_namespace_oid("durable", true);
-	schema_checked_inbox = OidIsValid(nsp) ? get_relname_relid("inbox", nsp) : InvalidOid;
+	if (installed == NULL || schema_invalidations != invalidations)
+		return;					/* not installed, or changed: look again next time */
+	schema_checked_inbox = inbox;
 	schema_checked = true;
 }
 
