@@ -146,9 +146,10 @@ durable_schema_current(char **installed)
 	 * a table the statements name starts this list anew: 0.10 added
 	 * sessions.owned_by, which session_save and session_load read; 0.11
 	 * durable.sweep_windows, which sweep() reads.  0.12 gave owned_by a
-	 * default, which no statement of durable's relies on.
+	 * default, which no statement of durable's relies on; 0.13 changed
+	 * initial privileges and a comment.
 	 */
-	static const char *const same_tables[] = {"0.11", DURABLE_VERSION};
+	static const char *const same_tables[] = {"0.11", "0.12", DURABLE_VERSION};
 	char	   *version = durable_installed_version();
 
 	if (installed)

@@ -14,7 +14,8 @@
 #   - the restored journals still work: the leased record completes under
 #     its token and only under it, a sent key is answered from the journal,
 #     a message seen before is a duplicate;
-#   - the GRANTs given to a client role survive.
+#   - the GRANTs given to a client role survive, also those made before an
+#     update through 0.5 or on the schema before a reinstall.
 #
 # Run (after the library is installed, as a user that may run postgres):
 #   prove -v t/005_dump_restore.pl
@@ -225,6 +226,43 @@ is($node->safe_psql('from9', "SELECT owned_by = '' FROM durable.sessions WHERE b
 is($node->safe_psql('from9', "SELECT count(*) FROM durable.inbox WHERE message_id = 'from-0.9'"),
 	'1', 'from9: and the journals came over');
 unlike(slurp_file($node->logfile, $log_offset), qr/secret-of-0\.9/, 'no session id reached the server log');
+
+# Grants made on schema durable, metrics() or standing() before the steps
+# that grant them to pg_monitor (0.1 -> 0.2, 0.4 -> 0.5) were recorded as
+# initial privileges, which pg_dump leaves out, and so were grants on a
+# schema durable made before CREATE EXTENSION, as after a reinstall (the
+# schema outlives DROP EXTENSION).  Since 0.13 the initial privileges are a
+# fresh install's, and a restore has the grants.
+$node->safe_psql('postgres', 'CREATE ROLE dr_reader NOLOGIN');
+$node->safe_psql('postgres', 'CREATE DATABASE granted_early');
+$node->safe_psql('granted_early', q{
+	CREATE EXTENSION durable VERSION '0.1';
+	GRANT USAGE ON SCHEMA durable TO dr_reader;
+	GRANT EXECUTE ON FUNCTION durable.metrics(), durable.standing() TO dr_reader;
+	ALTER EXTENSION durable UPDATE;
+});
+$node->safe_psql('postgres', 'CREATE DATABASE reinstalled');
+$node->safe_psql('reinstalled', q{
+	CREATE EXTENSION durable;
+	GRANT USAGE ON SCHEMA durable TO dr_reader;
+	DROP EXTENSION durable;
+	CREATE EXTENSION durable;
+});
+my $reader_privileges_sql = q{
+	SELECT has_schema_privilege('dr_reader', 'durable', 'USAGE'),
+	       has_function_privilege('dr_reader', 'durable.metrics()', 'EXECUTE'),
+	       has_function_privilege('dr_reader', 'durable.standing()', 'EXECUTE')};
+foreach my $case ([ 'granted_early', 't|t|t' ], [ 'reinstalled', 't|f|f' ])
+{
+	my ($db, $privileges) = @$case;
+	is($node->safe_psql($db, $reader_privileges_sql), $privileges, "$db: the reader's grants before the dump");
+	command_ok([ 'pg_dump', '-Fp', '-f', "$tempdir/$db.sql", '-d', $node->connstr($db) ], "pg_dump -Fp of $db");
+	$node->safe_psql('postgres', "CREATE DATABASE ${db}_restored");
+	command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr("${db}_restored"),
+			'-f', "$tempdir/$db.sql" ], "$db: the dump restores");
+	is($node->safe_psql("${db}_restored", $reader_privileges_sql), $privileges,
+		"$db: the restore has the same grants");
+}
 
 $node->stop;
 done_testing();

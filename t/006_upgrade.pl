@@ -461,6 +461,64 @@ is(diff_lines($fresh_catalog, $node->safe_psql('hand_grant_0_2', $catalog_sql)),
 	"hand_grant_0_2: without it, a fresh install's catalog");
 $node->safe_psql('postgres', 'DROP ROLE upgrade_admin5');
 
+# Grants made by hand on the schema, metrics() and standing() before the
+# steps that grant them to pg_monitor (0.1 -> 0.2, 0.4 -> 0.5), and on a
+# schema durable before an install (every reinstall: the schema outlives
+# DROP EXTENSION), were recorded as initial privileges and left out of
+# dumps; 0.13 makes those initial privileges a fresh install's, so pg_dump
+# writes the grants (t/005_dump_restore.pl restores them).
+$node->safe_psql('postgres', q{
+	CREATE ROLE upgrade_early_reader;
+	CREATE DATABASE granted_early;
+	CREATE DATABASE reinstalled;
+});
+$node->safe_psql('granted_early', "CREATE EXTENSION durable VERSION '$first'");
+$node->safe_psql('granted_early', q{
+	GRANT USAGE ON SCHEMA durable TO upgrade_early_reader;
+	GRANT EXECUTE ON FUNCTION durable.metrics(), durable.standing() TO upgrade_early_reader;
+	ALTER EXTENSION durable UPDATE TO '0.12';
+});
+$node->safe_psql('reinstalled', q{
+	CREATE EXTENSION durable VERSION '0.12';
+	GRANT USAGE ON SCHEMA durable TO upgrade_early_reader;
+	DROP EXTENSION durable;
+	CREATE EXTENSION durable VERSION '0.12';
+});
+my $early_initprivs_sql = q{
+	SELECT string_agg(object, ', ' ORDER BY object)
+	  FROM (SELECT pg_describe_object(classoid, objoid, objsubid) AS object FROM pg_init_privs
+	         WHERE initprivs::text LIKE '%upgrade_early_reader=%') o};
+is($node->safe_psql('granted_early', $early_initprivs_sql),
+	'function durable.metrics(), function durable.standing(), schema durable',
+	'granted_early: at 0.12 the grants are among the initial privileges');
+is($node->safe_psql('reinstalled', $early_initprivs_sql), 'schema durable',
+	'reinstalled: at 0.12 the grant on the schema is among its initial privileges');
+for my $db ('granted_early', 'reinstalled')
+{
+	($other_rc, $other_out, $other_err) = $node->psql($db, 'ALTER EXTENSION durable UPDATE');
+	is($other_err, '', "$db: the update says nothing");
+	is($node->safe_psql($db, $early_initprivs_sql), '', "$db: the initial privileges name the reader no more");
+	my $dump = schema_dump($db);
+	like($dump, qr/^GRANT USAGE ON SCHEMA durable TO upgrade_early_reader;$/m, "$db: pg_dump writes the grant on the schema");
+	next unless $db eq 'granted_early';
+	like($dump, qr/^GRANT ALL ON FUNCTION durable\.metrics\(.*\) TO upgrade_early_reader;$/m,
+		"$db: pg_dump writes the grant on metrics()");
+	like($dump, qr/^GRANT ALL ON FUNCTION durable\.standing\(.*\) TO upgrade_early_reader;$/m,
+		"$db: pg_dump writes the grant on standing()");
+}
+$node->safe_psql('granted_early', q{
+	REVOKE USAGE ON SCHEMA durable FROM upgrade_early_reader;
+	REVOKE EXECUTE ON FUNCTION durable.metrics(), durable.standing() FROM upgrade_early_reader});
+$node->safe_psql('reinstalled', 'REVOKE USAGE ON SCHEMA durable FROM upgrade_early_reader');
+for my $db ('granted_early', 'reinstalled')
+{
+	is(diff_lines($fresh_catalog, $node->safe_psql($db, $catalog_sql)), '',
+		"$db: without the grants, a fresh install's catalog, initial privileges included");
+}
+# PostgreSQL 17 records the roles of initial privileges in pg_shdepend: a
+# row left behind would make DROP ROLE fail
+$node->safe_psql('postgres', 'DROP ROLE upgrade_early_reader');
+
 # Given back before 0.5 recorded the ACL as initial (so the grantor there is
 # durable's owner, not the role whose default privileges made the grants),
 # or given back and that role dropped: the default grants go all the same.

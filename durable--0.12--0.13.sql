@@ -1,0 +1,105 @@
+/* durable--0.12--0.13.sql: grants on the schema, metrics() and standing() made before the install or an update through 0.5 are dumped again */
+
+\echo Use "ALTER EXTENSION durable UPDATE TO '0.13'" to load this file. \quit
+
+/*
+ * Why: every GRANT or REVOKE run by an extension script records the
+ * object's whole ACL as its initial privileges (pg_init_privs), and pg_dump
+ * writes only the difference from them.  The 0.1 -> 0.2 step grants
+ * pg_monitor USAGE on schema durable and EXECUTE on durable.metrics(), and
+ * 0.4 -> 0.5 EXECUTE on durable.standing(): a grant made by hand on one of
+ * them before that step (GRANT USAGE ON SCHEMA durable TO bot, GRANT
+ * EXECUTE ON FUNCTION durable.metrics() TO dashboard) was recorded as
+ * initial, left out of every dump, and lost by a restore.  As every install
+ * runs those steps too, so was a grant on a schema durable made before
+ * CREATE EXTENSION -- which is the case of every reinstall: the schema is
+ * not a member of the extension and outlives DROP EXTENSION with its
+ * grants.  Found by review (2026-12-06); 0.9 repaired the same for the
+ * monitoring views.
+ *
+ * This step makes the initial privileges of the three objects a fresh
+ * install's, with the object's current owner: the owner's own entries as
+ * they were recorded (a REVOKE the owner made from itself since is still
+ * dumped) and pg_monitor's privilege, granted by the owner -- which is what
+ * the CREATE EXTENSION of a restore records, so pg_dump writes every
+ * difference from it: the grants made by hand, and a revoke from pg_monitor
+ * or from the owner.  Only the catalog row changes: no grant is made or
+ * revoked, and objects whose initial privileges are already a fresh
+ * install's (a fresh install into a new schema) are left alone.  No other
+ * object of the extension is granted to by a script after it exists.
+ *
+ * The shared dependencies on roles named in initial privileges (pg_shdepend
+ * deptype 'i', which PostgreSQL 17 records) go for the roles no longer
+ * named; those kept name only the owner, whose dependency is there already
+ * (pg_monitor, built in, is pinned and has none).  Rows of this database
+ * only: a database made from the same template has the same object ids.
+ *
+ * The step runs as a superuser with schema durable, whose owner may be an
+ * ordinary role, first on its search_path: every operator is
+ * schema-qualified, IS DISTINCT FROM avoided.
+ *
+ * No table changes shape: the 0.13 library serves 0.11 and 0.12 databases
+ * too.
+ *
+ * Security notes (as for durable--0.1.sql): every name schema-qualified,
+ * operators qualified; no DDL is built from names.
+ */
+
+DO $fresh_initial_privileges$
+DECLARE
+    this_db pg_catalog.oid;
+    o record;
+    target pg_catalog.aclitem[];
+BEGIN
+    SELECT d.oid INTO this_db
+      FROM pg_catalog.pg_database d
+     WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database();
+
+    FOR o IN
+        SELECT 'pg_catalog.pg_namespace'::pg_catalog.regclass AS classoid, n.oid, n.nspowner AS owner,
+               'USAGE'::pg_catalog.text AS monitor_privilege, i.initprivs
+          FROM pg_catalog.pg_namespace n
+          JOIN pg_catalog.pg_init_privs i
+            ON i.objoid OPERATOR(pg_catalog.=) n.oid
+           AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+           AND i.objsubid OPERATOR(pg_catalog.=) 0
+         WHERE n.oid OPERATOR(pg_catalog.=) 'durable'::pg_catalog.regnamespace
+        UNION ALL
+        SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass, p.oid, p.proowner, 'EXECUTE', i.initprivs
+          FROM pg_catalog.pg_proc p
+          JOIN pg_catalog.pg_init_privs i
+            ON i.objoid OPERATOR(pg_catalog.=) p.oid
+           AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+           AND i.objsubid OPERATOR(pg_catalog.=) 0
+         WHERE p.oid OPERATOR(pg_catalog.=) ANY
+                   (ARRAY['durable.metrics()'::pg_catalog.regprocedure,
+                          'durable.standing()'::pg_catalog.regprocedure]::pg_catalog.oid[])
+    LOOP
+        SELECT COALESCE(pg_catalog.array_agg(own.item ORDER BY own.n), '{}'::pg_catalog.aclitem[])
+               OPERATOR(pg_catalog.||)
+               pg_catalog.makeaclitem('pg_monitor'::pg_catalog.regrole, o.owner, o.monitor_privilege, false)
+          INTO target
+          FROM pg_catalog.unnest(o.initprivs) WITH ORDINALITY own(item, n)
+         WHERE EXISTS (SELECT FROM pg_catalog.aclexplode(ARRAY[own.item]) a
+                        WHERE a.grantee OPERATOR(pg_catalog.=) o.owner
+                          AND a.grantor OPERATOR(pg_catalog.=) o.owner);
+        CONTINUE WHEN o.initprivs OPERATOR(pg_catalog.=) target;
+
+        UPDATE pg_catalog.pg_init_privs i
+           SET initprivs = target
+         WHERE i.objoid OPERATOR(pg_catalog.=) o.oid
+           AND i.classoid OPERATOR(pg_catalog.=) o.classoid
+           AND i.objsubid OPERATOR(pg_catalog.=) 0;
+        DELETE FROM pg_catalog.pg_shdepend d
+         WHERE d.dbid OPERATOR(pg_catalog.=) this_db
+           AND d.classid OPERATOR(pg_catalog.=) o.classoid
+           AND d.objid OPERATOR(pg_catalog.=) o.oid
+           AND d.objsubid OPERATOR(pg_catalog.=) 0
+           AND d.deptype OPERATOR(pg_catalog.=) 'i'
+           AND d.refobjid OPERATOR(pg_catalog.<>) o.owner;
+    END LOOP;
+END
+$fresh_initial_privileges$;
+
+COMMENT ON FUNCTION durable.metrics()
+    IS 'Event counters of this database since the last reset (shared memory): journal changes count when their transaction commits, calls (duplicates, stale leases) at once';
