@@ -17,21 +17,26 @@
  * grants.  Found by review (2026-12-06); 0.9 repaired the same for the
  * monitoring views.
  *
- * This step makes the initial privileges of the three objects a fresh
- * install's, with the object's current owner: the owner's own entries as
- * they were recorded (a REVOKE the owner made from itself since is still
- * dumped) and pg_monitor's privilege, granted by the owner -- which is what
- * the CREATE EXTENSION of a restore records, so pg_dump writes every
- * difference from it: the grants made by hand, and a revoke from pg_monitor
- * or from the owner.  Only the catalog row changes: no grant is made or
- * revoked, and objects whose initial privileges are already a fresh
- * install's (a fresh install into a new schema) are left alone.  No other
- * object of the extension is granted to by a script after it exists.
+ * This step makes the initial privileges of the three objects what the
+ * CREATE EXTENSION of a restore records, with the object's current owner:
+ * the owner's entry of PostgreSQL's default privileges (acldefault: all
+ * rights) and pg_monitor's privilege, granted by the owner.  pg_dump then
+ * writes every difference from them: the grants made by hand, a revoke
+ * from pg_monitor, and a right the owner took from itself -- also one taken
+ * before the old record was made, and after REASSIGN OWNED gave durable to
+ * another role, whose record (on PostgreSQL 15 and 16) still names the old
+ * owner.  (An install by a role whose default privileges take rights from
+ * itself records its narrowed entry; after this step its dumps write that
+ * REVOKE, which a restore applies as well.)  Only the catalog row changes:
+ * no grant is made or revoked, and objects whose initial privileges are
+ * already these (a fresh install into a new schema) are left alone.  No
+ * other object of the extension is granted to by a script after it exists.
  *
  * The shared dependencies on roles named in initial privileges (pg_shdepend
- * deptype 'i', which PostgreSQL 17 records) go for the roles no longer
- * named; those kept name only the owner, whose dependency is there already
- * (pg_monitor, built in, is pinned and has none).  Rows of this database
+ * deptype 'i', which PostgreSQL 17 records for every role that is not
+ * pinned, owner included) become those of the new record: none but the
+ * owner's, added where it is missing (pg_monitor, built in, is pinned:
+ * object ids below FirstUnpinnedObjectId, 12000).  Rows of this database
  * only: a database made from the same template has the same object ids.
  *
  * The step runs as a superuser with schema durable, whose owner may be an
@@ -50,6 +55,8 @@ DECLARE
     this_db pg_catalog.oid;
     o record;
     target pg_catalog.aclitem[];
+    records_initial_dependencies pg_catalog.bool :=
+        pg_catalog.current_setting('server_version_num')::pg_catalog.int4 OPERATOR(pg_catalog.>=) 170000;
 BEGIN
     SELECT d.oid INTO this_db
       FROM pg_catalog.pg_database d
@@ -57,7 +64,7 @@ BEGIN
 
     FOR o IN
         SELECT 'pg_catalog.pg_namespace'::pg_catalog.regclass AS classoid, n.oid, n.nspowner AS owner,
-               'USAGE'::pg_catalog.text AS monitor_privilege, i.initprivs
+               'n'::pg_catalog."char" AS kind, 'USAGE'::pg_catalog.text AS monitor_privilege, i.initprivs
           FROM pg_catalog.pg_namespace n
           JOIN pg_catalog.pg_init_privs i
             ON i.objoid OPERATOR(pg_catalog.=) n.oid
@@ -65,7 +72,7 @@ BEGIN
            AND i.objsubid OPERATOR(pg_catalog.=) 0
          WHERE n.oid OPERATOR(pg_catalog.=) 'durable'::pg_catalog.regnamespace
         UNION ALL
-        SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass, p.oid, p.proowner, 'EXECUTE', i.initprivs
+        SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass, p.oid, p.proowner, 'f', 'EXECUTE', i.initprivs
           FROM pg_catalog.pg_proc p
           JOIN pg_catalog.pg_init_privs i
             ON i.objoid OPERATOR(pg_catalog.=) p.oid
@@ -75,14 +82,12 @@ BEGIN
                    (ARRAY['durable.metrics()'::pg_catalog.regprocedure,
                           'durable.standing()'::pg_catalog.regprocedure]::pg_catalog.oid[])
     LOOP
-        SELECT COALESCE(pg_catalog.array_agg(own.item ORDER BY own.n), '{}'::pg_catalog.aclitem[])
-               OPERATOR(pg_catalog.||)
+        SELECT pg_catalog.array_agg(own.item) OPERATOR(pg_catalog.||)
                pg_catalog.makeaclitem('pg_monitor'::pg_catalog.regrole, o.owner, o.monitor_privilege, false)
           INTO target
-          FROM pg_catalog.unnest(o.initprivs) WITH ORDINALITY own(item, n)
+          FROM pg_catalog.unnest(pg_catalog.acldefault(o.kind, o.owner)) own(item)
          WHERE EXISTS (SELECT FROM pg_catalog.aclexplode(ARRAY[own.item]) a
-                        WHERE a.grantee OPERATOR(pg_catalog.=) o.owner
-                          AND a.grantor OPERATOR(pg_catalog.=) o.owner);
+                        WHERE a.grantee OPERATOR(pg_catalog.=) o.owner);
         CONTINUE WHEN o.initprivs OPERATOR(pg_catalog.=) target;
 
         UPDATE pg_catalog.pg_init_privs i
@@ -97,6 +102,17 @@ BEGIN
            AND d.objsubid OPERATOR(pg_catalog.=) 0
            AND d.deptype OPERATOR(pg_catalog.=) 'i'
            AND d.refobjid OPERATOR(pg_catalog.<>) o.owner;
+        IF records_initial_dependencies
+           AND o.owner OPERATOR(pg_catalog.>=) 12000::pg_catalog.oid
+           AND NOT EXISTS (SELECT FROM pg_catalog.pg_shdepend d
+                            WHERE d.dbid OPERATOR(pg_catalog.=) this_db
+                              AND d.classid OPERATOR(pg_catalog.=) o.classoid
+                              AND d.objid OPERATOR(pg_catalog.=) o.oid
+                              AND d.objsubid OPERATOR(pg_catalog.=) 0
+                              AND d.deptype OPERATOR(pg_catalog.=) 'i') THEN
+            INSERT INTO pg_catalog.pg_shdepend (dbid, classid, objid, objsubid, refclassid, refobjid, deptype)
+            VALUES (this_db, o.classoid, o.oid, 0, 'pg_catalog.pg_authid'::pg_catalog.regclass, o.owner, 'i');
+        END IF;
     END LOOP;
 END
 $fresh_initial_privileges$;

@@ -519,6 +519,44 @@ for my $db ('granted_early', 'reinstalled')
 # row left behind would make DROP ROLE fail
 $node->safe_psql('postgres', 'DROP ROLE upgrade_early_reader');
 
+# The owner's entry there is PostgreSQL's default (all rights), whatever the
+# old record held: a right the owner took from itself before the record was
+# made is dumped as a REVOKE, and so is one taken after REASSIGN OWNED moved
+# durable to another role, whose old record (PostgreSQL 15 and 16) named the
+# previous owner and none for the new one.
+$node->safe_psql('postgres', q{
+	CREATE ROLE upgrade_first_owner LOGIN SUPERUSER;
+	CREATE ROLE upgrade_next_owner LOGIN SUPERUSER;
+	CREATE DATABASE owner_narrowed;
+	CREATE DATABASE owner_moved;
+});
+$node->safe_psql('owner_narrowed', "CREATE EXTENSION durable VERSION '$first'");
+$node->safe_psql('owner_narrowed', q{
+	REVOKE CREATE ON SCHEMA durable FROM postgres;
+	ALTER EXTENSION durable UPDATE;
+});
+like(schema_dump('owner_narrowed'), qr/^REVOKE ALL ON SCHEMA durable FROM postgres;\nGRANT USAGE ON SCHEMA durable TO postgres;$/m,
+	'owner_narrowed: pg_dump writes the right the owner took from itself before 0.2');
+$node->safe_psql('owner_moved', "CREATE EXTENSION durable VERSION '0.12'",
+	extra_params => [ '-U', 'upgrade_first_owner' ]);
+$node->safe_psql('owner_moved', q{
+	REASSIGN OWNED BY upgrade_first_owner TO upgrade_next_owner;
+	ALTER EXTENSION durable UPDATE;
+	REVOKE CREATE ON SCHEMA durable FROM upgrade_next_owner;
+	REVOKE EXECUTE ON FUNCTION durable.metrics() FROM upgrade_next_owner;
+});
+is($node->safe_psql('owner_moved', q{
+	SELECT string_agg(i.initprivs::text, ' ' ORDER BY i.classoid, i.objoid) FROM pg_init_privs i
+	 WHERE (i.classoid, i.objoid) IN (('pg_namespace'::regclass, 'durable'::regnamespace),
+	                                   ('pg_proc'::regclass, 'durable.metrics()'::regprocedure))}),
+	'{upgrade_next_owner=X/upgrade_next_owner,pg_monitor=X/upgrade_next_owner} {upgrade_next_owner=UC/upgrade_next_owner,pg_monitor=U/upgrade_next_owner}',
+	'owner_moved: the initial privileges name the new owner, with all its rights');
+my $moved_dump = schema_dump('owner_moved');
+like($moved_dump, qr/^REVOKE ALL ON SCHEMA durable FROM upgrade_next_owner;\nGRANT USAGE ON SCHEMA durable TO upgrade_next_owner;$/m,
+	'owner_moved: pg_dump writes the right the new owner took from itself on the schema');
+like($moved_dump, qr/^REVOKE ALL ON FUNCTION durable\.metrics\(.*\) FROM upgrade_next_owner;$/m,
+	'owner_moved: and on metrics()');
+
 # Given back before 0.5 recorded the ACL as initial (so the grantor there is
 # durable's owner, not the role whose default privileges made the grants),
 # or given back and that role dropped: the default grants go all the same.
