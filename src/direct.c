@@ -2161,8 +2161,8 @@ durable_chat_set_key(Datum chat_id)
  * out of the unfinished states changes a column of the index's predicate,
  * so it is not HOT, and what the index finds is what it holds.)  A record
  * held back only by an older one that is being replaced sets
- * claim->in_flight: that change may finish the older record without a wake
- * reaching the claimer (waiting.c).
+ * claim->in_flight, under READ COMMITTED: that change may finish the older
+ * record without a wake reaching the claimer (waiting.c).
  */
 static bool
 direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const DirectRels *rels,
@@ -2182,9 +2182,14 @@ direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const
 	held_key = held->chats != NULL ? durable_chat_set_key(chat_id) : NULL;
 	if (durable_chat_set_has(held, held_key))
 		return false;
+	/*
+	 * (Under a transaction snapshot the older record's change never lands:
+	 * it is not in flight for this claim.)
+	 */
 	if (!direct_chat_scan(q->heap, q->chat_idx, chat_id, BTLessStrategyNumber, id, NULL, rels,
 						  snapshot,
-						  claim->report_in_flight && !claim->in_flight ? &in_flight : NULL, NULL))
+						  claim->report_in_flight && !claim->in_flight && !IsolationUsesXactSnapshot() ?
+						  &in_flight : NULL, NULL))
 		return true;
 	claim->in_flight |= in_flight;
 	if (held_key == NULL)

@@ -686,8 +686,11 @@ waiting_done(void)
  * transaction, milliseconds for a bot's confirmations; behind one held
  * open (a prepared transaction, a forgotten FOR UPDATE) the re-checks
  * slow down to one a second.  Under REPEATABLE READ and SERIALIZABLE every
- * attempt reads with the transaction's snapshot, in which such a change
- * never lands: nothing is re-checked.
+ * attempt reads with the transaction's snapshot, in which the change of an
+ * older record of the chat never lands: only a record locked by another
+ * transaction is checked again, which that transaction's rollback gives
+ * back to the snapshot (until 2026-12-06 it waited out its wait, found by
+ * review).
  */
 static void
 waiting_claim(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
@@ -721,8 +724,7 @@ waiting_claim(FunctionCallInfo fcinfo, DurableQueue queue, int64 wait_us,
 		 * for.
 		 */
 		now = GetCurrentTimestamp();
-		claimed = call->attempt(fcinfo, call, now,
-								IsolationUsesXactSnapshot() ? NULL : &in_flight) > 0;
+		claimed = call->attempt(fcinfo, call, now, &in_flight) > 0;
 		next_due = claimed ? 0 : call->next_due(now);
 		if (!claimed && in_flight)
 		{
