@@ -1,8 +1,20 @@
--- test/invariants.sql: the journals' invariants, as one query that returns a
--- row per record breaking one (none: they hold).  tests.md's "invariant
--- check"; run by the crash test and the TAP tests that kill processes
+-- test/invariants.sql: the journals' invariants that their rows alone can
+-- show, as one query that returns a row per record breaking one (none:
+-- they hold); run by the crash test and the TAP tests that kill processes
 -- (t/lib/DurableInvariants.pm), after they let the server settle.  A bare
 -- SELECT without a semicolon, for callers to wrap.
+--
+-- Of tests.md's "invariant check": (a) one state per record, and columns
+-- that agree with it; (b) a lease has a token and an owner, and no token is
+-- above token_seq or held by two records -- that it is the newest issued
+-- for its record is not in the rows: the fencing tests (isolation specs,
+-- t/021_token_fence.pl) and the crash test's stalls check it; (c) one
+-- completion per message is the crash test's count of effect rows; (d) one
+-- row per key is outbox's primary key; (e) attempts within
+-- durable.inbox_max_attempts depends on the setting of the sessions that
+-- failed the records, which callers vary: the crash test checks its poison
+-- messages die after exactly that many (row 4.5), sql/inbox.sql the rule;
+-- (f) token_seq is a sequence.
 WITH seq AS (SELECT last_value FROM durable.token_seq),
 tokens AS (
   SELECT 'inbox ' || id AS record, token FROM durable.inbox WHERE token IS NOT NULL
