@@ -1385,14 +1385,15 @@ durable_journal_check_writable(DurableQueue queue, int16 event)
 }
 
 /*
- * Has chat `chat_id` an open (pending or leased) record?
+ * Has chat `chat_id` an open (pending or leased) record, older than
+ * `below_id` when that is not 0?
  *
  * The index holds only open records, and an update that finishes a record
  * is not HOT (finished_at is in the index's predicate), so a version found
  * through it is open: the SQL probes read no column either.
  */
 bool
-durable_inbox_chat_has_open(Datum chat_id)
+durable_inbox_chat_has_open(Datum chat_id, int64 below_id)
 {
 	const DirectRels *rels = direct_journal_rels(DQ_INBOX);
 	Snapshot	snapshot = direct_push_snapshot();
@@ -1405,7 +1406,8 @@ durable_inbox_chat_has_open(Datum chat_id)
 	 */
 	if (IsolationUsesXactSnapshot())
 		snapshot = GetLatestSnapshot();
-	found = direct_chat_scan(rels->inbox, rels->inbox_chat_idx, chat_id, InvalidStrategy, 0,
+	found = direct_chat_scan(rels->inbox, rels->inbox_chat_idx, chat_id,
+							 below_id != 0 ? BTLessStrategyNumber : InvalidStrategy, below_id,
 							 NULL, rels, snapshot, NULL, NULL);
 	PopActiveSnapshot();
 	return found;
@@ -2183,11 +2185,15 @@ direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const
 	if (durable_chat_set_has(held, held_key))
 		return false;
 	/*
-	 * (Under a transaction snapshot the older record's change never lands:
-	 * it is not in flight for this claim.)
+	 * Under REPEATABLE READ and SERIALIZABLE the older records are looked
+	 * for with the latest snapshot: the transaction's may predate one that
+	 * committed before the candidate was journaled -- when the candidate is
+	 * the transaction's own admit or enqueue, or was replayed after the
+	 * snapshot.  (An older record's change in flight then lands in neither
+	 * snapshot the claim reads with before it commits: no re-check.)
 	 */
 	if (!direct_chat_scan(q->heap, q->chat_idx, chat_id, BTLessStrategyNumber, id, NULL, rels,
-						  snapshot,
+						  IsolationUsesXactSnapshot() ? GetLatestSnapshot() : snapshot,
 						  claim->report_in_flight && !claim->in_flight && !IsolationUsesXactSnapshot() ?
 						  &in_flight : NULL, NULL))
 		return true;

@@ -480,7 +480,7 @@ extern void durable_lock_journal_for_write(DurableQueue queue);
 extern void durable_lock_journal_for_claim(DurableQueue queue);
 
 /* Has the chat an open (pending or leased) record? */
-extern bool durable_inbox_chat_has_open(Datum chat_id);
+extern bool durable_inbox_chat_has_open(Datum chat_id, int64 below_id);
 
 /*
  * Under a transaction snapshot: has the chat an open record newer than id

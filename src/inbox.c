@@ -427,7 +427,7 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 	 * conflict below wastes it, which is harmless since tokens only need to
 	 * grow.
 	 */
-	leased = has_instance && !oversized && !durable_inbox_chat_has_open(chat_id);
+	leased = has_instance && !oversized && !durable_inbox_chat_has_open(chat_id, 0);
 	if (leased)
 		token = durable_next_token();
 
@@ -573,10 +573,14 @@ durable_inbox_admit(PG_FUNCTION_ARGS)
 		 * holds its own chat's lock, and a transaction that holds the other
 		 * chat's could be waiting for it (a deadlock).  Busy, the duplicate
 		 * is answered unleased, for inbox_claim, as one behind an unfinished
-		 * record of its chat is.
+		 * record of its chat is.  Under REPEATABLE READ and SERIALIZABLE the
+		 * UPDATE's look for older records reads the transaction's snapshot,
+		 * which may predate one committed before this record was journaled
+		 * (by this transaction, or replayed): the latest snapshot looks first.
 		 */
 		if (has_instance && dup_due &&
-			(!dup_other_chat || durable_try_lock_chat(DQ_INBOX, dup_chat)))
+			(!dup_other_chat || durable_try_lock_chat(DQ_INBOX, dup_chat)) &&
+			!(IsolationUsesXactSnapshot() && durable_inbox_chat_has_open(dup_chat, dup_id)))
 		{
 			static const Oid lease_types[5] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
 			INT8OID};
