@@ -321,7 +321,9 @@ outbox_explain_inbound(int64 inbound_id)
 /*
  * DR002 unless inbox record inbound_id exists: an enqueue with a key of its
  * own and no inbound_token only links its send to the record, but a link to
- * no record is a caller's mistake, not a value to keep.
+ * no record is a caller's mistake, not a value to keep.  The inbox is locked
+ * as for a write first, as outbox_fence_inbound does: the handler's
+ * transaction goes on to complete the record.
  */
 static void
 outbox_require_inbound(int64 inbound_id)
@@ -330,6 +332,7 @@ outbox_require_inbound(int64 inbound_id)
 	static const Oid types[1] = {INT8OID};
 	Datum		values[1];
 
+	durable_lock_journal_for_write(DQ_INBOX);
 	values[0] = Int64GetDatum(inbound_id);
 	durable_exec(durable_plan(&plan, "SELECT 1 FROM ONLY durable.inbox WHERE id = $1", 1, types),
 				 values, NULL, SPI_OK_SELECT, 1);
