@@ -286,7 +286,7 @@ durable_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name,
 	else
 		us = int128_to_int64(span);
 
-	if (us < 0)
+	if (us < 0 && min_us >= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s cannot be negative", name)));

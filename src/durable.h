@@ -165,7 +165,7 @@ extern pg_attribute_noreturn() void durable_refuse_payload_numbers(Datum payload
 /*
  * An interval argument converted to microseconds (a month counts 30 days).
  * NULL gives default_us; the result must lie in [min_us, max_us], and
- * infinite or negative intervals are refused.
+ * infinite intervals are refused, negative ones too unless min_us is.
  */
 extern int64 durable_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name,
 									 int64 default_us, int64 min_us, int64 max_us);

@@ -963,18 +963,20 @@ durable_outbox_failed(PG_FUNCTION_ARGS)
 
 	/*
 	 * retry_in is checked only for a send that will be retried: a dead one
-	 * ignores it, so that a bad value (a Retry-After already past) cannot
-	 * turn the provider's verdict into an error, and the send, its lease
-	 * run out, into an ambiguous one.
+	 * ignores it, so that a bad value cannot turn the provider's verdict
+	 * into an error, and the send, its lease run out, into an ambiguous
+	 * one.  For the same reason a negative one (a Retry-After already past,
+	 * the clocks skewed) makes the send due at once.
 	 */
-	if (!dead)
+	if (!dead && PG_ARGISNULL(4))
+		not_before = now + durable_backoff_us(attempts,
+											  (int64) durable_outbox_backoff_base_ms * 1000,
+											  (int64) durable_outbox_backoff_cap_ms * 1000);
+	else if (!dead)
 	{
-		retry_in_us = durable_arg_interval_us(fcinfo, 4, "retry_in", -1, 0,
+		retry_in_us = durable_arg_interval_us(fcinfo, 4, "retry_in", 0, PG_INT64_MIN,
 											  DURABLE_MAX_DELAY_US);
-		not_before = now + (retry_in_us >= 0 ? retry_in_us :
-							durable_backoff_us(attempts,
-											   (int64) durable_outbox_backoff_base_ms * 1000,
-											   (int64) durable_outbox_backoff_cap_ms * 1000));
+		not_before = now + Max(retry_in_us, 0);
 	}
 
 	/* (t/009_claim_floor holds a failure here, its clock read) */
