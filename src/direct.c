@@ -2185,17 +2185,27 @@ direct_claim_candidate(TupleTableSlot *version, const DirectClaimQueue *q, const
 	if (durable_chat_set_has(held, held_key))
 		return false;
 	/*
-	 * Under REPEATABLE READ and SERIALIZABLE the older records are looked
-	 * for with the latest snapshot: the transaction's may predate one that
-	 * committed before the candidate was journaled -- when the candidate is
-	 * the transaction's own admit or enqueue, or was replayed after the
-	 * snapshot.  (An older record's change in flight then lands in neither
-	 * snapshot the claim reads with before it commits: no re-check.)
+	 * Under REPEATABLE READ and SERIALIZABLE an older record open in either
+	 * the transaction's snapshot or the latest one holds the candidate back.
+	 * The transaction's may predate an older record that committed before
+	 * the candidate was journaled -- when the candidate is the transaction's
+	 * own admit or enqueue, or was replayed after the snapshot -- and the
+	 * latest one may no longer show an older record that the transaction
+	 * saw open (leasing the candidate then would be no serial order).  The
+	 * finish of an older record never lands in the transaction's snapshot:
+	 * it is not in flight for this claim.
 	 */
-	if (!direct_chat_scan(q->heap, q->chat_idx, chat_id, BTLessStrategyNumber, id, NULL, rels,
-						  IsolationUsesXactSnapshot() ? GetLatestSnapshot() : snapshot,
-						  claim->report_in_flight && !claim->in_flight && !IsolationUsesXactSnapshot() ?
-						  &in_flight : NULL, NULL))
+	if (IsolationUsesXactSnapshot())
+	{
+		if (!direct_chat_scan(q->heap, q->chat_idx, chat_id, BTLessStrategyNumber, id, NULL, rels,
+							  snapshot, NULL, NULL) &&
+			!direct_chat_scan(q->heap, q->chat_idx, chat_id, BTLessStrategyNumber, id, NULL, rels,
+							  GetLatestSnapshot(), NULL, NULL))
+			return true;
+	}
+	else if (!direct_chat_scan(q->heap, q->chat_idx, chat_id, BTLessStrategyNumber, id, NULL, rels,
+							   snapshot,
+							   claim->report_in_flight && !claim->in_flight ? &in_flight : NULL, NULL))
 		return true;
 	claim->in_flight |= in_flight;
 	if (held_key == NULL)
