@@ -30,6 +30,7 @@ OBJS = \
 	src/permit.o \
 	src/waiting.o \
 	src/ddl_guard.o \
+	src/init_privs.o \
 	src/install.o
 
 EXTENSION = durable

@@ -1,4 +1,4 @@
-/* durable--0.12--0.13.sql: grants on the schema, metrics() and standing() made before the install or an update through 0.5 are dumped again */
+/* durable--0.12--0.13.sql: grants on the schema, metrics() and standing() made before the install or an update through 0.5 are dumped again; initial privileges follow REASSIGN OWNED */
 
 \echo Use "ALTER EXTENSION durable UPDATE TO '0.13'" to load this file. \quit
 
@@ -116,6 +116,109 @@ BEGIN
     END LOOP;
 END
 $fresh_initial_privileges$;
+
+/*
+ * REASSIGN OWNED gives durable to another role (its objects refuse ALTER ...
+ * OWNER TO one at a time) and rewrites their ACLs, but before PostgreSQL 17
+ * not their initial privileges, which kept naming the old owner: every dump
+ * carried a REVOKE from it and a GRANT to the new owner for each object,
+ * and once the old owner was dropped the REVOKE named its number, which a
+ * restore refuses (found by review, 2026-12-06).  Since 0.13 the library
+ * follows each REASSIGN OWNED with the change (init_privs.c); here the rows
+ * of a durable moved before get it: a row of one of durable's objects that
+ * names neither the object's owner nor any grantor but one other role (the
+ * owner it had when its scripts ran) gets the change ALTER ... OWNER TO
+ * makes to an ACL (aclnewowner, through a helper that exists only while
+ * this script runs), that role becoming the owner.  On PostgreSQL 17
+ * (after pg_upgrade of such a database) its dependency rows follow.
+ */
+CREATE FUNCTION durable.acl_new_owner(pg_catalog.aclitem[], pg_catalog.oid, pg_catalog.oid)
+    RETURNS pg_catalog.aclitem[]
+    LANGUAGE c STRICT STABLE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'durable_acl_new_owner';
+
+DO $initial_privileges_follow_owner$
+DECLARE
+    this_db pg_catalog.oid;
+    o record;
+    moved pg_catalog.aclitem[];
+    records_initial_dependencies pg_catalog.bool :=
+        pg_catalog.current_setting('server_version_num')::pg_catalog.int4 OPERATOR(pg_catalog.>=) 170000;
+BEGIN
+    SELECT d.oid INTO this_db
+      FROM pg_catalog.pg_database d
+     WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database();
+
+    FOR o IN
+        WITH objects AS (
+            SELECT d.classid AS classoid, d.objid AS oid
+              FROM pg_catalog.pg_depend d
+             WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+               AND d.refobjid OPERATOR(pg_catalog.=)
+                   (SELECT e.oid FROM pg_catalog.pg_extension e
+                     WHERE e.extname OPERATOR(pg_catalog.=) 'durable')
+               AND d.deptype OPERATOR(pg_catalog.=) 'e'
+            UNION ALL
+            SELECT 'pg_catalog.pg_namespace'::pg_catalog.regclass::pg_catalog.oid,
+                   'durable'::pg_catalog.regnamespace::pg_catalog.oid),
+        owned AS (
+            SELECT ob.classoid, ob.oid,
+                   COALESCE((SELECT c.relowner FROM pg_catalog.pg_class c
+                              WHERE ob.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                                AND c.oid OPERATOR(pg_catalog.=) ob.oid),
+                            (SELECT p.proowner FROM pg_catalog.pg_proc p
+                              WHERE ob.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                                AND p.oid OPERATOR(pg_catalog.=) ob.oid),
+                            (SELECT n.nspowner FROM pg_catalog.pg_namespace n
+                              WHERE ob.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                                AND n.oid OPERATOR(pg_catalog.=) ob.oid)) AS owner
+              FROM objects ob)
+        SELECT i.classoid, i.objoid, i.objsubid, i.initprivs, w.owner,
+               (SELECT pg_catalog.min(a.grantor) FROM pg_catalog.aclexplode(i.initprivs) a) AS old_owner
+          FROM owned w
+          JOIN pg_catalog.pg_init_privs i
+            ON i.classoid OPERATOR(pg_catalog.=) w.classoid
+           AND i.objoid OPERATOR(pg_catalog.=) w.oid
+         WHERE w.owner IS NOT NULL
+           AND (SELECT pg_catalog.count(DISTINCT a.grantor) FROM pg_catalog.aclexplode(i.initprivs) a)
+               OPERATOR(pg_catalog.=) 1
+           AND NOT EXISTS (SELECT FROM pg_catalog.aclexplode(i.initprivs) a
+                            WHERE a.grantor OPERATOR(pg_catalog.=) w.owner
+                               OR a.grantee OPERATOR(pg_catalog.=) w.owner)
+    LOOP
+        moved := durable.acl_new_owner(o.initprivs, o.old_owner, o.owner);
+        UPDATE pg_catalog.pg_init_privs i
+           SET initprivs = moved
+         WHERE i.classoid OPERATOR(pg_catalog.=) o.classoid
+           AND i.objoid OPERATOR(pg_catalog.=) o.objoid
+           AND i.objsubid OPERATOR(pg_catalog.=) o.objsubid;
+        IF records_initial_dependencies THEN
+            DELETE FROM pg_catalog.pg_shdepend d
+             WHERE d.dbid OPERATOR(pg_catalog.=) this_db
+               AND d.classid OPERATOR(pg_catalog.=) o.classoid
+               AND d.objid OPERATOR(pg_catalog.=) o.objoid
+               AND d.objsubid OPERATOR(pg_catalog.=) o.objsubid
+               AND d.deptype OPERATOR(pg_catalog.=) 'i'
+               AND d.refobjid OPERATOR(pg_catalog.=) o.old_owner;
+            IF o.owner OPERATOR(pg_catalog.>=) 12000::pg_catalog.oid
+               AND NOT EXISTS (SELECT FROM pg_catalog.pg_shdepend d
+                                WHERE d.dbid OPERATOR(pg_catalog.=) this_db
+                                  AND d.classid OPERATOR(pg_catalog.=) o.classoid
+                                  AND d.objid OPERATOR(pg_catalog.=) o.objoid
+                                  AND d.objsubid OPERATOR(pg_catalog.=) o.objsubid
+                                  AND d.deptype OPERATOR(pg_catalog.=) 'i'
+                                  AND d.refobjid OPERATOR(pg_catalog.=) o.owner) THEN
+                INSERT INTO pg_catalog.pg_shdepend (dbid, classid, objid, objsubid, refclassid, refobjid, deptype)
+                VALUES (this_db, o.classoid, o.objoid, o.objsubid,
+                        'pg_catalog.pg_authid'::pg_catalog.regclass, o.owner, 'i');
+            END IF;
+        END IF;
+    END LOOP;
+END
+$initial_privileges_follow_owner$;
+
+DROP FUNCTION durable.acl_new_owner(pg_catalog.aclitem[], pg_catalog.oid, pg_catalog.oid);
 
 COMMENT ON FUNCTION durable.metrics()
     IS 'Event counters of this database since the last reset (shared memory): journal changes count when their transaction commits, calls (duplicates, stale leases) at once';

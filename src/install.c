@@ -16,8 +16,10 @@
 #include "durable.h"
 
 #include "access/xact.h"
+#include "utils/acl.h"
 
 PG_FUNCTION_INFO_V1(durable_xid_is_current);
+PG_FUNCTION_INFO_V1(durable_acl_new_owner);
 
 /*
  * Whether `xid` is this transaction's or one of its subtransactions':
@@ -30,4 +32,18 @@ Datum
 durable_xid_is_current(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_BOOL(TransactionIdIsCurrentTransactionId(PG_GETARG_TRANSACTIONID(0)));
+}
+
+/*
+ * `acl` as ALTER ... OWNER TO from `old_owner` to `new_owner` changes an
+ * ACL (aclnewowner: the role replaced as grantee and grantor, its entries
+ * merged): durable--0.12--0.13.sql moves the initial privileges of a
+ * durable given to another owner before 0.13 (init_privs.c does it after
+ * each REASSIGN OWNED since).  SQL's makeaclitem takes one privilege per
+ * item before PostgreSQL 16.
+ */
+Datum
+durable_acl_new_owner(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_ACL_P(aclnewowner(PG_GETARG_ACL_P(0), PG_GETARG_OID(1), PG_GETARG_OID(2)));
 }

@@ -51,7 +51,9 @@
  * stops a worker this way, so nobody else can use a doomed DROP DATABASE to
  * keep a database unswept.  The hook first hands every command to
  * durable_ddl_guard (ddl_guard.c), which refuses what would change the
- * journals' column types or queue a lock on them before a permission check.
+ * journals' column types or queue a lock on them before a permission check;
+ * after a REASSIGN OWNED it moves the initial privileges of durable's
+ * objects to the new owner (init_privs.c).
  *
  * Slot protocol (fields of DurableDbSlot, under the slot's spinlock):
  *	- worker_starting: set by the launcher when it registers a worker, and
@@ -113,6 +115,7 @@
 #include "utils/syscache.h"
 #include "utils/wait_event.h"
 
+#include "init_privs.h"
 #include "shmem.h"
 #include "sweep.h"
 #include "worker.h"
@@ -2089,6 +2092,9 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 		case T_CreateExtensionStmt:
 			if (!durable_existed && OidIsValid(get_extension_oid("durable", true)))
 				wkr_installed_at_commit();
+			break;
+		case T_ReassignOwnedStmt:
+			durable_init_privs_reassigned((ReassignOwnedStmt *) parsetree);
 			break;
 		case T_DropStmt:
 		case T_DropOwnedStmt:

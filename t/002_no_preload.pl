@@ -30,6 +30,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
 use Time::HiRes qw(time);
 
 my $node = PostgreSQL::Test::Cluster->new('no_preload');
@@ -454,6 +455,39 @@ for my $case (
 		'... and goes through once it is detached');
 	$node->safe_psql('postgres', 'DROP DATABASE np_upgrade');
 }
+
+# Without preloading, REASSIGN OWNED does not move the initial privileges
+# of durable's objects to the new owner (the library's utility hook, which
+# does, is not installed; PostgreSQL 17 does it itself): dumps carried a
+# REVOKE from the old owner and a GRANT to the new one for each object, the
+# REVOKE naming the old owner's number once it was dropped, which a restore
+# refuses.  The update to 0.13 moves them.
+$node->safe_psql('postgres', q{
+	CREATE ROLE np_first_owner LOGIN SUPERUSER;
+	CREATE ROLE np_next_owner LOGIN SUPERUSER;
+	CREATE DATABASE np_moved;
+});
+$node->safe_psql('np_moved', "CREATE EXTENSION durable VERSION '0.12'",
+	extra_params => [ '-U', 'np_first_owner' ]);
+$node->safe_psql('np_moved', 'REASSIGN OWNED BY np_first_owner TO np_next_owner');
+my $first_owner_named = q{SELECT count(*) FROM pg_init_privs WHERE initprivs::text LIKE '%np_first_owner%'};
+cmp_ok($node->safe_psql('np_moved', $first_owner_named), '>',
+	($node->safe_psql('np_moved', 'SHOW server_version_num') >= 170000 ? -1 : 0),
+	'np_moved: before the update the initial privileges name the first owner (before PostgreSQL 17)');
+$node->safe_psql('np_moved', 'ALTER EXTENSION durable UPDATE');
+is($node->safe_psql('np_moved', $first_owner_named), '0',
+	'np_moved: after the update to 0.13 they name it no more');
+$node->safe_psql('np_moved', 'DROP OWNED BY np_first_owner');
+$node->safe_psql('postgres', 'DROP ROLE np_first_owner');
+{
+	my ($dump, $dump_err);
+	IPC::Run::run([ 'pg_dump', '--schema-only', '-d', $node->connstr('np_moved') ], '>', \$dump, '2>', \$dump_err)
+	  or die "pg_dump np_moved failed: $dump_err";
+	unlike($dump, qr/^REVOKE .* FROM "?[0-9]+"?;$/m, 'np_moved: pg_dump names no dropped role by its number');
+	unlike($dump, qr/^GRANT ALL ON FUNCTION durable\.inbox_admit\(.*\) TO np_next_owner;$/m,
+		'np_moved: nor grants the new owner what it was given');
+}
+$node->safe_psql('postgres', 'DROP DATABASE np_moved');
 
 # Nor does anything stop a table inheriting from durable's in the database
 # itself: durable's statements read and write its own tables only (ONLY),
