@@ -350,11 +350,13 @@ SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ADD COLUMN required public.e
 ALTER TABLE durable.inbox ADD COLUMN loose public.errs_loose;
 ALTER TABLE durable.inbox ALTER COLUMN note DROP DEFAULT, ALTER COLUMN owner DROP NOT NULL;
 -- DEFAULT NULL stores no default in a column of a base type (in one of a
--- domain type it does: it overrides the domain's), and ADD COLUMN IF NOT
--- EXISTS of a column there is does nothing: both are let through
+-- domain type it does: it overrides the domain's): let through.  ADD COLUMN
+-- IF NOT EXISTS of a column there is, which PostgreSQL would skip, is refused
+-- all the same: PostgreSQL looks for the column again after its lock, and
+-- another session may drop it meanwhile (until 2026-12-06 it was let through)
 ALTER TABLE durable.inbox ADD COLUMN maybe text DEFAULT NULL;
 ALTER TABLE durable.inbox ALTER COLUMN note SET DEFAULT NULL;
-ALTER TABLE durable.inbox ADD COLUMN IF NOT EXISTS maybe text DEFAULT 'x';
+SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ADD COLUMN IF NOT EXISTS maybe text DEFAULT 'x'$$);
 -- (with a typmod, DEFAULT NULL is a length coercion of NULL, which PostgreSQL
 -- stores: refused)
 SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ADD COLUMN sized varchar(10) DEFAULT NULL$$);
@@ -658,6 +660,20 @@ SELECT pg_temp.error_of($$CREATE TABLE public.journal_child () INHERITS (durable
 BEGIN;
 CREATE TABLE public.journal_child (x int);
 SELECT pg_temp.error_of($$ALTER TABLE public.journal_child INHERIT durable.outbox$$);
+-- ... also with IF NOT EXISTS of a table there is: PostgreSQL looks for the name
+-- again after its locks, and another session may drop it or change the
+-- search_path's answer meanwhile (until 2026-12-06 this was let through)
+SELECT pg_temp.error_of($$CREATE TABLE IF NOT EXISTS public.journal_child () INHERITS (durable.permits)$$);
+ROLLBACK;
+-- A primary key put back over an index built beforehand (USING INDEX: the
+-- constraint names no columns, the index's are NOT NULL) is let through, as
+-- one naming id is (until 2026-12-06 it was refused as if it made columns NOT NULL)
+BEGIN;
+CREATE UNIQUE INDEX inbox_pkey_new ON durable.inbox (id);
+ALTER TABLE durable.inbox DROP CONSTRAINT inbox_pkey,
+  ADD CONSTRAINT inbox_pkey PRIMARY KEY USING INDEX inbox_pkey_new;
+SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
+ WHERE conrelid = 'durable.inbox'::regclass AND contype = 'p';
 ROLLBACK;
 -- The tables durable writes with statements take what INSERT takes: a column
 -- with a default is fine there
