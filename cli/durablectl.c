@@ -190,6 +190,8 @@ usage(FILE *out)
 }
 
 /* Bad usage: say why, print the usage on stderr, exit 2. */
+static void usage_error(const char *fmt,...) __attribute__((format(printf, 1, 2), noreturn));
+
 static void
 usage_error(const char *fmt,...)
 {
@@ -1276,7 +1278,7 @@ main(int argc, char **argv)
 		{"yes", no_argument, NULL, 'y'},
 		{"ready", no_argument, NULL, 'r'},
 		{"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, '?'},
+		{"help", no_argument, NULL, 'H'},
 		{NULL, 0, NULL, 0}
 	};
 	Options		opt;
@@ -1307,7 +1309,13 @@ main(int argc, char **argv)
 	}
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "d:h:p:U:wWjl:o:yrV?", long_options, NULL)) != -1)
+	/*
+	 * A '?' is the option -? itself when getopt_long left optopt alone (-1),
+	 * or zeroed it outside a long option: inside a group (-?j, -j?), whose
+	 * argv[optind - 1] may be the argument before the group.  A failure
+	 * sets optopt to the option's letter, or to 0 for an unknown long one.
+	 */
+	while ((optopt = -1, c = getopt_long(argc, argv, "d:h:p:U:wWjl:o:yrV?", long_options, NULL)) != -1)
 	{
 		switch (c)
 		{
@@ -1352,28 +1360,30 @@ main(int argc, char **argv)
 			case 'V':
 				printf("%s (durable) %s\n", PROGNAME, DURABLECTL_VERSION);
 				exit(EXIT_DONE);
+			case 'H':
+				usage(stdout);
+				exit(EXIT_DONE);
 			case '?':
-				if (optopt == 0 && strcmp(argv[optind - 1], "-?") != 0 &&
-					strcmp(argv[optind - 1], "--help") != 0)
+				if (optopt == -1 || (optopt == 0 && strncmp(argv[optind - 1], "--", 2) != 0))
+				{
+					usage(stdout);
+					exit(EXIT_DONE);
+				}
+				if (optopt == 0)
 					usage_error("unrecognized option \"%s\"", argv[optind - 1]);
-				if (optopt != 0 && optopt != '?')
+				/* a long option is named as typed: --json=1, --limit, --help=1 */
+				if (typed_long_option(argv[optind - 1], optopt, long_options))
 				{
 					const char *typed = argv[optind - 1];
 					const char *value = strchr(typed, '=');
 
-					/* a long option is named as typed: --json=1, --limit */
-					if (typed_long_option(typed, optopt, long_options))
-					{
-						if (value != NULL)
-							usage_error("option \"%.*s\" takes no value", (int) (value - typed), typed);
-						usage_error("option \"%s\" requires an argument", typed);
-					}
-					if (strchr("dhpUlo", optopt) != NULL)
-						usage_error("option -%c requires an argument", optopt);
-					usage_error("invalid option -- '%c'", optopt);
+					if (value != NULL)
+						usage_error("option \"%.*s\" takes no value", (int) (value - typed), typed);
+					usage_error("option \"%s\" requires an argument", typed);
 				}
-				usage(stdout);
-				exit(EXIT_DONE);
+				if (strchr("dhpUlo", optopt) != NULL)
+					usage_error("option -%c requires an argument", optopt);
+				usage_error("invalid option -- '%c'", optopt);
 			default:
 				usage_error("unexpected option");
 		}
