@@ -231,16 +231,25 @@ class Bot {
 
   // Give the journal the provider's answer to a send (SENT or REFUSED;
   // params[0] is the key), kept in untold until the journal has it: a
-  // connection lost on the way keeps it for tellAgain, after the reboot.
+  // connection lost on the way keeps it for tellAgain, after the reboot.  A
+  // refusal on a live connection (a cancel, lock_timeout) is no answer
+  // either: the answer is told again, after 0.05 s, then 0.1 ... 3.2 s,
+  // before the caller gets the error (until 2026-12-06 the first refusal
+  // ended the bot, and the next boot flagged the delivered send unknown;
+  // found by review).
   async tell(answer, params) {
     this.untold.set(params[0], [answer, params]);
-    try {
-      await this.db.query(answer, params);
-    } catch (e) {
-      // kept unless the journal answered that the send is settled otherwise: a
-      // refusal on a live connection (a cancel, lock_timeout) is no answer either
-      if (SETTLED.includes(e.code)) this.untold.delete(params[0]);
-      throw e;
+    for (let delay = 0.05; ; delay *= 2) {
+      try {
+        await this.db.query(answer, params);
+        break;
+      } catch (e) {
+        // kept unless the journal answered that the send is settled otherwise
+        if (SETTLED.includes(e.code)) this.untold.delete(params[0]);
+        if (SETTLED.includes(e.code) || connectionLost(e) || !refusedForNow(e) || delay > 3.2) throw e;
+        console.log(`telling the answer for ${params[0]} refused (${e.code}); telling it again`);
+        await sleep(delay);
+      }
     }
     this.untold.delete(params[0]);
   }

@@ -85,6 +85,14 @@ def connection_lost(conn):
     return conn.broken or conn.closed
 
 
+def refused_for_now(e):
+    """A refusal on a live connection that a later try may not meet: a cancel
+    (57014), a lock or statement timeout (55P03, 57014), a serialization
+    failure (40001), a server short of resources (53xxx): classes 40, 53, 55,
+    57 and 58."""
+    return (e.sqlstate or "")[:2] in ("40", "53", "55", "57", "58")
+
+
 class ProviderError(Exception):
     """The chat provider refused a send; retryable."""
 
@@ -249,18 +257,30 @@ class Bot:
         """Give the journal the provider's answer to a send (SENT or REFUSED; params[0] is the key).
 
         Kept in untold until the journal has it: a connection lost on the way
-        keeps it for tell_again, after the reboot.
+        keeps it for tell_again, after the reboot.  A refusal on a live
+        connection (a cancel, lock_timeout) is no answer either: the answer is
+        told again, after 0.05 s, then 0.1 ... 3.2 s, before the caller gets
+        the error (until 2026-12-06 the first refusal ended the bot, and the
+        next boot flagged the delivered send unknown; found by review).
         """
         key = params[0]
         untold[key] = (answer, params)
-        try:
-            conn.execute(answer, params)
-        except psycopg.Error as e:
-            # kept unless the journal answered that the send is settled otherwise: a
-            # refusal on a live connection (a cancel, lock_timeout) is no answer either
-            if e.sqlstate in SETTLED:
-                del untold[key]
-            raise
+        delay = 0.05
+        while True:
+            try:
+                conn.execute(answer, params)
+                break
+            except psycopg.Error as e:
+                # kept unless the journal answered that the send is settled otherwise
+                if e.sqlstate in SETTLED:
+                    del untold[key]
+                    raise
+                if connection_lost(conn) or not refused_for_now(e) or delay > 3.2:
+                    raise
+                print(f"telling the answer for {key} refused ({e.sqlstate}); telling it again",
+                      flush=True)
+                time.sleep(delay)
+                delay *= 2
         del untold[key]
 
     @staticmethod
