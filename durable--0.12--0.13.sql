@@ -125,11 +125,12 @@ $fresh_initial_privileges$;
  * and once the old owner was dropped the REVOKE named its number, which a
  * restore refuses (found by review, 2026-12-06).  Since 0.13 the library
  * follows each REASSIGN OWNED with the change (init_privs.c); here the rows
- * of a durable moved before get it: a row of one of durable's objects that
- * names neither the object's owner nor any grantor but one other role (the
- * owner it had when its scripts ran) gets the change ALTER ... OWNER TO
- * makes to an ACL (aclnewowner, through a helper that exists only while
- * this script runs), that role becoming the owner.  On PostgreSQL 17
+ * of a durable moved before get it: a row of one of durable's objects whose
+ * grantor is one role, not the object's owner (the owner it had when its
+ * scripts ran), gets the change ALTER ... OWNER TO makes to an ACL
+ * (aclnewowner, through a helper that exists only while this script runs:
+ * it merges the entries of a new owner that was a grantee there already),
+ * that role becoming the owner.  On PostgreSQL 17
  * (after pg_upgrade of such a database) its dependency rows follow.
  */
 CREATE FUNCTION durable.acl_new_owner(pg_catalog.aclitem[], pg_catalog.oid, pg_catalog.oid)
@@ -184,8 +185,7 @@ BEGIN
            AND (SELECT pg_catalog.count(DISTINCT a.grantor) FROM pg_catalog.aclexplode(i.initprivs) a)
                OPERATOR(pg_catalog.=) 1
            AND NOT EXISTS (SELECT FROM pg_catalog.aclexplode(i.initprivs) a
-                            WHERE a.grantor OPERATOR(pg_catalog.=) w.owner
-                               OR a.grantee OPERATOR(pg_catalog.=) w.owner)
+                            WHERE a.grantor OPERATOR(pg_catalog.=) w.owner)
     LOOP
         moved := durable.acl_new_owner(o.initprivs, o.old_owner, o.owner);
         UPDATE pg_catalog.pg_init_privs i

@@ -130,10 +130,12 @@ durable_init_privs_reassigned(const ReassignOwnedStmt *stmt)
 	{
 		Oid			old_role = get_rolespec_oid(lfirst_node(RoleSpec, lc), false);
 
-		if (old_role != new_role)
-			init_privs_replace_role(old_role, new_role, extension,
-									get_namespace_oid("durable", false));
+		if (old_role == new_role)
+			continue;
+		init_privs_replace_role(old_role, new_role, extension,
+								get_namespace_oid("durable", false));
+		/* (the next role's pass must see these rows: a role named twice, two roles in a row) */
+		CommandCounterIncrement();
 	}
-	CommandCounterIncrement();
 #endif
 }
