@@ -274,12 +274,20 @@ guard_alter_domain(AlterDomainStmt *stmt, Oid nsp)
 {
 	bool		set_default = stmt->subtype == 'T' && stmt->def != NULL &&
 		!(IsA(stmt->def, A_Const) && ((A_Const *) stmt->def)->isnull);
+
+	/*
+	 * SET NOT NULL, or (PostgreSQL 17, whose ALTER DOMAIN ... ADD CONSTRAINT
+	 * takes NOT NULL; 15 and 16 refuse the syntax) a NOT NULL constraint.
+	 */
+	bool		set_not_null = stmt->subtype == 'O' ||
+		(stmt->subtype == 'C' && stmt->def != NULL && IsA(stmt->def, Constraint) &&
+		 ((Constraint *) stmt->def)->contype == CONSTR_NOTNULL);
 	Oid			domain;
 	Oid			relid;
 	Oid			type;
 	char	   *column;
 
-	if (guard_in_our_scripts() || !(set_default || stmt->subtype == 'O'))
+	if (guard_in_our_scripts() || !(set_default || set_not_null))
 		return;
 	domain = LookupTypeNameOid(NULL, makeTypeNameFromNameList(stmt->typeName), true);
 	/* (Not a domain: PostgreSQL says so.) */
@@ -486,25 +494,27 @@ guard_columns_not_null(Oid relid, List *keys)
 }
 
 /*
- * The columns a PRIMARY KEY constraint on `relid` makes NOT NULL: those it
- * names, or with USING INDEX, the index's (NIL for an expression or an
- * index that is not found, which PostgreSQL refuses).
+ * Whether a PRIMARY KEY constraint added to `relid` would make a column
+ * NOT NULL that is not: the columns it names, or with USING INDEX, the
+ * index's key columns.  An index PostgreSQL refuses for a primary key (not
+ * found, of another table, on an expression) is left for it to report.
  */
-static List *
-guard_primary_key_columns(Constraint *constraint, Oid relid)
+static bool
+guard_primary_key_adds_not_null(Constraint *constraint, Oid relid)
 {
 	List	   *columns = NIL;
 	Oid			index;
 	HeapTuple	tup;
 	Form_pg_index form;
+	bool		refused = false;
 
 	if (constraint->indexname == NULL)
-		return constraint->keys;
+		return !guard_columns_not_null(relid, constraint->keys);
 	index = get_relname_relid(constraint->indexname, get_rel_namespace(relid));
 	if (!OidIsValid(index) || (tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(index))) == NULL)
-		return NIL;
+		return false;
 	form = (Form_pg_index) GETSTRUCT(tup);
-	for (int i = 0; i < form->indnkeyatts; i++)
+	for (int i = 0; form->indrelid == relid && i < form->indnkeyatts; i++)
 	{
 		if (form->indkey.values[i] == 0)
 		{
@@ -514,7 +524,9 @@ guard_primary_key_columns(Constraint *constraint, Oid relid)
 		columns = lappend(columns, makeString(get_attname(relid, form->indkey.values[i], false)));
 	}
 	ReleaseSysCache(tup);
-	return columns;
+	if (columns != NIL)
+		refused = !guard_columns_not_null(relid, columns);
+	return refused;
 }
 
 /*
@@ -601,7 +613,7 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 			guard_journal_constraints(cmd->def, relid);
 		if (ours && cmd->subtype == AT_AddConstraint &&
 			castNode(Constraint, cmd->def)->contype == CONSTR_PRIMARY &&
-			!guard_columns_not_null(relid, guard_primary_key_columns(castNode(Constraint, cmd->def), relid)))
+			guard_primary_key_adds_not_null(castNode(Constraint, cmd->def), relid))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot add a primary key to \"durable.%s\"", get_rel_name(relid)),
