@@ -109,12 +109,45 @@ durable_require_shmem(void)
 				 errhint("Add durable to shared_preload_libraries in postgresql.conf and restart the server.")));
 }
 
+/* The pending block on dboid, or 0; caller holds the lock. */
+static int64
+dshm_pending_block(Oid dboid)
+{
+	int64		now = durable_clock_us();
+
+	for (int i = 0; i < DURABLE_PENDING_BLOCKS; i++)
+	{
+		DurablePendingBlock *b = &durable_shared->pending_blocks[i];
+
+		if (b->dboid == dboid && b->until > now)
+			return b->until;
+	}
+	return 0;
+}
+
+/* Forget the pending block on dboid; caller holds the lock exclusively. */
+static void
+dshm_forget_pending_block(Oid dboid)
+{
+	for (int i = 0; i < DURABLE_PENDING_BLOCKS; i++)
+	{
+		DurablePendingBlock *b = &durable_shared->pending_blocks[i];
+
+		if (b->dboid == dboid)
+		{
+			b->dboid = InvalidOid;
+			b->until = 0;
+		}
+	}
+}
+
 /* Reset a slot's contents for a new database; caller holds the lock exclusively. */
 static void
 dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 {
 	int			c;
 	int			q;
+	int64		blocked_until = dshm_pending_block(dboid);
 
 	for (c = 0; c < DC_NUM_COUNTERS; c++)
 		pg_atomic_write_u64(&slot->counters[c], 0);
@@ -125,7 +158,7 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	slot->since = GetCurrentTimestamp();
 	slot->worker_pid = 0;
 	slot->worker_starting = false;
-	slot->worker_blocked_until = 0;
+	slot->worker_blocked_until = blocked_until;
 	slot->worker_checked_at = 0;
 	slot->extension_absent = false;
 	slot->not_swept = false;
@@ -354,6 +387,73 @@ durable_db_slot_free(Oid dboid)
 	{
 		SpinLockAcquire(&slot->mutex);
 		slot->dboid = InvalidOid;
+		SpinLockRelease(&slot->mutex);
+	}
+	dshm_forget_pending_block(dboid);
+	LWLockRelease(durable_shared->lock);
+}
+
+DurableDbSlot *
+durable_db_block(Oid dboid, int64 until)
+{
+	DurableDbSlot *slot;
+	DurablePendingBlock *free_block = NULL;
+	int64		now = durable_clock_us();
+
+	if (durable_shared == NULL)
+		return NULL;
+	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
+	slot = durable_db_slot_find(dboid);
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		slot->worker_blocked_until = Max(slot->worker_blocked_until, until);
+		SpinLockRelease(&slot->mutex);
+		LWLockRelease(durable_shared->lock);
+		return slot;
+	}
+	for (int i = 0; i < DURABLE_PENDING_BLOCKS; i++)
+	{
+		DurablePendingBlock *b = &durable_shared->pending_blocks[i];
+
+		if (b->dboid == dboid && b->until > now)
+		{
+			b->until = Max(b->until, until);
+			LWLockRelease(durable_shared->lock);
+			return NULL;
+		}
+		if (free_block == NULL && b->until <= now)
+			free_block = b;
+	}
+	if (free_block != NULL)
+	{
+		free_block->dboid = dboid;
+		free_block->until = until;
+	}
+	LWLockRelease(durable_shared->lock);
+	if (free_block == NULL)
+		ereport(WARNING,
+				(errmsg("durable could not keep its worker away from database %u during this command", dboid),
+				 errdetail("%d commands that need a database to themselves are running on databases durable has not looked at yet.",
+						   DURABLE_PENDING_BLOCKS),
+				 errhint("If the command fails because the database is being accessed by other users, run it again.")));
+	return NULL;
+}
+
+void
+durable_db_unblock(Oid dboid)
+{
+	DurableDbSlot *slot;
+
+	if (durable_shared == NULL)
+		return;
+	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
+	dshm_forget_pending_block(dboid);
+	slot = durable_db_slot_find(dboid);
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		slot->worker_blocked_until = 0;
 		SpinLockRelease(&slot->mutex);
 	}
 	LWLockRelease(durable_shared->lock);

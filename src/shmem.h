@@ -89,6 +89,18 @@ typedef struct DurableDbSlot
 	TimestampTz worker_windows[DQ_NUM_QUEUES];
 } DurableDbSlot;
 
+/*
+ * A block on a database without a slot yet (durable_db_block): the slot
+ * made for it starts blocked until `until` (durable_clock_us; 0: unused).
+ */
+typedef struct DurablePendingBlock
+{
+	Oid			dboid;
+	int64		until;
+} DurablePendingBlock;
+
+#define DURABLE_PENDING_BLOCKS 16
+
 typedef struct DurableShared
 {
 	LWLock	   *lock;			/* assigns and frees slots */
@@ -99,6 +111,7 @@ typedef struct DurableShared
 	/* A backend took this database's slot (found without durable), checked then */
 	Oid			handed_dboid;
 	int64		handed_checked_at;	/* durable_clock_us */
+	DurablePendingBlock pending_blocks[DURABLE_PENDING_BLOCKS];	/* under lock */
 	DurableDbSlot slots[FLEXIBLE_ARRAY_MEMBER]; /* durable_max_databases */
 } DurableShared;
 
@@ -132,8 +145,22 @@ extern bool durable_slot_lock_for(DurableDbSlot *slot, Oid dboid);
 /* The slot of dboid (InvalidOid: a free slot), or NULL; caller holds the slots' lock. */
 extern DurableDbSlot *durable_db_slot_find(Oid dboid);
 
-/* Free a database's slot (DROP DATABASE). */
+/* Free a database's slot (DROP DATABASE), and lift a pending block on it. */
 extern void durable_db_slot_free(Oid dboid);
+
+/*
+ * Keep new workers away from database `dboid` until `until`
+ * (durable_clock_us), through its slot, or, when it has none, through a
+ * pending block that a slot made for it later starts with: a worker needs
+ * a slot, and the lookup and the record are made under the slots' lock,
+ * so that no slot comes between them.  Returns the slot, or NULL when
+ * there was none (no worker can run there).  A block that finds neither a
+ * slot nor room among the pending blocks is not made (a WARNING).
+ */
+extern DurableDbSlot *durable_db_block(Oid dboid, int64 until);
+
+/* Lift what durable_db_block put on dboid. */
+extern void durable_db_unblock(Oid dboid);
 
 /*
  * Every slot taken: give `dboid` the slot of a database whose last worker

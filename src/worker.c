@@ -1652,12 +1652,7 @@ wkr_may_copy_database(Oid dboid)
 static void
 wkr_unblock(Oid dboid)
 {
-	DurableDbSlot *slot = durable_db_slot(dboid, false);
-
-	if (slot == NULL || !durable_slot_lock_for(slot, dboid))
-		return;
-	slot->worker_blocked_until = 0;
-	SpinLockRelease(&slot->mutex);
+	durable_db_unblock(dboid);
 	wkr_set_launcher_latch();
 }
 
@@ -1737,15 +1732,15 @@ wkr_stop_worker(const char *dbname, bool copy)
 	if (!OidIsValid(dboid) || (dboid == MyDatabaseId && !copy) ||
 		!(copy ? wkr_may_copy_database(dboid) : wkr_owns_database(dboid)))
 		return InvalidOid;
-	slot = durable_db_slot(dboid, false);
+	/*
+	 * A database without a slot has no worker, but the launcher may make
+	 * it one (a copy of a template with durable, which it has not looked
+	 * at yet) before the command locks the database: the block waits for
+	 * that slot.
+	 */
+	slot = durable_db_block(dboid, durable_clock_us() + (int64) WKR_BLOCK_MS * 1000);
 	if (slot == NULL)
-		return InvalidOid;
-
-	if (!durable_slot_lock_for(slot, dboid))
-		return InvalidOid;
-	slot->worker_blocked_until = Max(slot->worker_blocked_until,
-									 durable_clock_us() + (int64) WKR_BLOCK_MS * 1000);
-	SpinLockRelease(&slot->mutex);
+		return dboid;
 
 	PG_TRY();
 	{

@@ -451,6 +451,43 @@ my $renamed_at = time;
 kill 'CONT', $launcher_pid;
 ok($node->poll_query_until('postgres', has_workers('ren_done', 1)), 'the renamed database gets a worker again');
 cmp_ok(time - $renamed_at, '<', 5, '... at once, not after the restart delay of 10 s');
+
+# A database the launcher has not looked at yet (a copy of a template with
+# durable) has no slot and no worker to stop, but the launcher may make it
+# both between the hook and the command's lock on the database: the command
+# then failed, "being accessed by other users" (until 2026-12-07, found by
+# review).  The block waits for the slot.  Here the rename waits for
+# pg_database, held in SHARE mode, while the launcher looks.
+$node->safe_psql('postgres', 'CREATE DATABASE seed');
+$node->safe_psql('seed', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('postgres', has_workers('seed', 1)), 'database seed has a worker');
+$launcher_pid = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'durable launcher'");
+kill 'STOP', $launcher_pid;
+$node->safe_psql('postgres', 'CREATE DATABASE unseen TEMPLATE seed');
+my $catalog_holder = $node->background_psql('postgres');
+$catalog_holder->query_safe('BEGIN; LOCK TABLE pg_catalog.pg_database IN SHARE MODE');
+my $renamer = $node->background_psql('postgres', on_error_stop => 0);
+$renamer->query_until(qr/renaming/, "\\echo renaming\nALTER DATABASE unseen RENAME TO unseen_renamed;\n");
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_locks WHERE relation = 'pg_catalog.pg_database'::regclass AND NOT granted"),
+	'the rename waits for pg_database');
+kill 'CONT', $launcher_pid;
+ok($node->poll_query_until('postgres', has_workers('seed', 1)),
+	'the launcher looked again (seed has its worker back)');
+sleep 1;
+is($node->safe_psql('postgres', workers_of('unseen')), '0',
+	'it starts no worker in the database the waiting rename blocked');
+$catalog_holder->query_safe('COMMIT');
+my (undef, $rename_failed) = $renamer->query("SELECT 'after'");
+is($rename_failed, 0, 'the rename succeeds') or diag $renamer->{stderr};
+$renamer->quit;
+$catalog_holder->quit;
+ok($node->poll_query_until('postgres', has_workers('unseen_renamed', 1)),
+	'the renamed database gets its worker');
+$node->safe_psql('postgres', 'DROP DATABASE seed');
+$node->safe_psql('postgres', 'DROP DATABASE unseen_renamed');
 $node->safe_psql('postgres', 'DROP DATABASE hup');
 $node->safe_psql('postgres', 'DROP DATABASE ren_done');
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET durable.naptime');
