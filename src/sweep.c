@@ -732,6 +732,18 @@ sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass,
 }
 
 /*
+ * The finish time before which records `age_us` old are purged, read when
+ * a batch runs: a batch held up (a trigger on DELETE that waits) while the
+ * wall clock is set back must not make the next batch judge records
+ * finished since by the clock from before the step.
+ */
+static TimestampTz
+sweep_cutoff(int64 age_us)
+{
+	return GetCurrentTimestamp() - age_us;
+}
+
+/*
  * A journal's part of a purge() call.  It resumes where the process's
  * previous call ended: a loop that calls purge() until it returns 0 would
  * otherwise walk from the oldest at every call, and behind a long
@@ -743,17 +755,17 @@ sweep_purge_journal(SweepJournal *j, TimestampTz cutoff, int64 limit, bool pass,
  * late, a finish time edited by hand).
  */
 static int64
-sweep_purge_journal_call(SweepJournal *j, TimestampTz cutoff, int64 limit)
+sweep_purge_journal_call(SweepJournal *j, int64 age_us, int64 limit)
 {
 	TimestampTz from;
-	int64		deleted = sweep_purge_journal(j, cutoff, limit, false, &from);
+	int64		deleted = sweep_purge_journal(j, sweep_cutoff(age_us), limit, false, &from);
 
 	if (deleted < limit && from != DT_NOBEGIN)
 	{
 		SweepResume resumed = j->call_resume;
 
 		j->call_resume.full_walk_at = 0;
-		deleted += sweep_purge_journal(j, cutoff, limit - deleted, false, NULL);
+		deleted += sweep_purge_journal(j, sweep_cutoff(age_us), limit - deleted, false, NULL);
 		/* (the next call resumes where the resumed walk ended) */
 		resumed.full_walk_at = j->call_resume.full_walk_at;
 		j->call_resume = resumed;
@@ -762,13 +774,13 @@ sweep_purge_journal_call(SweepJournal *j, TimestampTz cutoff, int64 limit)
 }
 
 /*
- * purge() by hand: delete up to `limit` finished records older than cutoff,
+ * purge() by hand: delete up to `limit` finished records older than age_us,
  * done inbox records first, then sent outbox records with what is left of
  * the limit, all or nothing (the records the passes go round included).
  * Returns how many were deleted.  Caller must be connected to SPI.
  */
 static int64
-sweep_purge(TimestampTz cutoff, int64 limit)
+sweep_purge(int64 age_us, int64 limit)
 {
 	int64		deleted = 0;
 	int			i;
@@ -776,7 +788,7 @@ sweep_purge(TimestampTz cutoff, int64 limit)
 	for (i = 0; i < lengthof(sweep_journals); i++)
 		sweep_call_may_delete(&sweep_journals[i]);
 	for (i = 0; i < lengthof(sweep_journals) && deleted < limit; i++)
-		deleted += sweep_purge_journal_call(&sweep_journals[i], cutoff, limit - deleted);
+		deleted += sweep_purge_journal_call(&sweep_journals[i], age_us, limit - deleted);
 	return deleted;
 }
 
@@ -801,7 +813,7 @@ sweep_purge_batch_call(void *arg)
 typedef struct SweepHalves
 {
 	SweepJournal *journal;
-	TimestampTz cutoff;
+	int64		age_us;
 	int64		deleted;
 	int64	   *failed;			/* records that failed alone */
 	ErrorData **first;			/* the first one's error */
@@ -812,7 +824,8 @@ sweep_delete_keys(void *arg, const Datum *keys, int nkeys)
 {
 	SweepHalves *halves = (SweepHalves *) arg;
 
-	halves->deleted += sweep_delete_listed(halves->journal, halves->cutoff, keys, nkeys);
+	halves->deleted += sweep_delete_listed(halves->journal, sweep_cutoff(halves->age_us),
+										   keys, nkeys);
 }
 
 /*
@@ -860,11 +873,11 @@ sweep_candidates_call(void *arg)
  * how many were deleted.
  */
 static int64
-sweep_purge_halves(SweepJournal *j, TimestampTz cutoff, int64 limit,
+sweep_purge_halves(SweepJournal *j, int64 age_us, int64 limit,
 				   int64 *failed, ErrorData **first)
 {
-	SweepHalves halves = {.journal = j, .cutoff = cutoff, .failed = failed, .first = first};
-	SweepCandidatesCall call = {.journal = j, .cutoff = cutoff, .limit = limit};
+	SweepHalves halves = {.journal = j, .age_us = age_us, .failed = failed, .first = first};
+	SweepCandidatesCall call = {.journal = j, .cutoff = sweep_cutoff(age_us), .limit = limit};
 	ErrorData  *edata = durable_try(sweep_candidates_call, &call);
 
 	/*
@@ -897,7 +910,7 @@ sweep_purge_halves(SweepJournal *j, TimestampTz cutoff, int64 limit,
  * passed over (failed, or kept by a trigger).  Caller must be connected to SPI.
  */
 static int64
-sweep_purge_isolated(TimestampTz cutoff, int64 limit, int64 *passed_over)
+sweep_purge_isolated(int64 age_us, int64 limit, int64 *passed_over)
 {
 	/*
 	 * The inbox with half the limit, the outbox with what is left, then the
@@ -933,7 +946,7 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit, int64 *passed_over)
 	{
 		SweepJournal *j = &sweep_journals[order[step]];
 		int64		budget = (step == 0) ? (limit + 1) / 2 : limit - purged - failed - held;
-		SweepPurgeCall call = {.cutoff = cutoff, .limit = budget, .journal = j};
+		SweepPurgeCall call = {.cutoff = sweep_cutoff(age_us), .limit = budget, .journal = j};
 		int64		held_before = j->held;
 		ErrorData  *edata;
 
@@ -948,7 +961,7 @@ sweep_purge_isolated(TimestampTz cutoff, int64 limit, int64 *passed_over)
 			continue;
 		}
 		FreeErrorData(edata);
-		purged += sweep_purge_halves(j, cutoff, budget, &failed, &first);
+		purged += sweep_purge_halves(j, age_us, budget, &failed, &first);
 		held += j->held - held_before;
 		more[order[step]] = false;
 	}
@@ -1073,8 +1086,7 @@ durable_sweep_pass(bool scan_open, TimestampTz *windows,
 									&outbox_due_plan, SWEEP_OUTBOX_DUE_SQL, DQ_OUTBOX);
 	result->outbox_due = (int) Min(outbox_due, (int64) PG_INT32_MAX);
 
-	result->purged = sweep_purge_isolated(GetCurrentTimestamp() -
-										  (int64) durable_retention_s * USECS_PER_SEC,
+	result->purged = sweep_purge_isolated((int64) durable_retention_s * USECS_PER_SEC,
 										  DURABLE_PURGE_BATCH, &passed_over);
 	permits = sweep_permits_isolated();
 
@@ -1232,7 +1244,6 @@ durable_purge(PG_FUNCTION_ARGS)
 														(int64) durable_retention_s * USECS_PER_SEC,
 														0, SWEEP_MAX_AGE_US);
 	int32		batch = PG_ARGISNULL(1) ? SWEEP_PURGE_DEFAULT_BATCH : PG_GETARG_INT32(1);
-	TimestampTz now = GetCurrentTimestamp();
 	int64		deleted;
 
 	if (batch < 1)
@@ -1241,7 +1252,7 @@ durable_purge(PG_FUNCTION_ARGS)
 				 errmsg("batch must be at least 1")));
 
 	SPI_connect();
-	deleted = sweep_purge(now - older_than_us, batch);
+	deleted = sweep_purge(older_than_us, batch);
 	SPI_finish();
 	PG_RETURN_INT64(deleted);
 }

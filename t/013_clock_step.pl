@@ -252,6 +252,51 @@ isnt($node->safe_psql('postgres', q{SELECT durable.permit('identify', 1, '10 min
 	'00:00:00', 'a second permit of the bucket waits for the window');
 $gate->quit;
 
+# --- The same within the purge: each batch reads the clock when it runs.
+# A pass held in its first batch (the inbox's, by a trigger on DELETE of the
+# test's) while the clock goes back an hour, and a purge() held there the
+# same way, went on to the outbox with the cutoff read before the step
+# (until 2026-12-07, found by review): a send confirmed meanwhile, by then
+# an hour "old", was deleted (with a retention of 10 minutes), and its key
+# could be sent again.
+$node->safe_psql('postgres', q{
+	DROP TRIGGER wait_at_gate ON durable.inbox;
+	CREATE FUNCTION public.wait_at_delete() RETURNS trigger LANGUAGE plpgsql
+	  AS $$BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN OLD; END$$;
+	CREATE TRIGGER wait_at_delete BEFORE DELETE ON durable.inbox
+	  FOR EACH ROW EXECUTE FUNCTION public.wait_at_delete();
+});
+my $shift = -14400 + 60 - 3600;
+foreach my $purge ('SELECT purged FROM durable.sweep()', "SELECT durable.purge('10 min')")
+{
+	my $name = $purge =~ /sweep/ ? 'sweep' : 'purge';
+	$node->safe_psql('postgres', qq{
+		SELECT durable.inbox_complete(a.id, a.token)
+		  FROM durable.inbox_admit('clock', 'old-done-$name', 'c7', instance => 'i') a;
+		UPDATE durable.inbox SET done_at = now() - interval '30 days',
+		                         finished_at = now() - interval '30 days'
+		 WHERE message_id = 'old-done-$name';
+	});
+	$gate = gate_close($node, 'postgres');
+	($sweeper, undef, $held) = start_until_gate($node, 'postgres', $purge,
+		"SET durable.retention = '10 min'");
+	ok($held, "a $name is held in its purge of the inbox");
+	$shift -= 3600;
+	set_clock_shift($shift);
+	is($node->safe_psql('postgres', qq{
+		SELECT count(*) FROM durable.outbox_begin('sent-in-$name', 'c8', '{}', 'live') b,
+		       durable.outbox_sent(b.key, b.token, 'p-$name')}),
+		'1', "the clock set back an hour, a send is confirmed");
+	gate_open($gate);
+	$sweeper->query_safe('SELECT 1');
+	$sweeper->quit;
+	$gate->quit;
+	is($node->safe_psql('postgres', qq{SELECT count(*) FROM durable.inbox WHERE message_id = 'old-done-$name'}),
+		'0', "the $name purged the inbox's old record");
+	is($node->safe_psql('postgres', qq{SELECT count(*) FROM durable.outbox WHERE key = 'sent-in-$name'}),
+		'1', "... and kept the send confirmed after the clock went back");
+}
+
 $node->stop;
 
 # --- A backend whose database found every slot taken looks again once a
