@@ -506,7 +506,6 @@ guard_primary_key_adds_not_null(Constraint *constraint, Oid relid)
 	Oid			index;
 	HeapTuple	tup;
 	Form_pg_index form;
-	bool		refused = false;
 
 	if (constraint->indexname == NULL)
 		return !guard_columns_not_null(relid, constraint->keys);
@@ -524,9 +523,7 @@ guard_primary_key_adds_not_null(Constraint *constraint, Oid relid)
 		columns = lappend(columns, makeString(get_attname(relid, form->indkey.values[i], false)));
 	}
 	ReleaseSysCache(tup);
-	if (columns != NIL)
-		refused = !guard_columns_not_null(relid, columns);
-	return refused;
+	return columns != NIL && !guard_columns_not_null(relid, columns);
 }
 
 /*

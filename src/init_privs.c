@@ -80,10 +80,11 @@ init_privs_replace_role(Oid old_role, Oid new_role, Oid extension, Oid schema)
 		Datum		acl;
 		HeapTuple	changed;
 
-		if (!init_privs_of_durable(form->classoid, form->objoid, extension, schema))
-			continue;
+		/* (the ACL first: the extension test is a pg_depend scan) */
 		acl = heap_getattr(tup, Anum_pg_init_privs_initprivs, RelationGetDescr(rel), &isnull);
 		if (isnull || !init_privs_name(DatumGetAclP(acl), old_role))
+			continue;
+		if (!init_privs_of_durable(form->classoid, form->objoid, extension, schema))
 			continue;
 		values[Anum_pg_init_privs_initprivs - 1] =
 			PointerGetDatum(aclnewowner(DatumGetAclP(acl), old_role, new_role));
@@ -117,6 +118,7 @@ durable_init_privs_reassigned(const ReassignOwnedStmt *stmt)
 #if PG_VERSION_NUM < 170000
 	Oid			extension = get_extension_oid("durable", true);
 	char	   *version;
+	Oid			schema;
 	Oid			new_role;
 	ListCell   *lc;
 
@@ -125,6 +127,7 @@ durable_init_privs_reassigned(const ReassignOwnedStmt *stmt)
 	version = durable_installed_version();
 	if (version == NULL || init_privs_moved_by_update(version))
 		return;
+	schema = get_namespace_oid("durable", false);
 	new_role = get_rolespec_oid(stmt->newrole, false);
 	foreach(lc, stmt->roles)
 	{
@@ -132,8 +135,7 @@ durable_init_privs_reassigned(const ReassignOwnedStmt *stmt)
 
 		if (old_role == new_role)
 			continue;
-		init_privs_replace_role(old_role, new_role, extension,
-								get_namespace_oid("durable", false));
+		init_privs_replace_role(old_role, new_role, extension, schema);
 		/* (the next role's pass must see these rows: a role named twice, two roles in a row) */
 		CommandCounterIncrement();
 	}
