@@ -83,7 +83,11 @@ UPDATE durable.sessions SET saved_at = clock_timestamp() - interval '61 s'
 SELECT session_id, ignored
   FROM durable.session_load('regress-sessions', 0, 'wss://gateway.example/?v=10', 2);
 
--- max_age NULL also means 60 s.
+-- max_age NULL also means 60 s: expired at 61 s, returned at 55 s.
+SELECT session_id, ignored
+  FROM durable.session_load('regress-sessions', 0, 'wss://gateway.example/?v=10', 2, NULL);
+UPDATE durable.sessions SET saved_at = clock_timestamp() - interval '55 s'
+ WHERE bot = 'regress-sessions' AND shard = 0;
 SELECT session_id, ignored
   FROM durable.session_load('regress-sessions', 0, 'wss://gateway.example/?v=10', 2, NULL);
 
