@@ -604,17 +604,31 @@ ALTER TABLE durable.sessions ADD CONSTRAINT sessions_id_seq_key UNIQUE (session_
 ROLLBACK;
 -- durable's sequences keep no cache (a later admit of a chat could draw a
 -- lower id than an earlier one, from another backend's range, and be taken
--- out of order), never cycle, only increase, and have no bound of their own
+-- out of order), never cycle, increase by 1, and have no bound of their own
 -- (token_seq is lifted to the clock at start-up): 0A000.  RESTART, like
 -- setval(), is left to the DBA (this file restarts inbox_id_seq above).
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.inbox_id_seq CACHE 100$$);
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.outbox_id_seq INCREMENT BY -1$$);
+-- (an increment over 1 too: the start-up lift of token_seq counts on one
+-- token per step)
+SELECT pg_temp.error_of($$ALTER SEQUENCE durable.token_seq INCREMENT 1000$$);
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.token_seq CYCLE$$);
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.token_seq MAXVALUE 1000000000$$);
 ALTER SEQUENCE durable.token_seq CACHE 1 NO CYCLE NO MAXVALUE AS bigint;
 -- (the bounds durable created them with, named, are no change)
 ALTER SEQUENCE durable.token_seq MINVALUE 1 MAXVALUE 9223372036854775807;
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.inbox_id_seq MINVALUE 2$$);
+-- token_seq's options change only by a statement of its own (25001): in a
+-- transaction the sequence has new storage until it ends, and a rollback
+-- would hand the tokens taken meanwhile out again
+SELECT pg_temp.error_of($$ALTER SEQUENCE durable.token_seq CACHE 1$$);
+BEGIN;
+ALTER SEQUENCE durable.token_seq CACHE 1;
+ROLLBACK;
+-- (the other sequences' tokens are not handed to anyone: ids in a block are fine)
+BEGIN;
+ALTER SEQUENCE durable.inbox_id_seq CACHE 1;
+ROLLBACK;
 -- ... nor may one become unlogged (after a crash it would start again)
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.inbox_id_seq SET UNLOGGED$$);
 -- ... nor a table (a crash would empty it; its sequences would go with it)

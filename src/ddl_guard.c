@@ -38,9 +38,10 @@
  * them all; guard_owner_change).
  *
  * Sequences.  ALTER SEQUENCE on durable's sequences is refused a cache, a
- * cycle, a decreasing increment, bounds and a type: ids order each chat's
- * records and tokens fence leases, which the first three would break
- * without an error.
+ * cycle, an increment other than 1, bounds and a type: ids order each
+ * chat's records and tokens fence leases, which the first three would
+ * break without an error.  On token_seq it must run outside a transaction
+ * block and a function (guard_alter_sequence).
  *
  * Locks taken before the permission check.  Some commands lock the
  * relation they name first and check the role's right on it afterwards:
@@ -84,6 +85,7 @@
 #include "durable.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_attribute.h"
@@ -1341,7 +1343,8 @@ guard_rule(RangeVar *rv, Oid nsp)
  * draws from a range of its own, so a later admit can get a lower id), a
  * cycle or an increment that is not positive breaks one or the other,
  * silently; a bound or a type would stop the start-up lift of token_seq (to
- * the clock) or the ids before INSERT would.  RESTART, like setval(), is the
+ * the clock) or the ids before INSERT would, and so would an increment
+ * over 1 (token.c: the lift relies on fewer tokens than microseconds).  RESTART, like setval(), is the
  * DBA's to get right.
  */
 static bool
@@ -1350,7 +1353,7 @@ guard_sequence_option_refused(DefElem *option)
 	if (strcmp(option->defname, "cache") == 0)
 		return defGetInt64(option) != 1;
 	if (strcmp(option->defname, "increment") == 0)
-		return defGetInt64(option) < 1;
+		return defGetInt64(option) != 1;
 	if (strcmp(option->defname, "cycle") == 0)
 		return option->arg != NULL && boolVal(option->arg);
 	/* NO MAXVALUE / NO MINVALUE, or the values they stand for, are durable's own. */
@@ -1364,10 +1367,11 @@ guard_sequence_option_refused(DefElem *option)
 }
 
 static void
-guard_alter_sequence(AlterSeqStmt *stmt, Oid nsp)
+guard_alter_sequence(AlterSeqStmt *stmt, Oid nsp, bool top_level)
 {
 	Oid			relid;
 	ListCell   *lc;
+	bool		rewrites = false;
 
 	if (guard_in_our_scripts() || !guard_in_durable_schema(stmt->sequence, nsp, &relid) ||
 		get_rel_relkind(relid) != RELKIND_SEQUENCE)
@@ -1392,7 +1396,27 @@ guard_alter_sequence(AlterSeqStmt *stmt, Oid nsp)
 					 errmsg("cannot change %s of sequence durable.%s",
 							asc_toupper(option->defname, strlen(option->defname)),
 							get_rel_name(relid)),
-					 errdetail("durable orders each chat's records by their ids and fences leases by their tokens: its sequences keep no cache, never cycle, only increase, and have no bound of their own.")));
+					 errdetail("durable orders each chat's records by their ids and fences leases by their tokens: its sequences keep no cache, never cycle, increase by 1, and have no bound of their own.")));
+		if (strcmp(option->defname, "owned_by") != 0)
+			rewrites = true;
+	}
+
+	/*
+	 * Any other option gives the sequence new storage until the transaction
+	 * ends: a token handed out after it in the same transaction (a lift
+	 * too) is undone by a rollback, and handed out again to another holder
+	 * of the same record, whose stale confirmation would then pass.
+	 */
+	if (rewrites && strcmp(get_rel_name(relid), "token_seq") == 0 && !IsBinaryUpgrade)
+	{
+		if (!top_level || IsTransactionBlock() || IsSubTransaction())
+			ereport(ERROR,
+					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+					 errmsg("ALTER SEQUENCE durable.token_seq cannot run inside a transaction block or a function"),
+					 errdetail("Until its transaction ends the change gives the sequence new storage: a rollback would hand the fencing tokens taken meanwhile out again, and fence nothing."),
+					 errhint("Run it as a statement of its own, outside BEGIN ... COMMIT.")));
+		/* (and not in a pipeline, nor with other statements in one query string) */
+		PreventInTransactionBlock(top_level, "ALTER SEQUENCE durable.token_seq");
 	}
 }
 
@@ -1464,10 +1488,11 @@ durable_ddl_guard_applies(Node *parsetree)
 
 /*
  * Refuse `parsetree` before it runs if it is one of the commands of the
- * file header; called by the utility hook, with a tree it may write to.
+ * file header; called by the utility hook, with a tree it may write to
+ * (top_level: the statement is not run by a function).
  */
 void
-durable_ddl_guard(Node *parsetree)
+durable_ddl_guard(Node *parsetree, bool top_level)
 {
 	Oid			nsp;
 	ListCell   *lc;
@@ -1529,7 +1554,7 @@ durable_ddl_guard(Node *parsetree)
 			guard_alter_domain((AlterDomainStmt *) parsetree, nsp);
 			break;
 		case T_AlterSeqStmt:
-			guard_alter_sequence((AlterSeqStmt *) parsetree, nsp);
+			guard_alter_sequence((AlterSeqStmt *) parsetree, nsp, top_level);
 			break;
 		case T_AlterOwnerStmt:
 			guard_alter_owner((AlterOwnerStmt *) parsetree, nsp);

@@ -697,6 +697,6 @@ extern void durable_fail_point_hit(const char *name);
 
 /* ddl_guard.c: the utility hook's refusals, before a command runs. */
 extern bool durable_ddl_guard_applies(Node *parsetree);
-extern void durable_ddl_guard(Node *parsetree);
+extern void durable_ddl_guard(Node *parsetree, bool top_level);
 
 #endif							/* DURABLE_H */

@@ -1976,7 +1976,7 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 	volatile Oid blocked_db = InvalidOid;
 	volatile bool durable_existed = false;
 
-	durable_ddl_guard(parsetree);
+	durable_ddl_guard(parsetree, context == PROCESS_UTILITY_TOPLEVEL);
 	switch (nodeTag(parsetree))
 	{
 		case T_DropdbStmt:

@@ -431,6 +431,14 @@ for my $case ([ 'inbox_id_seq', "SELECT durable.inbox_admit('np', 'm22', 'c22')"
 		"a cache on durable.$seq is refused by the writes");
 	q1("ALTER SEQUENCE durable.$seq CACHE 1");
 }
+# ... and token_seq given an increment over 1, past which the start-up lift
+# gives up as soon as the tokens run ahead of the clock (until 2026-12-07
+# only an increment below 1 was refused).
+q1('ALTER SEQUENCE durable.token_seq INCREMENT 1000');
+like(error_of("SELECT durable.inbox_admit('np', 'm23', 'c23', instance => 'np-bot')"),
+	qr/^55000: sequence "durable\.token_seq" does not have the options durable created/,
+	'an increment of 1000 on durable.token_seq is refused by the writes');
+q1('ALTER SEQUENCE durable.token_seq INCREMENT 1');
 
 # Without preloading nothing stops a table inheriting from durable's (the
 # guard refuses one), which 0.2 -> 0.3's rewrite of the inbox and 0.5 ->
