@@ -3,8 +3,8 @@
 -- outbox_sent, complete, an empty claim; and a sender loop's
 -- outbox_enqueue, outbox_claim, outbox_sent), one transaction per cycle,
 -- and samples its own anonymous RSS after 500 cycles, after the cycle that
--- reaches 30,000 calls (the baseline of the growth: bench/run) and every
--- 5,000 cycles.
+-- reaches 30,000 calls (the baseline of the growth: bench/run), every 5,000
+-- cycles and after the last (:last, set by bench/run).
 \set chat random(1, 100000)
 \set n :n + 1
 BEGIN;
@@ -25,7 +25,7 @@ SELECT created FROM durable.outbox_enqueue(idempotency_key => :run::text || '-q-
 SELECT key AS qkey, token AS qtok FROM durable.outbox_claim(instance => 'bench-rss', max => 1) \gset
 SELECT durable.outbox_sent(:qkey::text, :qtok::bigint, 'q-' || :n::text);
 COMMIT;
-\if :n % 5000 = 0 or :n = 500 or :n = 3334
+\if :n % 5000 = 0 or :n = 500 or :n = 3334 or :n = :last
 INSERT INTO bench.rss (cycles, calls, rss_anon_kb)
 SELECT :n, :n * 9, (regexp_match(pg_read_file('/proc/self/status'), 'RssAnon:\s+(\d+)'))[1]::bigint;
 \endif
