@@ -1397,15 +1397,18 @@ guard_alter_sequence(AlterSeqStmt *stmt, Oid nsp, bool top_level)
 							asc_toupper(option->defname, strlen(option->defname)),
 							get_rel_name(relid)),
 					 errdetail("durable orders each chat's records by their ids and fences leases by their tokens: its sequences keep no cache, never cycle, increase by 1, and have no bound of their own.")));
-		if (strcmp(option->defname, "owned_by") != 0)
+		if (strcmp(option->defname, "owned_by") != 0 && strcmp(option->defname, "restart") != 0 &&
+			strcmp(option->defname, "start") != 0)
 			rewrites = true;
 	}
 
 	/*
-	 * Any other option gives the sequence new storage until the transaction
-	 * ends: a token handed out after it in the same transaction (a lift
-	 * too) is undone by a rollback, and handed out again to another holder
-	 * of the same record, whose stale confirmation would then pass.
+	 * The options left (no change, as far as the options above allow) give
+	 * the sequence new storage until the transaction ends: a token handed
+	 * out after it in the same transaction is undone by a rollback, and
+	 * handed out again to another holder of the same record, whose stale
+	 * confirmation would then pass.  RESTART and START set the tokens
+	 * themselves, as setval() does: the DBA's to get right.
 	 */
 	if (rewrites && strcmp(get_rel_name(relid), "token_seq") == 0 && !IsBinaryUpgrade)
 	{

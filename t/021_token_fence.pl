@@ -89,6 +89,26 @@ cmp_ok($after, '>', $before, 'after a clean restart, tokens are above those befo
 # passed without the lift; found by review.)
 is($lifted, 't', 'and lifted to the clock of the restart');
 
+# The first token of a start taken in a transaction that gave token_seq new
+# storage (ALTER SEQUENCE ... RESTART) and rolled back: the rollback takes
+# the lift back with the storage, so the next token lifts again.  Until
+# 2026-12-07 the lift was recorded as done, and the tokens went on from
+# below the restart's clock, where a token lost in a crash could come again
+# (found by review).
+my $last = $node->safe_psql('postgres', "SELECT last_value FROM durable.token_seq");
+$node->restart;
+$node->safe_psql('postgres', qq{
+	BEGIN;
+	ALTER SEQUENCE durable.token_seq RESTART WITH $last;
+	SELECT count(*) FROM durable.inbox_admit('tap', 'm3r', 'chat-3r', instance => 'bot-r');
+	ROLLBACK;
+});
+is( $node->safe_psql(
+		'postgres', q{
+SELECT a.token >= extract(epoch FROM pg_postmaster_start_time() - timestamptz '2000-01-01 00:00:00+00') * 1000000
+  FROM durable.inbox_admit('tap', 'm3s', 'chat-3s', instance => 'bot-r') a}),
+	't', 'a lift rolled back with the sequence\'s new storage is made again');
+
 # durable dropped and created again within the start: a new sequence, lifted
 # too (a restore with pg_restore --clean is the same).
 $node->safe_psql('postgres', 'DROP EXTENSION durable; CREATE EXTENSION durable');
