@@ -34,8 +34,9 @@
  * and SERIALIZABLE raise a serialization failure.  The new index entries
  * (the update is never HOT: it takes the record out of the open-records
  * indexes) go in with index_insert, for every index the new version
- * belongs in, with the unique check ExecInsertIndexTuples would make
- * (direct_insert_index_entries).
+ * belongs in, with the unique check ExecInsertIndexTuples would make,
+ * except where neither the key nor the predicate's columns changed: the
+ * entry's key is then already unique (direct_unique_check_needed).
  *
  * The claims walk their journal's open index (inbox_unfinished_idx,
  * outbox_waiting_idx) in id order, lock what is claimable as FOR NO KEY
@@ -1797,7 +1798,8 @@ direct_insert_index_entries(Relation rel, TupleTableSlot *slot, const DirectConf
 		int			j;
 
 		ii->ii_CheckedUnchanged = true;
-		ii->ii_IndexUnchanged = true;
+		/* (an expression key, 0, may read a column set: not unchanged, as index_unchanged_by_update says) */
+		ii->ii_IndexUnchanged = ii->ii_Expressions == NIL;
 		for (k = 0; k < ii->ii_NumIndexKeyAttrs; k++)
 			for (j = 0; j < c->nset; j++)
 				if (ii->ii_IndexAttrNumbers[k] == c->set_att[j])

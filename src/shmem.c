@@ -109,35 +109,30 @@ durable_require_shmem(void)
 				 errhint("Add durable to shared_preload_libraries in postgresql.conf and restart the server.")));
 }
 
-/* The pending block on dboid, or 0; caller holds the lock. */
-static int64
-dshm_pending_block(Oid dboid)
+/* The live block record of dboid, or NULL; caller holds the lock. */
+static DurableDbBlock *
+dshm_db_block(Oid dboid, int64 now)
 {
-	int64		now = durable_clock_us();
-
-	for (int i = 0; i < DURABLE_PENDING_BLOCKS; i++)
+	for (int i = 0; i < DURABLE_DB_BLOCKS; i++)
 	{
-		DurablePendingBlock *b = &durable_shared->pending_blocks[i];
+		DurableDbBlock *b = &durable_shared->db_blocks[i];
 
 		if (b->dboid == dboid && b->until > now)
-			return b->until;
+			return b;
 	}
-	return 0;
+	return NULL;
 }
 
-/* Forget the pending block on dboid; caller holds the lock exclusively. */
+/* Forget the block records of dboid; caller holds the lock exclusively. */
 static void
-dshm_forget_pending_block(Oid dboid)
+dshm_forget_db_blocks(Oid dboid)
 {
-	for (int i = 0; i < DURABLE_PENDING_BLOCKS; i++)
+	for (int i = 0; i < DURABLE_DB_BLOCKS; i++)
 	{
-		DurablePendingBlock *b = &durable_shared->pending_blocks[i];
+		DurableDbBlock *b = &durable_shared->db_blocks[i];
 
 		if (b->dboid == dboid)
-		{
-			b->dboid = InvalidOid;
-			b->until = 0;
-		}
+			memset(b, 0, sizeof(*b));
 	}
 }
 
@@ -147,7 +142,7 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 {
 	int			c;
 	int			q;
-	int64		blocked_until = dshm_pending_block(dboid);
+	DurableDbBlock *block = dshm_db_block(dboid, durable_clock_us());
 
 	for (c = 0; c < DC_NUM_COUNTERS; c++)
 		pg_atomic_write_u64(&slot->counters[c], 0);
@@ -158,7 +153,7 @@ dshm_slot_reset(DurableDbSlot *slot, Oid dboid)
 	slot->since = GetCurrentTimestamp();
 	slot->worker_pid = 0;
 	slot->worker_starting = false;
-	slot->worker_blocked_until = blocked_until;
+	slot->worker_blocked_until = block ? block->until : 0;
 	slot->worker_checked_at = 0;
 	slot->extension_absent = false;
 	slot->not_swept = false;
@@ -389,7 +384,7 @@ durable_db_slot_free(Oid dboid)
 		slot->dboid = InvalidOid;
 		SpinLockRelease(&slot->mutex);
 	}
-	dshm_forget_pending_block(dboid);
+	dshm_forget_db_blocks(dboid);
 	LWLockRelease(durable_shared->lock);
 }
 
@@ -397,58 +392,64 @@ DurableDbSlot *
 durable_db_block(Oid dboid, int64 until)
 {
 	DurableDbSlot *slot;
-	DurablePendingBlock *free_block = NULL;
+	DurableDbBlock *block;
 	int64		now = durable_clock_us();
 
 	if (durable_shared == NULL)
 		return NULL;
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
+	block = dshm_db_block(dboid, now);
+	for (int i = 0; block == NULL && i < DURABLE_DB_BLOCKS; i++)
+	{
+		DurableDbBlock *b = &durable_shared->db_blocks[i];
+
+		/* (a free one, or one whose commands all ended by FATAL before lifting it) */
+		if (b->until <= now)
+		{
+			block = b;
+			block->dboid = dboid;
+			block->holders = 0;
+		}
+	}
+	if (block != NULL)
+	{
+		block->until = Max(block->until, until);
+		block->holders++;
+	}
 	slot = durable_db_slot_find(dboid);
 	if (slot != NULL)
 	{
 		SpinLockAcquire(&slot->mutex);
 		slot->worker_blocked_until = Max(slot->worker_blocked_until, until);
 		SpinLockRelease(&slot->mutex);
-		LWLockRelease(durable_shared->lock);
-		return slot;
-	}
-	for (int i = 0; i < DURABLE_PENDING_BLOCKS; i++)
-	{
-		DurablePendingBlock *b = &durable_shared->pending_blocks[i];
-
-		if (b->dboid == dboid && b->until > now)
-		{
-			b->until = Max(b->until, until);
-			LWLockRelease(durable_shared->lock);
-			return NULL;
-		}
-		if (free_block == NULL && b->until <= now)
-			free_block = b;
-	}
-	if (free_block != NULL)
-	{
-		free_block->dboid = dboid;
-		free_block->until = until;
 	}
 	LWLockRelease(durable_shared->lock);
-	if (free_block == NULL)
+	if (block == NULL && slot == NULL)
 		ereport(WARNING,
 				(errmsg("durable could not keep its worker away from database %u during this command", dboid),
-				 errdetail("%d commands that need a database to themselves are running on databases durable has not looked at yet.",
-						   DURABLE_PENDING_BLOCKS),
+				 errdetail("%d commands that need a database to themselves are running already.",
+						   DURABLE_DB_BLOCKS),
 				 errhint("If the command fails because the database is being accessed by other users, run it again.")));
-	return NULL;
+	return slot;
 }
 
 void
 durable_db_unblock(Oid dboid)
 {
 	DurableDbSlot *slot;
+	DurableDbBlock *block;
 
 	if (durable_shared == NULL)
 		return;
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
-	dshm_forget_pending_block(dboid);
+	block = dshm_db_block(dboid, durable_clock_us());
+	/* Another command still needs the database: the block stays. */
+	if (block != NULL && --block->holders > 0)
+	{
+		LWLockRelease(durable_shared->lock);
+		return;
+	}
+	dshm_forget_db_blocks(dboid);
 	slot = durable_db_slot_find(dboid);
 	if (slot != NULL)
 	{

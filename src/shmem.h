@@ -90,16 +90,19 @@ typedef struct DurableDbSlot
 } DurableDbSlot;
 
 /*
- * A block on a database without a slot yet (durable_db_block): the slot
- * made for it starts blocked until `until` (durable_clock_us; 0: unused).
+ * A block the utility hook put on a database (durable_db_block): its slot,
+ * or the slot made for it later, is blocked until `until`
+ * (durable_clock_us; an entry past it is free), and the block is lifted
+ * when the last of its `holders` (commands) is over.
  */
-typedef struct DurablePendingBlock
+typedef struct DurableDbBlock
 {
 	Oid			dboid;
 	int64		until;
-} DurablePendingBlock;
+	int			holders;
+} DurableDbBlock;
 
-#define DURABLE_PENDING_BLOCKS 16
+#define DURABLE_DB_BLOCKS 16
 
 typedef struct DurableShared
 {
@@ -111,7 +114,7 @@ typedef struct DurableShared
 	/* A backend took this database's slot (found without durable), checked then */
 	Oid			handed_dboid;
 	int64		handed_checked_at;	/* durable_clock_us */
-	DurablePendingBlock pending_blocks[DURABLE_PENDING_BLOCKS];	/* under lock */
+	DurableDbBlock db_blocks[DURABLE_DB_BLOCKS];	/* under lock */
 	DurableDbSlot slots[FLEXIBLE_ARRAY_MEMBER]; /* durable_max_databases */
 } DurableShared;
 
@@ -145,21 +148,23 @@ extern bool durable_slot_lock_for(DurableDbSlot *slot, Oid dboid);
 /* The slot of dboid (InvalidOid: a free slot), or NULL; caller holds the slots' lock. */
 extern DurableDbSlot *durable_db_slot_find(Oid dboid);
 
-/* Free a database's slot (DROP DATABASE), and lift a pending block on it. */
+/* Free a database's slot (DROP DATABASE), and forget the blocks on it. */
 extern void durable_db_slot_free(Oid dboid);
 
 /*
  * Keep new workers away from database `dboid` until `until`
- * (durable_clock_us), through its slot, or, when it has none, through a
- * pending block that a slot made for it later starts with: a worker needs
- * a slot, and the lookup and the record are made under the slots' lock,
- * so that no slot comes between them.  Returns the slot, or NULL when
- * there was none (no worker can run there).  A block that finds neither a
- * slot nor room among the pending blocks is not made (a WARNING).
+ * (durable_clock_us) for one more command: a block recorded apart from the
+ * slots, which the database's slot, or one made for it later, takes on (a
+ * worker needs a slot; the lookup and the record are made under the
+ * slots' lock, so that no slot comes between them).  Returns the slot, or
+ * NULL when there was none (no worker can run there).  With no room for
+ * the record, a database with a slot is blocked through it alone (the
+ * first of its commands to end lifts it), and one without is not blocked
+ * (a WARNING).
  */
 extern DurableDbSlot *durable_db_block(Oid dboid, int64 until);
 
-/* Lift what durable_db_block put on dboid. */
+/* One command that durable_db_block blocked dboid for is over: lift the block after the last. */
 extern void durable_db_unblock(Oid dboid);
 
 /*

@@ -40,8 +40,10 @@
  * Utility hook.  DROP DATABASE, ALTER DATABASE ... RENAME / SET TABLESPACE
  * and CREATE DATABASE ... TEMPLATE all fail while another session is
  * connected to the database they name, and our worker is such a session.
- * Before them, the hook blocks the database's slot for WKR_BLOCK_MS (the
- * launcher starts no worker there meanwhile), sends the worker SIGTERM and
+ * Before them, the hook blocks the database for WKR_BLOCK_MS (the launcher
+ * starts no worker there meanwhile; shmem.c's durable_db_block, which also
+ * covers a database without a slot yet, and counts the commands, so that
+ * the first of two to end does not lift the other's), sends the worker SIGTERM and
  * waits, at most WKR_STOP_WAIT_MS, until it is gone; the command itself
  * then takes its lock on the database, which keeps a new worker from
  * connecting until the command's transaction ends.  When the command
