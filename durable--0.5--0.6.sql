@@ -24,7 +24,8 @@
  * journal.  A view, rule or policy of yours that uses one of these columns
  * makes the step fail ("cannot alter type of a column used by a view or
  * rule"): drop it first, create it again after.  A foreign key of yours
- * that references outbox.key is checked again, which locks your table.
+ * that references outbox.key is rebuilt, which locks your table (its rows
+ * are not checked again).
  * Changing a column's type drops its statistics: the tables are analyzed
  * again at the end.
  *
