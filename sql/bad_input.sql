@@ -445,6 +445,8 @@ SELECT count(*) AS calls, count(*) FILTER (WHERE result = 'runs') > 0 AS some_ru
        count(*) FILTER (WHERE result = '22023') > 0 AS some_refused
   FROM edge_results;
 SELECT function, arg, value, result FROM edge_results WHERE result NOT IN ('runs', '22023', '54000', 'DR001', 'DR002', 'DR003') ORDER BY 1, 2, 3;
+-- no function built SQL from a text argument: the quote's DROP TABLE never ran
+SELECT to_regclass('pg_temp.arg_values') IS NOT NULL AS canary_kept;
 ROLLBACK;
 
 -- CLEANUP

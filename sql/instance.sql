@@ -42,10 +42,10 @@ SELECT message_id, state, owner, attempts, lease_until IS NULL AS lease_cleared,
 -- Its send in flight is unknown (it may have reached the provider); the sent one and inst-other's stay
 SELECT key, state, owner FROM durable.outbox WHERE key LIKE 'inst-%' ORDER BY key;
 SELECT outbox_ambiguous FROM durable.metrics();
--- A late confirmation from the dead incarnation is refused (DR001)
-SELECT o.id = i.id AS same_record,
+-- A late confirmation from the dead incarnation is refused (DR001), for each of its leases
+SELECT i.message_id,
        pg_temp.sqlstate_of(format('SELECT durable.inbox_complete(%s, %s)', o.id, o.token)) AS complete
-  FROM old_leases o JOIN durable.inbox i USING (id) ORDER BY i.message_id LIMIT 1;
+  FROM old_leases o JOIN durable.inbox i USING (id) ORDER BY i.message_id;
 -- Calling it again finds nothing left
 SELECT * FROM durable.instance_start('inst-old');
 -- An instance that held nothing recovers nothing

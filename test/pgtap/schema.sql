@@ -1,12 +1,15 @@
 --
--- test/pgtap/schema.sql: the installed schema is the contract of api.md.
+-- test/pgtap/schema.sql: the installed schema is the contract of api.md (the
+-- project's SQL contract, ../shared/design/api.md beside this repository).
 --
 -- Run with pg_prove against a database holding CREATE EXTENSION pgtap and
 -- CREATE EXTENSION durable:  pg_prove -d <db> test/pgtap/schema.sql
 --
--- Tables: the columns api.md lists, with their types (more columns may
+-- Tables: the columns api.md lists, and those of the tables it leaves to
+-- us (sessions, permits, sweep windows), with their types (more columns may
 -- exist).  Functions: every signature exactly (argument names, types,
--- defaults, result columns), SECURITY DEFINER with a pinned search_path,
+-- defaults, result columns), SECURITY DEFINER (the session functions
+-- INVOKER) with a pinned search_path,
 -- not STRICT, C, volatile, no EXECUTE for PUBLIC.  Indexes: exactly those of
 -- durable--0.1.sql, predicates included.
 --
@@ -16,7 +19,7 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(456);
+SELECT plan(466);
 
 -- ---------------------------------------------------------------------------
 -- The extension and its schema
@@ -88,6 +91,11 @@ INSERT INTO tap_cols (tbl, col, typ) VALUES
     ('sessions', 'total_shards', 'integer'),
     ('sessions', 'saved_at', 'timestamp with time zone'),
     ('sessions', 'owned_by', 'name'),
+    ('permit_buckets', 'bucket', 'text'),
+    ('permit_buckets', 'per', 'interval'),
+    ('permit_buckets', 'last_granted_at', 'timestamp with time zone'),
+    ('permits', 'bucket', 'text'),
+    ('permits', 'granted_at', 'timestamp with time zone'),
     ('sweep_windows', 'kind', 'text'),
     ('sweep_windows', 'next_from', 'timestamp with time zone');
 
@@ -248,7 +256,7 @@ SELECT is((SELECT proconfig[2:] FROM pg_proc WHERE pg_proc.oid = t.oid),
                THEN ARRAY['jit=off'] ELSE ARRAY[]::text[] END,
           format('%s: JIT setting', sig))
   FROM tap_fn_oids t ORDER BY n;
-SELECT isnt_strict('durable', fn, args, format('%s is not STRICT (a NULL argument raises 22023)', sig))
+SELECT isnt_strict('durable', fn, args, format('%s is not STRICT (so that a NULL argument reaches the C code, which raises 22023: sql/bad_input.sql)', sig))
   FROM tap_fn_oids ORDER BY n;
 SELECT function_lang_is('durable', fn, args, 'c', format('%s is written in C', sig)) FROM tap_fn_oids ORDER BY n;
 SELECT volatility_is('durable', fn, args, 'volatile', format('%s is volatile', sig)) FROM tap_fn_oids ORDER BY n;
