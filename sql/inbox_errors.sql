@@ -604,7 +604,7 @@ ALTER TABLE durable.sessions ADD CONSTRAINT sessions_id_seq_key UNIQUE (session_
 ROLLBACK;
 -- durable's sequences keep no cache (a later admit of a chat could draw a
 -- lower id than an earlier one, from another backend's range, and be taken
--- out of order), never cycle, increase by 1, and have no bound of their own
+-- out of order), never cycle, only increase (token_seq by 1), and have no bound of their own
 -- (token_seq is lifted to the clock at start-up): 0A000.  RESTART, like
 -- setval(), is left to the DBA (this file restarts inbox_id_seq above).
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.inbox_id_seq CACHE 100$$);
@@ -612,6 +612,9 @@ SELECT pg_temp.error_of($$ALTER SEQUENCE durable.outbox_id_seq INCREMENT BY -1$$
 -- (an increment over 1 too: the start-up lift of token_seq counts on one
 -- token per step)
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.token_seq INCREMENT 1000$$);
+-- (the ids may increase by more: they order, they do not fence)
+ALTER SEQUENCE durable.outbox_id_seq INCREMENT 2;
+ALTER SEQUENCE durable.outbox_id_seq INCREMENT 1;
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.token_seq CYCLE$$);
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.token_seq MAXVALUE 1000000000$$);
 ALTER SEQUENCE durable.token_seq CACHE 1 NO CYCLE NO MAXVALUE AS bigint;
@@ -624,6 +627,13 @@ SELECT pg_temp.error_of($$ALTER SEQUENCE durable.inbox_id_seq MINVALUE 2$$);
 SELECT pg_temp.error_of($$ALTER SEQUENCE durable.token_seq CACHE 1$$);
 BEGIN;
 ALTER SEQUENCE durable.token_seq CACHE 1;
+ROLLBACK;
+BEGIN;
+ALTER SEQUENCE durable.token_seq START 1;
+ROLLBACK;
+-- (RESTART moves the tokens itself, as setval() does: the DBA's to get right)
+BEGIN;
+ALTER SEQUENCE durable.token_seq RESTART WITH 1000;
 ROLLBACK;
 -- (the other sequences' tokens are not handed to anyone: ids in a block are fine)
 BEGIN;

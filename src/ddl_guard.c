@@ -38,10 +38,10 @@
  * them all; guard_owner_change).
  *
  * Sequences.  ALTER SEQUENCE on durable's sequences is refused a cache, a
- * cycle, an increment other than 1, bounds and a type: ids order each
- * chat's records and tokens fence leases, which the first three would
- * break without an error.  On token_seq it must run outside a transaction
- * block and a function (guard_alter_sequence).
+ * cycle, an increment below 1 (other than 1 on token_seq), bounds and a
+ * type: ids order each chat's records and tokens fence leases, which the
+ * first three would break without an error.  On token_seq it must run
+ * outside a transaction block and a function (guard_alter_sequence).
  *
  * Locks taken before the permission check.  Some commands lock the
  * relation they name first and check the role's right on it afterwards:
@@ -1344,16 +1344,17 @@ guard_rule(RangeVar *rv, Oid nsp)
  * cycle or an increment that is not positive breaks one or the other,
  * silently; a bound or a type would stop the start-up lift of token_seq (to
  * the clock) or the ids before INSERT would, and so would an increment
- * over 1 (token.c: the lift relies on fewer tokens than microseconds).  RESTART, like setval(), is the
+ * over 1 of token_seq (`fencing`; token.c: the lift relies on fewer tokens
+ * than microseconds).  RESTART, like setval(), is the
  * DBA's to get right.
  */
 static bool
-guard_sequence_option_refused(DefElem *option)
+guard_sequence_option_refused(DefElem *option, bool fencing)
 {
 	if (strcmp(option->defname, "cache") == 0)
 		return defGetInt64(option) != 1;
 	if (strcmp(option->defname, "increment") == 0)
-		return defGetInt64(option) != 1;
+		return fencing ? defGetInt64(option) != 1 : defGetInt64(option) < 1;
 	if (strcmp(option->defname, "cycle") == 0)
 		return option->arg != NULL && boolVal(option->arg);
 	/* NO MAXVALUE / NO MINVALUE, or the values they stand for, are durable's own. */
@@ -1372,10 +1373,12 @@ guard_alter_sequence(AlterSeqStmt *stmt, Oid nsp, bool top_level)
 	Oid			relid;
 	ListCell   *lc;
 	bool		rewrites = false;
+	bool		fencing;
 
 	if (guard_in_our_scripts() || !guard_in_durable_schema(stmt->sequence, nsp, &relid) ||
 		get_rel_relkind(relid) != RELKIND_SEQUENCE)
 		return;
+	fencing = strcmp(get_rel_name(relid), "token_seq") == 0;
 	foreach(lc, stmt->options)
 	{
 		DefElem    *option = lfirst_node(DefElem, lc);
@@ -1390,34 +1393,34 @@ guard_alter_sequence(AlterSeqStmt *stmt, Oid nsp, bool top_level)
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot change OWNED BY of sequence durable.%s", get_rel_name(relid)),
 					 errdetail("A sequence owned by a table moves and is dropped with it; durable finds its sequences by their names in schema durable.")));
-		if (guard_sequence_option_refused(option))
+		if (guard_sequence_option_refused(option, fencing))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot change %s of sequence durable.%s",
 							asc_toupper(option->defname, strlen(option->defname)),
 							get_rel_name(relid)),
-					 errdetail("durable orders each chat's records by their ids and fences leases by their tokens: its sequences keep no cache, never cycle, increase by 1, and have no bound of their own.")));
-		if (strcmp(option->defname, "owned_by") != 0 && strcmp(option->defname, "restart") != 0 &&
-			strcmp(option->defname, "start") != 0)
+					 errdetail("durable orders each chat's records by their ids and fences leases by their tokens: its sequences keep no cache, never cycle, only increase (token_seq by 1), and have no bound of their own.")));
+		if (strcmp(option->defname, "owned_by") != 0 && strcmp(option->defname, "restart") != 0)
 			rewrites = true;
 	}
 
 	/*
-	 * The options left (no change, as far as the options above allow) give
-	 * the sequence new storage until the transaction ends: a token handed
-	 * out after it in the same transaction is undone by a rollback, and
-	 * handed out again to another holder of the same record, whose stale
-	 * confirmation would then pass.  RESTART and START set the tokens
-	 * themselves, as setval() does: the DBA's to get right.
+	 * The options left (no change, as far as the options above allow, or
+	 * START) give the sequence new storage until the transaction ends: a
+	 * token handed out after it in the same transaction is undone by a
+	 * rollback, and handed out again to another holder of the same record,
+	 * whose stale confirmation would then pass.  RESTART moves the tokens
+	 * itself: the DBA's to get right, as setval() is (and a rollback undoes
+	 * it, with the tokens taken after it: README).
 	 */
-	if (rewrites && strcmp(get_rel_name(relid), "token_seq") == 0 && !IsBinaryUpgrade)
+	if (rewrites && fencing && !IsBinaryUpgrade)
 	{
 		if (!top_level || IsTransactionBlock() || IsSubTransaction())
 			ereport(ERROR,
 					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 					 errmsg("ALTER SEQUENCE durable.token_seq cannot run inside a transaction block or a function"),
 					 errdetail("Until its transaction ends the change gives the sequence new storage: a rollback would hand the fencing tokens taken meanwhile out again, and fence nothing."),
-					 errhint("Run it as a statement of its own, outside BEGIN ... COMMIT.")));
+					 errhint("Run it as a statement of its own: outside BEGIN ... COMMIT and functions, and not with other statements in one query string.")));
 		/* (and not in a pipeline, nor with other statements in one query string) */
 		PreventInTransactionBlock(top_level, "ALTER SEQUENCE durable.token_seq");
 	}

@@ -340,17 +340,17 @@ direct_sequence_changed(Datum arg, int cacheid, uint32 hashvalue)
 
 /*
  * Refuse durable's sequence `relid` unless it has the options the install
- * script gives it: no cache, no cycle, an increment of 1, bigint's range
- * from 1.  A chat's records are taken in the order of their ids and a
- * token must never come again; a cache (each backend draws from a range of
- * its own, so a later admit can get a lower id), a cycle or a decreasing
- * increment breaks that without an error, and a larger one the start-up
- * lift of token_seq (token.c).  The DDL guard refuses such an
+ * script gives it: no cache, no cycle, an increment of 1 or more (of 1 for
+ * token_seq, `fencing`), bigint's range from 1.  A chat's records are taken
+ * in the order of their ids and a token must never come again; a cache
+ * (each backend draws from a range of its own, so a later admit can get a
+ * lower id), a cycle or a decreasing increment breaks that without an
+ * error, and a larger one the start-up lift of token_seq (token.c).  The DDL guard refuses such an
  * ALTER SEQUENCE, and moving the sequence out of the schema and back, but
  * not another sequence put under the name.
  */
 static void
-direct_check_sequence(Oid relid)
+direct_check_sequence(Oid relid, bool fencing)
 {
 	HeapTuple	tup = SearchSysCache1(SEQRELID, ObjectIdGetDatum(relid));
 	Form_pg_sequence seq;
@@ -362,7 +362,7 @@ direct_check_sequence(Oid relid)
 				 errmsg("\"durable.%s\" is not a sequence", get_rel_name(relid)),
 				 errhint(DURABLE_DAMAGED_HINT)));
 	seq = (Form_pg_sequence) GETSTRUCT(tup);
-	as_created = seq->seqcache == 1 && !seq->seqcycle && seq->seqincrement == 1 &&
+	as_created = seq->seqcache == 1 && !seq->seqcycle && (fencing ? seq->seqincrement == 1 : seq->seqincrement >= 1) &&
 		seq->seqtypid == INT8OID && seq->seqmin == 1 && seq->seqmax == PG_INT64_MAX;
 	ReleaseSysCache(tup);
 	if (!as_created)
@@ -370,7 +370,7 @@ direct_check_sequence(Oid relid)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("sequence \"durable.%s\" does not have the options durable created",
 						get_rel_name(relid)),
-				 errdetail("durable orders each chat's records by their ids and fences leases by their tokens: its sequences keep no cache, never cycle, increase by 1, and have bigint's range."),
+				 errdetail("durable orders each chat's records by their ids and fences leases by their tokens: its sequences keep no cache, never cycle, only increase (token_seq by 1), and have bigint's range."),
 				 errhint("ALTER SEQUENCE durable.%s AS bigint INCREMENT 1 NO MINVALUE NO MAXVALUE CACHE 1 NO CYCLE.",
 						 get_rel_name(relid))));
 }
@@ -785,9 +785,9 @@ direct_rels(void)
 		direct_attnums(r->outbox, direct_claimed_send_cols, DURABLE_CLAIMED_SEND_NCOLS,
 					   r->claimed_send_att);
 		r->token_seq = direct_relid("token_seq", nsp);
-		direct_check_sequence(r->inbox_id_seq);
-		direct_check_sequence(r->outbox_id_seq);
-		direct_check_sequence(r->token_seq);
+		direct_check_sequence(r->inbox_id_seq, false);
+		direct_check_sequence(r->outbox_id_seq, false);
+		direct_check_sequence(r->token_seq, true);
 
 		/* The lease changes no indexed column: HOT unless the page is full. */
 		r->claims[DQ_INBOX] = (DirectClaimQueue) {

@@ -389,12 +389,13 @@ durable_db_slot_free(Oid dboid)
 }
 
 DurableDbSlot *
-durable_db_block(Oid dboid, int64 until)
+durable_db_block(Oid dboid, int64 until, uint64 *generation)
 {
 	DurableDbSlot *slot;
 	DurableDbBlock *block;
 	int64		now = durable_clock_us();
 
+	*generation = 0;
 	if (durable_shared == NULL)
 		return NULL;
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
@@ -409,12 +410,14 @@ durable_db_block(Oid dboid, int64 until)
 			block = b;
 			block->dboid = dboid;
 			block->holders = 0;
+			block->generation = ++durable_shared->db_block_generations;
 		}
 	}
 	if (block != NULL)
 	{
 		block->until = Max(block->until, until);
 		block->holders++;
+		*generation = block->generation;
 	}
 	slot = durable_db_slot_find(dboid);
 	if (slot != NULL)
@@ -434,7 +437,7 @@ durable_db_block(Oid dboid, int64 until)
 }
 
 void
-durable_db_unblock(Oid dboid)
+durable_db_unblock(Oid dboid, uint64 generation)
 {
 	DurableDbSlot *slot;
 	DurableDbBlock *block;
@@ -444,7 +447,7 @@ durable_db_unblock(Oid dboid)
 	LWLockAcquire(durable_shared->lock, LW_EXCLUSIVE);
 	block = dshm_db_block(dboid, durable_clock_us());
 	/* Another command still needs the database: the block stays. */
-	if (block != NULL && --block->holders > 0)
+	if (block != NULL && (block->generation != generation || --block->holders > 0))
 	{
 		LWLockRelease(durable_shared->lock);
 		return;

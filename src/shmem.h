@@ -100,6 +100,7 @@ typedef struct DurableDbBlock
 	Oid			dboid;
 	int64		until;
 	int			holders;
+	uint64		generation;		/* tells a record from one that took its place */
 } DurableDbBlock;
 
 #define DURABLE_DB_BLOCKS 16
@@ -115,6 +116,7 @@ typedef struct DurableShared
 	Oid			handed_dboid;
 	int64		handed_checked_at;	/* durable_clock_us */
 	DurableDbBlock db_blocks[DURABLE_DB_BLOCKS];	/* under lock */
+	uint64		db_block_generations;	/* under lock */
 	DurableDbSlot slots[FLEXIBLE_ARRAY_MEMBER]; /* durable_max_databases */
 } DurableShared;
 
@@ -162,10 +164,15 @@ extern void durable_db_slot_free(Oid dboid);
  * first of its commands to end lifts it), and one without is not blocked
  * (a WARNING).
  */
-extern DurableDbSlot *durable_db_block(Oid dboid, int64 until);
+extern DurableDbSlot *durable_db_block(Oid dboid, int64 until, uint64 *generation);
 
-/* One command that durable_db_block blocked dboid for is over: lift the block after the last. */
-extern void durable_db_unblock(Oid dboid);
+/*
+ * One command that durable_db_block blocked dboid for (*generation it set)
+ * is over: lift the block after the last.  A command whose record ran out
+ * and was taken by a later command's, or that had none while another
+ * command has one, leaves that block alone.
+ */
+extern void durable_db_unblock(Oid dboid, uint64 generation);
 
 /*
  * Every slot taken: give `dboid` the slot of a database whose last worker

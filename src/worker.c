@@ -1652,9 +1652,9 @@ wkr_may_copy_database(Oid dboid)
  * connection for the lock the command holds until it commits.
  */
 static void
-wkr_unblock(Oid dboid)
+wkr_unblock(Oid dboid, uint64 generation)
 {
-	durable_db_unblock(dboid);
+	durable_db_unblock(dboid, generation);
 	wkr_set_launcher_latch();
 }
 
@@ -1720,15 +1720,16 @@ wkr_await_worker_gone(DurableDbSlot *slot, Oid dboid, const char *dbname)
  * copies it (PostgreSQL refuses to drop, rename or move the current
  * database, but copies it when no other session is connected to it), or one
  * the user may not act on (owns, or for a copy may copy: the command fails
- * anyway).  Returns the database blocked, or InvalidOid.
+ * anyway).  Returns the database blocked (its block's generation in
+ * *generation, for wkr_unblock), or InvalidOid.
  */
 static Oid
-wkr_stop_worker(const char *dbname, bool copy)
+wkr_stop_worker(const char *dbname, bool copy, uint64 *generation)
 {
 	Oid			dboid;
 	DurableDbSlot *slot;
 
-	if (dbname == NULL)
+	if (dbname == NULL || durable_shared == NULL)
 		return InvalidOid;
 	dboid = get_database_oid(dbname, true);
 	if (!OidIsValid(dboid) || (dboid == MyDatabaseId && !copy) ||
@@ -1740,7 +1741,7 @@ wkr_stop_worker(const char *dbname, bool copy)
 	 * at yet) before the command locks the database: the block waits for
 	 * that slot.
 	 */
-	slot = durable_db_block(dboid, durable_clock_us() + (int64) WKR_BLOCK_MS * 1000);
+	slot = durable_db_block(dboid, durable_clock_us() + (int64) WKR_BLOCK_MS * 1000, generation);
 	if (slot == NULL)
 		return dboid;
 
@@ -1751,7 +1752,7 @@ wkr_stop_worker(const char *dbname, bool copy)
 	PG_CATCH();
 	{
 		/* The command will not run: the database keeps its worker. */
-		wkr_unblock(dboid);
+		wkr_unblock(dboid, *generation);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -1976,6 +1977,7 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 	Node	   *parsetree = pstmt->utilityStmt;
 	volatile Oid dropped_db = InvalidOid;
 	volatile Oid blocked_db = InvalidOid;
+	uint64		block_generation = 0;	/* (set before the PG_TRY) */
 	volatile bool durable_existed = false;
 
 	durable_ddl_guard(parsetree, context == PROCESS_UTILITY_TOPLEVEL);
@@ -1987,7 +1989,7 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 
 				dropped_db = get_database_oid(stmt->dbname, true);
 				if (wkr_outside_block(context))
-					blocked_db = wkr_stop_worker(stmt->dbname, false);
+					blocked_db = wkr_stop_worker(stmt->dbname, false, &block_generation);
 				break;
 			}
 		case T_RenameStmt:
@@ -1995,7 +1997,7 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 				RenameStmt *stmt = (RenameStmt *) parsetree;
 
 				if (stmt->renameType == OBJECT_DATABASE)
-					blocked_db = wkr_stop_worker(stmt->subname, false);
+					blocked_db = wkr_stop_worker(stmt->subname, false, &block_generation);
 				break;
 			}
 		case T_CreatedbStmt:
@@ -2004,7 +2006,8 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 												  "template");
 
 				if (wkr_outside_block(context))
-					blocked_db = wkr_stop_worker(template ? template : "template1", true);
+					blocked_db = wkr_stop_worker(template ? template : "template1", true,
+											  &block_generation);
 				break;
 			}
 		case T_AlterDatabaseStmt:
@@ -2012,7 +2015,7 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 				AlterDatabaseStmt *stmt = (AlterDatabaseStmt *) parsetree;
 
 				if (wkr_option(stmt->options, "tablespace") != NULL && wkr_outside_block(context))
-					blocked_db = wkr_stop_worker(stmt->dbname, false);
+					blocked_db = wkr_stop_worker(stmt->dbname, false, &block_generation);
 				break;
 			}
 			/*
@@ -2071,14 +2074,14 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 	{
 		/* The command failed: the database keeps its worker after all. */
 		if (OidIsValid(blocked_db))
-			wkr_unblock(blocked_db);
+			wkr_unblock(blocked_db, block_generation);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
 	/* A dropped database's slot is freed instead (below). */
 	if (OidIsValid(blocked_db) && !OidIsValid(dropped_db))
-		wkr_unblock(blocked_db);
+		wkr_unblock(blocked_db, block_generation);
 
 	switch (nodeTag(parsetree))
 	{

@@ -29,6 +29,16 @@ sub has_workers
 	return "SELECT (" . workers_of($db) . ") = $n";
 }
 
+# A query: do $n renames of database $db wait for pg_database (others wait
+# there too at times: autovacuum, a worker starting)?
+sub renames_waiting
+{
+	my ($db, $n) = @_;
+	return "SELECT count(*) = $n FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+	  . " WHERE l.relation = 'pg_catalog.pg_database'::regclass AND NOT l.granted"
+	  . " AND a.query LIKE 'ALTER DATABASE $db RENAME%'";
+}
+
 # The pid of the worker of a database (empty when none).
 sub worker_pid
 {
@@ -475,7 +485,7 @@ my $rename_started = time;
 $renamer->query_until(qr/renaming/, "\\echo renaming\nALTER DATABASE unseen RENAME TO unseen_renamed;\n");
 ok( $node->poll_query_until(
 		'postgres',
-		"SELECT count(*) = 1 FROM pg_locks WHERE relation = 'pg_catalog.pg_database'::regclass AND NOT granted"),
+		renames_waiting('unseen', 1)),
 	'the rename waits for pg_database');
 ($ret, $stdout, $stderr) =
   $node->psql('postgres', "CREATE DATABASE unseen_copy TEMPLATE unseen ENCODING 'no such encoding'");
@@ -503,6 +513,46 @@ ok( $node->poll_query_until(
 	'the database gets its worker');
 $node->safe_psql('postgres', 'DROP DATABASE seed');
 $node->safe_psql('postgres', 'DROP DATABASE ' . ($rename_failed ? 'unseen' : 'unseen_renamed'));
+
+# A block lasts 10 s.  A command whose block ran out while it waited, and
+# that ends (canceled) while a later command on the database holds a block
+# of its own, leaves that block alone: until 2026-12-07 its end lifted the
+# later command's block too, and a worker came in and failed it (found by
+# review).
+$node->safe_psql('postgres', 'CREATE DATABASE twice');
+$node->safe_psql('twice', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('postgres', has_workers('twice', 1)), 'database twice has a worker');
+$catalog_holder = $node->background_psql('postgres');
+$catalog_holder->query_safe('BEGIN; LOCK TABLE pg_catalog.pg_database IN SHARE MODE');
+my $first = $node->background_psql('postgres', on_error_stop => 0);
+my $first_pid = $first->query_safe('SELECT pg_backend_pid()');
+$first_pid =~ s/\s+//g;
+$first->query_until(qr/renaming/, "\\echo renaming\nALTER DATABASE twice RENAME TO twice_first;\n");
+ok($node->poll_query_until('postgres', has_workers('twice', 0)), 'the first rename stops the worker');
+sleep 11;
+my $second = $node->background_psql('postgres', on_error_stop => 0);
+my $second_started = time;
+$second->query_until(qr/renaming/, "\\echo renaming\nALTER DATABASE twice RENAME TO twice_second;\n");
+ok( $node->poll_query_until(
+		'postgres',
+		renames_waiting('twice', 2)),
+	'a second rename waits too, after the first one\'s block ran out');
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($first_pid)");
+sleep 2;
+$in_time = time - $second_started < 8;
+my $twice_workers = $node->safe_psql('postgres', workers_of('twice'));
+$catalog_holder->query_safe('COMMIT');
+my (undef, $second_failed) = $second->query("SELECT 'after'");
+SKIP:
+{
+	skip 'the steps took longer than the 10 s block', 2 unless $in_time;
+	is($twice_workers, '0', 'the canceled first rename leaves the second one\'s block alone');
+	is($second_failed, 0, 'the second rename succeeds') or diag $second->{stderr};
+}
+$first->quit;
+$second->quit;
+$catalog_holder->quit;
+$node->safe_psql('postgres', 'DROP DATABASE ' . ($second_failed ? 'twice' : 'twice_second'));
 $node->safe_psql('postgres', 'DROP DATABASE hup');
 $node->safe_psql('postgres', 'DROP DATABASE ren_done');
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET durable.naptime');
