@@ -404,7 +404,7 @@ durable_db_block(Oid dboid, int64 until, uint64 *generation)
 	{
 		DurableDbBlock *b = &durable_shared->db_blocks[i];
 
-		/* (a free one, or one whose commands all ended by FATAL before lifting it) */
+		/* (a free one, or one that ran out: its commands ended by FATAL, or waited past it) */
 		if (b->until <= now)
 		{
 			block = b;
