@@ -1421,7 +1421,10 @@ guard_alter_sequence(AlterSeqStmt *stmt, Oid nsp, bool top_level)
 					 errmsg("ALTER SEQUENCE durable.token_seq cannot run inside a transaction block or a function"),
 					 errdetail("Until its transaction ends the change gives the sequence new storage: a rollback would hand the fencing tokens taken meanwhile out again, and fence nothing."),
 					 errhint("Run it as a statement of its own: outside BEGIN ... COMMIT and functions, and not with other statements in one query string.")));
-		/* (and not in a pipeline, nor with other statements in one query string) */
+		/*
+		 * A multi-statement query string is an implicit transaction block,
+		 * refused above; what reaches this is a pipeline, which is not.
+		 */
 		PreventInTransactionBlock(top_level, "ALTER SEQUENCE durable.token_seq");
 	}
 }

@@ -39,6 +39,44 @@ sub renames_waiting
 	  . " AND a.query LIKE 'ALTER DATABASE $db RENAME%'";
 }
 
+# A session holding pg_database in SHARE mode: a RENAME of a database waits
+# for it after durable's hook ran (the block is taken, the worker stopped).
+sub hold_pg_database
+{
+	my ($node) = @_;
+	my $holder = $node->background_psql('postgres');
+	$holder->query_safe('BEGIN; LOCK TABLE pg_catalog.pg_database IN SHARE MODE');
+	return $holder;
+}
+
+# A session that has sent ALTER DATABASE $from RENAME TO $to (which may wait).
+sub start_rename
+{
+	my ($node, $from, $to) = @_;
+	my $renamer = $node->background_psql('postgres', on_error_stop => 0);
+	$renamer->query_until(qr/renaming/, "\\echo renaming\nALTER DATABASE $from RENAME TO $to;\n");
+	return $renamer;
+}
+
+# Let the renames waiting behind $holder go on; checks that no worker came
+# into database $db while they waited ($workers, counted before) and that
+# $renamer's rename succeeded, unless the steps took longer than the 10 s a
+# block lasts (then the worker may come and the rename fail, as documented).
+# Returns whether the rename failed.
+sub blocked_rename_ok
+{
+	my ($holder, $renamer, $workers, $in_time, $what) = @_;
+	$holder->query_safe('COMMIT');
+	my (undef, $failed) = $renamer->query("SELECT 'after'");
+	SKIP:
+	{
+		skip 'the steps took longer than the 10 s block', 2 unless $in_time;
+		is($workers, '0', $what);
+		is($failed, 0, '... and the rename succeeds') or diag $renamer->{stderr};
+	}
+	return $failed;
+}
+
 # The pid of the worker of a database (empty when none).
 sub worker_pid
 {
@@ -478,11 +516,9 @@ $launcher_pid = $node->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'durable launcher'");
 kill 'STOP', $launcher_pid;
 $node->safe_psql('postgres', 'CREATE DATABASE unseen TEMPLATE seed');
-my $catalog_holder = $node->background_psql('postgres');
-$catalog_holder->query_safe('BEGIN; LOCK TABLE pg_catalog.pg_database IN SHARE MODE');
-my $renamer = $node->background_psql('postgres', on_error_stop => 0);
+my $catalog_holder = hold_pg_database($node);
 my $rename_started = time;
-$renamer->query_until(qr/renaming/, "\\echo renaming\nALTER DATABASE unseen RENAME TO unseen_renamed;\n");
+my $renamer = start_rename($node, 'unseen', 'unseen_renamed');
 ok( $node->poll_query_until(
 		'postgres',
 		renames_waiting('unseen', 1)),
@@ -494,18 +530,10 @@ kill 'CONT', $launcher_pid;
 ok($node->poll_query_until('postgres', has_workers('seed', 1)),
 	'the launcher looked again (seed has its worker back)');
 sleep 1;
-# (a block lasts 10 s: on a machine too slow to get here sooner, the worker
-# may come and the rename fail, as documented)
-my $in_time = time - $rename_started < 8;
-my $unseen_workers = $node->safe_psql('postgres', workers_of('unseen'));
-$catalog_holder->query_safe('COMMIT');
-my (undef, $rename_failed) = $renamer->query("SELECT 'after'");
-SKIP:
-{
-	skip 'the steps took longer than the 10 s block', 2 unless $in_time;
-	is($unseen_workers, '0', 'the launcher starts no worker in the database the waiting rename blocked');
-	is($rename_failed, 0, 'the rename succeeds') or diag $renamer->{stderr};
-}
+my $rename_failed = blocked_rename_ok($catalog_holder, $renamer,
+	$node->safe_psql('postgres', workers_of('unseen')),
+	time - $rename_started < 8,
+	'the launcher starts no worker in the database the waiting rename blocked');
 $renamer->quit;
 $catalog_holder->quit;
 ok( $node->poll_query_until(
@@ -522,33 +550,24 @@ $node->safe_psql('postgres', 'DROP DATABASE ' . ($rename_failed ? 'unseen' : 'un
 $node->safe_psql('postgres', 'CREATE DATABASE twice');
 $node->safe_psql('twice', 'CREATE EXTENSION durable');
 ok($node->poll_query_until('postgres', has_workers('twice', 1)), 'database twice has a worker');
-$catalog_holder = $node->background_psql('postgres');
-$catalog_holder->query_safe('BEGIN; LOCK TABLE pg_catalog.pg_database IN SHARE MODE');
-my $first = $node->background_psql('postgres', on_error_stop => 0);
-my $first_pid = $first->query_safe('SELECT pg_backend_pid()');
-$first_pid =~ s/\s+//g;
-$first->query_until(qr/renaming/, "\\echo renaming\nALTER DATABASE twice RENAME TO twice_first;\n");
+$catalog_holder = hold_pg_database($node);
+my $first = start_rename($node, 'twice', 'twice_first');
 ok($node->poll_query_until('postgres', has_workers('twice', 0)), 'the first rename stops the worker');
+my $first_pid = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE query LIKE 'ALTER DATABASE twice RENAME TO twice_first%'");
 sleep 11;
-my $second = $node->background_psql('postgres', on_error_stop => 0);
 my $second_started = time;
-$second->query_until(qr/renaming/, "\\echo renaming\nALTER DATABASE twice RENAME TO twice_second;\n");
+my $second = start_rename($node, 'twice', 'twice_second');
 ok( $node->poll_query_until(
 		'postgres',
 		renames_waiting('twice', 2)),
 	'a second rename waits too, after the first one\'s block ran out');
 $node->safe_psql('postgres', "SELECT pg_cancel_backend($first_pid)");
 sleep 2;
-$in_time = time - $second_started < 8;
-my $twice_workers = $node->safe_psql('postgres', workers_of('twice'));
-$catalog_holder->query_safe('COMMIT');
-my (undef, $second_failed) = $second->query("SELECT 'after'");
-SKIP:
-{
-	skip 'the steps took longer than the 10 s block', 2 unless $in_time;
-	is($twice_workers, '0', 'the canceled first rename leaves the second one\'s block alone');
-	is($second_failed, 0, 'the second rename succeeds') or diag $second->{stderr};
-}
+my $second_failed = blocked_rename_ok($catalog_holder, $second,
+	$node->safe_psql('postgres', workers_of('twice')),
+	time - $second_started < 8,
+	'the canceled first rename leaves the second one\'s block alone');
 $first->quit;
 $second->quit;
 $catalog_holder->quit;
