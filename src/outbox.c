@@ -50,9 +50,12 @@
  *	  journaled (claims and sweeps skip a locked record; anything else waits
  *	  for it).
  *
- * Time: every call takes the wall clock once (GetCurrentTimestamp) and
- * passes it to its statements, so a caller holding a transaction open still
- * sees leases expire and sends come due on time.  Callers are expected to
+ * Time: a call reads the wall clock (GetCurrentTimestamp), not its
+ * transaction's start, and reads it again once it has its row (after the
+ * inbound fence, after a read that may have waited for another
+ * transaction, after a FOR NO KEY UPDATE), so a caller holding a
+ * transaction open still sees leases expire and sends come due on time, and
+ * a lease runs from when the call has the send.  Callers are expected to
  * run at READ COMMITTED (the default): each statement then sees what
  * committed before it, which the conflict handling and a waiting claim rely
  * on.
@@ -720,18 +723,22 @@ durable_outbox_begin(PG_FUNCTION_ARGS)
 	durable_srf_init(fcinfo);
 	SPI_connect();
 
-	/*
-	 * An oversized payload is not inserted: its first access is a read of
-	 * the send, which may then lease it or flag it.
-	 */
-	if (oversized)
-		durable_lock_journal_for_write(DQ_OUTBOX);
 	if (has_inbound && has_key)
 		outbox_fence_inbound(inbound_id, inbound_token);
 	else if (has_inbound)
 		key = outbox_derive_key(inbound_id, true, inbound_token);
 	else if (!has_key)
 		key = outbox_random_key();
+
+	/*
+	 * An oversized payload is not inserted: its first access is a read of
+	 * the send, which may then lease it or flag it.  Its lock comes after
+	 * the inbound fence's, in the order every call locks the two journals
+	 * (the inbox first): before 2026-12-07 it came first, and a transaction
+	 * locking both journals in that order deadlocked with it.
+	 */
+	if (oversized)
+		durable_lock_journal_for_write(DQ_OUTBOX);
 	derived_from = (has_inbound && !has_key) ? &inbound_id : NULL;
 
 	memset(&res, 0, sizeof(res));
