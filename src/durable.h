@@ -257,6 +257,8 @@ typedef struct DurableDeleteCheck
 	char	   *busy;			/* with nowait: a table whose lock was taken,
 								 * named; NULL: none */
 	char	   *guards;			/* the purge's guards on alias c ("" when none) */
+	List	   *guard_relations;	/* what a statement with them may read:
+									 * the journal and the tables they name */
 } DurableDeleteCheck;
 
 /*
@@ -268,6 +270,14 @@ typedef struct DurableDeleteCheck
  * its locks keep what it found true until the transaction ends.
  */
 extern void durable_delete_check(const char *table, bool nowait, DurableDeleteCheck *check);
+
+/*
+ * The next statement parsed in this backend (a statement with a check's
+ * guards, run at once) may read these relations only (a check's
+ * guard_relations), or it fails before it is planned.
+ */
+extern void durable_guarded_expect(List *relations);
+extern void durable_references_install_hook(void);
 
 /*
  * Report, at elevel, that a delete from `table` is refused because of

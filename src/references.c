@@ -37,6 +37,16 @@
  * the records it references fail their delete (23503, raised by the RI
  * check) and are passed over (isolate.c).
  *
+ * The guards name the referencing tables, and a statement looks its names
+ * up again whenever it is parsed (at each batch): a schema renamed
+ * meanwhile, which takes no lock on the tables in it, or one created under
+ * the name of a schema renamed away, makes the same text name another
+ * relation -- a view of an untrusted role's, whose function would run as
+ * durable's owner (found by review, 2026-12-07).  So the check also keeps
+ * the tables it approved (guard_relations), and durable_guarded_expect()
+ * has the parse analysis hook below refuse the guarded statement, before it
+ * is planned or run, when it reads any other relation.
+ *
  * The relcache entry of a table may be rebuilt by any catalog lookup or
  * lock below (its trigdesc freed): the constraints are copied out of it
  * before anything else is looked up.
@@ -58,6 +68,8 @@
 #include "commands/trigger.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "parser/analyze.h"
 #include "parser/parse_coerce.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
@@ -286,6 +298,66 @@ refs_guard(HeapTuple contuple, Oid referencing, Oid journal_id, Oid journal_owne
 	return guard.data;
 }
 
+/* The relations the next guarded statement may read; NIL: none expected. */
+static List *refs_expected = NIL;
+static post_parse_analyze_hook_type refs_prev_post_parse_analyze = NULL;
+
+void
+durable_guarded_expect(List *relations)
+{
+	refs_expected = relations;
+}
+
+static bool
+refs_reads_only_expected(Node *node, void *expected)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, RangeTblEntry))
+	{
+		RangeTblEntry *rte = (RangeTblEntry *) node;
+
+		if (rte->rtekind == RTE_RELATION && !list_member_oid((List *) expected, rte->relid))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("durable's retention purge would read relation %s, which its foreign-key check did not look at",
+							refs_qualified_name(rte->relid)),
+					 errdetail("A schema was renamed or created since the check: the purge's guards name the tables that reference the journal."),
+					 errhint("Nothing was deleted; the next pass checks again.")));
+		return false;
+	}
+	if (IsA(node, Query))
+		return query_tree_walker((Query *) node, refs_reads_only_expected, expected,
+								 QTW_EXAMINE_RTES_BEFORE);
+	return expression_tree_walker(node, refs_reads_only_expected, expected);
+}
+
+/*
+ * The first statement analysed after durable_guarded_expect() is the
+ * guarded one (SPI parses it just before it plans it); what it runs (the
+ * RI checks of the delete, your triggers) is not checked.
+ */
+static void
+refs_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
+{
+	if (refs_prev_post_parse_analyze)
+		refs_prev_post_parse_analyze(pstate, query, jstate);
+	if (refs_expected != NIL)
+	{
+		List	   *expected = refs_expected;
+
+		refs_expected = NIL;
+		(void) refs_reads_only_expected((Node *) query, expected);
+	}
+}
+
+void
+durable_references_install_hook(void)
+{
+	refs_prev_post_parse_analyze = post_parse_analyze_hook;
+	post_parse_analyze_hook = refs_post_parse_analyze;
+}
+
 /* Put relid in `reached`, unless it was put there once already. */
 static void
 refs_follow(List **reached, List **followed, Oid relid)
@@ -360,6 +432,7 @@ durable_delete_check(const char *table, bool nowait, DurableDeleteCheck *check)
 	journal_id = RangeVarGetRelid(makeRangeVar(pnstrdup(table, dot - table),
 											   pstrdup(dot + 1), -1),
 								  RowExclusiveLock, false);
+	check->guard_relations = list_make1_oid(journal_id);
 	journal_owner = refs_owner(journal_id);
 	reached = list_make1_oid(journal_id);
 	followed = list_make1_oid(journal_id);
@@ -430,6 +503,8 @@ durable_delete_check(const char *table, bool nowait, DurableDeleteCheck *check)
 				{
 					refs_require_readable(referencing, NameStr(con->conname), table);
 					appendStringInfoString(&guards, guard);
+					check->guard_relations = list_append_unique_oid(check->guard_relations,
+																	referencing);
 				}
 			}
 			ReleaseSysCache(tuple);

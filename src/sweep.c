@@ -319,6 +319,7 @@ typedef struct SweepJournal
 	char	   *guards;			/* this pass's (or call's) guards, from
 								 * sweep_pass_may_delete or
 								 * sweep_call_may_delete */
+	List	   *guard_relations;	/* what a statement with them may read */
 } SweepJournal;
 
 /*
@@ -417,7 +418,7 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, SPIPlanPtr *plan,
 	Oid			types[4] = {TIMESTAMPTZOID, INT8OID, sweep_key_array_type(j), TIMESTAMPTZOID};
 	Datum		values[4];
 	char	   *guards = j->guards;
-	int			rc;
+	volatile int rc;
 
 	values[0] = TimestampTzGetDatum(cutoff);
 	values[1] = Int64GetDatum(limit);
@@ -428,7 +429,19 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, SPIPlanPtr *plan,
 					 values, NULL, expected, 0);
 	else
 	{
-		rc = SPI_execute_with_args(psprintf(sql, guards), 4, types, values, NULL, false, 0);
+		char	   *guarded = psprintf(sql, guards);
+
+		/* (parsed at once: nothing else is parsed in between) */
+		durable_guarded_expect(j->guard_relations);
+		PG_TRY();
+		{
+			rc = SPI_execute_with_args(guarded, 4, types, values, NULL, false, 0);
+		}
+		PG_FINALLY();
+		{
+			durable_guarded_expect(NIL);
+		}
+		PG_END_TRY();
 		if (rc != expected)
 			elog(ERROR, "durable: retention purge of %s failed: %s", j->name, SPI_result_code_string(rc));
 	}
@@ -564,7 +577,8 @@ sweep_check_call(void *arg)
  * may be deleted from.
  */
 static bool
-sweep_pass_may_delete(const char *table, SweepCheckWarned *warned, char **guards)
+sweep_pass_may_delete(const char *table, SweepCheckWarned *warned, char **guards,
+					  List **guard_relations)
 {
 	SweepCheckCall call = {.table = table};
 	ErrorData  *edata = durable_try(sweep_check_call, &call);
@@ -593,6 +607,7 @@ sweep_pass_may_delete(const char *table, SweepCheckWarned *warned, char **guards
 		return false;
 	}
 	*guards = call.check.guards;
+	*guard_relations = call.check.guard_relations;
 	return true;
 }
 
@@ -606,6 +621,7 @@ sweep_call_may_delete(SweepJournal *j)
 	if (check.unsafe != NULL)
 		sweep_report_unsafe(j->name, check.unsafe, ERROR);
 	j->guards = check.guards;
+	j->guard_relations = check.guard_relations;
 }
 
 /*
@@ -940,7 +956,7 @@ sweep_purge_isolated(int64 age_us, int64 limit, int64 *passed_over)
 		if (had_skips && !durable_skip_any(&j->skip))
 			j->pass_resume.full_walk_at = 0;
 		j->held = 0;
-		more[step] = sweep_pass_may_delete(j->name, &j->warned, &j->guards);
+		more[step] = sweep_pass_may_delete(j->name, &j->warned, &j->guards, &j->guard_relations);
 	}
 	for (step = 0; step < lengthof(order) && purged + failed + held < limit; step++)
 	{
@@ -1003,26 +1019,30 @@ static int64
 sweep_permits_isolated(void)
 {
 	static SweepCheckWarned warned;
+	static int64 drop_warned;
 	int64		dropped = 0;
 	ErrorData  *edata;
 	char	   *guards;
+	List	   *guard_relations;
 
 	/*
 	 * Nothing grants REFERENCES on durable.permit_buckets, but a key of a
 	 * table of another role there would act on the drop as on a journal's
-	 * purge.
+	 * purge.  The drop takes no guards: a bucket that a key of a trusted
+	 * table references (NO ACTION) makes it fail while the bucket is idle.
 	 */
-	if (!sweep_pass_may_delete("durable.permit_buckets", &warned, &guards))
+	if (!sweep_pass_may_delete("durable.permit_buckets", &warned, &guards, &guard_relations))
 		return 0;
 	edata = durable_try(sweep_permit_call, &dropped);
 
 	if (edata == NULL)
 		return dropped;
-	ereport(WARNING,
-			(errcode(edata->sqlerrcode),
-			 errmsg("durable: could not drop idle rate-limit buckets: %s", edata->message),
-			 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
-			 errhint("They are tried again at the next pass; lease recovery went on.")));
+	if (durable_warn_due(&drop_warned, (int64) SWEEP_UNSAFE_WARN_MS * 1000))
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("durable: could not drop idle rate-limit buckets: %s", edata->message),
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+				 errhint("They are tried again at every pass, lease recovery going on; this WARNING comes at most every 10 minutes.")));
 	FreeErrorData(edata);
 	return 0;
 }
