@@ -245,10 +245,15 @@ durable_inbox_lease_at_commit(TimestampTz lease_until)
 
 /*
  * A claimer is on its queue's wake-up list while it attempts and while it
- * sleeps (waiting_prepare puts it back before each attempt).  One that is
- * not on it when this returns false takes its next attempt's snapshot
- * after the call; if that snapshot does not see the caller's commit, the
- * claimer is on the list by the time the caller's wake at commit is sent.
+ * sleeps (waiting_prepare puts it back before each attempt), unless another
+ * condition variable took it off during its attempt (PostgreSQL's own
+ * waits do, WaitIO for a buffer being read): its sleep then returns at
+ * once, ConditionVariableTimedSleep finding it not prepared, and it
+ * attempts again -- a change that let it sleep without preparing again
+ * would lose wake-ups here.  One that is not on the list when this returns
+ * false takes its next attempt's snapshot after the call; if that snapshot
+ * does not see the caller's commit, the claimer is on the list by the time
+ * the caller's wake at commit is sent.
  * So a caller told that nobody waits may skip working out whether its
  * change unblocks anyone, as long as it wakes at commit regardless.  False
  * without shared memory, where there is no wake either.
