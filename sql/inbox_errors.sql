@@ -766,3 +766,23 @@ SELECT durable.inbox_complete(:f3, :f3_token);
 SELECT pg_temp.hint_of(format('SELECT durable.inbox_release(%s, %s)', :f3, :f3_token));
 SELECT pg_temp.hint_of(format('SELECT durable.inbox_fail(%s, %s, %L)', :f3, :f3_token, 'late'));
 ROLLBACK;
+-- And in the transaction that failed it on its last attempt: the error rolls the failure
+-- back, and the record is leased again, not in the dead-letter queue (until 2026-12-07 the
+-- messages said it was, and that a replay would process it; found by review)
+SET durable.inbox_max_attempts = 1;
+BEGIN;
+SELECT id AS f4, token AS f4_token FROM durable.inbox_admit('errs', 'f4', 'chat-f4', instance => 'bot-1') \gset
+SELECT state FROM durable.inbox_fail(:f4, :f4_token, 'last try');
+SELECT pg_temp.error_of(format('SELECT durable.inbox_complete(%s, %s)', :f4, :f4_token),
+                        ARRAY['<f4 token>'], ARRAY[:f4_token]);
+SELECT pg_temp.hint_of(format('SELECT durable.inbox_complete(%s, %s)', :f4, :f4_token));
+SELECT pg_temp.hint_of(format('SELECT durable.inbox_release(%s, %s)', :f4, :f4_token));
+ROLLBACK;
+RESET durable.inbox_max_attempts;
+-- A record this transaction released: the error rolls the release back, and the lease is
+-- the caller's again, not another replica's
+BEGIN;
+SELECT id AS f5, token AS f5_token FROM durable.inbox_admit('errs', 'f5', 'chat-f5', instance => 'bot-1') \gset
+SELECT durable.inbox_release(:f5, :f5_token);
+SELECT pg_temp.hint_of(format('SELECT durable.inbox_complete(%s, %s)', :f5, :f5_token));
+ROLLBACK;

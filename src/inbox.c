@@ -288,11 +288,20 @@ inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
 							 "succeeded and its effects are in place: roll this one back. A retry "
 							 "of the completion alone can take this error as success.")));
 		}
+		/*
+		 * This transaction's own inbox_fail made it dead: the error rolls
+		 * that back, and the record is leased again, not dead.
+		 */
 		if ((what == IC_COMPLETE || what == IC_FAIL) && strcmp(state, "dead") == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_DURABLE_WRONG_STATE),
 					 errmsg("inbox record %lld is dead", (long long) id),
+					 written_here ?
+					 errdetail("This transaction failed it on its last attempt, and this error rolls that back with the transaction: the record is leased again, under token %lld.",
+							   (long long) token) :
 					 errdetail("It used its last attempt and is in the dead-letter queue."),
+					 written_here ?
+					 errhint("Confirm nothing after failing a record: commit the failure on its own.") :
 					 errhint("Replay it with durable.inbox_replay() to process it again.")));
 	}
 
@@ -310,6 +319,7 @@ inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
 								  (long long) id, (long long) token) :
 				 errdetail("Inbox record %lld is dead: it used its last attempt under token %lld.",
 						   (long long) id, (long long) token),
+				 !done && written_here ? errhint("This transaction failed it on its last attempt, and this error rolls that back with the transaction: release, extend or fail a record only while it is leased.") :
 				 !done ? errhint("It is in the dead-letter queue: replay it with durable.inbox_replay() to process it again.") :
 				 written_here ? errhint("This transaction completed it, and this error rolls the completion back with the transaction: release, extend or fail a record before completing it, never after.") :
 				 errhint("Nothing is left to release, extend or fail: the completion and its transaction's effects stand.")));
@@ -320,6 +330,8 @@ inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
 				 errmsg("stale lease on inbox record %lld", (long long) id),
 				 errdetail("Inbox record %lld is %s: the lease of token %lld has ended (released, failed, expired, recovered or replayed).",
 						   (long long) id, state, (long long) token),
+				 written_here ?
+				 errhint("This transaction ended the lease, and this error rolls that back with the transaction: confirm nothing after releasing or failing a record.") :
 				 errhint("Another replica may handle the record now: roll back this handler's effects.")));
 	else if (has_current)
 		ereport(ERROR,
