@@ -68,6 +68,15 @@
 
 /* Payloads are clipped to this many bytes in human-readable listings. */
 #define PAYLOAD_CLIP	200
+/*
+ * A listing's payload columns: its first PAYLOAD_CLIP characters (at least
+ * the bytes shown) and its size in bytes.
+ */
+#define STRINGIFY_(x)	#x
+#define STRINGIFY(x)	STRINGIFY_(x)
+#define PAYLOAD_HEAD(alias) \
+	"pg_catalog.left(" alias ".payload::pg_catalog.text, " STRINGIFY(PAYLOAD_CLIP) ") AS payload," \
+	" pg_catalog.octet_length(" alias ".payload::pg_catalog.text) AS payload_bytes"
 
 typedef struct Options
 {
@@ -571,12 +580,14 @@ shown(const char *text)
 /*
  * Print text that may hold newlines with every line after the first
  * indented, and the rest as shown() shows it.  Clipped after clip bytes
- * (0: never), at a character's end.
+ * (0: never), at a character's end; total_bytes, when not NULL, is the size
+ * of the whole text, of which text may be the head.
  */
 static void
-print_indented(const char *label, const char *text, size_t clip)
+print_indented(const char *label, const char *text, size_t clip, const char *total_bytes)
 {
 	size_t		len = strlen(text);
+	size_t		total = total_bytes ? strtoul(total_bytes, NULL, 10) : len;
 	size_t		i = 0;
 
 	printf("  %s: ", label);
@@ -594,8 +605,8 @@ print_indented(const char *label, const char *text, size_t clip)
 		i += shown_char(text + i, out, &n);
 		fwrite(out, 1, n, stdout);
 	}
-	if (i < len)
-		printf("... (%zu bytes)", len);
+	if (i < total)
+		printf("... (%zu bytes)", total);
 	putchar('\n');
 }
 
@@ -844,27 +855,33 @@ cmd_dlq_inbox(const Options *opt)
 {
 	char		limit[32],
 				offset[32];
-	const char *params[2] = {limit, offset};
+	const char *params[3] = {limit, offset, opt->json ? "true" : "false"};
 	PGresult   *res;
 	long long	total;
 	int			i;
 
 	snprintf(limit, sizeof(limit), "%ld", opt->limit);
 	snprintf(offset, sizeof(offset), "%ld", opt->offset);
-	/* (finished but not done: the predicate of inbox_dead_idx) */
+	/*
+	 * (finished but not done: the predicate of inbox_dead_idx)  The text
+	 * listing shows the payload's first PAYLOAD_CLIP bytes and its size: it
+	 * fetches no more (a page of large payloads would fill the memory of a
+	 * tool that prints a few lines of each), and the JSON only for --json.
+	 */
 	res = run_page("SELECT pg_catalog.count(*) FROM ONLY durable.inbox i"
 				   " WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL AND i.state = 'dead'", 0,
 				   "SELECT i.id, i.source, i.message_id, i.chat_id, i.kind, i.attempts, i.owner,"
-				   " i.error, i.payload::pg_catalog.text AS payload,"
+				   " i.error, " PAYLOAD_HEAD("i") ","
 				   " pg_catalog.date_trunc('second', i.created_at) AS created,"
+				   " CASE WHEN $3::pg_catalog.bool THEN"
 				   " pg_catalog.json_build_object('id', i.id, 'source', i.source,"
 				   "   'message_id', i.message_id, 'chat_id', i.chat_id, 'kind', i.kind,"
 				   "   'attempts', i.attempts, 'owner', i.owner, 'error', i.error,"
-				   "   'payload', i.payload, 'created_at', i.created_at) AS json"
+				   "   'payload', i.payload, 'created_at', i.created_at) END AS json"
 				   " FROM ONLY durable.inbox i"
 				   " WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL AND i.state = 'dead'"
 				   " ORDER BY i.id LIMIT $1::pg_catalog.int8 OFFSET $2::pg_catalog.int8",
-				   2, params, &total);
+				   3, params, &total);
 
 	if (opt->json)
 		print_json_page(res, total, opt);
@@ -879,8 +896,8 @@ cmd_dlq_inbox(const Options *opt)
 				   shown(col(res, i, "chat_id")), shown(col(res, i, "kind")));
 			printf("  attempts %s, last owner %s, journaled %s\n", col(res, i, "attempts"),
 				   col(res, i, "owner") ? shown(col(res, i, "owner")) : "(none)", col(res, i, "created"));
-			print_indented("error", col(res, i, "error") ? col(res, i, "error") : "(none)", 0);
-			print_indented("payload", col(res, i, "payload"), PAYLOAD_CLIP);
+			print_indented("error", col(res, i, "error") ? col(res, i, "error") : "(none)", 0, NULL);
+			print_indented("payload", col(res, i, "payload"), PAYLOAD_CLIP, col(res, i, "payload_bytes"));
 		}
 		if (PQntuples(res) > 0)
 			printf("\n");
@@ -901,7 +918,7 @@ cmd_outbox_list(const Options *opt, const char *state)
 {
 	char		limit[32],
 				offset[32];
-	const char *params[3] = {state, limit, offset};
+	const char *params[4] = {state, limit, offset, opt->json ? "true" : "false"};
 	PGresult   *res;
 	long long	total;
 	bool		dead = strcmp(state, "dead") == 0;
@@ -911,15 +928,16 @@ cmd_outbox_list(const Options *opt, const char *state)
 	snprintf(offset, sizeof(offset), "%ld", opt->offset);
 	res = run_page("SELECT pg_catalog.count(*) FROM ONLY durable.outbox o WHERE o.state = $1", 1,
 				   "SELECT o.key, o.chat_id, o.attempts, o.owner, o.error, o.inbound_id,"
-				   " o.payload::pg_catalog.text AS payload,"
+				   " " PAYLOAD_HEAD("o") ","
 				   " pg_catalog.date_trunc('second', o.created_at) AS created,"
+				   " CASE WHEN $4::pg_catalog.bool THEN"
 				   " pg_catalog.json_build_object('key', o.key, 'chat_id', o.chat_id,"
 				   "   'attempts', o.attempts, 'owner', o.owner, 'error', o.error,"
 				   "   'inbound_id', o.inbound_id, 'payload', o.payload,"
-				   "   'created_at', o.created_at) AS json"
+				   "   'created_at', o.created_at) END AS json"
 				   " FROM ONLY durable.outbox o WHERE o.state = $1"
 				   " ORDER BY o.id LIMIT $2::pg_catalog.int8 OFFSET $3::pg_catalog.int8",
-				   3, params, &total);
+				   4, params, &total);
 
 	if (opt->json)
 		print_json_page(res, total, opt);
@@ -936,8 +954,8 @@ cmd_outbox_list(const Options *opt, const char *state)
 				printf(", reply to inbox id %s", col(res, i, "inbound_id"));
 			printf("\n");
 			if (col(res, i, "error"))
-				print_indented("error", col(res, i, "error"), 0);
-			print_indented("payload", col(res, i, "payload"), PAYLOAD_CLIP);
+				print_indented("error", col(res, i, "error"), 0, NULL);
+			print_indented("payload", col(res, i, "payload"), PAYLOAD_CLIP, col(res, i, "payload_bytes"));
 		}
 		if (PQntuples(res) > 0)
 			printf("\n");
@@ -1343,12 +1361,12 @@ main(int argc, char **argv)
 			case 'l':
 				if (!parse_count(optarg, MAX_LIMIT, &opt.limit) || opt.limit < 1)
 					usage_error("invalid value \"%s\" for option --limit (an integer from 1 to %d)",
-								optarg, MAX_LIMIT);
+								shown(optarg), MAX_LIMIT);
 				opt.paged = true;
 				break;
 			case 'o':
 				if (!parse_count(optarg, 1000000000L, &opt.offset))
-					usage_error("invalid value \"%s\" for option --offset (a non-negative integer)", optarg);
+					usage_error("invalid value \"%s\" for option --offset (a non-negative integer)", shown(optarg));
 				opt.paged = true;
 				break;
 			case 'y':
@@ -1370,7 +1388,7 @@ main(int argc, char **argv)
 					exit(EXIT_DONE);
 				}
 				if (optopt == 0)
-					usage_error("unrecognized option \"%s\"", argv[optind - 1]);
+					usage_error("unrecognized option \"%s\"", shown(argv[optind - 1]));
 				/* a long option is named as typed: --json=1, --limit, --help=1 */
 				if (typed_long_option(argv[optind - 1], optopt, long_options))
 				{
@@ -1378,8 +1396,12 @@ main(int argc, char **argv)
 					const char *value = strchr(typed, '=');
 
 					if (value != NULL)
-						usage_error("option \"%.*s\" takes no value", (int) (value - typed), typed);
-					usage_error("option \"%s\" requires an argument", typed);
+					{
+						char	   *name = strndup(typed, value - typed);
+
+						usage_error("option \"%s\" takes no value", name ? shown(name) : "?");
+					}
+					usage_error("option \"%s\" requires an argument", shown(typed));
 				}
 				if (strchr("dhpUlo", optopt) != NULL)
 					usage_error("option -%c requires an argument", optopt);
@@ -1400,14 +1422,14 @@ main(int argc, char **argv)
 		strcmp(command, "watch") == 0)
 	{
 		if (nargs != 0)
-			usage_error("too many arguments for %s: \"%s\"", command, args[0]);
+			usage_error("too many arguments for %s: \"%s\"", command, shown(args[0]));
 	}
 	else if (strcmp(command, "dlq") == 0)
 	{
 		if (nargs != 1)
 			usage_error("dlq needs one argument: inbox or outbox");
 		if (strcmp(args[0], "inbox") != 0 && strcmp(args[0], "outbox") != 0)
-			usage_error("invalid queue \"%s\" for dlq (inbox or outbox)", args[0]);
+			usage_error("invalid queue \"%s\" for dlq (inbox or outbox)", shown(args[0]));
 	}
 	else if (strcmp(command, "replay") == 0)
 	{
@@ -1415,7 +1437,7 @@ main(int argc, char **argv)
 			usage_error("replay needs one argument: the id of an inbox record");
 		replay_id = record_id_digits(args[0]);
 		if (replay_id == NULL)
-			usage_error("invalid inbox record id \"%s\" (a positive integer)", args[0]);
+			usage_error("invalid inbox record id \"%s\" (a positive integer)", shown(args[0]));
 	}
 	else if (strcmp(command, "retry") == 0 || strcmp(command, "discard") == 0)
 	{
@@ -1425,7 +1447,7 @@ main(int argc, char **argv)
 			usage_error("the idempotency key must not be empty");
 	}
 	else
-		usage_error("unknown command \"%s\"", command);
+		usage_error("unknown command \"%s\"", shown(command));
 	check_options_apply(&opt, command);
 
 	extversion = connect_db(&opt);
