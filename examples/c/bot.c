@@ -148,12 +148,15 @@ typedef struct Untold
 static Untold untold;
 
 /*
- * The provider's answers, as the journal takes them; a refused reply is due
- * again 100 ms later.
+ * The provider's answers, as the journal takes them.  A refused reply is due
+ * again after the outbox's backoff (durable.outbox_backoff_base, doubling);
+ * due_in says when, and the message comes back then (NULL: dead, out of
+ * retries).
  */
 #define OUTBOX_SENT_SQL "SELECT durable.outbox_sent($1, $2::bigint, $3)"
 #define OUTBOX_REFUSED_SQL \
-	"SELECT * FROM durable.outbox_failed($1, $2::bigint, $3, retryable => true, retry_in => '100ms')"
+	"SELECT state, greatest(not_before - clock_timestamp(), interval '0')::text AS due_in" \
+	" FROM durable.outbox_failed($1, $2::bigint, $3, retryable => true)"
 #define REFUSAL "503 service unavailable"
 
 /* Keys the fake provider refused once (it refuses only the first call). */
@@ -551,7 +554,13 @@ slow_job(void)
 	}
 }
 
-/* The handler failed for now: the message comes back after retry_in. */
+/*
+ * The handler failed for now: the message comes back after retry_in, or
+ * after the inbox's backoff when it is NULL.  Each return uses one of the
+ * message's durable.inbox_max_attempts: a bot with a sender loop of its own
+ * (the Python example's) completes the message once its reply is journaled
+ * instead, and the outbox retries the reply.
+ */
 static void
 fail_for_now(const char *id, const char *token, const char *why, const char *retry_in)
 {
@@ -614,6 +623,7 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 	if (strcmp(action, "send") == 0 || strcmp(action, "bypass") == 0)
 	{
 		char		pmid[64];
+		char		due_in[64];
 		double		slow = (args.slow_provider_every > 0 && n % args.slow_provider_every == 0) ?
 			args.slow_provider_seconds : 0;
 		bool		delivered = provider_send(key, send_to, send_text, n % args.fail_every == 0, slow,
@@ -628,16 +638,23 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 			 * operator retried or discarded it, another sender has it):
 			 * left as the journal has it
 			 */
+			due_in[0] = '\0';
 			if (strcmp(action, "send") == 0)
 			{
 				res = tell(true, key, send_token, "");
 				if (res == NULL)
 					printf("%s: send %s refused, but settled meanwhile; left as it is\n",
 						   args.instance, key);
+				else if (!PQgetisnull(res, 0, 1))
+					snprintf(due_in, sizeof(due_in), "%s", PQgetvalue(res, 0, 1));
 				PQclear(res);
 			}
-			/* the message comes back after the retry is due; its send reuses the key */
-			fail_for_now(id, token, "provider: " REFUSAL, "200ms");
+			/*
+			 * the message comes back when the reply is due again (its send
+			 * reuses the key), or after the inbox's backoff: a bypassed
+			 * send is not journaled
+			 */
+			fail_for_now(id, token, "provider: " REFUSAL, due_in[0] ? due_in : NULL);
 			return;
 		}
 		if (strcmp(action, "send") == 0)
@@ -662,10 +679,10 @@ handle(const char *id, const char *token, const char *message_id, const char *ch
 		/*
 		 * busy: another holder's send lease is live; it sends, or dies and
 		 * the send turns unknown, by the end of that lease: come back then,
-		 * not sooner (each return uses an attempt).  wait: this bot's own
-		 * outbox_failed asked for 100 ms.
+		 * not sooner (each return uses an attempt).  wait: the reply's retry
+		 * is not due yet: come back after the inbox's backoff.
 		 */
-		fail_for_now(id, token, why, strcmp(action, "busy") == 0 ? args.send_lease : "200ms");
+		fail_for_now(id, token, why, strcmp(action, "busy") == 0 ? args.send_lease : NULL);
 		return;
 	}
 	else
@@ -967,8 +984,13 @@ main(int argc, char **argv)
 
 					if (!held[i].live)
 						continue;
-					PQclear(exec_fenced("SELECT durable.inbox_release($1::bigint, $2::bigint)", 2, rparams));
-					stats.released++;
+					PGresult   *released = exec_fenced("SELECT durable.inbox_release($1::bigint, $2::bigint)",
+													 2, rparams);
+
+					/* NULL: its lease had ended (DR001): nothing to give back */
+					if (released != NULL)
+						stats.released++;
+					PQclear(released);
 				}
 				break;
 			}

@@ -53,9 +53,12 @@ const STALE_LEASE = 'DR001';
 // A send settled by someone else meanwhile: another sender has it or an operator retried
 // it (DR001), it is sent or dead (DR003), an operator discarded it (DR002).
 const SETTLED = [STALE_LEASE, 'DR002', 'DR003'];
-// The provider's answers to a send, as the journal takes them.
+// The provider's answers to a send, as the journal takes them.  A refused
+// reply is due again after the outbox's backoff (durable.outbox_backoff_base,
+// doubling); due_in says when (NULL: dead, out of retries).
 const SENT = 'SELECT durable.outbox_sent($1, $2, $3)';
-const REFUSED = "SELECT * FROM durable.outbox_failed($1, $2, $3, retryable => true, retry_in => '100ms')";
+const REFUSED = "SELECT state, greatest(not_before - clock_timestamp(), interval '0')::text AS due_in"
+  + ' FROM durable.outbox_failed($1, $2, $3, retryable => true)';
 
 // The server ended the session (57P01-57P03: shutdown, crash, not accepting
 // connections yet; 53300: too many connections), the connection failed
@@ -238,10 +241,11 @@ class Bot {
   // ended the bot, and the next boot flagged the delivered send unknown;
   // found by review).
   async tell(answer, params) {
+    let told;
     this.untold.set(params[0], [answer, params]);
     for (let delay = 0.05; ; delay *= 2) {
       try {
-        await this.db.query(answer, params);
+        told = await this.db.query(answer, params);
         break;
       } catch (e) {
         // kept unless the journal answered that the send is settled otherwise
@@ -252,6 +256,7 @@ class Bot {
       }
     }
     this.untold.delete(params[0]);
+    return told;
   }
 
   // Tell the journal the provider's answers that a lost connection kept from
@@ -332,9 +337,10 @@ class Bot {
       } catch (e) {
         if (!(e instanceof ProviderError)) throw e;
         this.stats.providerErrors++;
+        let dueIn = null;
         if (b.action === 'send') {
           try {
-            await this.tell(REFUSED, [b.key, b.token, e.message]);
+            dueIn = (await this.tell(REFUSED, [b.key, b.token, e.message])).rows[0].due_in;
           } catch (err) {
             // SETTLED before the refusal was told (an operator retried or discarded
             // it, another sender has it): left as the journal has it.  (Told
@@ -343,9 +349,13 @@ class Bot {
             console.log(`${this.instance}: send ${b.key} refused, but settled meanwhile; left as it is`);
           }
         }
-        // the message comes back after the retry is due; its send reuses the key
-        await this.db.query("SELECT * FROM durable.inbox_fail($1::bigint, $2::bigint, $3, retry_in => '200ms')",
-          [id, token, `provider: ${e.message}`]);
+        // the message comes back when the reply is due again (its send reuses the key),
+        // or after the inbox's backoff (dueIn null: a bypassed send is not journaled).
+        // Each return uses one of the message's durable.inbox_max_attempts: a bot with a
+        // sender loop (the Python example) completes the message once its reply is
+        // journaled instead, and the outbox retries the reply.
+        await this.db.query('SELECT * FROM durable.inbox_fail($1::bigint, $2::bigint, $3, retry_in => $4::interval)',
+          [id, token, `provider: ${e.message}`, dueIn]);
         return;
       }
       if (b.action === 'send') {
@@ -362,8 +372,9 @@ class Bot {
     } else if (b.action === 'busy' || b.action === 'wait') {
       // busy: another holder's send lease is live; it sends, or dies and the send turns
       // unknown, by the end of that lease: come back then, not sooner (each return uses
-      // an attempt).  wait: this bot's own outbox_failed asked for 100 ms.
-      const retryIn = b.action === 'busy' ? this.args.sendLease : '200ms';
+      // an attempt).  wait: the reply's retry is not due yet: come back after the
+      // inbox's backoff (retry_in null).
+      const retryIn = b.action === 'busy' ? this.args.sendLease : null;
       await this.db.query('SELECT * FROM durable.inbox_fail($1::bigint, $2::bigint, $3, retry_in => $4::interval)',
         [id, token, `reply ${b.action}`, retryIn]);
       return;

@@ -444,11 +444,13 @@ class Bot:
                 self.stats["provider_errors"] += 1
                 if action == "bypass":
                     # not journaled: nobody else will retry it; the message comes back
-                    self.conn.execute("SELECT * FROM durable.inbox_fail(%s, %s, %s, retry_in => '200ms')",
+                    # (after the inbox's backoff, durable.inbox_backoff_base, doubling)
+                    self.conn.execute("SELECT * FROM durable.inbox_fail(%s, %s, %s)",
                                       (rid, token, f"provider: {e}"))
                     return
-                # journaled: the sender loop retries it when due; the message is handled
-                self.report_failure(self.conn, self.untold, key, send_token, str(e), retry_in="100ms")
+                # journaled: the sender loop retries it when due (after the outbox's
+                # backoff, durable.outbox_backoff_base, doubling); the message is handled
+                self.report_failure(self.conn, self.untold, key, send_token, str(e))
             else:
                 if action == "send":
                     try:
