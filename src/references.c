@@ -43,9 +43,11 @@
  * the name of a schema renamed away, makes the same text name another
  * relation -- a view of an untrusted role's, whose function would run as
  * durable's owner (found by review, 2026-12-07).  So the check also keeps
- * the tables it approved (guard_relations), and durable_guarded_expect()
- * has the parse analysis hook below refuse the guarded statement, before it
- * is planned or run, when it reads any other relation.
+ * the tables it approved (guard_relations), each guard's alias names its
+ * table's OID (r<oid>), and durable_guarded_expect() has the parse
+ * analysis hook below refuse the guarded statement, before it is planned or
+ * run, when a guard reads any table but its own or the rest any relation
+ * but the journal.
  *
  * The relcache entry of a table may be rebuilt by any catalog lookup or
  * lock below (its trigdesc freed): the constraints are copied out of it
@@ -246,11 +248,11 @@ refs_guard_column(Oid referencing, AttrNumber attnum, Oid type, Oid journal_type
 	Oid			base_owner;
 
 	if (base < FirstNormalObjectId)
-		return psprintf("r.%s", column);
+		return psprintf("r%u.%s", referencing, column);
 	base_owner = refs_object_owner(TYPEOID, base, Anum_pg_type_typowner);
 	if (OidIsValid(base_owner) && refs_trusted(base_owner, journal_owner) &&
 		IsBinaryCoercible(type, journal_type))
-		return psprintf("r.%s::%s", column, format_type_be_qualified(journal_type));
+		return psprintf("r%u.%s::%s", referencing, column, format_type_be_qualified(journal_type));
 	return NULL;
 }
 
@@ -273,9 +275,9 @@ refs_guard(HeapTuple contuple, Oid referencing, Oid journal_id, Oid journal_owne
 
 	DeconstructFkConstraintRow(contuple, &nkeys, conkey, confkey, NULL, NULL, NULL, NULL, NULL);
 	initStringInfo(&guard);
-	appendStringInfo(&guard, " AND NOT EXISTS (SELECT 1 FROM %s%s r WHERE ",
+	appendStringInfo(&guard, " AND NOT EXISTS (SELECT 1 FROM %s%s r%u WHERE ",
 					 get_rel_relkind(referencing) == RELKIND_PARTITIONED_TABLE ? "" : "ONLY ",
-					 refs_qualified_name(referencing));
+					 refs_qualified_name(referencing), referencing);
 	for (i = 0; i < nkeys; i++)
 	{
 		Oid			type;
@@ -308,6 +310,29 @@ durable_guarded_expect(List *relations)
 	refs_expected = relations;
 }
 
+/*
+ * The relation a guarded statement's range table entry must be: a guard's
+ * (alias r<oid>) its own table, one the check approved; any other, the
+ * journal (the check's first).  Two approved tables swapped by their
+ * schemas' names would each pass a check of the set alone, and a guard's
+ * column would then name a column of the other table, of a type whose
+ * cast is not the check's to trust.
+ */
+static Oid
+refs_expected_relid(RangeTblEntry *rte, List *expected)
+{
+	const char *alias = rte->alias ? rte->alias->aliasname : "";
+	char	   *end;
+	unsigned long oid;
+
+	if (alias[0] != 'r' || alias[1] < '0' || alias[1] > '9')
+		return linitial_oid(expected);
+	oid = strtoul(alias + 1, &end, 10);
+	if (*end != '\0' || !list_member_oid(expected, (Oid) oid))
+		return InvalidOid;
+	return (Oid) oid;
+}
+
 static bool
 refs_reads_only_expected(Node *node, void *expected)
 {
@@ -317,10 +342,10 @@ refs_reads_only_expected(Node *node, void *expected)
 	{
 		RangeTblEntry *rte = (RangeTblEntry *) node;
 
-		if (rte->rtekind == RTE_RELATION && !list_member_oid((List *) expected, rte->relid))
+		if (rte->rtekind == RTE_RELATION && rte->relid != refs_expected_relid(rte, (List *) expected))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("durable's retention purge would read relation %s, which its foreign-key check did not look at",
+					 errmsg("durable's retention purge would read relation %s in place of one its foreign-key check approved",
 							refs_qualified_name(rte->relid)),
 					 errdetail("A schema was renamed or created since the check: the purge's guards name the tables that reference the journal."),
 					 errhint("Nothing was deleted; the next pass checks again.")));

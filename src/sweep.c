@@ -70,8 +70,10 @@
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "storage/proc.h"
 #include "utils/backend_status.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 
 #include "isolate.h"
@@ -403,6 +405,9 @@ sweep_key_array_type(const SweepJournal *j)
 	return j->skip.key_type == INT8OID ? INT8ARRAYOID : TEXTARRAYOID;
 }
 
+/* How long a pass's statement with guards waits for a lock. */
+#define SWEEP_GUARD_LOCK_TIMEOUT_MS 1000
+
 /*
  * Run a journal's batch or candidates statement (`sql`) for up to `limit`
  * records finished before cutoff and not before `from`, passing over those
@@ -430,18 +435,52 @@ sweep_journal_exec(const SweepJournal *j, const char *sql, SPIPlanPtr *plan,
 	else
 	{
 		char	   *guarded = psprintf(sql, guards);
+		int			nestlevel = NewGUCNestLevel();
+		MemoryContext cxt = CurrentMemoryContext;
 
+		/*
+		 * A pass waits for no lock on a table of yours (the check takes its
+		 * locks without waiting), and the guards' tables are locked by the
+		 * check already: a wait here is for a relation the guards' names
+		 * came to mean since (a schema renamed), which its owner could hold
+		 * for good.  Its timeout is this statement's failure, not the
+		 * caller's (isolate.c takes a lock timeout for the caller's), and
+		 * the pass skips the journal.  (An error ends the pass's
+		 * subtransaction, and with it the setting.)
+		 */
+		bool		own_timeout = skip != NULL &&
+			(LockTimeout == 0 || LockTimeout > SWEEP_GUARD_LOCK_TIMEOUT_MS);
+
+		if (own_timeout)
+			(void) set_config_option("lock_timeout", CppAsString2(SWEEP_GUARD_LOCK_TIMEOUT_MS),
+									 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 		/* (parsed at once: nothing else is parsed in between) */
 		durable_guarded_expect(j->guard_relations);
 		PG_TRY();
 		{
 			rc = SPI_execute_with_args(guarded, 4, types, values, NULL, false, 0);
 		}
-		PG_FINALLY();
+		PG_CATCH();
 		{
+			ErrorData  *edata;
+
 			durable_guarded_expect(NIL);
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			if (!own_timeout || edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE ||
+				!durable_error_is_global(edata))
+				PG_RE_THROW();
+			FlushErrorState();
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("a table that the retention purge's foreign-key guards name is locked"),
+					 errdetail("The guards name the tables that reference %s, and the check locked those: another relation has the name now (a schema was renamed).",
+							   j->name),
+					 errhint("The next pass checks again.")));
 		}
 		PG_END_TRY();
+		durable_guarded_expect(NIL);
+		AtEOXact_GUC(true, nestlevel);
 		if (rc != expected)
 			elog(ERROR, "durable: retention purge of %s failed: %s", j->name, SPI_result_code_string(rc));
 	}
