@@ -20,6 +20,10 @@
 # holding their chats meanwhile.  Each run has records of its own (message
 # ids and keys carry the run's name).
 #
+# A third run of each queue's loop claims with wait => '3 s' (since
+# 2026-12-07): three clients, each asleep in the server at times, when only
+# the next due time the claim read from the floor wakes it.
+#
 # t/009_claim_floor stages each way a record becomes claimable below a floor
 # one at a time; this test lets them race: inserts drawing ids while
 # refreshes scan, failures and releases below a floor while it moves.
@@ -60,7 +64,8 @@ my $dir = PostgreSQL::Test::Utils::tempdir;
 # from $due (SQL on the claimed record i).
 sub inbox_script
 {
-	my ($run, $chat, $first_act, $due) = @_;
+	my ($run, $chat, $first_act, $due, $wait) = @_;
+	$wait //= '0';
 	return qq{
 \\set n :n + 1
 \\set insert random(1, 2)
@@ -71,9 +76,10 @@ sub inbox_script
 SELECT 1 FROM durable.inbox_admit('$run', :client_id::text || '-' || :n::text, $chat);
 \\endif
 SELECT coalesce(max(id), 0) AS cid, coalesce(max(token), 0) AS ctok
-  FROM durable.inbox_claim('w-' || :client_id::text, max => 1) \\gset
+  FROM durable.inbox_claim('w-' || :client_id::text, max => 1, wait => '$wait') \\gset
 \\if :cid > 0
-INSERT INTO public.late SELECT '$run', clock_timestamp() - $due FROM durable.inbox i WHERE i.id = :cid;
+INSERT INTO public.late SELECT '$run', clock_timestamp() - $due FROM durable.inbox i
+ WHERE i.id = :cid AND i.source = '$run';
 \\if :act <= 3
 SELECT FROM durable.inbox_fail(:cid::bigint, :ctok::bigint, 'x', retry_in => (:retry::text || ' ms')::interval);
 \\elif :act = 4
@@ -96,8 +102,9 @@ SELECT durable.inbox_complete(:cid::bigint, :ctok::bigint);
 # meanwhile.
 sub outbox_script
 {
-	my ($run, $chat, $first_act, $due, $operator) = @_;
+	my ($run, $chat, $first_act, $due, $operator, $wait) = @_;
 	my $op = $operator ? 'random(1, 20)' : '0';
+	$wait //= '0';
 	return qq{
 \\set n :n + 1
 \\set insert random(1, 2)
@@ -117,9 +124,10 @@ INSERT INTO public.ops SELECT '$run', 'begun and sent'
   FROM durable.outbox_sent('$run-b-' || :client_id::text || '-' || :n::text, :btok::bigint, 'p');
 \\endif
 SELECT coalesce(max(key), '') AS skey, coalesce(max(token), 0) AS stok
-  FROM durable.outbox_claim('w-' || :client_id::text, max => 1) \\gset
+  FROM durable.outbox_claim('w-' || :client_id::text, max => 1, wait => '$wait') \\gset
 \\if :stok > 0
-INSERT INTO public.late SELECT '$run', clock_timestamp() - $due FROM durable.outbox o WHERE o.key = :skey::text;
+INSERT INTO public.late SELECT '$run', clock_timestamp() - $due FROM durable.outbox o
+ WHERE o.key = :skey::text AND o.key LIKE '$run-%';
 \\if :op = 1
 INSERT INTO public.ops SELECT '$run', 'flagged unknown', o.chat_id, o.id, clock_timestamp()
   FROM durable.instance_start('w-' || :client_id::text) s, durable.outbox o
@@ -147,11 +155,19 @@ my %script = (
 	inbox => inbox_script('inbox', "'c-' || :client_id::text || '-' || :n::text", 1, 'i.not_before'),
 	inbox_chats => inbox_script('inbox_chats', "'c-' || :chat::text", 3,
 		'greatest(i.not_before, (SELECT max(o.finished_at) FROM durable.inbox o'
-		  . ' WHERE o.chat_id = i.chat_id AND o.id < i.id))'));
+		  . ' WHERE o.chat_id = i.chat_id AND o.id < i.id))'),
+	# Claims that wait in the server (up to 3 s) read when the next record
+	# comes due from the floor; three clients leave every claimer asleep at
+	# times, when only that time wakes it: one that sleeps past a record's
+	# due time is late by up to 3 s.
+	outbox_wait => outbox_script('outbox_wait', "'c-' || :client_id::text || '-' || :n::text", 1,
+		'o.not_before', 0, '3 s'),
+	inbox_wait => inbox_script('inbox_wait', "'c-' || :client_id::text || '-' || :n::text", 1,
+		'i.not_before', '3 s'));
 
-for my $run ('outbox', 'outbox_chats', 'inbox', 'inbox_chats')
+for my $run ('outbox', 'outbox_chats', 'inbox', 'inbox_chats', 'outbox_wait', 'inbox_wait')
 {
-	my $queue = $run =~ s/_chats$//r;
+	my $queue = $run =~ s/_(chats|wait)$//r;
 	my $file = "$dir/$run.sql";
 	append_to_file($file, $script{$run});
 	my ($out, $err) = ('', '');
@@ -159,7 +175,7 @@ for my $run ('outbox', 'outbox_chats', 'inbox', 'inbox_chats')
 	my $ran = IPC::Run::run(
 		[
 			'pgbench', '--no-vacuum', '--protocol' => 'prepared',
-			'--client' => $clients, '--jobs' => 2,
+			'--client' => ($run =~ /_wait$/ ? 3 : $clients), '--jobs' => 2,
 			'--time' => $seconds, '--file' => $file,
 			'--define' => 'n=0',
 			$node->connstr('postgres')
@@ -174,7 +190,8 @@ for my $run ('outbox', 'outbox_chats', 'inbox', 'inbox_chats')
 		  FROM public.late WHERE queue = '$run'});
 	note("$run: $claims claims, lateness p99 $p99, max $max");
 	# (Three chats take one claim each at a time.)
-	my $enough = $run =~ /_chats$/ ? 300 : 1000;
+	# (A waiting claimer with nothing due sleeps up to 3 s.)
+	my $enough = $run =~ /_chats$/ ? 300 : $run =~ /_wait$/ ? 20 : 1000;
 	cmp_ok($claims, '>', $enough, "$run: the loop ran ($claims claims)");
 	is($over, '0', "$run: no claim came more than $too_late after its record was due (max $max)");
 	if ($run eq 'outbox_chats')
