@@ -70,12 +70,14 @@
 #define PAYLOAD_CLIP	200
 /*
  * A listing's payload columns: its first PAYLOAD_CLIP characters (at least
- * the bytes shown) and its size in bytes.
+ * the bytes shown), whether it has more, and its size in bytes in the
+ * database's encoding (what arrives is UTF-8, of another length).
  */
 #define STRINGIFY_(x)	#x
 #define STRINGIFY(x)	STRINGIFY_(x)
 #define PAYLOAD_HEAD(alias) \
 	"pg_catalog.left(" alias ".payload::pg_catalog.text, " STRINGIFY(PAYLOAD_CLIP) ") AS payload," \
+	" pg_catalog.length(" alias ".payload::pg_catalog.text) > " STRINGIFY(PAYLOAD_CLIP) " AS payload_cut," \
 	" pg_catalog.octet_length(" alias ".payload::pg_catalog.text) AS payload_bytes"
 
 typedef struct Options
@@ -580,14 +582,14 @@ shown(const char *text)
 /*
  * Print text that may hold newlines with every line after the first
  * indented, and the rest as shown() shows it.  Clipped after clip bytes
- * (0: never), at a character's end; total_bytes, when not NULL, is the size
- * of the whole text, of which text may be the head.
+ * (0: never), at a character's end.  text may be the head of a longer text:
+ * cut ("t") says so, and total_bytes is then the whole text's size.
  */
 static void
-print_indented(const char *label, const char *text, size_t clip, const char *total_bytes)
+print_indented(const char *label, const char *text, size_t clip, const char *cut,
+			   const char *total_bytes)
 {
 	size_t		len = strlen(text);
-	size_t		total = total_bytes ? strtoul(total_bytes, NULL, 10) : len;
 	size_t		i = 0;
 
 	printf("  %s: ", label);
@@ -605,8 +607,13 @@ print_indented(const char *label, const char *text, size_t clip, const char *tot
 		i += shown_char(text + i, out, &n);
 		fwrite(out, 1, n, stdout);
 	}
-	if (i < total)
-		printf("... (%zu bytes)", total);
+	if (i < len || (cut != NULL && strcmp(cut, "t") == 0))
+	{
+		if (total_bytes != NULL)
+			printf("... (%s bytes)", total_bytes);
+		else
+			printf("... (%zu bytes)", len);
+	}
 	putchar('\n');
 }
 
@@ -896,8 +903,9 @@ cmd_dlq_inbox(const Options *opt)
 				   shown(col(res, i, "chat_id")), shown(col(res, i, "kind")));
 			printf("  attempts %s, last owner %s, journaled %s\n", col(res, i, "attempts"),
 				   col(res, i, "owner") ? shown(col(res, i, "owner")) : "(none)", col(res, i, "created"));
-			print_indented("error", col(res, i, "error") ? col(res, i, "error") : "(none)", 0, NULL);
-			print_indented("payload", col(res, i, "payload"), PAYLOAD_CLIP, col(res, i, "payload_bytes"));
+			print_indented("error", col(res, i, "error") ? col(res, i, "error") : "(none)", 0, NULL, NULL);
+			print_indented("payload", col(res, i, "payload"), PAYLOAD_CLIP, col(res, i, "payload_cut"),
+						   col(res, i, "payload_bytes"));
 		}
 		if (PQntuples(res) > 0)
 			printf("\n");
@@ -954,8 +962,9 @@ cmd_outbox_list(const Options *opt, const char *state)
 				printf(", reply to inbox id %s", col(res, i, "inbound_id"));
 			printf("\n");
 			if (col(res, i, "error"))
-				print_indented("error", col(res, i, "error"), 0, NULL);
-			print_indented("payload", col(res, i, "payload"), PAYLOAD_CLIP, col(res, i, "payload_bytes"));
+				print_indented("error", col(res, i, "error"), 0, NULL, NULL);
+			print_indented("payload", col(res, i, "payload"), PAYLOAD_CLIP, col(res, i, "payload_cut"),
+						   col(res, i, "payload_bytes"));
 		}
 		if (PQntuples(res) > 0)
 			printf("\n");
