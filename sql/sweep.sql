@@ -823,6 +823,39 @@ SELECT purged FROM durable.sweep();
 SELECT source FROM durable.inbox WHERE message_id LIKE 'mixed-%' ORDER BY source;
 ROLLBACK;
 
+-- A trigger on a journal that calls purge() or sweep() while the journal is purged is
+-- refused (55006): the inner run would leave the outer one with its freed state (until
+-- 2026-12-07, found by review)
+BEGIN;
+SELECT count(*) FROM generate_series(1, 2) g,
+       durable.inbox_admit('sweep', 'nested-' || g, 'sweep-nested-' || g, instance => 'sweep-a') a,
+       durable.inbox_complete(a.id, a.token) c;
+CREATE FUNCTION pg_temp.purge_again() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM durable.purge(older_than => '0');
+    RETURN OLD;
+END $$;
+CREATE TRIGGER purge_again BEFORE DELETE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.purge_again();
+\set VERBOSITY terse
+SELECT durable.purge(older_than => '0');
+\set VERBOSITY default
+ROLLBACK;
+BEGIN;
+SELECT durable.inbox_complete(a.id, a.token)
+  FROM durable.inbox_admit('sweep', 'nested-sweep', 'sweep-nested-s', instance => 'sweep-a') a;
+CREATE FUNCTION pg_temp.sweep_again() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM durable.sweep();
+    RETURN OLD;
+END $$;
+CREATE TRIGGER sweep_again BEFORE DELETE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.sweep_again();
+\set VERBOSITY terse
+SELECT durable.purge(older_than => '0');
+\set VERBOSITY default
+ROLLBACK;
+-- (a purge after those runs normally: the refusal left nothing behind)
+SELECT durable.purge(older_than => '1000 years') AS purged;
+
 -- 5. Bad arguments (22023)
 
 \set VERBOSITY terse

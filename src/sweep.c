@@ -1086,9 +1086,47 @@ sweep_permits_isolated(void)
 	return 0;
 }
 
+/*
+ * A purge or pass keeps its state in sweep_journals (the guards among it,
+ * allocated in its SPI context): one run inside another (a trigger of yours
+ * on a journal calling purge()) would leave the outer one with the inner's
+ * freed memory (found by review, 2026-12-07).
+ */
+static bool sweep_running = false;
+
+static void
+sweep_begin(void)
+{
+	if (sweep_running)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("durable.purge() and durable.sweep() cannot run inside a purge or sweep"),
+				 errdetail("A trigger on a journal, or a function it calls, called one of them while the journal was being purged."),
+				 errhint("Call them from outside the journals' triggers.")));
+	sweep_running = true;
+}
+
+static void sweep_pass_run(bool scan_open, TimestampTz *windows, DurableSweepResult *result);
+
 void
 durable_sweep_pass(bool scan_open, TimestampTz *windows,
 				   DurableSweepResult *result)
+{
+	sweep_begin();
+	PG_TRY();
+	{
+		sweep_pass_run(scan_open, windows, result);
+	}
+	PG_FINALLY();
+	{
+		sweep_running = false;
+	}
+	PG_END_TRY();
+}
+
+static void
+sweep_pass_run(bool scan_open, TimestampTz *windows,
+			   DurableSweepResult *result)
 {
 	static SPIPlanPtr outbox_due_plan = NULL;
 	int64		outbox_due;
@@ -1310,8 +1348,17 @@ durable_purge(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("batch must be at least 1")));
 
-	SPI_connect();
-	deleted = sweep_purge(older_than_us, batch);
-	SPI_finish();
+	sweep_begin();
+	PG_TRY();
+	{
+		SPI_connect();
+		deleted = sweep_purge(older_than_us, batch);
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		sweep_running = false;
+	}
+	PG_END_TRY();
 	PG_RETURN_INT64(deleted);
 }
