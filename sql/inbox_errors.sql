@@ -767,9 +767,10 @@ SELECT pg_temp.hint_of(format('SELECT durable.inbox_release(%s, %s)', :f3, :f3_t
 SELECT pg_temp.hint_of(format('SELECT durable.inbox_fail(%s, %s, %L)', :f3, :f3_token, 'late'));
 ROLLBACK;
 -- And in the transaction that failed it on its last attempt: an error that ends the
--- transaction rolls the failure back, and the record is leased again, not in the dead-letter
--- queue (until 2026-12-07 the messages said it was, and that a replay would process it;
--- found by review).  (Caught here by a savepoint, the error leaves the failure standing.)
+-- transaction rolls the failure back with it, and the record does not go to the dead-letter
+-- queue (until 2026-12-07 the messages said it was there, and that a replay would process
+-- it; found by review).  (Caught here by a savepoint, the error leaves the failure standing;
+-- and the record, admitted in this transaction, would be gone with its rollback.)
 SET durable.inbox_max_attempts = 1;
 BEGIN;
 SELECT id AS f4, token AS f4_token FROM durable.inbox_admit('errs', 'f4', 'chat-f4', instance => 'bot-1') \gset
@@ -781,7 +782,7 @@ SELECT pg_temp.hint_of(format('SELECT durable.inbox_release(%s, %s)', :f4, :f4_t
 ROLLBACK;
 RESET durable.inbox_max_attempts;
 -- A record this transaction released: an error that ends the transaction rolls the release
--- back, and the lease is the caller's again, not another replica's
+-- back with it, and no other replica has the record because of it
 BEGIN;
 SELECT id AS f5, token AS f5_token FROM durable.inbox_admit('errs', 'f5', 'chat-f5', instance => 'bot-1') \gset
 SELECT durable.inbox_release(:f5, :f5_token);

@@ -290,16 +290,15 @@ inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
 		}
 		/*
 		 * This transaction made it dead (its own inbox_fail, most likely):
-		 * an error that ends the transaction rolls that back, and the
-		 * record is leased again, not dead.
+		 * an error that ends the transaction rolls that back, so the
+		 * dead-letter queue is not where the record will be.
 		 */
 		if ((what == IC_COMPLETE || what == IC_FAIL) && strcmp(state, "dead") == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_DURABLE_WRONG_STATE),
 					 errmsg("inbox record %lld is dead", (long long) id),
 					 written_here ?
-					 errdetail("This transaction made it dead (a failure on its last attempt, or a recovery of its lease): if this error ends the transaction, that is rolled back, and the record is leased again under token %lld.",
-							   (long long) token) :
+					 errdetail("This transaction made it dead (a failure on its last attempt, or a recovery of its lease); if this error ends the transaction, that is rolled back with it.") :
 					 errdetail("It used its last attempt and is in the dead-letter queue."),
 					 written_here ?
 					 errhint("Confirm nothing after failing a record: commit the failure on its own.") :
@@ -320,7 +319,7 @@ inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
 								  (long long) id, (long long) token) :
 				 errdetail("Inbox record %lld is dead: it used its last attempt under token %lld.",
 						   (long long) id, (long long) token),
-				 !done && written_here ? errhint("This transaction made it dead: if this error ends the transaction, that is rolled back, and the record is leased again. Release, extend or fail a record only while it is leased.") :
+				 !done && written_here ? errhint("This transaction made it dead; if this error ends the transaction, that is rolled back with it. Release, extend or fail a record only while it is leased.") :
 				 !done ? errhint("It is in the dead-letter queue: replay it with durable.inbox_replay() to process it again.") :
 				 written_here ? errhint("This transaction completed it, and this error rolls the completion back with the transaction: release, extend or fail a record before completing it, never after.") :
 				 errhint("Nothing is left to release, extend or fail: the completion and its transaction's effects stand.")));
@@ -332,7 +331,7 @@ inbox_confirm_failed(InboxConfirm what, int64 id, int64 token, bool found,
 				 errdetail("Inbox record %lld is %s: the lease of token %lld has ended (released, failed, expired, recovered or replayed).",
 						   (long long) id, state, (long long) token),
 				 written_here ?
-				 errhint("This transaction ended the lease (released, failed, recovered or replayed the record): if this error ends the transaction, that is rolled back, and the lease is the caller's again. Confirm nothing after releasing or failing a record.") :
+				 errhint("This transaction changed the record (released, failed, recovered or replayed it); if this error ends the transaction, that is rolled back with it. Confirm nothing after releasing or failing a record.") :
 				 errhint("Another replica may handle the record now: roll back this handler's effects.")));
 	else if (has_current)
 		ereport(ERROR,
