@@ -1087,10 +1087,12 @@ sweep_permits_isolated(void)
 }
 
 /*
- * A purge or pass keeps its state in sweep_journals (the guards among it,
- * allocated in its SPI context): one run inside another (a trigger of yours
- * on a journal calling purge()) would leave the outer one with the inner's
- * freed memory (found by review, 2026-12-07).
+ * A purge (purge(), or a pass's purge step) keeps its state in
+ * sweep_journals (the guards among it, allocated in its SPI context): one
+ * inside another (a trigger of yours on a journal calling purge() or
+ * sweep()) would leave the outer one with the inner's freed memory (found by
+ * review, 2026-12-07).  The rest of a pass (lease recovery, announcements)
+ * sets none of it and may be nested.
  */
 static bool sweep_running = false;
 
@@ -1106,27 +1108,9 @@ sweep_begin(void)
 	sweep_running = true;
 }
 
-static void sweep_pass_run(bool scan_open, TimestampTz *windows, DurableSweepResult *result);
-
 void
 durable_sweep_pass(bool scan_open, TimestampTz *windows,
 				   DurableSweepResult *result)
-{
-	sweep_begin();
-	PG_TRY();
-	{
-		sweep_pass_run(scan_open, windows, result);
-	}
-	PG_FINALLY();
-	{
-		sweep_running = false;
-	}
-	PG_END_TRY();
-}
-
-static void
-sweep_pass_run(bool scan_open, TimestampTz *windows,
-			   DurableSweepResult *result)
 {
 	static SPIPlanPtr outbox_due_plan = NULL;
 	int64		outbox_due;
@@ -1183,8 +1167,17 @@ sweep_pass_run(bool scan_open, TimestampTz *windows,
 									&outbox_due_plan, SWEEP_OUTBOX_DUE_SQL, DQ_OUTBOX);
 	result->outbox_due = (int) Min(outbox_due, (int64) PG_INT32_MAX);
 
-	result->purged = sweep_purge_isolated((int64) durable_retention_s * USECS_PER_SEC,
-										  DURABLE_PURGE_BATCH, &passed_over);
+	sweep_begin();
+	PG_TRY();
+	{
+		result->purged = sweep_purge_isolated((int64) durable_retention_s * USECS_PER_SEC,
+											  DURABLE_PURGE_BATCH, &passed_over);
+	}
+	PG_FINALLY();
+	{
+		sweep_running = false;
+	}
+	PG_END_TRY();
 	permits = sweep_permits_isolated();
 
 	/*
