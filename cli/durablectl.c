@@ -69,15 +69,19 @@
 /* Payloads are clipped to this many bytes in human-readable listings. */
 #define PAYLOAD_CLIP	200
 /*
- * A listing's payload columns: its first PAYLOAD_CLIP characters (at least
- * the bytes shown), whether it has more, and its size in bytes in the
- * database's encoding (what arrives is UTF-8, of another length).
+ * A listing's payload columns: its first PAYLOAD_HEAD_CHARS characters,
+ * whether it has more, and its size in bytes in the database's encoding
+ * (what arrives is UTF-8, of another length).  The head holds the bytes
+ * shown and the rest of the character the clip ends in: a SQL_ASCII
+ * database counts bytes as characters, and a UTF-8 character across the
+ * clip must arrive whole.
  */
+#define PAYLOAD_HEAD_CHARS	204
 #define STRINGIFY_(x)	#x
 #define STRINGIFY(x)	STRINGIFY_(x)
 #define PAYLOAD_HEAD(alias) \
-	"pg_catalog.left(" alias ".payload::pg_catalog.text, " STRINGIFY(PAYLOAD_CLIP) ") AS payload," \
-	" pg_catalog.length(" alias ".payload::pg_catalog.text) > " STRINGIFY(PAYLOAD_CLIP) " AS payload_cut," \
+	"pg_catalog.left(" alias ".payload::pg_catalog.text, " STRINGIFY(PAYLOAD_HEAD_CHARS) ") AS payload," \
+	" pg_catalog.length(" alias ".payload::pg_catalog.text) > " STRINGIFY(PAYLOAD_HEAD_CHARS) " AS payload_cut," \
 	" pg_catalog.octet_length(" alias ".payload::pg_catalog.text) AS payload_bytes"
 
 typedef struct Options
@@ -1414,7 +1418,11 @@ main(int argc, char **argv)
 				}
 				if (strchr("dhpUlo", optopt) != NULL)
 					usage_error("option -%c requires an argument", optopt);
-				usage_error("invalid option -- '%c'", optopt);
+				{
+					char		typed[2] = {(char) optopt, '\0'};
+
+					usage_error("invalid option -- '%s'", shown(typed));
+				}
 			default:
 				usage_error("unexpected option");
 		}
