@@ -22,7 +22,8 @@
 #
 # A third run of each queue's loop claims with wait => '3 s' (since
 # 2026-12-07): three clients, each asleep in the server at times, when only
-# the next due time the claim read from the floor wakes it.
+# the next due time the claim read wakes it (the inbox's from its floor, the
+# outbox's from its waiting index).
 #
 # t/009_claim_floor stages each way a record becomes claimable below a floor
 # one at a time; this test lets them race: inserts drawing ids while
@@ -157,9 +158,9 @@ my %script = (
 		'greatest(i.not_before, (SELECT max(o.finished_at) FROM durable.inbox o'
 		  . ' WHERE o.chat_id = i.chat_id AND o.id < i.id))'),
 	# Claims that wait in the server (up to 3 s) read when the next record
-	# comes due from the floor; three clients leave every claimer asleep at
-	# times, when only that time wakes it: one that sleeps past a record's
-	# due time is late by up to 3 s.
+	# comes due (the inbox's from its floor); three clients leave every
+	# claimer asleep at times, when only that time wakes it: one that sleeps
+	# past a record's due time is late by up to 3 s.
 	outbox_wait => outbox_script('outbox_wait', "'c-' || :client_id::text || '-' || :n::text", 1,
 		'o.not_before', 0, '3 s'),
 	inbox_wait => inbox_script('inbox_wait', "'c-' || :client_id::text || '-' || :n::text", 1,
