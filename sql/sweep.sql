@@ -830,26 +830,20 @@ BEGIN;
 SELECT count(*) FROM generate_series(1, 2) g,
        durable.inbox_admit('sweep', 'nested-' || g, 'sweep-nested-' || g, instance => 'sweep-a') a,
        durable.inbox_complete(a.id, a.token) c;
-CREATE FUNCTION pg_temp.purge_again() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION pg_temp.call_in_purge() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM durable.purge(older_than => '0');
+    EXECUTE TG_ARGV[0];
     RETURN OLD;
 END $$;
-CREATE TRIGGER purge_again BEFORE DELETE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.purge_again();
+CREATE TRIGGER purge_again BEFORE DELETE ON durable.inbox FOR EACH ROW
+    EXECUTE FUNCTION pg_temp.call_in_purge('SELECT durable.purge(older_than => ''0'')');
 \set VERBOSITY terse
+SAVEPOINT nested;
 SELECT durable.purge(older_than => '0');
-\set VERBOSITY default
-ROLLBACK;
-BEGIN;
-SELECT durable.inbox_complete(a.id, a.token)
-  FROM durable.inbox_admit('sweep', 'nested-sweep', 'sweep-nested-s', instance => 'sweep-a') a;
-CREATE FUNCTION pg_temp.sweep_again() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM durable.sweep();
-    RETURN OLD;
-END $$;
-CREATE TRIGGER sweep_again BEFORE DELETE ON durable.inbox FOR EACH ROW EXECUTE FUNCTION pg_temp.sweep_again();
-\set VERBOSITY terse
+ROLLBACK TO nested;
+DROP TRIGGER purge_again ON durable.inbox;
+CREATE TRIGGER sweep_again BEFORE DELETE ON durable.inbox FOR EACH ROW
+    EXECUTE FUNCTION pg_temp.call_in_purge('SELECT durable.sweep()');
 SELECT durable.purge(older_than => '0');
 \set VERBOSITY default
 ROLLBACK;

@@ -1115,7 +1115,7 @@ durable_sweep_pass(bool scan_open, TimestampTz *windows,
 	static SPIPlanPtr outbox_due_plan = NULL;
 	int64		outbox_due;
 	int64		permits;
-	int64		passed_over;
+	int64		passed_over = 0;
 	TimestampTz oldest_writer;
 	TimestampTz now;
 	int64		started;
