@@ -71,7 +71,8 @@
 /*
  * A listing's payload columns: its first PAYLOAD_HEAD_CHARS characters,
  * whether it has more, and its size in bytes in the database's encoding
- * (what arrives is UTF-8, of another length).  The head holds the bytes
+ * (what arrives is UTF-8, of another length, but from a SQL_ASCII database,
+ * whose bytes arrive as they are).  The head holds the bytes
  * shown and the rest of the character the clip ends in: a SQL_ASCII
  * database counts bytes as characters, and a UTF-8 character across the
  * clip must arrive whole.

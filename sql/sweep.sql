@@ -844,8 +844,21 @@ ROLLBACK TO nested;
 DROP TRIGGER purge_again ON durable.inbox;
 CREATE TRIGGER sweep_again BEFORE DELETE ON durable.inbox FOR EACH ROW
     EXECUTE FUNCTION pg_temp.call_in_purge('SELECT durable.sweep()');
+SAVEPOINT nested;
 SELECT durable.purge(older_than => '0');
+ROLLBACK TO nested;
 \set VERBOSITY default
+DROP TRIGGER sweep_again ON durable.inbox;
+-- The rest of a pass shares none of that state: a trigger that calls purge() during the
+-- pass's lease recovery runs it, and the lease is recovered (a refusal there, for a few
+-- hours of 2026-12-07, left it expired at every pass)
+SELECT state FROM durable.inbox_admit('sweep', 'nested-recovered', 'sweep-nested-r', instance => 'sweep-a',
+                                      lease => '20 ms');
+SELECT pg_sleep(0.05);
+CREATE TRIGGER purge_in_recovery AFTER UPDATE ON durable.inbox FOR EACH ROW
+    EXECUTE FUNCTION pg_temp.call_in_purge('SELECT durable.purge()');
+SELECT inbox_expired FROM durable.sweep();
+SELECT state FROM durable.inbox WHERE message_id = 'nested-recovered';
 ROLLBACK;
 -- (a purge after those runs normally: the refusal left nothing behind)
 SELECT durable.purge(older_than => '1000 years') AS purged;

@@ -1102,7 +1102,7 @@ sweep_begin(void)
 	if (sweep_running)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("durable.purge() and durable.sweep() cannot run inside a purge or sweep"),
+				 errmsg("durable.purge() and durable.sweep() cannot run inside a purge"),
 				 errdetail("A trigger on a journal, or a function it calls, called one of them while the journal was being purged."),
 				 errhint("Call them from outside the journals' triggers.")));
 	sweep_running = true;
