@@ -59,13 +59,15 @@ sub start_rename
 }
 
 # Let the renames waiting behind $holder go on; checks that no worker came
-# into database $db while they waited ($workers, counted before) and that
-# $renamer's rename succeeded, unless the steps took longer than the 10 s a
-# block lasts (then the worker may come and the rename fail, as documented).
-# Returns whether the rename failed.
+# into database $db while they waited (counted first) and that $renamer's
+# rename succeeded, unless the steps since $started took longer than the
+# 10 s a block lasts (then the worker may come and the rename fail, as
+# documented).  Returns whether the rename failed.
 sub blocked_rename_ok
 {
-	my ($holder, $renamer, $workers, $in_time, $what) = @_;
+	my ($node, $db, $holder, $renamer, $started, $what) = @_;
+	my $workers = $node->safe_psql('postgres', workers_of($db));
+	my $in_time = time - $started < 8;
 	$holder->query_safe('COMMIT');
 	my (undef, $failed) = $renamer->query("SELECT 'after'");
 	SKIP:
@@ -530,9 +532,7 @@ kill 'CONT', $launcher_pid;
 ok($node->poll_query_until('postgres', has_workers('seed', 1)),
 	'the launcher looked again (seed has its worker back)');
 sleep 1;
-my $rename_failed = blocked_rename_ok($catalog_holder, $renamer,
-	$node->safe_psql('postgres', workers_of('unseen')),
-	time - $rename_started < 8,
+my $rename_failed = blocked_rename_ok($node, 'unseen', $catalog_holder, $renamer, $rename_started,
 	'the launcher starts no worker in the database the waiting rename blocked');
 $renamer->quit;
 $catalog_holder->quit;
@@ -564,9 +564,7 @@ ok( $node->poll_query_until(
 	'a second rename waits too, after the first one\'s block ran out');
 $node->safe_psql('postgres', "SELECT pg_cancel_backend($first_pid)");
 sleep 2;
-my $second_failed = blocked_rename_ok($catalog_holder, $second,
-	$node->safe_psql('postgres', workers_of('twice')),
-	time - $second_started < 8,
+my $second_failed = blocked_rename_ok($node, 'twice', $catalog_holder, $second, $second_started,
 	'the canceled first rename leaves the second one\'s block alone');
 $first->quit;
 $second->quit;
