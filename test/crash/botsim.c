@@ -55,7 +55,10 @@
  *
  * SIGTERM asks the replica to stop after the message in hand.  SIGUSR1
  * asks it to stall the next message it handles past the message's lease,
- * just before the effect and the completion (sim_handle).
+ * just before the effect and the completion (sim_handle).  SIGUSR2 asks it
+ * to die (SIGKILL) right after the provider's next delivery, before
+ * outbox_sent: a send that was delivered and whose replica died, which the
+ * journal must flag unknown and never send again (sim_provider).
  *
  * Every event is appended to a per-instance event log (one word per line
  * after a timestamp) that test/crash/run sums up; unexpected SQLSTATEs are
@@ -158,6 +161,7 @@ typedef struct Sim
 
 static volatile sig_atomic_t sim_stop = 0;
 static volatile sig_atomic_t sim_stall_asked = 0;
+static volatile sig_atomic_t sim_die_asked = 0;
 
 static void
 sim_on_term(int signo)
@@ -171,6 +175,13 @@ sim_on_stall(int signo)
 {
 	(void) signo;
 	sim_stall_asked = 1;
+}
+
+static void
+sim_on_die(int signo)
+{
+	(void) signo;
+	sim_die_asked = 1;
 }
 
 /* splitmix64: the feed's deterministic random numbers. */
@@ -381,6 +392,11 @@ sim_provider(Sim *sim, const char *key, char *pmid, size_t pmid_size)
 		sim_die("cannot write the ledger: %s", strerror(errno));
 	if (fsync(sim->ledger_fd) != 0)
 		sim_die("cannot fsync the ledger: %s", strerror(errno));
+	if (answer == SIM_DELIVERED && sim_die_asked)
+	{
+		sim_event(sim, "die_delivered %s", key);
+		raise(SIGKILL);
+	}
 	sim_sleep(latency / 2);
 	return answer;
 }
@@ -1124,6 +1140,8 @@ main(int argc, char **argv)
 		sa.sa_handler = sim_on_stall;
 		sa.sa_flags = SA_RESTART;
 		sigaction(SIGUSR1, &sa, NULL);
+		sa.sa_handler = sim_on_die;
+		sigaction(SIGUSR2, &sa, NULL);
 		signal(SIGPIPE, SIG_IGN);
 		rc = sim_replica(&sim);
 	}
