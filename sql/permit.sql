@@ -139,6 +139,29 @@ SELECT count(*) FILTER (WHERE last_granted_at < pg_catalog.now() - interval '1 d
 SELECT count(*) AS grants_left FROM durable.permits WHERE bucket = 'regress-permit-walk:00000';
 DELETE FROM durable.permit_buckets WHERE bucket LIKE 'regress-permit-walk:%';
 
+-- An idle bucket whose drop fails alone (here a foreign key of the DBA's that references
+-- it, NO ACTION; a trigger that raises on one does the same) is passed over, with a WARNING,
+-- and the other idle buckets of the pass are dropped.  (Until 2026-12-07 one such bucket
+-- rolled back every drop of its window, pass after pass, and the walk stayed on it: no idle
+-- bucket was dropped again while it was idle.)  Passed over for 10 minutes, it is left out
+-- of the next passes without a WARNING.
+INSERT INTO durable.permit_buckets (bucket, per, last_granted_at)
+SELECT pg_catalog.format('regress-permit-held:%s', i), '1 s', pg_catalog.now() - interval '1 hour'
+  FROM pg_catalog.generate_series(1, 40) i;
+INSERT INTO durable.permits (bucket, granted_at)
+SELECT pg_catalog.format('regress-permit-held:%s', i), pg_catalog.now() - interval '1 hour'
+  FROM pg_catalog.generate_series(1, 40) i;
+CREATE TABLE public.regress_permit_config (bucket text REFERENCES durable.permit_buckets (bucket));
+INSERT INTO public.regress_permit_config VALUES ('regress-permit-held:17');
+SELECT count(*) AS passes FROM durable.sweep();
+SELECT bucket, (SELECT count(*) FROM durable.permits p WHERE p.bucket = b.bucket) AS grants
+  FROM durable.permit_buckets b WHERE bucket LIKE 'regress-permit-held:%';
+SELECT count(*) AS passes FROM durable.sweep();
+DELETE FROM public.regress_permit_config;
+DROP TABLE public.regress_permit_config;
+DELETE FROM durable.permits WHERE bucket LIKE 'regress-permit-held:%';
+DELETE FROM durable.permit_buckets WHERE bucket LIKE 'regress-permit-held:%';
+
 -- A dropped bucket starts afresh on its next call.
 SELECT durable.permit('regress-permit:idle', 5, '30ms') = '0' AS granted;
 

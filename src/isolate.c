@@ -200,6 +200,22 @@ halves_search(HalvesCall *call, int lo, int hi)
 }
 
 void
+durable_try_keys(DurableApplyKeys apply, DurableKeyFailed failed, void *arg,
+				 Datum *keys, TimestampTz *orders, int nkeys)
+{
+	HalvesCall	call = {.keys = keys, .orders = orders, .apply = apply, .failed = failed, .arg = arg};
+	ErrorData  *edata;
+
+	if (nkeys <= 0)
+		return;
+	edata = halves_try(&call, 0, nkeys);
+	if (edata == NULL)
+		return;
+	FreeErrorData(edata);
+	halves_search(&call, 0, nkeys);
+}
+
+void
 durable_try_halves(DurableApplyKeys apply, DurableKeyFailed failed, void *arg)
 {
 	HalvesCall	call = {.apply = apply, .failed = failed, .arg = arg};

@@ -4,7 +4,8 @@
  *		Keeping the records that fail from holding back the others:
  *		subtransactions, the search for the records that fail, and the
  *		lists of records a process passes over afterwards.  Used by the
- *		sweep's lease recovery and retention purge.
+ *		sweep's lease recovery, retention purge and drop of idle rate-limit
+ *		buckets.
  *
  * IDENTIFICATION
  *	  src/isolate.h
@@ -61,6 +62,14 @@ typedef void (*DurableKeyFailed) (void *arg, Datum key, TimestampTz order, Error
  * the tuptable is freed.  Errors about the transaction are thrown on.
  */
 extern void durable_try_halves(DurableApplyKeys apply, DurableKeyFailed failed, void *arg);
+
+/*
+ * Do apply's work on keys[0..nkeys) (order values in orders) in one
+ * subtransaction; when that fails, find the keys that fail alone as
+ * durable_try_halves does.
+ */
+extern void durable_try_keys(DurableApplyKeys apply, DurableKeyFailed failed, void *arg,
+							 Datum *keys, TimestampTz *orders, int nkeys);
 
 /* ---- Records a process passes over ---- */
 

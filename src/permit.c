@@ -37,7 +37,9 @@
  * Because step 1 always writes the bucket row, a REPEATABLE READ or
  * SERIALIZABLE caller whose snapshot predates another grant gets a
  * serialization failure (40001) at step 1 instead of counting with a stale
- * snapshot, and may retry; READ COMMITTED callers never do.
+ * snapshot, and may retry; one whose snapshot predates the sweep's drop of
+ * the idle bucket gets it at step 3 (the bucket's old grants, deleted
+ * since).  READ COMMITTED callers never do.
  *
  * The caller's transaction owns the grant: a rolled-back permit is not
  * consumed, and the bucket stays locked until the caller commits.  Callers
@@ -72,6 +74,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
+#include "isolate.h"
 #include "permit.h"
 
 PG_FUNCTION_INFO_V1(durable_permit);
@@ -84,8 +87,25 @@ PG_FUNCTION_INFO_V1(durable_permit);
 /* Buckets the sweep's expiry reads per call (file header: Expiry). */
 #define PERMIT_EXPIRE_WINDOW	5000
 
+/*
+ * Idle buckets whose drop failed are passed over by this process for the
+ * sweep's 10 minutes (SWEEP_SKIP_RETRY_MS), up to this many by name.
+ */
+#define PERMIT_SKIP_MAX			1000
+#define PERMIT_SKIP_RETRY_MS	(10 * 60 * 1000)
+
 /* The bucket the process's walk of durable_permit_expire goes on after; NULL: the first. */
 static char *permit_expire_after = NULL;
+
+/*
+ * The idle buckets whose drop failed lately (a key of a trusted table that
+ * references one, a trigger that raises), by name; past PERMIT_SKIP_MAX of
+ * them, every idle bucket whose last grant is not after the newest
+ * failure's.  (No relation to tell an extension created again by: a name
+ * passed over in the new table is at worst dropped 10 minutes late.)
+ */
+static DurableSkipList permit_skip = DURABLE_SKIP_LIST(TEXTOID, PERMIT_SKIP_MAX,
+													   PERMIT_SKIP_RETRY_MS);
 
 /*
  * permit(bucket, max, per) → '0' when a permit was free (it is consumed by
@@ -270,6 +290,76 @@ permit_expire_window_end(const char *after, bool *wraps)
 	return durable_col_isnull(0, 1) ? NULL : TextDatumGetCString(durable_col(0, 1));
 }
 
+/* What a call of durable_permit_expire's drops have done so far. */
+typedef struct PermitDrop
+{
+	int64		limit;			/* grants the call may delete */
+	int64		grants;			/* deleted */
+	int64		buckets;		/* dropped */
+	int			failed;			/* buckets whose drop failed alone */
+	ErrorData  *first;			/* the first of those failures */
+} PermitDrop;
+
+/*
+ * Delete the grants of the locked idle buckets buckets[0..n), as many as
+ * the call's limit leaves, then drop those of them left without a grant.
+ * New statements: their snapshots, taken while we hold the locks, see every
+ * grant of these buckets (in READ COMMITTED; under a transaction snapshot,
+ * a grant after ours would have made the lock fail).  Every grant of an
+ * idle bucket has left the window: a later one would have moved
+ * last_granted_at.
+ */
+static void
+permit_drop(void *arg, const Datum *buckets, int n)
+{
+	static SPIPlanPtr grants_plan = NULL;
+	static SPIPlanPtr drop_plan = NULL;
+	static const Oid types[2] = {TEXTARRAYOID, INT8OID};
+	PermitDrop *drop = (PermitDrop *) arg;
+	Datum		args[2];
+	int64		grants;
+
+	args[0] = durable_key_array(buckets, n, TEXTOID);
+	args[1] = Int64GetDatum(drop->limit - drop->grants);
+	durable_exec(durable_plan(&grants_plan,
+							  "WITH p AS ("
+							  "  DELETE FROM ONLY durable.permits p"
+							  "   WHERE p.ctid = ANY (ARRAY("
+							  "     SELECT q.ctid FROM ONLY durable.permits q"
+							  "      WHERE q.bucket = ANY ($1) LIMIT $2))"
+							  "  RETURNING 1)"
+							  " SELECT pg_catalog.count(*) FROM p",
+							  2, types),
+				 args, NULL, SPI_OK_SELECT, 0);
+	grants = durable_col_int64(0, 1);
+	durable_exec(durable_plan(&drop_plan,
+							  "WITH b AS ("
+							  "  DELETE FROM ONLY durable.permit_buckets b"
+							  "   WHERE b.bucket = ANY ($1)"
+							  "     AND NOT EXISTS (SELECT FROM ONLY durable.permits p"
+							  "                      WHERE p.bucket = b.bucket)"
+							  "  RETURNING 1)"
+							  " SELECT pg_catalog.count(*) FROM b",
+							  1, types),
+				 args, NULL, SPI_OK_SELECT, 0);
+	drop->grants += grants;
+	drop->buckets += durable_col_int64(0, 1);
+}
+
+/* A bucket whose drop failed alone: passed over for a while (permit_skip). */
+static void
+permit_drop_failed(void *arg, Datum bucket, TimestampTz last_granted_at, ErrorData *edata)
+{
+	PermitDrop *drop = (PermitDrop *) arg;
+
+	drop->failed++;
+	durable_skip_remember(&permit_skip, bucket, last_granted_at);
+	if (drop->first == NULL)
+		drop->first = edata;
+	else
+		FreeErrorData(edata);
+}
+
 /*
  * Drop buckets whose grants have all left their window: locks at most
  * `limit` such buckets, deletes at most `limit` of their grants, then the
@@ -277,29 +367,32 @@ permit_expire_window_end(const char *after, bool *wraps)
  * buckets after where the process's previous call stopped (file header).
  * Returns how many rows (grants and buckets) it deleted; a result below
  * `limit` means nothing else was due in that window, apart from buckets
- * that callers held.  Buckets locked by a caller are
- * skipped, never waited for.  Caller must have SPI connected, in a
- * transaction.
+ * that callers held or that this process passes over.  Buckets locked by a
+ * caller are skipped, never waited for.  The drop runs in a
+ * subtransaction; when it fails, the buckets that fail are found by halves
+ * (isolate.c), the others dropped, and those passed over for 10 minutes:
+ * *nfailed says how many, *failure the first one's error (the caller frees
+ * it).  Caller must have SPI connected, in a transaction.
  */
 int64
-durable_permit_expire(int limit)
+durable_permit_expire(int limit, int *nfailed, ErrorData **failure)
 {
 	static SPIPlanPtr idle_plan = NULL;
-	static SPIPlanPtr grants_plan = NULL;
-	static SPIPlanPtr drop_plan = NULL;
-	static const Oid idle_types[4] = {TIMESTAMPTZOID, INT4OID, TEXTOID, TEXTOID};
-	static const Oid grants_types[2] = {TEXTARRAYOID, INT4OID};
-	Datum		args[4];
+	static const Oid idle_types[6] = {TIMESTAMPTZOID, INT4OID, TEXTOID, TEXTOID,
+	TEXTARRAYOID, TIMESTAMPTZOID};
+	Datum		args[6];
 	Datum	   *buckets;
-	ArrayType  *array;
+	TimestampTz *last_granted;
 	char	   *window_start = permit_expire_after;
 	char	   *window_end;
 	char	   *next_after;
 	bool		wraps;
 	uint64		n;
 	uint64		i;
-	int64		deleted;
+	PermitDrop	drop = {.limit = limit};
 
+	*nfailed = 0;
+	*failure = NULL;
 	if (limit <= 0)
 		return 0;
 
@@ -327,25 +420,32 @@ durable_permit_expire(int limit)
 	}
 
 	/*
-	 * Lock the idle buckets of the window.  The condition reads the bucket
-	 * row only, so that READ COMMITTED rechecks it on the latest version of
-	 * a row that a grant changed meanwhile (a grant always stamps
-	 * last_granted_at).  By the clock of now, not of the pass's start: a
-	 * pass's earlier steps can take long (a trigger of yours, a lock wait),
-	 * and a clock set back meanwhile would make a grant made since look as
-	 * old as the step, the bucket idle, and its window free for `max` more.
+	 * Lock the idle buckets of the window, but those passed over.  The
+	 * condition reads the bucket row only, so that READ COMMITTED rechecks
+	 * it on the latest version of a row that a grant changed meanwhile (a
+	 * grant always stamps last_granted_at).  By the clock of now, not of the
+	 * pass's start: a pass's earlier steps can take long (a trigger of yours,
+	 * a lock wait), and a clock set back meanwhile would make a grant made
+	 * since look as old as the step, the bucket idle, and its window free for
+	 * `max` more.
 	 */
+	durable_skip_forget_due(&permit_skip, InvalidOid);
 	args[0] = TimestampTzGetDatum(GetCurrentTimestamp());
 	args[1] = Int32GetDatum(limit);
 	args[2] = CStringGetTextDatum(window_start ? window_start : "");
 	args[3] = CStringGetTextDatum(window_end);
+	args[4] = durable_skip_array(&permit_skip);
+	args[5] = TimestampTzGetDatum(durable_skip_from(&permit_skip));
 	durable_exec(durable_plan(&idle_plan,
-							  "SELECT b.bucket FROM ONLY durable.permit_buckets b"
+							  "SELECT b.bucket, COALESCE(b.last_granted_at, '-infinity')"
+							  "  FROM ONLY durable.permit_buckets b"
 							  " WHERE b.bucket > $3 AND b.bucket <= $4"
 							  "   AND (b.last_granted_at IS NULL"
 							  "        OR b.last_granted_at <= $1 - b.per)"
+							  "   AND b.bucket <> ALL ($5)"
+							  "   AND COALESCE(b.last_granted_at, '-infinity') >= $6"
 							  " ORDER BY b.bucket LIMIT $2 FOR UPDATE SKIP LOCKED",
-							  4, idle_types),
+							  6, idle_types),
 				 args, NULL, SPI_OK_SELECT, 0);
 	n = SPI_processed;
 
@@ -365,52 +465,26 @@ durable_permit_expire(int limit)
 	}
 
 	buckets = (Datum *) palloc(sizeof(Datum) * n);
+	last_granted = (TimestampTz *) palloc(sizeof(TimestampTz) * n);
 	for (i = 0; i < n; i++)
-		buckets[i] = durable_col(i, 1);
-	array = construct_array(buckets, (int) n, TEXTOID, -1, false, TYPALIGN_INT);
-
-	/*
-	 * New statements: their snapshots, taken while we hold the locks, see
-	 * every grant of these buckets (in READ COMMITTED; under a transaction
-	 * snapshot, a grant after ours would have made the lock fail).  Every
-	 * grant of an idle bucket has left the window: a later one would have
-	 * moved last_granted_at.
-	 */
-	args[0] = PointerGetDatum(array);
-	durable_exec(durable_plan(&grants_plan,
-							  "WITH p AS ("
-							  "  DELETE FROM ONLY durable.permits p"
-							  "   WHERE p.ctid = ANY (ARRAY("
-							  "     SELECT q.ctid FROM ONLY durable.permits q"
-							  "      WHERE q.bucket = ANY ($1) LIMIT $2))"
-							  "  RETURNING 1)"
-							  " SELECT pg_catalog.count(*) FROM p",
-							  2, grants_types),
-				 args, NULL, SPI_OK_SELECT, 0);
-	deleted = durable_col_int64(0, 1);
+	{
+		buckets[i] = durable_col_copy(i, 1);
+		last_granted[i] = DatumGetTimestampTz(durable_col(i, 2));
+	}
+	durable_try_keys(permit_drop, permit_drop_failed, &drop, buckets, last_granted, (int) n);
 
 	/*
 	 * Grants left over in the locked buckets: the next call (at once, as
 	 * this one filled its batch) reads this window again, instead of a
 	 * round of the whole table later.
 	 */
-	if (deleted >= limit)
+	if (drop.grants >= limit)
 		next_after = window_start;
 
-	durable_exec(durable_plan(&drop_plan,
-							  "WITH b AS ("
-							  "  DELETE FROM ONLY durable.permit_buckets b"
-							  "   WHERE b.bucket = ANY ($1)"
-							  "     AND NOT EXISTS (SELECT FROM ONLY durable.permits p"
-							  "                      WHERE p.bucket = b.bucket)"
-							  "  RETURNING 1)"
-							  " SELECT pg_catalog.count(*) FROM b",
-							  1, grants_types),
-				 args, NULL, SPI_OK_SELECT, 0);
-	deleted += durable_col_int64(0, 1);
-
-	pfree(array);
+	pfree(last_granted);
 	pfree(buckets);
 	permit_expire_set_after(next_after);
-	return deleted;
+	*nfailed = drop.failed;
+	*failure = drop.first;
+	return drop.grants + drop.buckets;
 }

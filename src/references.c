@@ -240,19 +240,19 @@ refs_lock_untrusted(Oid relid, LOCKMODE lockmode, Oid journal_owner, bool nowait
  * function of its own: the base type must be a trusted role's.
  */
 static char *
-refs_guard_column(Oid referencing, AttrNumber attnum, Oid type, Oid journal_type,
-				  Oid journal_owner)
+refs_guard_column(const char *alias, Oid referencing, AttrNumber attnum, Oid type,
+				  Oid journal_type, Oid journal_owner)
 {
 	const char *column = quote_identifier(get_attname(referencing, attnum, false));
 	Oid			base = getBaseType(type);
 	Oid			base_owner;
 
 	if (base < FirstNormalObjectId)
-		return psprintf("r%u.%s", referencing, column);
+		return psprintf("%s.%s", alias, column);
 	base_owner = refs_object_owner(TYPEOID, base, Anum_pg_type_typowner);
 	if (OidIsValid(base_owner) && refs_trusted(base_owner, journal_owner) &&
 		IsBinaryCoercible(type, journal_type))
-		return psprintf("r%u.%s::%s", referencing, column, format_type_be_qualified(journal_type));
+		return psprintf("%s.%s::%s", alias, column, format_type_be_qualified(journal_type));
 	return NULL;
 }
 
@@ -271,13 +271,14 @@ refs_guard(HeapTuple contuple, Oid referencing, Oid journal_id, Oid journal_owne
 	AttrNumber	confkey[INDEX_MAX_KEYS];
 	int			nkeys;
 	int			i;
+	char	   *alias = psprintf("r%u", referencing);	/* refs_expected_relid reads it */
 	StringInfoData guard;
 
 	DeconstructFkConstraintRow(contuple, &nkeys, conkey, confkey, NULL, NULL, NULL, NULL, NULL);
 	initStringInfo(&guard);
-	appendStringInfo(&guard, " AND NOT EXISTS (SELECT 1 FROM %s%s r%u WHERE ",
+	appendStringInfo(&guard, " AND NOT EXISTS (SELECT 1 FROM %s%s %s WHERE ",
 					 get_rel_relkind(referencing) == RELKIND_PARTITIONED_TABLE ? "" : "ONLY ",
-					 refs_qualified_name(referencing), referencing);
+					 refs_qualified_name(referencing), alias);
 	for (i = 0; i < nkeys; i++)
 	{
 		Oid			type;
@@ -286,8 +287,8 @@ refs_guard(HeapTuple contuple, Oid referencing, Oid journal_id, Oid journal_owne
 		char	   *column;
 
 		get_atttypetypmodcoll(referencing, conkey[i], &type, &typmod, &collation);
-		column = refs_guard_column(referencing, conkey[i], type, get_atttype(journal_id, confkey[i]),
-								   journal_owner);
+		column = refs_guard_column(alias, referencing, conkey[i], type,
+								   get_atttype(journal_id, confkey[i]), journal_owner);
 		if (column == NULL)
 			return NULL;
 		appendStringInfo(&guard, "%s%s OPERATOR(pg_catalog.=) c.%s",

@@ -1042,24 +1042,35 @@ sweep_purge_isolated(int64 age_us, int64 limit, int64 *passed_over)
 	return purged;
 }
 
-/* durable_permit_expire for durable_try: what it dropped. */
+/* durable_permit_expire for durable_try: what it dropped, and the buckets that failed. */
+typedef struct SweepPermitCall
+{
+	int64		dropped;
+	int			failed;
+	ErrorData  *failure;
+} SweepPermitCall;
+
 static void
 sweep_permit_call(void *arg)
 {
-	*(int64 *) arg = durable_permit_expire(DURABLE_SWEEP_BATCH);
+	SweepPermitCall *call = (SweepPermitCall *) arg;
+
+	call->dropped = durable_permit_expire(DURABLE_SWEEP_BATCH, &call->failed, &call->failure);
 }
 
 /*
  * Drop idle rate-limit buckets, in a subtransaction: a failure there (a
  * trigger or a publication added to durable.permits by hand) is a WARNING,
- * not the end of the pass's lease recovery.
+ * not the end of the pass's lease recovery.  Buckets whose drop fails alone
+ * (a key of a trusted table that references one, a trigger that raises on
+ * one) are passed over for 10 minutes, the others dropped.
  */
 static int64
 sweep_permits_isolated(void)
 {
 	static SweepCheckWarned warned;
 	static int64 drop_warned;
-	int64		dropped = 0;
+	SweepPermitCall call = {0};
 	ErrorData  *edata;
 	char	   *guards;
 	List	   *guard_relations;
@@ -1068,14 +1079,24 @@ sweep_permits_isolated(void)
 	 * Nothing grants REFERENCES on durable.permit_buckets, but a key of a
 	 * table of another role there would act on the drop as on a journal's
 	 * purge.  The drop takes no guards: a bucket that a key of a trusted
-	 * table references (NO ACTION) makes it fail while the bucket is idle.
+	 * table references (NO ACTION) fails alone, and is passed over.
 	 */
 	if (!sweep_pass_may_delete("durable.permit_buckets", &warned, &guards, &guard_relations))
 		return 0;
-	edata = durable_try(sweep_permit_call, &dropped);
+	edata = durable_try(sweep_permit_call, &call);
 
+	if (edata == NULL && call.failure != NULL)
+	{
+		ereport(WARNING,
+				(errcode(call.failure->sqlerrcode),
+				 errmsg("durable: could not drop %d idle rate-limit bucket%s: %s",
+						call.failed, call.failed == 1 ? "" : "s", call.failure->message),
+				 call.failure->detail ? errdetail_internal("%s", call.failure->detail) : 0,
+				 errhint("They are passed over, and tried again every 10 minutes; the other idle buckets were dropped.")));
+		FreeErrorData(call.failure);
+	}
 	if (edata == NULL)
-		return dropped;
+		return call.dropped;
 	if (durable_warn_due(&drop_warned, (int64) SWEEP_UNSAFE_WARN_MS * 1000))
 		ereport(WARNING,
 				(errcode(edata->sqlerrcode),
@@ -1096,9 +1117,16 @@ sweep_permits_isolated(void)
  */
 static bool sweep_running = false;
 
-static void
-sweep_begin(void)
+/*
+ * A purge, none running: a pass's, whose records that fail are passed over
+ * and counted in *passed_over, or (passed_over NULL) purge()'s, all or
+ * nothing.
+ */
+static int64
+sweep_purge_alone(int64 age_us, int64 limit, int64 *passed_over)
 {
+	int64		purged = 0;
+
 	if (sweep_running)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
@@ -1106,6 +1134,19 @@ sweep_begin(void)
 				 errdetail("A trigger on a journal, or a function it calls, called one of them while the journal was being purged."),
 				 errhint("Call them from outside the journals' triggers.")));
 	sweep_running = true;
+	PG_TRY();
+	{
+		if (passed_over != NULL)
+			purged = sweep_purge_isolated(age_us, limit, passed_over);
+		else
+			purged = sweep_purge(age_us, limit);
+	}
+	PG_FINALLY();
+	{
+		sweep_running = false;
+	}
+	PG_END_TRY();
+	return purged;
 }
 
 void
@@ -1167,17 +1208,8 @@ durable_sweep_pass(bool scan_open, TimestampTz *windows,
 									&outbox_due_plan, SWEEP_OUTBOX_DUE_SQL, DQ_OUTBOX);
 	result->outbox_due = (int) Min(outbox_due, (int64) PG_INT32_MAX);
 
-	sweep_begin();
-	PG_TRY();
-	{
-		result->purged = sweep_purge_isolated((int64) durable_retention_s * USECS_PER_SEC,
-											  DURABLE_PURGE_BATCH, &passed_over);
-	}
-	PG_FINALLY();
-	{
-		sweep_running = false;
-	}
-	PG_END_TRY();
+	result->purged = sweep_purge_alone((int64) durable_retention_s * USECS_PER_SEC,
+									   DURABLE_PURGE_BATCH, &passed_over);
 	permits = sweep_permits_isolated();
 
 	/*
@@ -1341,17 +1373,8 @@ durable_purge(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("batch must be at least 1")));
 
-	sweep_begin();
-	PG_TRY();
-	{
-		SPI_connect();
-		deleted = sweep_purge(older_than_us, batch);
-		SPI_finish();
-	}
-	PG_FINALLY();
-	{
-		sweep_running = false;
-	}
-	PG_END_TRY();
+	SPI_connect();
+	deleted = sweep_purge_alone(older_than_us, batch, NULL);
+	SPI_finish();
 	PG_RETURN_INT64(deleted);
 }
