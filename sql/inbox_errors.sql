@@ -582,6 +582,27 @@ ROLLBACK;
 SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ALTER COLUMN token TYPE numeric$$);
 SELECT pg_temp.error_of($$ALTER TABLE durable.outbox ADD COLUMN note text, ALTER COLUMN chat_id TYPE varchar(8)$$);
 SELECT pg_temp.error_of($$ALTER TABLE durable.sessions ALTER COLUMN sequence TYPE numeric$$);
+-- A table, sequence or function of your own in the schema is yours to shape: none of
+-- those refusals, which are about durable's own objects, apply to it (until 2026-12-07 the
+-- type change, UNLOGGED, a rule, a sequence's CACHE and a change of owner were refused;
+-- found by review).
+BEGIN;
+CREATE ROLE regress_durable_mine NOLOGIN;
+CREATE TABLE durable.mine (a int);
+CREATE SEQUENCE durable.mine_seq;
+CREATE FUNCTION durable.mine_f() RETURNS int LANGUAGE sql AS 'SELECT 1';
+ALTER TABLE durable.mine ALTER COLUMN a TYPE bigint;
+ALTER TABLE durable.mine SET UNLOGGED;
+CREATE RULE mine_notify AS ON INSERT TO durable.mine DO ALSO NOTIFY mine;
+ALTER SEQUENCE durable.mine_seq CACHE 20;
+ALTER TABLE durable.mine OWNER TO regress_durable_mine;
+ALTER FUNCTION durable.mine_f() OWNER TO regress_durable_mine;
+SELECT c.relname, pg_catalog.format_type(a.atttypid, a.atttypmod) AS a_type, c.relpersistence,
+       c.relhasrules, pg_catalog.pg_get_userbyid(c.relowner) AS owner
+  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = 'a'
+ WHERE c.oid = 'durable.mine'::regclass;
+SELECT seqcache FROM pg_catalog.pg_sequence WHERE seqrelid = 'durable.mine_seq'::regclass;
+ROLLBACK;
 -- Nor through a parent: a journal cannot inherit from, or be a partition of,
 -- a table whose column types could then change with it
 CREATE TABLE public.journal_parent (token numeric);

@@ -550,7 +550,9 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 
 	if (guard_in_our_scripts() || IsBinaryUpgrade || stmt->relation == NULL)
 		return;
-	ours = guard_in_durable_schema(stmt->relation, nsp, &relid);
+	/* (a table of yours in the schema is yours to shape) */
+	ours = guard_in_durable_schema(stmt->relation, nsp, &relid) &&
+		guard_is_member(RelationRelationId, relid);
 	if (ours)
 		(void) durable_journal_column_changes(relid, NULL, &journal);
 	foreach(lc, stmt->cmds)
@@ -1258,7 +1260,8 @@ guard_alter_owner(AlterOwnerStmt *stmt, Oid nsp)
 		Oid			func = LookupFuncWithArgs(stmt->objectType,
 											  castNode(ObjectWithArgs, stmt->object), true);
 
-		if (OidIsValid(func) && get_func_namespace(func) == nsp)
+		if (OidIsValid(func) && get_func_namespace(func) == nsp &&
+			guard_is_member(ProcedureRelationId, func))
 			guard_owner_change(psprintf("function durable.%s", get_func_name(func)),
 							   stmt->newowner);
 	}
@@ -1292,7 +1295,8 @@ guard_alter_table(AlterTableStmt *stmt, Oid nsp)
 				{
 					Oid			relid;
 
-					if (guard_in_durable_schema(stmt->relation, nsp, &relid))
+					if (guard_in_durable_schema(stmt->relation, nsp, &relid) &&
+						guard_is_member(RelationRelationId, relid))
 						guard_owner_change(psprintf("%s durable.%s", guard_relkind_word(relid),
 													get_rel_name(relid)),
 										   cmd->newowner);
@@ -1322,7 +1326,7 @@ guard_rule(RangeVar *rv, Oid nsp)
 	Oid			relid;
 
 	if (!guard_in_our_scripts() && !IsBinaryUpgrade && guard_in_durable_schema(rv, nsp, &relid) &&
-		(get_rel_relkind(relid) == RELKIND_RELATION || guard_is_member(RelationRelationId, relid)))
+		guard_is_member(RelationRelationId, relid))
 	{
 		bool		view = get_rel_relkind(relid) == RELKIND_VIEW;
 
@@ -1376,7 +1380,7 @@ guard_alter_sequence(AlterSeqStmt *stmt, Oid nsp, bool top_level)
 	bool		fencing;
 
 	if (guard_in_our_scripts() || !guard_in_durable_schema(stmt->sequence, nsp, &relid) ||
-		get_rel_relkind(relid) != RELKIND_SEQUENCE)
+		get_rel_relkind(relid) != RELKIND_SEQUENCE || !guard_is_member(RelationRelationId, relid))
 		return;
 	fencing = strcmp(get_rel_name(relid), "token_seq") == 0;
 	foreach(lc, stmt->options)
