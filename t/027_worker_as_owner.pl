@@ -183,7 +183,9 @@ $node->safe_psql('bots', 'ALTER TABLE durable.inbox NO FORCE ROW LEVEL SECURITY,
 # at the commit of a client's call, as that client (a superuser calling
 # permit(), say): a deferrable constraint trigger, a deferrable unique or
 # exclusion constraint (whose index expressions run then).  Found in review,
-# 2026-12-05: the owner regained superuser both ways.
+# 2026-12-05: the owner regained superuser both ways.  These are the direct
+# routes; a plain trigger of the owner's can still relay to code that runs at
+# the caller's commit (README: run no call as a superuser then).
 for my $ddl (
 	[ 'CREATE CONSTRAINT TRIGGER late AFTER INSERT ON durable.permit_buckets DEFERRABLE INITIALLY DEFERRED '
 		  . 'FOR EACH ROW EXECUTE FUNCTION at_commit()',
