@@ -1183,6 +1183,12 @@ wkr_claim_slot(Oid dboid)
 		wkr_slot->worker_pid = MyProcPid;
 		wkr_slot->worker_passed = false;
 		wkr_slot->installed_since_claim = false;
+		/*
+		 * A stop asked of the worker before this one, which no launcher
+		 * reaped (one started since), or of this one while it started, for
+		 * a command that gave up: this worker runs, and its failure counts.
+		 */
+		wkr_slot->worker_stop_asked = false;
 		claimed = true;
 	}
 	SpinLockRelease(&wkr_slot->mutex);
@@ -1577,10 +1583,17 @@ durable_worker_main(Datum main_arg)
 		MemoryContextReset(pass_cxt);
 		if (!present)
 			wkr_exit_dropped();
+		/*
+		 * A finished pass ends a run of failures here, not only at the
+		 * reap: a launcher started since this worker does not reap it, and
+		 * the next worker's failure counted on from the old run (a restart
+		 * 32 s after a pass, not 1 s; found by review, 2026-12-07).
+		 */
 		if (!passed)
 		{
 			SpinLockAcquire(&wkr_slot->mutex);
 			wkr_slot->worker_passed = true;
+			wkr_slot->worker_failed_starts = 0;
 			SpinLockRelease(&wkr_slot->mutex);
 			passed = true;
 		}

@@ -60,5 +60,56 @@ note(sprintf('replaced after %.1f s', $took));
 cmp_ok($took, '>=', 9.5, '... after the restart delay');
 cmp_ok($took, '<', 40, '... not a naptime (60 s) later');
 
+# A run of failures ends with a finished pass, also for a worker no launcher
+# reaps.  Until 2026-12-07 only the reap reset the count: after a run of
+# failing workers, a worker that passed, then a new launcher, the next
+# failure counted on from the old run (a restart 16 s later here, 32 s and up
+# to 5 minutes in longer runs, lease recovery paused all along).  Found by
+# review, with a smaller one that this test does not time: a stop asked of
+# the unreaped worker (its exit for new settings) stayed on the slot and kept
+# the next worker's failure from counting (a claim now clears it).
+# (debug1: the worker logs its passes)
+$node->safe_psql('postgres', q{
+	ALTER SYSTEM SET durable.naptime = '100ms';
+	ALTER SYSTEM SET log_min_messages = debug1;
+	SELECT pg_reload_conf();});
+my $count_starts = sub {
+	my ($from) = @_;
+	my $n = () = slurp_file($node->logfile, $from) =~ /durable worker started for database "postgres"/g;
+	return $n;
+};
+$offset = -s $node->logfile;
+$node->safe_psql('postgres', "ALTER DATABASE postgres SET durable.fail_point = 'sweep'");
+$node->safe_psql('postgres',
+	"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'durable worker'");
+# Four failing workers in a row (restarts after 1, 2, 4 s): the count is 4.
+my $deadline = time + 30;
+sleep 1 while time < $deadline && $count_starts->($offset) < 4;
+is($count_starts->($offset), 4, 'a run of four failing workers');
+$offset = -s $node->logfile;
+$node->safe_psql('postgres', 'ALTER DATABASE postgres RESET durable.fail_point');
+$node->wait_for_log(qr/durable worker: swept database "postgres"/, $offset);
+ok(1, 'the next worker (8 s later) finishes a pass');
+
+$launcher = backend_pid('durable launcher', 0);
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($launcher)");
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'durable launcher'"
+		  . " AND pid <> $launcher"),
+	'a new launcher, which does not know that worker');
+sleep 1;
+
+# The worker exits for new settings (a stop on purpose, unreaped); every
+# worker after it fails again: they restart after 1, 1, 2, 4 s, not 16 s.
+$offset = -s $node->logfile;
+$node->safe_psql('postgres', "ALTER DATABASE postgres SET durable.fail_point = 'sweep'");
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+sleep 12;
+my $starts = $count_starts->($offset);
+note("$starts workers started in 12 s");
+cmp_ok($starts, '>=', 3, 'after a finished pass, failures restart after 1 s again, doubling from there');
+cmp_ok($starts, '<=', 6, '... and still doubling');
+$node->safe_psql('postgres', 'ALTER DATABASE postgres RESET durable.fail_point');
+
 $node->stop;
 done_testing();
