@@ -389,33 +389,75 @@ direct_relid(const char *name, Oid nsp)
 }
 
 /*
- * The type of every journal column the direct code reads or writes.  It
- * forms and reads tuples with raw values of these types, so a column of
- * another type (changed by hand) would be misread or, worse, hold a value
- * its type cannot: refused when the columns are looked up.
+ * Every column of the journals as durable's scripts define it.  The direct
+ * code forms and reads tuples with raw values of these types, so a column
+ * of another type (changed by hand) would be misread or, worse, hold a
+ * value its type cannot: refused when the columns are looked up.  The DDL
+ * guard lets a column be given back what is defined here.
  */
-static const struct
-{
-	const char *name;
-	Oid			type;
-}			direct_col_types[] = {
-	{"id", INT8OID}, {"key", TEXTOID}, {"source", TEXTOID}, {"message_id", TEXTOID},
-	{"content_hash", BYTEAOID}, {"chat_id", TEXTOID}, {"kind", TEXTOID},
-	{"payload", JSONBOID}, {"state", TEXTOID}, {"attempts", INT4OID}, {"token", INT8OID},
-	{"owner", TEXTOID}, {"lease_until", TIMESTAMPTZOID}, {"not_before", TIMESTAMPTZOID},
-	{"created_at", TIMESTAMPTZOID}, {"done_at", TIMESTAMPTZOID}, {"sends", INT4OID},
-	{"finished_at", TIMESTAMPTZOID}, {"sent_at", TIMESTAMPTZOID},
-	{"provider_message_id", TEXTOID}, {"inbound_id", INT8OID},
+static const DurableJournalColumn direct_journal_columns[] = {
+	/* table, name, type, COLLATE "C", NOT NULL, default */
+	{"inbox", "id", INT8OID, false, true, true},
+	{"inbox", "source", TEXTOID, true, true, false},
+	{"inbox", "message_id", TEXTOID, true, false, false},
+	{"inbox", "content_hash", BYTEAOID, false, false, false},
+	{"inbox", "chat_id", TEXTOID, true, true, false},
+	{"inbox", "kind", TEXTOID, false, true, false},
+	{"inbox", "payload", JSONBOID, false, true, false},
+	{"inbox", "state", TEXTOID, false, true, false},
+	{"inbox", "attempts", INT4OID, false, true, true},
+	{"inbox", "token", INT8OID, false, false, false},
+	{"inbox", "owner", TEXTOID, false, false, false},
+	{"inbox", "lease_until", TIMESTAMPTZOID, false, false, false},
+	{"inbox", "not_before", TIMESTAMPTZOID, false, true, false},
+	{"inbox", "error", TEXTOID, false, false, false},
+	{"inbox", "created_at", TIMESTAMPTZOID, false, true, false},
+	{"inbox", "done_at", TIMESTAMPTZOID, false, false, false},
+	{"inbox", "sends", INT4OID, false, true, true},
+	{"inbox", "finished_at", TIMESTAMPTZOID, false, false, false},
+	{"outbox", "key", TEXTOID, true, true, false},
+	{"outbox", "chat_id", TEXTOID, true, true, false},
+	{"outbox", "payload", JSONBOID, false, true, false},
+	{"outbox", "state", TEXTOID, false, true, false},
+	{"outbox", "attempts", INT4OID, false, true, true},
+	{"outbox", "token", INT8OID, false, false, false},
+	{"outbox", "owner", TEXTOID, false, false, false},
+	{"outbox", "lease_until", TIMESTAMPTZOID, false, false, false},
+	{"outbox", "not_before", TIMESTAMPTZOID, false, true, false},
+	{"outbox", "provider_message_id", TEXTOID, false, false, false},
+	{"outbox", "error", TEXTOID, false, false, false},
+	{"outbox", "inbound_id", INT8OID, false, false, false},
+	{"outbox", "created_at", TIMESTAMPTZOID, false, true, false},
+	{"outbox", "sent_at", TIMESTAMPTZOID, false, false, false},
+	{"outbox", "id", INT8OID, false, true, true},
 };
+
+const DurableJournalColumn *
+durable_journal_column(Oid relid, const char *name)
+{
+	bool		journal;
+	const char *table;
+	int			i;
+
+	(void) durable_journal_column_changes(relid, NULL, &journal);
+	if (!journal)
+		return NULL;
+	table = get_rel_name(relid);
+	for (i = 0; i < lengthof(direct_journal_columns); i++)
+		if (strcmp(direct_journal_columns[i].table, table) == 0 &&
+			strcmp(direct_journal_columns[i].name, name) == 0)
+			return &direct_journal_columns[i];
+	return NULL;
+}
 
 static AttrNumber
 direct_attnum(Oid relid, const char *name)
 {
 	AttrNumber	attnum = get_attnum(relid, name);
+	const DurableJournalColumn *col = durable_journal_column(relid, name);
 	Oid			type;
 	int32		typmod;
 	Oid			collation;
-	int			i;
 
 	if (attnum == InvalidAttrNumber)
 		ereport(ERROR,
@@ -423,24 +465,20 @@ direct_attnum(Oid relid, const char *name)
 				 errmsg("column \"%s\" of relation \"%s\" does not exist",
 						name, get_rel_name(relid)),
 				 errhint(DURABLE_DAMAGED_HINT)));
+	if (col == NULL)
+		elog(ERROR, "durable: no type known for journal column \"%s\"", name);
 	get_atttypetypmodcoll(relid, attnum, &type, &typmod, &collation);
-	for (i = 0; i < lengthof(direct_col_types); i++)
-	{
-		if (strcmp(direct_col_types[i].name, name) != 0)
-			continue;
-		if (type != direct_col_types[i].type || typmod != -1)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("column \"%s\" of \"durable.%s\" has type %s, not %s",
-							name, get_rel_name(relid), format_type_with_typemod(type, typmod),
-							format_type_be(direct_col_types[i].type)),
-					 errdetail("durable reads and writes its journals' columns as the types it created them with."),
-					 errhint("Change the column back: ALTER TABLE durable.%s ALTER COLUMN %s TYPE %s.",
-							 get_rel_name(relid), name, format_type_be(direct_col_types[i].type))));
-		return attnum;
-	}
-	elog(ERROR, "durable: no type known for journal column \"%s\"", name);
-	return InvalidAttrNumber;	/* keep the compiler quiet */
+	if (type != col->type || typmod != -1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("column \"%s\" of \"durable.%s\" has type %s, not %s",
+						name, get_rel_name(relid), format_type_with_typemod(type, typmod),
+						format_type_be(col->type)),
+				 errdetail("durable reads and writes its journals' columns as the types it created them with."),
+				 errhint("Change the column back: ALTER TABLE durable.%s ALTER COLUMN %s TYPE %s%s.",
+						 get_rel_name(relid), name, format_type_be(col->type),
+						 col->c_collated ? " COLLATE \"C\"" : "")));
+	return attnum;
 }
 
 /* The columns both journals have. */

@@ -687,6 +687,20 @@ extern void durable_journal_refuse_rls(DurableQueue queue);
 /* For the DDL guard: is `relid` a journal written directly, `column` one it changes? */
 extern bool durable_journal_column_changes(Oid relid, const char *column, bool *journal);
 
+/* A column of a journal as durable's scripts define it. */
+typedef struct DurableJournalColumn
+{
+	const char *table;			/* "inbox" or "outbox" */
+	const char *name;
+	Oid			type;			/* typmod -1 */
+	bool		c_collated;		/* COLLATE "C" (an identifier), else the type's */
+	bool		not_null;
+	bool		has_default;
+} DurableJournalColumn;
+
+/* The definition of column `name` of `relid`; NULL: not a journal, or a column of yours. */
+extern const DurableJournalColumn *durable_journal_column(Oid relid, const char *name);
+
 /* ---- Fail points (durable.c) ---- */
 
 /*
