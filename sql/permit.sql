@@ -162,6 +162,50 @@ DROP TABLE public.regress_permit_config;
 DELETE FROM durable.permits WHERE bucket LIKE 'regress-permit-held:%';
 DELETE FROM durable.permit_buckets WHERE bucket LIKE 'regress-permit-held:%';
 
+-- Old grants that a trigger of the DBA's keeps from the drop (it returns NULL for them) fail
+-- their bucket the same way: chosen first at every pass, they would take the pass's limit
+-- (1,000 grants) and no other idle bucket would go (until 2026-12-07; found by review).
+INSERT INTO durable.permit_buckets (bucket, per, last_granted_at)
+SELECT pg_catalog.format('regress-permit-kept:%s', i), '1 s', pg_catalog.now() - interval '1 hour'
+  FROM pg_catalog.generate_series(0, 20) i;
+INSERT INTO durable.permits (bucket, granted_at)
+SELECT 'regress-permit-kept:0', pg_catalog.now() - interval '1 hour' FROM pg_catalog.generate_series(1, 1500);
+INSERT INTO durable.permits (bucket, granted_at)
+SELECT pg_catalog.format('regress-permit-kept:%s', i), pg_catalog.now() - interval '1 hour'
+  FROM pg_catalog.generate_series(1, 20) i;
+CREATE FUNCTION public.regress_keep_grants() RETURNS trigger LANGUAGE plpgsql AS
+$$BEGIN RETURN CASE WHEN OLD.bucket = 'regress-permit-kept:0' THEN NULL ELSE OLD END; END$$;
+CREATE TRIGGER regress_keep BEFORE DELETE ON durable.permits
+    FOR EACH ROW EXECUTE FUNCTION public.regress_keep_grants();
+SELECT count(*) AS passes FROM durable.sweep();
+SELECT count(*) AS passes FROM durable.sweep();
+SELECT bucket, (SELECT count(*) FROM durable.permits p WHERE p.bucket = b.bucket) AS grants
+  FROM durable.permit_buckets b WHERE bucket LIKE 'regress-permit-kept:%';
+DROP TRIGGER regress_keep ON durable.permits;
+DROP FUNCTION public.regress_keep_grants();
+DELETE FROM durable.permits WHERE bucket LIKE 'regress-permit-kept:%';
+DELETE FROM durable.permit_buckets WHERE bucket LIKE 'regress-permit-kept:%';
+
+-- Past the 1,000 buckets it passes over by name, the process passes over every idle bucket
+-- whose last grant is not after the newest failure's, also buckets never granted (no last
+-- grant: until 2026-12-07 those were searched for and warned about again at every pass).
+INSERT INTO durable.permit_buckets (bucket, per)
+SELECT pg_catalog.format('regress-permit-never:%s', pg_catalog.lpad(i::text, 4, '0')), '1 s'
+  FROM pg_catalog.generate_series(1, 1100) i;
+CREATE FUNCTION public.regress_refuse_drop() RETURNS trigger LANGUAGE plpgsql AS
+$$BEGIN IF OLD.bucket LIKE 'regress-permit-never:%' THEN RAISE 'kept %', OLD.bucket; END IF; RETURN OLD; END$$;
+CREATE TRIGGER regress_refuse BEFORE DELETE ON durable.permit_buckets
+    FOR EACH ROW EXECUTE FUNCTION public.regress_refuse_drop();
+\set VERBOSITY terse
+SELECT count(*) AS passes FROM durable.sweep();
+SELECT count(*) AS passes FROM durable.sweep();
+SELECT count(*) AS passes FROM durable.sweep();
+\set VERBOSITY default
+SELECT count(*) AS never_granted_left FROM durable.permit_buckets WHERE bucket LIKE 'regress-permit-never:%';
+DROP TRIGGER regress_refuse ON durable.permit_buckets;
+DROP FUNCTION public.regress_refuse_drop();
+DELETE FROM durable.permit_buckets WHERE bucket LIKE 'regress-permit-never:%';
+
 -- A dropped bucket starts afresh on its next call.
 SELECT durable.permit('regress-permit:idle', 5, '30ms') = '0' AS granted;
 

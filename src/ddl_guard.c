@@ -101,8 +101,11 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
+#include "parser/parse_collate.h"
+#include "parser/parse_expr.h"
 #include "parser/parse_func.h"
 #include "parser/parse_type.h"
+#include "parser/parser.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/formatting.h"
@@ -395,6 +398,45 @@ guard_refuse_filled(const char *column, Oid relid, bool added)
  * scripts do not give it: durable leaves the column NULL in some states,
  * or its inserts write it themselves.
  */
+/*
+ * The default durable's scripts give a journal column (col->has_default):
+ * the table's id sequence for id, 0 for the counters.
+ */
+static const char *
+guard_script_default(const DurableJournalColumn *col)
+{
+	return strcmp(col->name, "id") == 0 ?
+		psprintf("pg_catalog.nextval('durable.%s_id_seq'::pg_catalog.regclass)", col->table) : "0";
+}
+
+/* A raw default expression as ALTER COLUMN ... SET DEFAULT transforms it, for equal(). */
+static Node *
+guard_cooked_default(Node *raw)
+{
+	ParseState *pstate = make_parsestate(NULL);
+	Node	   *expr = transformExpr(pstate, copyObject(raw), EXPR_KIND_COLUMN_DEFAULT);
+
+	assign_expr_collations(pstate, expr);
+	free_parsestate(pstate);
+	return expr;
+}
+
+/*
+ * Whether `raw` is the default the scripts give the column: no other.  The
+ * ids order each chat's records and the claims, and a default that numbers
+ * them otherwise (down, or twice the same) would break that as a sequence
+ * option would (found by review, 2026-12-07).
+ */
+static bool
+guard_default_restored(const DurableJournalColumn *col, Node *raw)
+{
+	List	   *parsed = raw_parser(psprintf("SELECT %s", guard_script_default(col)), RAW_PARSE_DEFAULT);
+	SelectStmt *select = castNode(SelectStmt, linitial_node(RawStmt, parsed)->stmt);
+
+	return equal(guard_cooked_default(raw),
+				 guard_cooked_default(linitial_node(ResTarget, select->targetList)->val));
+}
+
 static void
 guard_refuse_own_column(const DurableJournalColumn *col, AlterTableType subtype)
 {
@@ -403,10 +445,15 @@ guard_refuse_own_column(const DurableJournalColumn *col, AlterTableType subtype)
 			 errmsg("cannot give column \"%s\" of \"durable.%s\" %s",
 					col->name, col->table,
 					subtype == AT_SetNotNull ? "NOT NULL" :
-					subtype == AT_AddIdentity ? "an identity" : "a default"),
+					subtype == AT_AddIdentity ? "an identity" : "this default"),
 			 subtype == AT_SetNotNull ?
 			 errdetail("durable leaves it NULL while a record is in some of its states.") :
-			 errdetail("durable's inserts write the column as its scripts define it, which is without a default.")));
+			 subtype == AT_AddIdentity ?
+			 errdetail("durable's scripts give it none.") :
+			 col->has_default ?
+			 errdetail("durable's scripts give it the default %s, and only that one is let through.",
+					   guard_script_default(col)) :
+			 errdetail("durable's scripts give it no default: its inserts leave it NULL or write it themselves.")));
 }
 
 /*
@@ -690,7 +737,8 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 				if (col == NULL)
 					guard_refuse_filled(cmd->name, relid, false);
 				else if (!((cmd->subtype == AT_SetNotNull && col->not_null) ||
-						   (cmd->subtype == AT_ColumnDefault && col->has_default)))
+						   (cmd->subtype == AT_ColumnDefault && col->has_default &&
+							guard_default_restored(col, cmd->def))))
 					guard_refuse_own_column(col, cmd->subtype);
 			}
 		}

@@ -307,7 +307,10 @@ typedef struct PermitDrop
  * grant of these buckets (in READ COMMITTED; under a transaction snapshot,
  * a grant after ours would have made the lock fail).  Every grant of an
  * idle bucket has left the window: a later one would have moved
- * last_granted_at.
+ * last_granted_at.  Grants that the delete chose and kept (a trigger of
+ * yours returned NULL for them, a policy hid them) fail the buckets: they
+ * would be chosen first again at every pass, and the limit spent on them
+ * (found by review, 2026-12-07).
  */
 static void
 permit_drop(void *arg, const Datum *buckets, int n)
@@ -322,16 +325,26 @@ permit_drop(void *arg, const Datum *buckets, int n)
 	args[0] = durable_key_array(buckets, n, TEXTOID);
 	args[1] = Int64GetDatum(drop->limit - drop->grants);
 	durable_exec(durable_plan(&grants_plan,
-							  "WITH p AS ("
+							  "WITH chosen AS ("
+							  "  SELECT pg_catalog.array_agg(q.ctid) AS ctids FROM ("
+							  "    SELECT q.ctid FROM ONLY durable.permits q"
+							  "     WHERE q.bucket = ANY ($1) LIMIT $2) q),"
+							  " p AS ("
 							  "  DELETE FROM ONLY durable.permits p"
-							  "   WHERE p.ctid = ANY (ARRAY("
-							  "     SELECT q.ctid FROM ONLY durable.permits q"
-							  "      WHERE q.bucket = ANY ($1) LIMIT $2))"
+							  "   WHERE p.ctid = ANY ((SELECT c.ctids FROM chosen c)::pg_catalog.tid[])"
 							  "  RETURNING 1)"
-							  " SELECT pg_catalog.count(*) FROM p",
+							  " SELECT pg_catalog.count(*),"
+							  "        (SELECT pg_catalog.cardinality(c.ctids) FROM chosen c)"
+							  "   FROM p",
 							  2, types),
 				 args, NULL, SPI_OK_SELECT, 0);
 	grants = durable_col_int64(0, 1);
+	if (!durable_col_isnull(0, 2) && grants < durable_col_int64(0, 2))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a trigger or policy on durable.permits kept " INT64_FORMAT " old grant%s of idle buckets from being deleted",
+						durable_col_int64(0, 2) - grants, durable_col_int64(0, 2) - grants == 1 ? "" : "s"),
+				 errdetail("A BEFORE DELETE trigger returned NULL for them, or a row-level security policy hides them from durable's owner.")));
 	durable_exec(durable_plan(&drop_plan,
 							  "WITH b AS ("
 							  "  DELETE FROM ONLY durable.permit_buckets b"
@@ -470,6 +483,9 @@ durable_permit_expire(int limit, int *nfailed, ErrorData **failure)
 	{
 		buckets[i] = durable_col_copy(i, 1);
 		last_granted[i] = DatumGetTimestampTz(durable_col(i, 2));
+		/* (a bucket never granted: -infinity would read as "no mark" past PERMIT_SKIP_MAX) */
+		if (last_granted[i] == DT_NOBEGIN)
+			last_granted[i] = DT_NOBEGIN + 1;
 	}
 	durable_try_keys(permit_drop, permit_drop_failed, &drop, buckets, last_granted, (int) n);
 
