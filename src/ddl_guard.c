@@ -422,19 +422,25 @@ guard_cooked_default(Node *raw)
 }
 
 /*
- * Whether `raw` is the default the scripts give the column: no other.  The
+ * Whether *raw is the default the scripts give the column: no other.  The
  * ids order each chat's records and the claims, and a default that numbers
  * them otherwise (down, or twice the same) would break that as a sequence
- * option would (found by review, 2026-12-07).
+ * option would (found by review, 2026-12-07).  When it is, *raw becomes the
+ * scripts' own qualified text: PostgreSQL looks the names up again after
+ * its lock, and a nextval() of another schema on search_path created while
+ * the command waited would be the one it stored (found by review).
  */
 static bool
-guard_default_restored(const DurableJournalColumn *col, Node *raw)
+guard_default_restored(const DurableJournalColumn *col, Node **raw)
 {
 	List	   *parsed = raw_parser(psprintf("SELECT %s", guard_script_default(col)), RAW_PARSE_DEFAULT);
 	SelectStmt *select = castNode(SelectStmt, linitial_node(RawStmt, parsed)->stmt);
+	Node	   *script = linitial_node(ResTarget, select->targetList)->val;
 
-	return equal(guard_cooked_default(raw),
-				 guard_cooked_default(linitial_node(ResTarget, select->targetList)->val));
+	if (!equal(guard_cooked_default(*raw), guard_cooked_default(script)))
+		return false;
+	*raw = script;
+	return true;
 }
 
 static void
@@ -459,7 +465,10 @@ guard_refuse_own_column(const DurableJournalColumn *col, AlterTableType subtype)
 /*
  * ALTER COLUMN ... TYPE that gives a column of a journal back the type and
  * collation durable's scripts define (the hint of a call that found it
- * changed, by hand or by a database where durable was not preloaded).
+ * changed, by hand or by a database where durable was not preloaded).  When
+ * it does, the type and collation are pinned to what was checked, as the
+ * default is (guard_default_restored): a collation "C" of another schema
+ * created while the command waited for its lock would be the one it used.
  */
 static bool
 guard_column_type_restored(Oid relid, AlterTableCmd *cmd)
@@ -477,7 +486,18 @@ guard_column_type_restored(Oid relid, AlterTableCmd *cmd)
 		return false;
 	collation = def->collClause ? get_collation_oid(def->collClause->collname, false) :
 		get_typcollation(type);
-	return collation == (col->c_collated ? C_COLLATION_OID : get_typcollation(type));
+	if (collation != (col->c_collated ? C_COLLATION_OID : get_typcollation(type)))
+		return false;
+	def->typeName = makeTypeNameFromOid(type, -1);
+	def->collClause = NULL;
+	if (col->c_collated)
+	{
+		def->collClause = makeNode(CollateClause);
+		def->collClause->collname = list_make1(makeString("pg_catalog"));
+		def->collClause->collname = lappend(def->collClause->collname, makeString("C"));
+		def->collClause->location = -1;
+	}
+	return true;
 }
 
 /*
@@ -738,7 +758,7 @@ guard_journal_shape(AlterTableStmt *stmt, Oid nsp)
 					guard_refuse_filled(cmd->name, relid, false);
 				else if (!((cmd->subtype == AT_SetNotNull && col->not_null) ||
 						   (cmd->subtype == AT_ColumnDefault && col->has_default &&
-							guard_default_restored(col, cmd->def))))
+							guard_default_restored(col, &cmd->def))))
 					guard_refuse_own_column(col, cmd->subtype);
 			}
 		}
