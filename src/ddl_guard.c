@@ -325,39 +325,56 @@ guard_null_default(Node *expr, Oid typid, int32 typmod)
 		OidIsValid(typid) && typmod < 0 && get_typtype(typid) != TYPTYPE_DOMAIN;
 }
 
-/* Whether an added column would get a value on INSERT, or refuse NULL. */
+/* Whether a column type's name is one of the serial types (which are no types). */
 static bool
-guard_column_filled(ColumnDef *def)
+guard_serial_name(TypeName *name)
 {
 	static const char *const serials[] = {"smallserial", "serial2", "serial", "serial4",
 	"bigserial", "serial8"};
+
+	if (name == NULL || list_length(name->names) != 1)
+		return false;
+	for (int i = 0; i < lengthof(serials); i++)
+		if (strcmp(strVal(linitial(name->names)), serials[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Whether an added column would get a value on INSERT, or refuse NULL.  The
+ * column's type is pinned to the one checked (def->typeName by OID), and a
+ * name that names no type is refused here: PostgreSQL looks the name up
+ * again after waiting for its lock, and a type of that name created
+ * meanwhile, in a schema ahead of pg_catalog on search_path, would be the
+ * column's (a domain of another role: its CHECK then ran in durable's
+ * writes as durable's owner; found by review, 2026-12-07).
+ */
+static bool
+guard_column_filled(ColumnDef *def)
+{
 	Oid			typid = InvalidOid;
 	int32		typmod = -1;
 	ListCell   *lc;
 
+	if (guard_serial_name(def->typeName))
+		return true;
 	if (def->typeName != NULL)
 	{
 		Type		type = LookupTypeName(NULL, def->typeName, &typmod, true);
 
-		if (type != NULL)
-		{
-			typid = typeTypeId(type);
-			ReleaseSysCache(type);
-		}
+		if (type == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("type \"%s\" does not exist", TypeNameToString(def->typeName))));
+		typid = typeTypeId(type);
+		ReleaseSysCache(type);
+		def->typeName = makeTypeNameFromOid(typid, typmod);
 	}
 	if ((def->raw_default != NULL && !guard_null_default(def->raw_default, typid, typmod)) ||
 		def->cooked_default != NULL || def->is_not_null || def->identity != '\0')
 		return true;
 	if (guard_type_filled(typid))
 		return true;
-	if (def->typeName != NULL && list_length(def->typeName->names) == 1)
-	{
-		const char *type = strVal(linitial(def->typeName->names));
-
-		for (int i = 0; i < lengthof(serials); i++)
-			if (strcmp(type, serials[i]) == 0)
-				return true;
-	}
 	foreach(lc, def->constraints)
 	{
 		Constraint *constraint = (Constraint *) lfirst(lc);
@@ -952,6 +969,22 @@ guard_refuse_rename_column(const char *column, Oid relid)
 }
 
 /*
+ * Write the schema of `func`, the function the guard looked up (none:
+ * InvalidOid), into the command's unqualified name.  PostgreSQL looks the
+ * name up again after waiting for its lock, and a function of another role
+ * dropped meanwhile left the name to durable's own further along
+ * search_path: its owner changed, or it was renamed (found by review,
+ * 2026-12-07).
+ */
+static void
+guard_pin_function(ObjectWithArgs *owa, Oid func)
+{
+	if (OidIsValid(func) && list_length(owa->objname) == 1)
+		owa->objname = lcons(makeString(get_namespace_name(get_func_namespace(func))),
+							 owa->objname);
+}
+
+/*
  * Refuse the RENAME or SET SCHEMA of `type` `relation` (or, for a function,
  * `object`) if it is one of durable's own relations or functions.
  */
@@ -980,6 +1013,7 @@ guard_refuse_member_named(ObjectType type, RangeVar *relation, Node *object, Oid
 			func = LookupFuncWithArgs(type, castNode(ObjectWithArgs, object), true);
 			if (get_func_namespace(func) == nsp && guard_is_member(ProcedureRelationId, func))
 				guard_refuse_rename("function", get_func_name(func), set_schema);
+			guard_pin_function(castNode(ObjectWithArgs, object), func);
 			break;
 		default:
 			break;
@@ -1367,6 +1401,7 @@ guard_alter_owner(AlterOwnerStmt *stmt, Oid nsp)
 			guard_is_member(ProcedureRelationId, func))
 			guard_owner_change(psprintf("function durable.%s", get_func_name(func)),
 							   stmt->newowner);
+		guard_pin_function(castNode(ObjectWithArgs, stmt->object), func);
 	}
 }
 
