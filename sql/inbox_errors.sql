@@ -626,6 +626,16 @@ SELECT pg_temp.error_of($$ALTER TABLE durable.outbox ALTER COLUMN owner SET DEFA
 SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ALTER COLUMN lease_until SET NOT NULL$$);
 SELECT pg_temp.error_of($$ALTER TABLE durable.inbox DROP COLUMN error$$);
 ROLLBACK;
+-- A column added to a journal gets the type the guard checked (pinned by its OID: spec
+-- restore_pinned), with its dimensions and length as written.
+BEGIN;
+ALTER TABLE durable.inbox ADD COLUMN tags pg_catalog.text[], ADD COLUMN code pg_catalog.varchar(8);
+SELECT attname, pg_catalog.format_type(atttypid, atttypmod) AS type, attndims
+  FROM pg_catalog.pg_attribute
+ WHERE attrelid = 'durable.inbox'::regclass AND attname IN ('tags', 'code')
+ ORDER BY 1;
+SELECT pg_temp.error_of($$ALTER TABLE durable.inbox ADD COLUMN later public.no_such_type$$);
+ROLLBACK;
 -- A table, sequence or function of your own in the schema is yours to shape: none of
 -- those refusals, which are about durable's own objects, apply to it (until 2026-12-07 the
 -- type change, UNLOGGED, a rule, a sequence's CACHE and a change of owner were refused;

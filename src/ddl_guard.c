@@ -361,6 +361,7 @@ guard_column_filled(ColumnDef *def)
 	if (def->typeName != NULL)
 	{
 		Type		type = LookupTypeName(NULL, def->typeName, &typmod, true);
+		TypeName   *pinned;
 
 		if (type == NULL)
 			ereport(ERROR,
@@ -368,7 +369,12 @@ guard_column_filled(ColumnDef *def)
 					 errmsg("type \"%s\" does not exist", TypeNameToString(def->typeName))));
 		typid = typeTypeId(type);
 		ReleaseSysCache(type);
-		def->typeName = makeTypeNameFromOid(typid, typmod);
+		/* (the dimensions, SETOF and position PostgreSQL reads besides the type) */
+		pinned = makeTypeNameFromOid(typid, typmod);
+		pinned->arrayBounds = def->typeName->arrayBounds;
+		pinned->setof = def->typeName->setof;
+		pinned->location = def->typeName->location;
+		def->typeName = pinned;
 	}
 	if ((def->raw_default != NULL && !guard_null_default(def->raw_default, typid, typmod)) ||
 		def->cooked_default != NULL || def->is_not_null || def->identity != '\0')
@@ -979,9 +985,14 @@ guard_refuse_rename_column(const char *column, Oid relid)
 static void
 guard_pin_function(ObjectWithArgs *owa, Oid func)
 {
-	if (OidIsValid(func) && list_length(owa->objname) == 1)
-		owa->objname = lcons(makeString(get_namespace_name(get_func_namespace(func))),
-							 owa->objname);
+	char	   *schema;
+
+	if (!OidIsValid(func) || list_length(owa->objname) != 1)
+		return;
+	schema = get_namespace_name(get_func_namespace(func));
+	if (schema == NULL)
+		elog(ERROR, "cache lookup failed for the schema of function %u", func);
+	owa->objname = lcons(makeString(schema), owa->objname);
 }
 
 /*
