@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -127,10 +128,11 @@ message(const char *level, const char *fmt,...)
 
 /*
  * A message of the server's or libpq's, then `suffix`: each of its lines
- * escaped as shown() escapes journal text, its line breaks kept and its
- * trailing ones dropped (libpq ends its messages with one).  Such a message
- * may repeat what the operator typed or pasted (a key, a database name),
- * and that text must not steer the terminal either.
+ * escaped as shown() escapes journal text, its line breaks and the tabs
+ * that indent a line kept (libpq indents its continuation lines with one),
+ * its trailing line breaks dropped (libpq ends its messages with one).
+ * Such a message may repeat what the operator typed or pasted (a key, a
+ * database name), and that text must not steer the terminal either.
  */
 static void
 message_lines(const char *level, const char *text, const char *suffix)
@@ -145,15 +147,20 @@ message_lines(const char *level, const char *text, const char *suffix)
 	{
 		const char *nl = memchr(p, '\n', left);
 		size_t		len = nl ? (size_t) (nl - p) : left;
-		char	   *line = strndup(p, len);
-		char	   *escaped = line ? shown_alloc(line) : NULL;
+		size_t		indent = strspn(p, "\t");
+		char	   *line;
+		char	   *escaped;
 
+		if (indent > len)
+			indent = len;
+		line = strndup(p + indent, len - indent);
+		escaped = line ? shown_alloc(line) : NULL;
 		if (escaped == NULL)
 		{
 			fprintf(stderr, "out of memory\n");
 			exit(EXIT_ERROR);
 		}
-		fputs(escaped, stderr);
+		fprintf(stderr, "%.*s%s", (int) indent, p, escaped);
 		free(escaped);
 		free(line);
 		if (nl == NULL)
@@ -321,6 +328,38 @@ report_result_error(const PGresult *res)
 }
 
 /*
+ * A notice of the server's (a WARNING of durable's, say), shown as its
+ * errors are: "durablectl: warning: ...", escaped, with its detail and
+ * hint.  Notices sent while the connection starts, before the receiver is
+ * set, are printed by libpq as they come, as psql prints them.
+ */
+static void
+notice_receiver(void *arg, const PGresult *res)
+{
+	const char *severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *det = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+	const char *hin = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+	char		level[16];
+	size_t		i;
+
+	(void) arg;
+	if (primary == NULL)
+	{
+		message_lines("warning", PQresultErrorMessage(res), "");
+		return;
+	}
+	for (i = 0; severity != NULL && severity[i] != '\0' && i < sizeof(level) - 1; i++)
+		level[i] = (severity[i] >= 'A' && severity[i] <= 'Z') ? severity[i] - 'A' + 'a' : '?';
+	level[i] = '\0';
+	message_lines(i > 0 ? level : "notice", primary, "");
+	if (det)
+		message_lines("detail", det, "");
+	if (hin)
+		message_lines("hint", hin, "");
+}
+
+/*
  * Run a statement with text parameters and return its result; any status
  * but `expected` is reported and ends the program with status 1.
  */
@@ -406,6 +445,25 @@ prompt_password(void)
 	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
 		buf[--len] = '\0';
 	return strdup(buf);
+}
+
+/*
+ * Whether version a ("major.minor") is older than b; false when either is
+ * not of that form (a durablectl built without a version).
+ */
+static bool
+version_older(const char *a, const char *b)
+{
+	int			a_major,
+				a_minor,
+				b_major,
+				b_minor;
+	char		end;
+
+	if (sscanf(a, "%d.%d%c", &a_major, &a_minor, &end) != 2 ||
+		sscanf(b, "%d.%d%c", &b_major, &b_minor, &end) != 2)
+		return false;
+	return a_major < b_major || (a_major == b_major && a_minor < b_minor);
 }
 
 /*
@@ -502,6 +560,7 @@ connect_db(const Options *opt)
 		finish(EXIT_ERROR);
 	}
 
+	PQsetNoticeReceiver(conn, notice_receiver, NULL);
 	res = run("SELECT pg_catalog.set_config('search_path', '', false)", 0, NULL, PGRES_TUPLES_OK);
 	PQclear(res);
 
@@ -516,6 +575,19 @@ connect_db(const Options *opt)
 	}
 	version = strdup(PQgetvalue(res, 0, 0));
 	PQclear(res);
+	if (version == NULL)
+	{
+		error("out of memory");
+		finish(EXIT_ERROR);
+	}
+	/* (the listings read columns that older schemas lack) */
+	if (version_older(version, DURABLECTL_VERSION))
+	{
+		error("this database has durable %s, older than this durablectl (%s)",
+			  shown(version), DURABLECTL_VERSION);
+		hint("Run ALTER EXTENSION durable UPDATE in this database.");
+		finish(EXIT_ERROR);
+	}
 	return version;
 }
 
@@ -1331,23 +1403,27 @@ main(int argc, char **argv)
 		if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-?") == 0)
 		{
 			usage(stdout);
+			flush_output();
 			exit(EXIT_DONE);
 		}
 		if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)
 		{
 			printf("%s (durable) %s\n", PROGNAME, DURABLECTL_VERSION);
+			flush_output();
 			exit(EXIT_DONE);
 		}
 	}
 
 	opterr = 0;
 	/*
-	 * A '?' is the option -? itself when getopt_long left optopt alone (-1),
-	 * or zeroed it outside a long option: inside a group (-?j, -j?), whose
-	 * argv[optind - 1] may be the argument before the group.  A failure
-	 * sets optopt to the option's letter, or to 0 for an unknown long one.
+	 * A '?' is the option -? itself when getopt_long left optopt alone
+	 * (INT_MIN, which no option byte becomes: glibc stores the letter as a
+	 * char, and byte 0xff as -1), or zeroed it outside a long option: inside
+	 * a group (-?j, -j?), whose argv[optind - 1] may be the argument before
+	 * the group.  A failure sets optopt to the option's letter, or to 0 for
+	 * an unknown long one.
 	 */
-	while ((optopt = -1, c = getopt_long(argc, argv, "d:h:p:U:wWjl:o:yrV?", long_options, NULL)) != -1)
+	while ((optopt = INT_MIN, c = getopt_long(argc, argv, "d:h:p:U:wWjl:o:yrV?", long_options, NULL)) != -1)
 	{
 		switch (c)
 		{
@@ -1391,14 +1467,17 @@ main(int argc, char **argv)
 				break;
 			case 'V':
 				printf("%s (durable) %s\n", PROGNAME, DURABLECTL_VERSION);
+				flush_output();
 				exit(EXIT_DONE);
 			case 'H':
 				usage(stdout);
+				flush_output();
 				exit(EXIT_DONE);
 			case '?':
-				if (optopt == -1 || (optopt == 0 && strncmp(argv[optind - 1], "--", 2) != 0))
+				if (optopt == INT_MIN || (optopt == 0 && strncmp(argv[optind - 1], "--", 2) != 0))
 				{
 					usage(stdout);
+					flush_output();
 					exit(EXIT_DONE);
 				}
 				if (optopt == 0)
