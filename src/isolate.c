@@ -263,6 +263,15 @@ durable_skip_remember(DurableSkipList *list, Datum key, TimestampTz order)
 }
 
 void
+durable_keep_first_error(ErrorData **first, ErrorData *edata)
+{
+	if (*first == NULL)
+		*first = edata;
+	else
+		FreeErrorData(edata);
+}
+
+void
 durable_skip_forget_due(DurableSkipList *list, Oid journal)
 {
 	int16		typlen;

@@ -112,6 +112,12 @@ extern void durable_skip_remember(DurableSkipList *list, Datum key, TimestampTz 
  */
 extern void durable_skip_forget_due(DurableSkipList *list, Oid journal);
 
+/*
+ * Keep edata as *first when no failure was kept yet, else free it: a call
+ * that passes over failed records reports the first one's error and a count.
+ */
+extern void durable_keep_first_error(ErrorData **first, ErrorData *edata);
+
 /* Whether the list leaves any record out. */
 static inline bool
 durable_skip_any(const DurableSkipList *list)

@@ -76,6 +76,7 @@
 
 #include "isolate.h"
 #include "permit.h"
+#include "sweep.h"
 
 PG_FUNCTION_INFO_V1(durable_permit);
 
@@ -89,10 +90,9 @@ PG_FUNCTION_INFO_V1(durable_permit);
 
 /*
  * Idle buckets whose drop failed are passed over by this process for the
- * sweep's 10 minutes (SWEEP_SKIP_RETRY_MS), up to this many by name.
+ * sweep's DURABLE_SWEEP_SKIP_RETRY_MS, up to this many by name.
  */
 #define PERMIT_SKIP_MAX			1000
-#define PERMIT_SKIP_RETRY_MS	(10 * 60 * 1000)
 
 /* The bucket the process's walk of durable_permit_expire goes on after; NULL: the first. */
 static char *permit_expire_after = NULL;
@@ -105,7 +105,7 @@ static char *permit_expire_after = NULL;
  * passed over in the new table is at worst dropped 10 minutes late.)
  */
 static DurableSkipList permit_skip = DURABLE_SKIP_LIST(TEXTOID, PERMIT_SKIP_MAX,
-													   PERMIT_SKIP_RETRY_MS);
+													   DURABLE_SWEEP_SKIP_RETRY_MS);
 
 /*
  * permit(bucket, max, per) → '0' when a permit was free (it is consumed by
@@ -367,10 +367,7 @@ permit_drop_failed(void *arg, Datum bucket, TimestampTz last_granted_at, ErrorDa
 
 	drop->failed++;
 	durable_skip_remember(&permit_skip, bucket, last_granted_at);
-	if (drop->first == NULL)
-		drop->first = edata;
-	else
-		FreeErrorData(edata);
+	durable_keep_first_error(&drop->first, edata);
 }
 
 /*

@@ -448,10 +448,7 @@ recovery_key_failed(void *arg, Datum key, TimestampTz lease_until, ErrorData *ed
 		durable_skip_remember(&halves->journal->skip, key, lease_until);
 		halves->lasting++;
 	}
-	if (halves->first == NULL)
-		halves->first = edata;
-	else
-		FreeErrorData(edata);
+	durable_keep_first_error(&halves->first, edata);
 }
 
 /*

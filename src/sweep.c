@@ -327,13 +327,12 @@ typedef struct SweepJournal
 /*
  * A record whose delete fails (a trigger that raises, a cascade that another
  * key refuses) is passed over by this process's later batches for
- * SWEEP_SKIP_RETRY_MS, then tried again (its cause may be gone).  Without
- * this, every pass met it again: the batch failed, its records were
- * searched for the one that fails, and the same WARNING was logged, every
- * naptime.  At most SWEEP_SKIP_MAX per journal are remembered one by one;
+ * DURABLE_SWEEP_SKIP_RETRY_MS, then tried again (its cause may be gone).
+ * Without this, every pass met it again: the batch failed, its records
+ * were searched for the one that fails, and the same WARNING was logged,
+ * every naptime.  At most SWEEP_SKIP_MAX per journal are remembered one by one;
  * past that, the newest failure's finish time is the mark (DurableSkipList).
  */
-#define SWEEP_SKIP_RETRY_MS		(10 * 60 * 1000)
 #define SWEEP_SKIP_MAX			1000
 
 /*
@@ -376,7 +375,7 @@ static SweepJournal sweep_journals[] = {
 		" ORDER BY c.done_at LIMIT $2",
 		.delete_keys_sql = SWEEP_DELETE_KEYS_SQL("durable.inbox", "id", "done_at", "done"),
 		.queue = DQ_INBOX,
-		.skip = DURABLE_SKIP_LIST(INT8OID, SWEEP_SKIP_MAX, SWEEP_SKIP_RETRY_MS),
+		.skip = DURABLE_SKIP_LIST(INT8OID, SWEEP_SKIP_MAX, DURABLE_SWEEP_SKIP_RETRY_MS),
 	},
 	{
 		.name = "durable.outbox",
@@ -395,7 +394,7 @@ static SweepJournal sweep_journals[] = {
 		" ORDER BY c.sent_at LIMIT $2",
 		.delete_keys_sql = SWEEP_DELETE_KEYS_SQL("durable.outbox", "key", "sent_at", "sent"),
 		.queue = DQ_OUTBOX,
-		.skip = DURABLE_SKIP_LIST(TEXTOID, SWEEP_SKIP_MAX, SWEEP_SKIP_RETRY_MS),
+		.skip = DURABLE_SKIP_LIST(TEXTOID, SWEEP_SKIP_MAX, DURABLE_SWEEP_SKIP_RETRY_MS),
 	},
 };
 
@@ -895,10 +894,7 @@ sweep_key_failed(void *arg, Datum key, TimestampTz finished_at, ErrorData *edata
 
 	(*halves->failed)++;
 	durable_skip_remember(&halves->journal->skip, key, finished_at);
-	if (*halves->first == NULL)
-		*halves->first = edata;
-	else
-		FreeErrorData(edata);
+	durable_keep_first_error(halves->first, edata);
 }
 
 /* A journal's candidates statement for durable_try (its rows stay in SPI_tuptable). */

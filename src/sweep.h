@@ -27,6 +27,12 @@
  */
 #define DURABLE_PURGE_BATCH		250
 
+/*
+ * How long a process passes over the records (and idle rate-limit buckets)
+ * whose purge failed before it tries them again (sweep.c, permit.c).
+ */
+#define DURABLE_SWEEP_SKIP_RETRY_MS	(10 * 60 * 1000)
+
 /* What one sweep pass did (the columns of sweep()). */
 typedef struct DurableSweepResult
 {
