@@ -16,6 +16,7 @@ OBJS = \
 	src/inbox.o \
 	src/claim_floor.o \
 	src/chat_lock.o \
+	src/load_hold.o \
 	src/direct.o \
 	src/outbox.o \
 	src/token.o \

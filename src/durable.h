@@ -410,6 +410,20 @@ extern void durable_lock_chat(DurableQueue queue, Datum chat_id);
 /* As durable_lock_chat, without waiting: false when another transaction holds it. */
 extern bool durable_try_lock_chat(DurableQueue queue, Datum chat_id);
 
+/* ---- The hold a bulk load puts on the purge (load_hold.c) ---- */
+
+/*
+ * Called by the utility hook: a COPY into one of durable's journals holds
+ * the passes' purge until this session ends.
+ */
+extern void durable_load_hold_copy(Node *parsetree);
+/*
+ * Whether a pass's purge waits: another session that loaded a journal is
+ * still connected.  Logged when the hold begins and ends, as this process
+ * sees them.
+ */
+extern bool durable_purge_on_hold(void);
+
 /* ---- The queues' claim floors (claim_floor.c) ---- */
 
 /*

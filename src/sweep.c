@@ -1204,8 +1204,9 @@ durable_sweep_pass(bool scan_open, TimestampTz *windows,
 									&outbox_due_plan, SWEEP_OUTBOX_DUE_SQL, DQ_OUTBOX);
 	result->outbox_due = (int) Min(outbox_due, (int64) PG_INT32_MAX);
 
-	result->purged = sweep_purge_alone((int64) durable_retention_s * USECS_PER_SEC,
-									   DURABLE_PURGE_BATCH, &passed_over);
+	if (!durable_purge_on_hold())
+		result->purged = sweep_purge_alone((int64) durable_retention_s * USECS_PER_SEC,
+										   DURABLE_PURGE_BATCH, &passed_over);
 	permits = sweep_permits_isolated();
 
 	/*

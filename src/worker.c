@@ -1994,6 +1994,7 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 	volatile bool durable_existed = false;
 
 	durable_ddl_guard(parsetree, context == PROCESS_UTILITY_TOPLEVEL);
+	durable_load_hold_copy(parsetree);
 	switch (nodeTag(parsetree))
 	{
 		case T_DropdbStmt:

@@ -1,0 +1,113 @@
+/*-------------------------------------------------------------------------
+ *
+ * load_hold.c
+ *		The hold that a bulk load of a journal puts on the passes' purge.
+ *
+ * A restore (pg_restore, or psql running a plain dump) creates the
+ * extension, COPYs the journals' rows, and adds the foreign keys and the
+ * triggers that keep records on purpose only at its end.  A pass in
+ * between purged the records those keys were to keep: their finish times
+ * are the source's, older than the retention, and nothing referenced them
+ * yet.  The restore then failed on the foreign key, and the records were
+ * gone (found by review, 2026-12-07).  So a COPY into a journal takes a
+ * session lock that its session keeps until it ends, and a pass's
+ * retention step purges nothing while another session holds it.
+ * (pg_restore --jobs: its workers, which load the data and add the keys,
+ * keep their connections until the restore ends.)
+ *
+ * The lock is an advisory lock tag whose first key is "DRLD" and whose
+ * fourth field is chat_lock.c's, one no SQL function takes: loaders take
+ * it in share mode, a pass tries it in exclusive mode without waiting and
+ * lets it go at once.  pg_locks shows who holds it (README).
+ *
+ * IDENTIFICATION
+ *	  src/load_hold.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "durable.h"
+
+#include "catalog/namespace.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "storage/lock.h"
+#include "utils/lsyscache.h"
+
+#define LOAD_HOLD_KEY		0x44524C44
+#define LOAD_HOLD_FIELD4	0x4452
+
+static void
+load_hold_tag(LOCKTAG *tag)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, LOAD_HOLD_KEY, 0, LOAD_HOLD_FIELD4);
+}
+
+/* Whether the relation is one of durable's journals. */
+static bool
+load_hold_is_journal(Oid relid)
+{
+	Oid			nsp = get_namespace_oid("durable", true);
+	char	   *name;
+	bool		journal;
+
+	if (!OidIsValid(nsp) || get_rel_namespace(relid) != nsp ||
+		!OidIsValid(get_extension_oid("durable", true)))
+		return false;
+	name = get_rel_name(relid);
+	journal = name != NULL && (strcmp(name, "inbox") == 0 || strcmp(name, "outbox") == 0);
+	if (name != NULL)
+		pfree(name);
+	return journal;
+}
+
+void
+durable_load_hold_copy(Node *parsetree)
+{
+	CopyStmt   *stmt;
+	Oid			relid;
+	LOCKTAG		tag;
+
+	if (!IsA(parsetree, CopyStmt))
+		return;
+	stmt = (CopyStmt *) parsetree;
+	if (!stmt->is_from || stmt->relation == NULL)
+		return;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid) || !load_hold_is_journal(relid))
+		return;
+	load_hold_tag(&tag);
+	(void) LockAcquire(&tag, ShareLock, true, false);
+}
+
+/* Whether another session that loaded a journal is still connected. */
+static bool
+load_hold_held(void)
+{
+	LOCKTAG		tag;
+
+	load_hold_tag(&tag);
+	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+		return true;
+	LockRelease(&tag, ExclusiveLock, false);
+	return false;
+}
+
+bool
+durable_purge_on_hold(void)
+{
+	static bool logged = false;
+	bool		held = load_hold_held();
+
+	if (held && !logged)
+		ereport(LOG,
+				(errmsg("durable's retention purge waits for a session that loaded a journal"),
+				 errdetail("A session that ran COPY into durable.inbox or durable.outbox (a restore) holds the purge until it ends: a restore adds the foreign keys that keep records last."),
+				 errhint("pg_locks shows it: locktype 'advisory', classid %u, objsubid %u.",
+						 LOAD_HOLD_KEY, LOAD_HOLD_FIELD4)));
+	else if (!held && logged)
+		ereport(LOG,
+				(errmsg("durable's retention purge goes on: no session that loaded a journal is left")));
+	logged = held;
+	return held;
+}

@@ -1,0 +1,127 @@
+# t/035_restore_hold.pl
+# A restore creates the extension, loads the journals, and adds the foreign
+# keys that keep records on purpose only at its end.  Until 2026-12-07 the
+# worker's pass in between purged the records those keys were to keep
+# (their finish times are the source's, older than the retention): the
+# restore then failed on the key, and the records were gone (found by
+# review).  Now a COPY into a journal holds the passes' purge until its
+# session ends.
+#
+#   1. by hand: a session that ran COPY into durable.inbox (no rows) holds
+#      the purge of a record finished 30 days ago while it is connected,
+#      and the record goes within seconds of its end;
+#   2. pg_dump / pg_restore of a database whose audit table references a
+#      record finished 30 days ago, with an index whose build sleeps 3 s
+#      between the data and the key: the restore succeeds and the record
+#      is there.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('restore_hold');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'durable'\ndurable.naptime = '100ms'\n");
+$node->start;
+
+# A record completed, its id.
+sub done_record
+{
+	my ($db, $message) = @_;
+	return $node->safe_psql($db, qq{
+		SELECT id FROM durable.inbox_admit('tg', '$message', 'chat-$message', '{}', instance => 'bot') a,
+		       durable.inbox_complete(a.id, a.token)});
+}
+
+# Backdated 30 days (the default retention is 7).
+sub backdate
+{
+	my ($db, $message) = @_;
+	$node->safe_psql($db, qq{
+		UPDATE durable.inbox SET done_at = now() - interval '30 days',
+		                         finished_at = now() - interval '30 days'
+		 WHERE message_id = '$message'});
+}
+
+sub old_done_record
+{
+	my ($db, $message) = @_;
+	done_record($db, $message);
+	backdate($db, $message);
+}
+
+sub record_count
+{
+	my ($db, $message) = @_;
+	return $node->safe_psql($db, "SELECT count(*) FROM durable.inbox WHERE message_id = '$message'");
+}
+
+# ---- 1. the hold, by hand
+$node->safe_psql('postgres', 'CREATE EXTENSION durable');
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'durable worker'"),
+	'the database has a worker');
+my $loader = $node->background_psql('postgres');
+$loader->query_safe("COPY durable.inbox FROM PROGRAM 'true'");
+my $offset = -s $node->logfile;
+old_done_record('postgres', 'held');
+# (20 naptimes)
+sleep 2;
+is(record_count('postgres', 'held'), '1',
+	'while a session that loaded a journal is connected, passes purge nothing');
+like(slurp_file($node->logfile, $offset),
+	qr/durable's retention purge waits for a session that loaded a journal/, 'the worker logs the hold');
+is($node->safe_psql('postgres', q{
+		SELECT count(*) FROM pg_locks
+		 WHERE locktype = 'advisory' AND classid = 1146244164 AND objsubid = 17490 AND granted}),
+	'1', 'pg_locks shows the hold as the LOG line says');
+$loader->quit;
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM durable.inbox WHERE message_id = 'held'"),
+	'once it ended, the record is purged');
+$node->wait_for_log(qr/durable's retention purge goes on/, $offset);
+
+# ---- 2. a restore
+$node->safe_psql('postgres', 'CREATE DATABASE src');
+$node->safe_psql('src', q{
+	CREATE EXTENSION durable;
+	CREATE FUNCTION public.slow(i int) RETURNS int IMMUTABLE LANGUAGE plpgsql
+	  AS $$ BEGIN PERFORM pg_catalog.pg_sleep(3); RETURN i; END $$;
+	CREATE TABLE public.audit (inbox_id bigint PRIMARY KEY, note text);
+});
+my $kept = done_record('src', 'kept');
+$node->safe_psql('src', qq{
+	INSERT INTO public.audit VALUES ($kept, 'kept for audit');
+	ALTER TABLE public.audit ADD FOREIGN KEY (inbox_id) REFERENCES durable.inbox (id);
+	-- (built after the data, before the key: 3 s in which passes come)
+	CREATE INDEX audit_slow ON public.audit (public.slow(1));
+});
+backdate('src', 'kept');
+ok($node->poll_query_until('src',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'durable worker' AND datname = 'src'"),
+	'the source database has a worker');
+sleep 1;
+is(record_count('src', 'kept'), '1', 'in the source, the key keeps the record');
+
+my $dump = $node->basedir . '/src.dump';
+$node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $node->connstr('src') ], 'pg_dump');
+$node->safe_psql('postgres', 'CREATE DATABASE dst');
+$offset = -s $node->logfile;
+$node->command_ok([ 'pg_restore', '--exit-on-error', '-d', $node->connstr('dst'), $dump ],
+	'pg_restore succeeds (until 2026-12-07 the pass purged the record and the key failed)');
+is(record_count('dst', 'kept'), '1', 'the restored record is there');
+like(slurp_file($node->logfile, $offset),
+	qr/durable's retention purge waits for a session that loaded a journal/,
+	'the passes during the restore were held');
+is($node->safe_psql('dst', 'SELECT count(*) FROM public.audit'), '1', 'the audit row is restored');
+# After the restore, the key keeps it, and an unreferenced old record goes.
+old_done_record('dst', 'later');
+ok($node->poll_query_until('dst', "SELECT count(*) = 0 FROM durable.inbox WHERE message_id = 'later'"),
+	'after the restore, the purge goes on');
+is(record_count('dst', 'kept'), '1', 'and the key keeps the referenced record');
+
+$node->stop;
+done_testing();
