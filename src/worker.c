@@ -2010,7 +2010,13 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 			{
 				RenameStmt *stmt = (RenameStmt *) parsetree;
 
-				if (stmt->renameType == OBJECT_DATABASE)
+				/*
+				 * (RenameDatabase's own checks beyond ownership, which
+				 * wkr_stop_worker makes: a rename they refuse would only
+				 * stop the worker)
+				 */
+				if (stmt->renameType == OBJECT_DATABASE && have_createdb_privilege() &&
+					!OidIsValid(get_database_oid(stmt->newname, true)))
 					blocked_db = wkr_stop_worker(stmt->subname, false, &block_generation);
 				break;
 			}

@@ -289,6 +289,21 @@ ok(!$node->log_contains(qr/being accessed by other users/, $offset),
 is($node->safe_psql('postgres', workers_of('doomed')),
 	'0', 'and leaves no worker behind');
 
+# A rename that PostgreSQL refuses after the hook (the name is taken; the
+# owner lacks CREATEDB) leaves the worker alone (until 2026-12-07 the hook
+# stopped it all the same: found by review).
+ok($node->poll_query_until('postgres', has_workers('renamed', 1)), 'the database to rename has its worker');
+my $worker_query = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'durable worker' AND datname = 'renamed'";
+my $renamed_worker = $node->safe_psql('postgres', $worker_query);
+$node->safe_psql('postgres', 'CREATE ROLE renamer LOGIN NOCREATEDB; ALTER DATABASE renamed OWNER TO renamer');
+($ret, $stdout, $stderr) = $node->psql('postgres', 'ALTER DATABASE renamed RENAME TO source');
+like($stderr, qr/already exists/, 'a rename to a name taken fails');
+($ret, $stdout, $stderr) =
+  $node->psql('postgres', 'ALTER DATABASE renamed RENAME TO renamed3', extra_params => [ '-U', 'renamer' ]);
+like($stderr, qr/permission denied to rename database/, 'a rename by an owner without CREATEDB fails');
+is($node->safe_psql('postgres', $worker_query), $renamed_worker, 'and neither stopped the worker');
+$node->safe_psql('postgres', 'ALTER DATABASE renamed OWNER TO CURRENT_USER; DROP ROLE renamer');
+
 $start = time;
 ($ret, $stdout, $stderr) =
   $node->psql('postgres', 'ALTER DATABASE renamed RENAME TO renamed2');
