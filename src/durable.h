@@ -413,8 +413,8 @@ extern bool durable_try_lock_chat(DurableQueue queue, Datum chat_id);
 /* ---- The hold a bulk load puts on the purge (load_hold.c) ---- */
 
 /*
- * Called by the utility hook: a COPY into one of durable's journals holds
- * the passes' purge until this session ends.
+ * Called by the utility hook after a COPY ran: one into one of durable's
+ * journals holds the passes' purge until this session ends.
  */
 extern void durable_load_hold_copy(Node *parsetree);
 /*

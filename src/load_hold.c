@@ -9,9 +9,12 @@
  * between purged the records those keys were to keep: their finish times
  * are the source's, older than the retention, and nothing referenced them
  * yet.  The restore then failed on the foreign key, and the records were
- * gone (found by review, 2026-12-07).  So a COPY into a journal takes a
- * session lock that its session keeps until it ends, and a pass's
- * retention step purges nothing while another session holds it.
+ * gone (found by review, 2026-12-07).  So a COPY into a journal, once it
+ * ran (a refused one would let any role with USAGE on the schema stop the
+ * purge), takes a session lock that its session keeps until it ends (or
+ * lets go of advisory locks: DISCARD ALL), and a pass's retention step
+ * purges nothing while another session holds it.  The hook is installed
+ * only when durable is preloaded.
  * (pg_restore --jobs: its workers, which load the data and add the keys,
  * keep their connections until the restore ends.)
  *

@@ -1994,7 +1994,6 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 	volatile bool durable_existed = false;
 
 	durable_ddl_guard(parsetree, context == PROCESS_UTILITY_TOPLEVEL);
-	durable_load_hold_copy(parsetree);
 	switch (nodeTag(parsetree))
 	{
 		case T_DropdbStmt:
@@ -2115,6 +2114,10 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 			break;
 		case T_ReassignOwnedStmt:
 			durable_init_privs_reassigned((ReassignOwnedStmt *) parsetree);
+			break;
+		case T_CopyStmt:
+			/* (after the COPY ran: one refused, by a role without INSERT, holds nothing) */
+			durable_load_hold_copy(parsetree);
 			break;
 		case T_DropStmt:
 		case T_DropOwnedStmt:

@@ -9,7 +9,8 @@
 #
 #   1. by hand: a session that ran COPY into durable.inbox (no rows) holds
 #      the purge of a record finished 30 days ago while it is connected,
-#      and the record goes within seconds of its end;
+#      and the record goes within seconds of its end; a COPY refused for
+#      lack of privileges holds nothing;
 #   2. pg_dump / pg_restore of a database whose audit table references a
 #      record finished 30 days ago, with an index whose build sleeps 3 s
 #      between the data and the key: the restore succeeds and the record
@@ -83,6 +84,23 @@ ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 0 FROM durable.inbox WHERE message_id = 'held'"),
 	'once it ended, the record is purged');
 $node->wait_for_log(qr/durable's retention purge goes on/, $offset);
+
+# A COPY refused (a role with USAGE on the schema and no INSERT) holds
+# nothing: until 2026-12-07 the hold came before the privilege check, and
+# any such role could stop the purge for as long as its session lived
+# (found by review).
+$node->safe_psql('postgres', 'CREATE ROLE hold_reader LOGIN; GRANT USAGE ON SCHEMA durable TO hold_reader');
+my $reader = $node->background_psql('postgres', on_error_stop => 0, extra_params => [ '-U', 'hold_reader' ]);
+my (undef, $refused) = $reader->query("COPY durable.inbox FROM PROGRAM 'true'");
+ok($refused, 'a COPY into a journal by a role without INSERT is refused');
+is($node->safe_psql('postgres', q{
+		SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1146244164 AND objsubid = 17490}),
+	'0', 'and takes no hold');
+old_done_record('postgres', 'not held');
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM durable.inbox WHERE message_id = 'not held'"),
+	'while its session is connected, the purge goes on');
+$reader->quit;
 
 # ---- 2. a restore
 $node->safe_psql('postgres', 'CREATE DATABASE src');
