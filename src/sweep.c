@@ -1003,6 +1003,13 @@ sweep_purge_isolated(int64 age_us, int64 limit, int64 *passed_over)
 
 		if (!more[order[step]])
 			continue;
+
+		/*
+		 * Looked at before each batch, whose statement takes its snapshot
+		 * right after: a load that committed since the pass began is seen.
+		 */
+		if (durable_purge_on_hold())
+			break;
 		edata = durable_try(sweep_purge_batch_call, &call);
 		if (edata == NULL)
 		{
@@ -1204,9 +1211,8 @@ durable_sweep_pass(bool scan_open, TimestampTz *windows,
 									&outbox_due_plan, SWEEP_OUTBOX_DUE_SQL, DQ_OUTBOX);
 	result->outbox_due = (int) Min(outbox_due, (int64) PG_INT32_MAX);
 
-	if (!durable_purge_on_hold())
-		result->purged = sweep_purge_alone((int64) durable_retention_s * USECS_PER_SEC,
-										   DURABLE_PURGE_BATCH, &passed_over);
+	result->purged = sweep_purge_alone((int64) durable_retention_s * USECS_PER_SEC,
+									   DURABLE_PURGE_BATCH, &passed_over);
 	permits = sweep_permits_isolated();
 
 	/*
