@@ -35,7 +35,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -350,7 +349,8 @@ notice_receiver(void *arg, const PGresult *res)
 		return;
 	}
 	for (i = 0; severity != NULL && severity[i] != '\0' && i < sizeof(level) - 1; i++)
-		level[i] = (severity[i] >= 'A' && severity[i] <= 'Z') ? severity[i] - 'A' + 'a' : '?';
+		level[i] = (severity[i] >= 'A' && severity[i] <= 'Z') ? severity[i] - 'A' + 'a' :
+			(severity[i] >= '0' && severity[i] <= '9') ? severity[i] : '?';
 	level[i] = '\0';
 	message_lines(i > 0 ? level : "notice", primary, "");
 	if (det)
@@ -1416,14 +1416,12 @@ main(int argc, char **argv)
 
 	opterr = 0;
 	/*
-	 * A '?' is the option -? itself when getopt_long left optopt alone
-	 * (INT_MIN, which no option byte becomes: glibc stores the letter as a
-	 * char, and byte 0xff as -1), or zeroed it outside a long option: inside
-	 * a group (-?j, -j?), whose argv[optind - 1] may be the argument before
-	 * the group.  A failure sets optopt to the option's letter, or to 0 for
-	 * an unknown long one.
+	 * -? is not in the option string, so that getopt_long reports it as an
+	 * unknown option with optopt '?': told apart from an unknown long option
+	 * (optopt 0) also inside a group (-?j, --json -?j), and from byte 0xff
+	 * (optopt -1: glibc stores the letter as a char).
 	 */
-	while ((optopt = INT_MIN, c = getopt_long(argc, argv, "d:h:p:U:wWjl:o:yrV?", long_options, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, "d:h:p:U:wWjl:o:yrV", long_options, NULL)) != -1)
 	{
 		switch (c)
 		{
@@ -1474,7 +1472,7 @@ main(int argc, char **argv)
 				flush_output();
 				exit(EXIT_DONE);
 			case '?':
-				if (optopt == INT_MIN || (optopt == 0 && strncmp(argv[optind - 1], "--", 2) != 0))
+				if (optopt == '?')
 				{
 					usage(stdout);
 					flush_output();

@@ -419,8 +419,8 @@ extern bool durable_try_lock_chat(DurableQueue queue, Datum chat_id);
 extern void durable_load_hold_copy(Node *parsetree);
 /*
  * Whether a pass's purge waits: another session that loaded a journal is
- * still connected.  Logged when the hold begins and ends, as this process
- * sees them.
+ * still connected.  If not, loads that begin wait until this transaction
+ * ends.  Logged when the hold begins and ends, as this process sees them.
  */
 extern bool durable_purge_on_hold(void);
 

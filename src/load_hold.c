@@ -20,8 +20,13 @@
  *
  * The lock is an advisory lock tag whose first key is "DRLD" and whose
  * fourth field is chat_lock.c's, one no SQL function takes: loaders take
- * it in share mode, a pass tries it in exclusive mode without waiting and
- * lets it go at once.  pg_locks shows who holds it (README).
+ * it in share mode, a pass tries it in row exclusive mode (which does not
+ * conflict with another pass's) without waiting, and keeps it until its
+ * transaction ends: a load that begins meanwhile waits, its rows not yet
+ * committed, so that no batch of the pass can see them (a pass that let
+ * the lock go at once could read, in the snapshot its batch took next, the
+ * rows of a load that had committed in between).  pg_locks shows who
+ * holds it (README).
  *
  * IDENTIFICATION
  *	  src/load_hold.c
@@ -83,17 +88,17 @@ durable_load_hold_copy(Node *parsetree)
 	(void) LockAcquire(&tag, ShareLock, true, false);
 }
 
-/* Whether another session that loaded a journal is still connected. */
+/*
+ * Whether another session that loaded a journal is still connected; if
+ * not, this transaction keeps loads away until it ends.
+ */
 static bool
 load_hold_held(void)
 {
 	LOCKTAG		tag;
 
 	load_hold_tag(&tag);
-	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
-		return true;
-	LockRelease(&tag, ExclusiveLock, false);
-	return false;
+	return LockAcquire(&tag, RowExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL;
 }
 
 bool

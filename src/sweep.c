@@ -1004,10 +1004,7 @@ sweep_purge_isolated(int64 age_us, int64 limit, int64 *passed_over)
 		if (!more[order[step]])
 			continue;
 
-		/*
-		 * Looked at before each batch, whose statement takes its snapshot
-		 * right after: a load that committed since the pass began is seen.
-		 */
+		/* (before the first batch; then no load commits until the pass does) */
 		if (durable_purge_on_hold())
 			break;
 		edata = durable_try(sweep_purge_batch_call, &call);
