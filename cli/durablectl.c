@@ -146,12 +146,12 @@ message_lines(const char *level, const char *text, const char *suffix)
 	{
 		const char *nl = memchr(p, '\n', left);
 		size_t		len = nl ? (size_t) (nl - p) : left;
-		size_t		indent = strspn(p, "\t");
+		size_t		indent = 0;
 		char	   *line;
 		char	   *escaped;
 
-		if (indent > len)
-			indent = len;
+		while (indent < len && p[indent] == '\t')
+			indent++;
 		line = strndup(p + indent, len - indent);
 		escaped = line ? shown_alloc(line) : NULL;
 		if (escaped == NULL)

@@ -40,7 +40,6 @@
 
 #define CHAT_LOCK_KEY_INBOX		0x44524348
 #define CHAT_LOCK_KEY_OUTBOX	0x444F4348
-#define CHAT_LOCK_FIELD4		0x4452
 
 /*
  * The key of the lock's hash, from the cluster's mock authentication nonce:
@@ -74,7 +73,7 @@ chat_lock_tag(DurableQueue queue, Datum chat_id, LOCKTAG *tag)
 
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId,
 						 queue == DQ_INBOX ? CHAT_LOCK_KEY_INBOX : CHAT_LOCK_KEY_OUTBOX,
-						 h, CHAT_LOCK_FIELD4);
+						 h, DURABLE_LOCK_FIELD4);
 }
 
 void

@@ -403,6 +403,13 @@ extern void durable_claim(FunctionCallInfo fcinfo, DurableQueue queue, int32 max
 /* ---- Per-chat order (chat_lock.c) ---- */
 
 /*
+ * The fourth field of durable's own advisory lock tags (the chats', the
+ * load hold's): SQL's pg_advisory_lock functions use 1 and 2, so no role
+ * can take one of them by hand.
+ */
+#define DURABLE_LOCK_FIELD4		0x4452
+
+/*
  * Take `queue`'s lock of a chat, held until the transaction ends, before
  * drawing the id of a claimable record of that chat.
  */

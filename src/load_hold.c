@@ -19,7 +19,7 @@
  * keep their connections until the restore ends.)
  *
  * The lock is an advisory lock tag whose first key is "DRLD" and whose
- * fourth field is chat_lock.c's, one no SQL function takes: loaders take
+ * fourth field is DURABLE_LOCK_FIELD4, one no SQL function takes: loaders take
  * it in share mode, a pass tries it in row exclusive mode (which does not
  * conflict with another pass's) without waiting, and keeps it until its
  * transaction ends: a load that begins meanwhile waits, its rows not yet
@@ -43,12 +43,11 @@
 #include "utils/lsyscache.h"
 
 #define LOAD_HOLD_KEY		0x44524C44
-#define LOAD_HOLD_FIELD4	0x4452
 
 static void
 load_hold_tag(LOCKTAG *tag)
 {
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, LOAD_HOLD_KEY, 0, LOAD_HOLD_FIELD4);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, LOAD_HOLD_KEY, 0, DURABLE_LOCK_FIELD4);
 }
 
 /* Whether the relation is one of durable's journals. */
@@ -112,7 +111,7 @@ durable_purge_on_hold(void)
 				(errmsg("durable's retention purge waits for a session that loaded a journal"),
 				 errdetail("A session that ran COPY into durable.inbox or durable.outbox (a restore) holds the purge until it ends: a restore adds the foreign keys that keep records last."),
 				 errhint("pg_locks shows it: locktype 'advisory', classid %u, objsubid %u.",
-						 LOAD_HOLD_KEY, LOAD_HOLD_FIELD4)));
+						 LOAD_HOLD_KEY, DURABLE_LOCK_FIELD4)));
 	else if (!held && logged)
 		ereport(LOG,
 				(errmsg("durable's retention purge goes on: no session that loaded a journal is left")));

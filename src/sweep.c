@@ -993,6 +993,16 @@ sweep_purge_isolated(int64 age_us, int64 limit, int64 *passed_over)
 		j->held = 0;
 		more[step] = sweep_pass_may_delete(j->name, &j->warned, &j->guards, &j->guard_relations);
 	}
+
+	/*
+	 * Before the first batch takes its snapshot; from here on, a load waits
+	 * for this transaction to end before it can commit.
+	 */
+	if (durable_purge_on_hold())
+	{
+		*passed_over = 0;
+		return 0;
+	}
 	for (step = 0; step < lengthof(order) && purged + failed + held < limit; step++)
 	{
 		SweepJournal *j = &sweep_journals[order[step]];
@@ -1004,9 +1014,6 @@ sweep_purge_isolated(int64 age_us, int64 limit, int64 *passed_over)
 		if (!more[order[step]])
 			continue;
 
-		/* (before the first batch; then no load commits until the pass does) */
-		if (durable_purge_on_hold())
-			break;
 		edata = durable_try(sweep_purge_batch_call, &call);
 		if (edata == NULL)
 		{
