@@ -41,6 +41,7 @@ int			durable_retention_s = 7 * 24 * 3600;
 int			durable_max_payload_bytes = 1024 * 1024;
 int			durable_max_error_bytes = 64 * 1024;
 int			durable_naptime_ms = 1000;
+int			durable_absent_recheck_ms = 30000;
 int			durable_max_databases = DURABLE_DEFAULT_MAX_DATABASES;
 bool		durable_claim_floor_enabled = true;
 int			durable_bound_count = 10000;
@@ -124,6 +125,13 @@ durable_define_settings(void)
 							"Pause between two sweeps of the background worker.",
 							NULL, &durable_naptime_ms, 1000,
 							10, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("durable.absent_recheck",
+							"Pause before the launcher looks again at a database found without durable.",
+							"Doubles while the database stays without it, up to ten times this; "
+							"CREATE EXTENSION durable is seen at once.",
+							&durable_absent_recheck_ms, 30000,
+							1000, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	/*

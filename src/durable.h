@@ -96,6 +96,7 @@ extern int	durable_retention_s;
 extern int	durable_max_payload_bytes;
 extern int	durable_max_error_bytes;
 extern int	durable_naptime_ms;
+extern int	durable_absent_recheck_ms;
 extern int	durable_max_databases;	/* shared memory slots, fixed at start */
 #define DURABLE_DEFAULT_MAX_DATABASES	128
 extern bool durable_claim_floor_enabled;

@@ -17,8 +17,10 @@
  * the postmaster's notifications (bgw_notify_pid), so one slow database
  * never delays the others.  A worker finding no extension in its database
  * records it in the database's slot and exits; the launcher then tries that
- * database again only every WKR_ABSENT_RECHECK_MS, but at once when CREATE
- * EXTENSION durable commits there (the hook below sets its latch).  When
+ * database again only after durable.absent_recheck, a pause that doubles
+ * while the database stays without durable, up to ten times the setting
+ * (wkr_absent_recheck_at), but at once when CREATE EXTENSION durable commits
+ * there (the hook below sets its latch).  When
  * every slot is taken, a database that needs one takes the slot of a
  * database found without the extension, whose next check the launcher then
  * keeps in its own memory (wkr_absent): a cluster of many databases, few of
@@ -134,8 +136,8 @@ PGDLLEXPORT void durable_worker_main(Datum main_arg);
 /* ...doubled for each worker in a row that ended before finishing a pass, up to this. */
 #define WKR_RESTART_BACKOFF_MAX_MS	300000
 
-/* How often a database found without the extension is looked at again. */
-#define WKR_ABSENT_RECHECK_MS	30000
+/* The longest pause between two looks at a database without the extension, in durable.absent_recheck's. */
+#define WKR_ABSENT_RECHECK_GROWTH	10
 
 /*
  * Workers in flight at most — started, and not yet known to stay (see
@@ -230,6 +232,15 @@ typedef struct WkrAbsent
 } WkrAbsent;
 
 static List *wkr_absent = NIL;	/* of WkrAbsent, in TopMemoryContext */
+
+/* Since when a database has been found without the extension, look after look. */
+typedef struct WkrAbsentSince
+{
+	Oid			dboid;			/* the hash key */
+	int64		since;			/* durable_clock_us of the first of those looks */
+} WkrAbsentSince;
+
+static HTAB *wkr_absent_since = NULL;
 static List *wkr_warned_no_worker = NIL;
 static int64 wkr_no_room_since = 0;	/* first failed registration of a
 									 * shortage, or 0 */
@@ -347,6 +358,46 @@ wkr_database_listed(List *dbs, Oid dboid)
 	return false;
 }
 
+/*
+ * When a database found without the extension at checked_at is to be
+ * looked at again: after as long as it has been found so, look after look,
+ * within durable.absent_recheck and ten times that.  So the first two
+ * looks come a setting apart, and the later ones ever further, while a
+ * cluster of many databases without durable costs less and less (each look
+ * is a connection and a catalog scan); CREATE EXTENSION durable wakes the
+ * launcher at once anyway, the looks are only its safety net.
+ */
+static int64
+wkr_absent_recheck_at(Oid dboid, int64 checked_at)
+{
+	int64		least = (int64) durable_absent_recheck_ms * 1000;
+	WkrAbsentSince *entry;
+	bool		found;
+
+	if (wkr_absent_since == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(WkrAbsentSince);
+		wkr_absent_since = hash_create("durable databases without the extension", 64, &ctl,
+									   HASH_ELEM | HASH_BLOBS);
+	}
+	entry = (WkrAbsentSince *) hash_search(wkr_absent_since, &dboid, HASH_ENTER, &found);
+	if (!found || entry->since > checked_at)
+		entry->since = checked_at;
+	return checked_at + Min(Max(checked_at - entry->since, least),
+							least * WKR_ABSENT_RECHECK_GROWTH);
+}
+
+/* The database was found with the extension, or dropped: its pauses start over. */
+static void
+wkr_absent_since_forget(Oid dboid)
+{
+	if (wkr_absent_since != NULL)
+		(void) hash_search(wkr_absent_since, &dboid, HASH_REMOVE, NULL);
+}
+
 /* Forget what wkr_absent holds of the database. */
 static void
 wkr_absent_forget(Oid dboid)
@@ -415,9 +466,15 @@ wkr_forget_installed(void)
 	{
 		list_free_deep(wkr_absent);
 		wkr_absent = NIL;
+		if (wkr_absent_since != NULL)
+			hash_destroy(wkr_absent_since);
+		wkr_absent_since = NULL;
 	}
 	else if (OidIsValid(dboid))
+	{
 		wkr_absent_forget(dboid);
+		wkr_absent_since_forget(dboid);
+	}
 }
 
 /* Forget the databases of wkr_absent that are no longer in pg_database (dbs). */
@@ -425,6 +482,20 @@ static void
 wkr_forget_dropped_absent(List *dbs)
 {
 	ListCell   *lc;
+
+	if (wkr_absent_since != NULL)
+	{
+		HASH_SEQ_STATUS seq;
+		WkrAbsentSince *entry;
+
+		hash_seq_init(&seq, wkr_absent_since);
+		while ((entry = (WkrAbsentSince *) hash_seq_search(&seq)) != NULL)
+		{
+			/* (removing the entry just returned is allowed) */
+			if (!wkr_database_listed(dbs, entry->dboid))
+				(void) hash_search(wkr_absent_since, &entry->dboid, HASH_REMOVE, NULL);
+		}
+	}
 
 	foreach(lc, wkr_absent)
 	{
@@ -450,7 +521,7 @@ wkr_remember_absent(Oid dboid, int64 checked_at, int64 now)
 	absent = palloc(sizeof(WkrAbsent));
 
 	absent->dboid = dboid;
-	absent->recheck_at = Max(checked_at + (int64) WKR_ABSENT_RECHECK_MS * 1000, now);
+	absent->recheck_at = Max(wkr_absent_recheck_at(dboid, checked_at), now);
 	wkr_absent = lappend(wkr_absent, absent);
 	MemoryContextSwitchTo(old);
 }
@@ -550,7 +621,7 @@ wkr_slot_found(Oid dboid)
  * the database gets a slot) and returns NULL.  A database found without durable is checked
  * again only with a free slot or one of another database without durable:
  * taking the slot of one not swept (a template in use) for that check
- * would take it every 30 s, and its backends would take back the slot the
+ * would take it at every look, and its backends would take back the slot the
  * check gives up, resetting its counters each time.  Creating durable
  * there makes the launcher forget it (wkr_forget_installed).
  */
@@ -1027,12 +1098,16 @@ wkr_launch_workers(int64 now)
 		slot->not_swept = false;
 		if (slot->worker_pid == 0 && !slot->worker_starting)
 		{
-			int64		recheck = slot->worker_checked_at +
-				(int64) WKR_ABSENT_RECHECK_MS * 1000;
+			int64		recheck = 0;
+
+			if (slot->extension_absent)
+				recheck = wkr_absent_recheck_at(db->oid, slot->worker_checked_at);
+			else if (slot->worker_checked_at != 0)
+				wkr_absent_since_forget(db->oid);
 
 			if (slot->worker_blocked_until > now)
 				next = Min(next, slot->worker_blocked_until);
-			else if (slot->extension_absent && recheck > now)
+			else if (recheck > now)
 				next = Min(next, recheck);
 			else
 			{
@@ -1227,7 +1302,7 @@ wkr_my_installs(void)
  * EXTENSION durable has committed here since: the check may have looked
  * before that commit, and recording "absent" after the commit's wake
  * cleared it would keep the database without a worker until its next
- * check, 30 s later.
+ * check, durable.absent_recheck later or more.
  * (A commit whose wake comes after this record clears it itself.)
  */
 static bool
