@@ -421,10 +421,12 @@ extern bool durable_try_lock_chat(DurableQueue queue, Datum chat_id);
 /* ---- The hold a bulk load puts on the purge (load_hold.c) ---- */
 
 /*
- * Called by the utility hook after a COPY ran: one into one of durable's
- * journals holds the passes' purge until this session ends.
+ * Whether a utility statement about to run is a COPY into one of durable's
+ * journals; the hook then calls durable_load_hold_take once it ran, which
+ * holds the passes' purge until this session ends.
  */
-extern void durable_load_hold_copy(Node *parsetree);
+extern bool durable_load_hold_target(Node *parsetree);
+extern void durable_load_hold_take(void);
 /*
  * Whether a pass's purge waits: another session that loaded a journal is
  * still connected.  If not, loads that begin wait until this transaction

@@ -13,7 +13,11 @@
  * ran (a refused one would let any role with USAGE on the schema stop the
  * purge), takes a session lock that its session keeps until it ends (or
  * lets go of advisory locks: DISCARD ALL), and a pass's retention step
- * purges nothing while another session holds it.  The hook is installed
+ * purges nothing while another session holds it.  Which table the COPY
+ * loads is resolved before it runs, as the COPY resolves it: resolved
+ * again afterwards, the name could point elsewhere, for the COPY may have
+ * changed search_path (set_config in its WHERE clause), and a COPY into a
+ * temporary table named inbox took the hold (found by review).  The hook is installed
  * only when durable is preloaded.
  * (pg_restore --jobs: its workers, which load the data and add the keys,
  * keep their connections until the restore ends.)
@@ -68,21 +72,26 @@ load_hold_is_journal(Oid relid)
 	return journal;
 }
 
-void
-durable_load_hold_copy(Node *parsetree)
+bool
+durable_load_hold_target(Node *parsetree)
 {
 	CopyStmt   *stmt;
 	Oid			relid;
-	LOCKTAG		tag;
 
 	if (!IsA(parsetree, CopyStmt))
-		return;
+		return false;
 	stmt = (CopyStmt *) parsetree;
 	if (!stmt->is_from || stmt->relation == NULL)
-		return;
+		return false;
 	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
-	if (!OidIsValid(relid) || !load_hold_is_journal(relid))
-		return;
+	return OidIsValid(relid) && load_hold_is_journal(relid);
+}
+
+void
+durable_load_hold_take(void)
+{
+	LOCKTAG		tag;
+
 	load_hold_tag(&tag);
 	(void) LockAcquire(&tag, ShareLock, true, false);
 }

@@ -2067,6 +2067,7 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 	volatile Oid blocked_db = InvalidOid;
 	uint64		block_generation = 0;	/* (set before the PG_TRY) */
 	volatile bool durable_existed = false;
+	volatile bool copy_into_journal = false;
 
 	durable_ddl_guard(parsetree, context == PROCESS_UTILITY_TOPLEVEL);
 	switch (nodeTag(parsetree))
@@ -2117,6 +2118,9 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 			 * that can connect, changing nothing: only a statement that
 			 * creates or drops durable wakes anyone (below).
 			 */
+		case T_CopyStmt:
+			copy_into_journal = durable_load_hold_target(parsetree);
+			break;
 		case T_CreateExtensionStmt:
 			/* (durable may come in as another extension's requirement: CASCADE) */
 			durable_existed = OidIsValid(get_extension_oid("durable", true));
@@ -2192,7 +2196,8 @@ wkr_process_utility(PlannedStmt *pstmt, const char *queryString,
 			break;
 		case T_CopyStmt:
 			/* (after the COPY ran: one refused, by a role without INSERT, holds nothing) */
-			durable_load_hold_copy(parsetree);
+			if (copy_into_journal)
+				durable_load_hold_take();
 			break;
 		case T_DropStmt:
 		case T_DropOwnedStmt:

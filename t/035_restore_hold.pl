@@ -105,6 +105,31 @@ ok($node->poll_query_until('postgres',
 	'while its session is connected, the purge goes on');
 $reader->quit;
 
+# Nor does a COPY into a table of the caller's named like a journal that
+# changes search_path as it runs (in its WHERE clause), so that the name
+# resolves to the journal afterwards: until 2026-12-07 the hook resolved
+# it then, and any role with USAGE on the schema (a temporary table is
+# enough) stopped the purge for as long as its session lived (found by
+# review).
+$node->safe_psql('postgres', 'GRANT TEMPORARY ON DATABASE postgres TO hold_reader');
+$reader = $node->background_psql('postgres', extra_params => [ '-U', 'hold_reader' ]);
+$reader->query_safe(q{SET search_path = pg_temp, durable});
+$reader->query_safe(q{CREATE TEMP TABLE inbox (x int)});
+my $one_row = $node->basedir . '/one_row';
+append_to_file($one_row, "1\n");
+$reader->query_safe(qq{COPY inbox FROM '$one_row'
+	WHERE pg_catalog.set_config('search_path', 'durable, pg_temp', false) IS NOT NULL});
+is($reader->query_safe(q{SELECT pg_catalog.current_setting('search_path') || ' ' || (SELECT count(*) FROM pg_temp.inbox)}),
+	'durable, pg_temp 1', 'a COPY into a temporary table named inbox that changed search_path ran');
+is($node->safe_psql('postgres', q{
+		SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1146244164 AND objsubid = 17490}),
+	'0', 'and takes no hold');
+old_done_record('postgres', 'not held either');
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM durable.inbox WHERE message_id = 'not held either'"),
+	'while its session is connected, the purge goes on');
+$reader->quit;
+
 # ---- 2. a restore
 $node->safe_psql('postgres', 'CREATE DATABASE src');
 $node->safe_psql('src', q{
