@@ -60,6 +60,20 @@ sub record_count
 	return $node->safe_psql($db, "SELECT count(*) FROM durable.inbox WHERE message_id = '$message'");
 }
 
+# After a COPY that must not hold the purge, its session still connected:
+# no session holds it, and a record finished long ago ($message) is purged.
+sub takes_no_hold
+{
+	my ($message) = @_;
+	is($node->safe_psql('postgres', q{
+			SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1146244164 AND objsubid = 17490}),
+		'0', 'and takes no hold');
+	old_done_record('postgres', $message);
+	ok($node->poll_query_until('postgres',
+			"SELECT count(*) = 0 FROM durable.inbox WHERE message_id = '$message'"),
+		'while its session is connected, the purge goes on');
+}
+
 # ---- 1. the hold, by hand
 $node->safe_psql('postgres', 'CREATE EXTENSION durable');
 ok($node->poll_query_until('postgres',
@@ -96,13 +110,7 @@ my $reader = $node->background_psql('postgres', on_error_stop => 0, extra_params
 $reader->query("COPY durable.inbox FROM '/dev/null'");
 like($reader->{stderr}, qr/permission denied for table inbox/,
 	'a COPY into a journal by a role without INSERT is refused');
-is($node->safe_psql('postgres', q{
-		SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1146244164 AND objsubid = 17490}),
-	'0', 'and takes no hold');
-old_done_record('postgres', 'not held');
-ok($node->poll_query_until('postgres',
-		"SELECT count(*) = 0 FROM durable.inbox WHERE message_id = 'not held'"),
-	'while its session is connected, the purge goes on');
+takes_no_hold('not held');
 $reader->quit;
 
 # Nor does a COPY into a table of the caller's named like a journal that
@@ -121,13 +129,7 @@ $reader->query_safe(qq{COPY inbox FROM '$one_row'
 	WHERE pg_catalog.set_config('search_path', 'durable, pg_temp', false) IS NOT NULL});
 is($reader->query_safe(q{SELECT pg_catalog.current_setting('search_path') || ' ' || (SELECT count(*) FROM pg_temp.inbox)}),
 	'durable, pg_temp 1', 'a COPY into a temporary table named inbox that changed search_path ran');
-is($node->safe_psql('postgres', q{
-		SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1146244164 AND objsubid = 17490}),
-	'0', 'and takes no hold');
-old_done_record('postgres', 'not held either');
-ok($node->poll_query_until('postgres',
-		"SELECT count(*) = 0 FROM durable.inbox WHERE message_id = 'not held either'"),
-	'while its session is connected, the purge goes on');
+takes_no_hold('not held either');
 $reader->quit;
 
 # ---- 2. a restore
