@@ -14,10 +14,10 @@
  * purge), takes a session lock that its session keeps until it ends (or
  * lets go of advisory locks: DISCARD ALL), and a pass's retention step
  * purges nothing while another session holds it.  Which table the COPY
- * loads is resolved before it runs, as the COPY resolves it: resolved
- * again afterwards, the name could point elsewhere, for the COPY may have
- * changed search_path (set_config in its WHERE clause), and a COPY into a
- * temporary table named inbox took the hold (found by review).  The hook is installed
+ * loads is resolved before it runs, as the COPY resolves it, with its lock:
+ * resolved again afterwards, the name could point elsewhere, for the COPY
+ * may have changed search_path (set_config in its WHERE clause), and a
+ * COPY into a temporary table named inbox took the hold (found by review).  The hook is installed
  * only when durable is preloaded.
  * (pg_restore --jobs: its workers, which load the data and add the keys,
  * keep their connections until the restore ends.)
@@ -83,7 +83,13 @@ durable_load_hold_target(Node *parsetree)
 	stmt = (CopyStmt *) parsetree;
 	if (!stmt->is_from || stmt->relation == NULL)
 		return false;
-	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	/*
+	 * With the COPY's own lock, which it takes before its privilege check
+	 * too: taking it makes the lookup see the catalog as the COPY's will,
+	 * where one without a lock could use a cached lookup from before
+	 * another session's CREATE TABLE or DROP TABLE (found by review).
+	 */
+	relid = RangeVarGetRelid(stmt->relation, RowExclusiveLock, true);
 	return OidIsValid(relid) && load_hold_is_journal(relid);
 }
 

@@ -228,7 +228,7 @@ static List *wkr_warned_no_slot = NIL;	/* databases warned about, once per
 typedef struct WkrAbsent
 {
 	Oid			dboid;
-	int64		recheck_at;
+	int64		checked_at;		/* its last check (durable_clock_us) */
 } WkrAbsent;
 
 static List *wkr_absent = NIL;	/* of WkrAbsent, in TopMemoryContext */
@@ -426,6 +426,7 @@ static int64
 wkr_absent_until(Oid dboid, int64 now, bool *known)
 {
 	ListCell   *lc;
+	int64		recheck_at;
 
 	*known = false;
 	foreach(lc, wkr_absent)
@@ -435,8 +436,10 @@ wkr_absent_until(Oid dboid, int64 now, bool *known)
 		if (absent->dboid != dboid)
 			continue;
 		*known = true;
-		if (absent->recheck_at > now)
-			return absent->recheck_at;
+		/* (from the setting now: a reload applies to these databases too) */
+		recheck_at = wkr_absent_recheck_at(dboid, absent->checked_at);
+		if (recheck_at > now)
+			return recheck_at;
 	}
 	return 0;
 }
@@ -511,7 +514,7 @@ wkr_forget_dropped_absent(List *dbs)
 
 /* Remember that a database without durable gave up its slot, checked at checked_at. */
 static void
-wkr_remember_absent(Oid dboid, int64 checked_at, int64 now)
+wkr_remember_absent(Oid dboid, int64 checked_at)
 {
 	MemoryContext old;
 	WkrAbsent  *absent;
@@ -521,7 +524,7 @@ wkr_remember_absent(Oid dboid, int64 checked_at, int64 now)
 	absent = palloc(sizeof(WkrAbsent));
 
 	absent->dboid = dboid;
-	absent->recheck_at = Max(wkr_absent_recheck_at(dboid, checked_at), now);
+	absent->checked_at = checked_at;
 	wkr_absent = lappend(wkr_absent, absent);
 	MemoryContextSwitchTo(old);
 }
@@ -531,7 +534,7 @@ wkr_remember_absent(Oid dboid, int64 checked_at, int64 now)
  * wkr_take_absent_slot does for the slots the launcher takes.
  */
 static void
-wkr_collect_handed_over(int64 now)
+wkr_collect_handed_over(void)
 {
 	Oid			dboid;
 	int64		checked_at;
@@ -542,7 +545,7 @@ wkr_collect_handed_over(int64 now)
 	durable_shared->handed_dboid = InvalidOid;
 	SpinLockRelease(&durable_shared->mutex);
 	if (OidIsValid(dboid))
-		wkr_remember_absent(dboid, checked_at, now);
+		wkr_remember_absent(dboid, checked_at);
 }
 
 /*
@@ -553,7 +556,7 @@ wkr_collect_handed_over(int64 now)
  * again once it is swept).  NULL when there is none.
  */
 static DurableDbSlot *
-wkr_take_absent_slot(Oid dboid, bool take_unswept, int64 now)
+wkr_take_absent_slot(Oid dboid, bool take_unswept)
 {
 	DurableDbSlot *taken;
 	Oid			absent_db;
@@ -565,7 +568,7 @@ wkr_take_absent_slot(Oid dboid, bool take_unswept, int64 now)
 
 	if (OidIsValid(absent_db) && checked_at != 0)
 	{
-		wkr_remember_absent(absent_db, checked_at, now);
+		wkr_remember_absent(absent_db, checked_at);
 		ereport(DEBUG1,
 				(errmsg_internal("durable launcher: database %u takes the slot of database %u, which has no durable",
 								 dboid, absent_db)));
@@ -639,14 +642,14 @@ wkr_launcher_slot(const WkrDatabase *db, int64 now, int64 *absent_until)
 		return slot;
 	}
 	/* A backend may have taken its slot just now. */
-	wkr_collect_handed_over(now);
+	wkr_collect_handed_over();
 	*absent_until = wkr_absent_until(db->oid, now, &known_absent);
 	if (*absent_until != 0)
 		return NULL;
 	if (wkr_free_slot_exists())
 		slot = durable_db_slot(db->oid, true);
 	if (slot == NULL)
-		slot = wkr_take_absent_slot(db->oid, !known_absent, now);
+		slot = wkr_take_absent_slot(db->oid, !known_absent);
 	if (slot != NULL)
 		wkr_slot_found(db->oid);
 	else if (!known_absent)
@@ -1019,7 +1022,7 @@ wkr_launch_workers(int64 now)
 
 	wkr_free_orphan_slots(idle, dbs);
 	wkr_forget_dropped_absent(dbs);
-	wkr_collect_handed_over(now);
+	wkr_collect_handed_over();
 	wkr_forget_installed();
 
 	/*
@@ -1041,6 +1044,9 @@ wkr_launch_workers(int64 now)
 		DurableDbSlot *slot;
 		bool		start = false;
 		int64		absent_until;
+		bool		absent;
+		int64		checked_at;
+		int64		recheck;
 
 		/*
 		 * A tracked worker that has already given up its slot but not yet
@@ -1095,18 +1101,24 @@ wkr_launch_workers(int64 now)
 		/* A backend may have given the slot to its own database since. */
 		if (!durable_slot_lock_for(slot, db->oid))
 			continue;
+		absent = slot->extension_absent;
+		checked_at = slot->worker_checked_at;
+		SpinLockRelease(&slot->mutex);
+
+		/* (the hash of absences is looked up with no spinlock held) */
+		recheck = absent ? wkr_absent_recheck_at(db->oid, checked_at) : 0;
+		if (!absent && checked_at != 0)
+			wkr_absent_since_forget(db->oid);
+
+		if (!durable_slot_lock_for(slot, db->oid))
+			continue;
 		slot->not_swept = false;
 		if (slot->worker_pid == 0 && !slot->worker_starting)
 		{
-			int64		recheck = 0;
-
-			if (slot->extension_absent)
-				recheck = wkr_absent_recheck_at(db->oid, slot->worker_checked_at);
-			else if (slot->worker_checked_at != 0)
-				wkr_absent_since_forget(db->oid);
-
 			if (slot->worker_blocked_until > now)
 				next = Min(next, slot->worker_blocked_until);
+			else if (slot->extension_absent != absent || slot->worker_checked_at != checked_at)
+				next = Min(next, now + (int64) WKR_START_PACE_MS * 1000);	/* (changed meanwhile) */
 			else if (recheck > now)
 				next = Min(next, recheck);
 			else

@@ -132,6 +132,25 @@ is($reader->query_safe(q{SELECT pg_catalog.current_setting('search_path') || ' '
 takes_no_hold('not held either');
 $reader->quit;
 
+# Nor one whose session looked the name up (to the journal) before another
+# session created the table it names in a schema ahead on its search_path:
+# the COPY loads that table (its lock makes it look again), and until
+# 2026-12-07 the hook, looking up without a lock, took the name's cached
+# meaning, the journal (found by review).
+$node->safe_psql('postgres', 'CREATE SCHEMA evil AUTHORIZATION hold_reader');
+$reader = $node->background_psql('postgres', extra_params => [ '-U', 'hold_reader' ]);
+$reader->query_safe(q{BEGIN});
+$reader->query_safe(q{SET LOCAL search_path = evil, durable});
+is($reader->query_safe(q{SELECT pg_catalog.to_regclass('inbox')}), 'inbox',
+	'the name is the journal when the session looks it up');
+$node->safe_psql('postgres', 'SET ROLE hold_reader; CREATE TABLE evil.inbox (x int)');
+$reader->query_safe(qq{COPY inbox FROM '$one_row'});
+$reader->query_safe(q{COMMIT});
+is($reader->query_safe(q{SELECT count(*) FROM evil.inbox}), '1',
+	'a COPY after another session created a table of that name loads the table');
+takes_no_hold('not held either, mid-transaction');
+$reader->quit;
+
 # ---- 2. a restore
 $node->safe_psql('postgres', 'CREATE DATABASE src');
 $node->safe_psql('src', q{

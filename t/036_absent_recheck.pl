@@ -90,5 +90,33 @@ $offset = -s $node->logfile;
 sleep 10;
 is(scalar(look_times($offset)), 0, 'a reload that raises the setting spaces the looks out');
 
+# A database whose slot went to another keeps its next look in the
+# launcher's memory: a reload reaches it too.  Until 2026-12-07 (found by
+# review) its next look stayed where the old setting put it, up to ten
+# times that.  Two slots: postgres's (durable) and one the databases
+# without durable take in turn.
+$node->safe_psql('postgres', 'CREATE EXTENSION durable');
+$node->safe_psql('postgres', "CREATE DATABASE $_") for qw(plain2 plain3);
+$node->append_conf('postgresql.conf', "durable.max_databases = 2");
+$offset = -s $node->logfile;
+$node->restart;
+my @plain = qw(plain plain2 plain3);
+my $looked = 0;
+for (1 .. 300)
+{
+	my $log = slurp_file($node->logfile, $offset);
+	$looked = grep { $log =~ /extension not installed in database "$_"/ } @plain;
+	last if $looked == @plain;
+	sleep 0.1;
+}
+is($looked, 3, 'after a restart, each database without durable is looked at once');
+$node->append_conf('postgresql.conf', "durable.absent_recheck = '1s'");
+$node->reload;
+$offset = -s $node->logfile;
+sleep 15;
+my $log = slurp_file($node->logfile, $offset);
+is(join(' ', grep { $log !~ /extension not installed in database "$_"/ } @plain), '',
+	'a reload that lowers the setting reaches the databases whose slot went to another');
+
 $node->stop;
 done_testing();
