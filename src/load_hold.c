@@ -44,6 +44,7 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/lock.h"
+#include "utils/acl.h"
 #include "utils/lsyscache.h"
 
 #define LOAD_HOLD_KEY		0x44524C44
@@ -90,7 +91,16 @@ durable_load_hold_target(Node *parsetree)
 	 * another session's CREATE TABLE or DROP TABLE (found by review).
 	 */
 	relid = RangeVarGetRelid(stmt->relation, RowExclusiveLock, true);
-	return OidIsValid(relid) && load_hold_is_journal(relid);
+
+	/*
+	 * And only for a role that may load the journal: the COPY looks the
+	 * name up again, and another session's CREATE TABLE that committed in
+	 * between (our lookups above can take catalog changes in) sends it to
+	 * another table; without this, a role with no INSERT held the purge
+	 * by winning that race (found by review).
+	 */
+	return OidIsValid(relid) && load_hold_is_journal(relid) &&
+		pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) == ACLCHECK_OK;
 }
 
 void

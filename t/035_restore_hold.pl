@@ -151,6 +151,33 @@ is($reader->query_safe(q{SELECT count(*) FROM evil.inbox}), '1',
 takes_no_hold('not held either, mid-transaction');
 $reader->quit;
 
+# Nor one that another session's CREATE TABLE of that name sends elsewhere
+# after the hook looked the name up, before the COPY does: staged here
+# with a lock on pg_extension, which the hook reads after its lookup.
+# Until 2026-12-07 the hook took the hold for the journal it had found
+# (found by review; a loop of COPYs beside a loop of CREATE and DROP
+# TABLE won it within a second).
+$node->safe_psql('postgres', 'DROP TABLE evil.inbox');
+my $creator = $node->background_psql('postgres', extra_params => [ '-U', 'hold_reader' ]);
+$creator->query_safe(q{BEGIN});
+$creator->query_safe(q{CREATE TABLE evil.inbox (x int)});
+my $locker = $node->background_psql('postgres');
+$locker->query_safe(q{BEGIN});
+$locker->query_safe(q{LOCK pg_catalog.pg_extension IN ACCESS EXCLUSIVE MODE});
+$reader = $node->background_psql('postgres', extra_params => [ '-U', 'hold_reader' ]);
+$reader->query_safe(q{SET search_path = evil, durable});
+$reader->query_until(qr/started/, "\\echo started\nCOPY inbox FROM '$one_row';\n");
+ok($node->poll_query_until('postgres', q{
+		SELECT count(*) = 1 FROM pg_stat_activity
+		 WHERE usename = 'hold_reader' AND wait_event_type = 'Lock' AND query LIKE 'COPY%'}),
+	'the COPY waits, its name looked up by the hook');
+$creator->query_safe(q{COMMIT});
+$locker->query_safe(q{COMMIT});
+is($reader->query_safe(q{SELECT count(*) FROM evil.inbox}), '1',
+	'the COPY loads the table created meanwhile');
+takes_no_hold('not held after a race');
+$_->quit for ($reader, $creator, $locker);
+
 # ---- 2. a restore
 $node->safe_psql('postgres', 'CREATE DATABASE src');
 $node->safe_psql('src', q{
