@@ -13,12 +13,13 @@
  * ran (a refused one would let any role with USAGE on the schema stop the
  * purge), takes a session lock that its session keeps until it ends (or
  * lets go of advisory locks: DISCARD ALL), and a pass's retention step
- * purges nothing while another session holds it.  Which table the COPY
- * loads is resolved before it runs, as the COPY resolves it, with its lock:
- * resolved again afterwards, the name could point elsewhere, for the COPY
- * may have changed search_path (set_config in its WHERE clause), and a
- * COPY into a temporary table named inbox took the hold (found by review).  The hook is installed
- * only when durable is preloaded.
+ * purges nothing while another session holds it.  Only a role that may
+ * load the journal takes it, and which table the COPY loads is resolved
+ * before it runs, as the COPY resolves it, with its lock: resolved again
+ * afterwards, the name could point elsewhere, for the COPY may have changed
+ * search_path (set_config in its WHERE clause), and a COPY into a
+ * temporary table named inbox took the hold (found by review).  The hook
+ * is installed only when durable is preloaded.
  * (pg_restore --jobs: its workers, which load the data and add the keys,
  * keep their connections until the restore ends.)
  *

@@ -136,7 +136,10 @@ PGDLLEXPORT void durable_worker_main(Datum main_arg);
 /* ...doubled for each worker in a row that ended before finishing a pass, up to this. */
 #define WKR_RESTART_BACKOFF_MAX_MS	300000
 
-/* The longest pause between two looks at a database without the extension, in durable.absent_recheck's. */
+/*
+ * The longest pause between two looks at a database without the
+ * extension, in durable.absent_recheck's.
+ */
 #define WKR_ABSENT_RECHECK_GROWTH	10
 
 /*
@@ -241,6 +244,7 @@ typedef struct WkrAbsentSince
 } WkrAbsentSince;
 
 static HTAB *wkr_absent_since = NULL;
+
 static List *wkr_warned_no_worker = NIL;
 static int64 wkr_no_room_since = 0;	/* first failed registration of a
 									 * shortage, or 0 */
