@@ -227,23 +227,19 @@ static int	wkr_ntracked = 0;
 static List *wkr_warned_no_slot = NIL;	/* databases warned about, once per
 										 * shortage */
 
-/* A database found without the extension whose slot was given to another. */
+/*
+ * A database found without the extension, look after look; forgotten once
+ * it is found with it, dropped, or durable is created there.
+ */
 typedef struct WkrAbsent
-{
-	Oid			dboid;
-	int64		checked_at;		/* its last check (durable_clock_us) */
-} WkrAbsent;
-
-static List *wkr_absent = NIL;	/* of WkrAbsent, in TopMemoryContext */
-
-/* Since when a database has been found without the extension, look after look. */
-typedef struct WkrAbsentSince
 {
 	Oid			dboid;			/* the hash key */
 	int64		since;			/* durable_clock_us of the first of those looks */
-} WkrAbsentSince;
+	int64		given_away_at;	/* the last look, when its slot then went to
+								 * another database; else 0 */
+} WkrAbsent;
 
-static HTAB *wkr_absent_since = NULL;
+static HTAB *wkr_absent = NULL; /* of WkrAbsent, by dboid */
 
 static List *wkr_warned_no_worker = NIL;
 static int64 wkr_no_room_since = 0;	/* first failed registration of a
@@ -362,6 +358,38 @@ wkr_database_listed(List *dbs, Oid dboid)
 	return false;
 }
 
+/* What the launcher remembers of a database without durable, entered if need be. */
+static WkrAbsent *
+wkr_absent_enter(Oid dboid, int64 checked_at)
+{
+	WkrAbsent  *absent;
+	bool		found;
+
+	if (wkr_absent == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(WkrAbsent);
+		wkr_absent = hash_create("durable databases without the extension", 64, &ctl,
+								 HASH_ELEM | HASH_BLOBS);
+	}
+	absent = (WkrAbsent *) hash_search(wkr_absent, &dboid, HASH_ENTER, &found);
+	if (!found)
+		absent->given_away_at = 0;
+	if (!found || absent->since > checked_at)
+		absent->since = checked_at;
+	return absent;
+}
+
+static WkrAbsent *
+wkr_absent_find(Oid dboid)
+{
+	if (wkr_absent == NULL)
+		return NULL;
+	return (WkrAbsent *) hash_search(wkr_absent, &dboid, HASH_FIND, NULL);
+}
+
 /*
  * When a database found without the extension at checked_at is to be
  * looked at again: after as long as it has been found so, look after look,
@@ -369,83 +397,44 @@ wkr_database_listed(List *dbs, Oid dboid)
  * looks come a setting apart, and the later ones ever further, while a
  * cluster of many databases without durable costs less and less (each look
  * is a connection and a catalog scan); CREATE EXTENSION durable wakes the
- * launcher at once anyway, the looks are only its safety net.
+ * launcher at once anyway, the looks are only its safety net.  Computed
+ * from the setting when asked, so a reload reaches every database.
  */
 static int64
 wkr_absent_recheck_at(Oid dboid, int64 checked_at)
 {
 	int64		least = (int64) durable_absent_recheck_ms * 1000;
-	WkrAbsentSince *entry;
-	bool		found;
+	WkrAbsent  *absent = wkr_absent_enter(dboid, checked_at);
 
-	if (wkr_absent_since == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(Oid);
-		ctl.entrysize = sizeof(WkrAbsentSince);
-		wkr_absent_since = hash_create("durable databases without the extension", 64, &ctl,
-									   HASH_ELEM | HASH_BLOBS);
-	}
-	entry = (WkrAbsentSince *) hash_search(wkr_absent_since, &dboid, HASH_ENTER, &found);
-	if (!found || entry->since > checked_at)
-		entry->since = checked_at;
-	return checked_at + Min(Max(checked_at - entry->since, least),
+	return checked_at + Min(Max(checked_at - absent->since, least),
 							least * WKR_ABSENT_RECHECK_GROWTH);
 }
 
 /* The database was found with the extension, or dropped: its pauses start over. */
 static void
-wkr_absent_since_forget(Oid dboid)
-{
-	if (wkr_absent_since != NULL)
-		(void) hash_search(wkr_absent_since, &dboid, HASH_REMOVE, NULL);
-}
-
-/* Forget what wkr_absent holds of the database. */
-static void
 wkr_absent_forget(Oid dboid)
 {
-	ListCell   *lc;
-
-	foreach(lc, wkr_absent)
-	{
-		WkrAbsent  *absent = (WkrAbsent *) lfirst(lc);
-
-		if (absent->dboid == dboid)
-		{
-			wkr_absent = foreach_delete_current(wkr_absent, lc);
-			pfree(absent);
-		}
-	}
+	if (wkr_absent != NULL)
+		(void) hash_search(wkr_absent, &dboid, HASH_REMOVE, NULL);
 }
 
 /*
  * When the database was found without the extension and gave up its slot:
- * when it is due to be checked again, else 0 (also once due: it is
+ * when it is due to be checked again, else 0 (also once due: that is
  * forgotten when it gets a slot for the check, or durable is created there).
  * *known tells whether it was found so at all.
  */
 static int64
 wkr_absent_until(Oid dboid, int64 now, bool *known)
 {
-	ListCell   *lc;
+	WkrAbsent  *absent = wkr_absent_find(dboid);
 	int64		recheck_at;
 
-	*known = false;
-	foreach(lc, wkr_absent)
-	{
-		WkrAbsent  *absent = (WkrAbsent *) lfirst(lc);
-
-		if (absent->dboid != dboid)
-			continue;
-		*known = true;
-		/* (from the setting now: a reload applies to these databases too) */
-		recheck_at = wkr_absent_recheck_at(dboid, absent->checked_at);
-		if (recheck_at > now)
-			return recheck_at;
-	}
-	return 0;
+	*known = (absent != NULL && absent->given_away_at != 0);
+	if (!*known)
+		return 0;
+	recheck_at = wkr_absent_recheck_at(dboid, absent->given_away_at);
+	return recheck_at > now ? recheck_at : 0;
 }
 
 /*
@@ -471,48 +460,29 @@ wkr_forget_installed(void)
 	SpinLockRelease(&durable_shared->mutex);
 	if (more)
 	{
-		list_free_deep(wkr_absent);
-		wkr_absent = NIL;
-		if (wkr_absent_since != NULL)
-			hash_destroy(wkr_absent_since);
-		wkr_absent_since = NULL;
+		if (wkr_absent != NULL)
+			hash_destroy(wkr_absent);
+		wkr_absent = NULL;
 	}
 	else if (OidIsValid(dboid))
-	{
 		wkr_absent_forget(dboid);
-		wkr_absent_since_forget(dboid);
-	}
 }
 
 /* Forget the databases of wkr_absent that are no longer in pg_database (dbs). */
 static void
 wkr_forget_dropped_absent(List *dbs)
 {
-	ListCell   *lc;
+	HASH_SEQ_STATUS seq;
+	WkrAbsent  *absent;
 
-	if (wkr_absent_since != NULL)
+	if (wkr_absent == NULL)
+		return;
+	hash_seq_init(&seq, wkr_absent);
+	while ((absent = (WkrAbsent *) hash_seq_search(&seq)) != NULL)
 	{
-		HASH_SEQ_STATUS seq;
-		WkrAbsentSince *entry;
-
-		hash_seq_init(&seq, wkr_absent_since);
-		while ((entry = (WkrAbsentSince *) hash_seq_search(&seq)) != NULL)
-		{
-			/* (removing the entry just returned is allowed) */
-			if (!wkr_database_listed(dbs, entry->dboid))
-				(void) hash_search(wkr_absent_since, &entry->dboid, HASH_REMOVE, NULL);
-		}
-	}
-
-	foreach(lc, wkr_absent)
-	{
-		WkrAbsent  *absent = (WkrAbsent *) lfirst(lc);
-
+		/* (removing the entry just returned is allowed) */
 		if (!wkr_database_listed(dbs, absent->dboid))
-		{
-			wkr_absent = foreach_delete_current(wkr_absent, lc);
-			pfree(absent);
-		}
+			wkr_absent_forget(absent->dboid);
 	}
 }
 
@@ -520,17 +490,7 @@ wkr_forget_dropped_absent(List *dbs)
 static void
 wkr_remember_absent(Oid dboid, int64 checked_at)
 {
-	MemoryContext old;
-	WkrAbsent  *absent;
-
-	wkr_absent_forget(dboid);
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	absent = palloc(sizeof(WkrAbsent));
-
-	absent->dboid = dboid;
-	absent->checked_at = checked_at;
-	wkr_absent = lappend(wkr_absent, absent);
-	MemoryContextSwitchTo(old);
+	wkr_absent_enter(dboid, checked_at)->given_away_at = checked_at;
 }
 
 /*
@@ -610,13 +570,17 @@ wkr_warn_no_slot(const WkrDatabase *db)
 }
 
 /*
- * The database has a slot: nothing known of it without one holds any more,
- * and it is warned about again should it lose the slot and find none.
+ * The database has a slot: its look from before it gave the slot away no
+ * longer counts (since when it has been without durable still does), and it
+ * is warned about again should it lose the slot and find none.
  */
 static void
 wkr_slot_found(Oid dboid)
 {
-	wkr_absent_forget(dboid);
+	WkrAbsent  *absent = wkr_absent_find(dboid);
+
+	if (absent != NULL)
+		absent->given_away_at = 0;
 	wkr_warned_no_slot = list_delete_oid(wkr_warned_no_slot, dboid);
 }
 
@@ -1112,7 +1076,7 @@ wkr_launch_workers(int64 now)
 		/* (the hash of absences is looked up with no spinlock held) */
 		recheck = absent ? wkr_absent_recheck_at(db->oid, checked_at) : 0;
 		if (!absent && checked_at != 0)
-			wkr_absent_since_forget(db->oid);
+			wkr_absent_forget(db->oid);
 
 		if (!durable_slot_lock_for(slot, db->oid))
 			continue;
