@@ -302,6 +302,10 @@ dshm_take_absent_slot(void)
 	/* The launcher frees the record, and starts this database's worker. */
 	if (latch != NULL)
 		SetLatch(latch);
+	if (OidIsValid(absent_db))
+		ereport(DEBUG1,
+				(errmsg_internal("durable: database %u takes the slot of database %u, which has no durable",
+								 MyDatabaseId, absent_db)));
 	return taken;
 }
 
