@@ -421,7 +421,7 @@ extern bool durable_try_lock_chat(DurableQueue queue, Datum chat_id);
 /* ---- The hold a bulk load puts on the purge (load_hold.c) ---- */
 
 /*
- * Whether a utility statement about to run is a COPY into one of durable's
+ * Whether a COPY statement about to run loads one of durable's
  * journals; the hook then calls durable_load_hold_take once it ran, which
  * holds the passes' purge until this session ends.
  */

@@ -77,12 +77,9 @@ load_hold_is_journal(Oid relid)
 bool
 durable_load_hold_target(Node *parsetree)
 {
-	CopyStmt   *stmt;
+	CopyStmt   *stmt = castNode(CopyStmt, parsetree);
 	Oid			relid;
 
-	if (!IsA(parsetree, CopyStmt))
-		return false;
-	stmt = (CopyStmt *) parsetree;
 	if (!stmt->is_from || stmt->relation == NULL)
 		return false;
 	/*
