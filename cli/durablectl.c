@@ -467,6 +467,52 @@ version_older(const char *a, const char *b)
 }
 
 /*
+ * PQconnectdbParams, with what libpq prints meanwhile shown escaped.  The
+ * server may send notices while the connection starts (a setting of the
+ * role's or the database's it cannot apply, a collation version mismatch),
+ * which name a database or a setting another role chose; libpq hands them
+ * to its default notice processor, which prints them to stderr as they are,
+ * terminal controls included.  A receiver of our own cannot be set before
+ * the connection exists, and starting it with PQconnectStartParams would
+ * lose libpq's own connect_timeout, which moves on to the next host of a
+ * list: so stderr goes to a temporary file meanwhile, shown escaped after.
+ */
+static PGconn *
+connect_showing_notices(const char *const *keywords, const char *const *values)
+{
+	FILE	   *caught = NULL;
+	int			saved = -1;
+	PGconn	   *conn;
+
+	fflush(stderr);
+	/* (with no stderr open, the file would take its descriptor) */
+	if (fcntl(STDERR_FILENO, F_GETFD) != -1 && (caught = tmpfile()) != NULL &&
+		(saved = dup(STDERR_FILENO)) >= 0 && dup2(fileno(caught), STDERR_FILENO) < 0)
+	{
+		close(saved);
+		saved = -1;
+	}
+	conn = PQconnectdbParams(keywords, values, 1);
+	if (saved >= 0)
+	{
+		char		text[8192];
+		size_t		len;
+
+		fflush(stderr);
+		(void) dup2(saved, STDERR_FILENO);
+		close(saved);
+		rewind(caught);
+		len = fread(text, 1, sizeof(text) - 1, caught);
+		text[len] = '\0';
+		if (len > 0)
+			message_lines("server", text, fgetc(caught) == EOF ? "" : " [...]");
+	}
+	if (caught != NULL)
+		fclose(caught);
+	return conn;
+}
+
+/*
  * Connect with the libpq options and environment, prompting for a password
  * when the server asks for one (unless -w), or up front with -W, in UTF-8
  * whatever the environment says (SQL_ASCII from a SQL_ASCII database).  Then
@@ -522,7 +568,7 @@ connect_db(const Options *opt)
 		keywords[n] = NULL;
 		values[n] = NULL;
 
-		conn = PQconnectdbParams(keywords, values, 1);
+		conn = connect_showing_notices(keywords, values);
 		if (conn == NULL)
 		{
 			error("out of memory");
