@@ -19,7 +19,7 @@
  * records it in the database's slot and exits; the launcher then tries that
  * database again only after durable.absent_recheck, a pause that doubles
  * while the database stays without durable, up to ten times the setting
- * (wkr_absent_recheck_at), but at once when CREATE EXTENSION durable commits
+ * (wkr_absent_pause_end), but at once when CREATE EXTENSION durable commits
  * there (the hook below sets its latch).  When
  * every slot is taken, a database that needs one takes the slot of a
  * database found without the extension, whose next check the launcher then
@@ -401,13 +401,19 @@ wkr_absent_find(Oid dboid)
  * from the setting when asked, so a reload reaches every database.
  */
 static int64
-wkr_absent_recheck_at(Oid dboid, int64 checked_at)
+wkr_absent_pause_end(const WkrAbsent *absent, int64 checked_at)
 {
 	int64		least = (int64) durable_absent_recheck_ms * 1000;
-	WkrAbsent  *absent = wkr_absent_enter(dboid, checked_at);
 
 	return checked_at + Min(Max(checked_at - absent->since, least),
 							least * WKR_ABSENT_RECHECK_GROWTH);
+}
+
+/* The same for a database its worker just found without durable at checked_at. */
+static int64
+wkr_absent_recheck_at(Oid dboid, int64 checked_at)
+{
+	return wkr_absent_pause_end(wkr_absent_enter(dboid, checked_at), checked_at);
 }
 
 /* The database was found with the extension, or dropped: its pauses start over. */
@@ -433,7 +439,8 @@ wkr_absent_until(Oid dboid, int64 now, bool *known)
 	*known = (absent != NULL && absent->given_away_at != 0);
 	if (!*known)
 		return 0;
-	recheck_at = wkr_absent_recheck_at(dboid, absent->given_away_at);
+	/* (its since is no later: wkr_remember_absent entered given_away_at) */
+	recheck_at = wkr_absent_pause_end(absent, absent->given_away_at);
 	return recheck_at > now ? recheck_at : 0;
 }
 
