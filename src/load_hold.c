@@ -41,6 +41,7 @@
 #include "durable.h"
 
 #include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
@@ -81,6 +82,15 @@ durable_load_hold_target(Node *parsetree)
 	Oid			relid;
 
 	if (!stmt->is_from || stmt->relation == NULL)
+		return false;
+	/*
+	 * The COPY refuses a server file or program to a role without the
+	 * server role before it locks the table; looking the table up with its
+	 * lock first made that refusal wait in the journal's lock queue.
+	 */
+	if (stmt->filename != NULL &&
+		!has_privs_of_role(GetUserId(), stmt->is_program ? ROLE_PG_EXECUTE_SERVER_PROGRAM
+						   : ROLE_PG_READ_SERVER_FILES))
 		return false;
 	/*
 	 * With the COPY's own lock, which it takes before its privilege check

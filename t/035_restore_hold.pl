@@ -132,6 +132,26 @@ is($reader->query_safe(q{SELECT pg_catalog.current_setting('search_path') || ' '
 takes_no_hold('not held either');
 $reader->quit;
 
+# A COPY from a server file by a role that may not read them fails as
+# PostgreSQL fails it, at once: until 2026-12-07 the hook looked the
+# journal up with the COPY's lock first, so such a COPY queued for the
+# journal's lock behind any session's (a REINDEX, a restore's keys) before
+# its refusal.
+$node->safe_psql('postgres', 'CREATE ROLE file_stranger LOGIN; GRANT USAGE ON SCHEMA durable TO file_stranger');
+my $locker = $node->background_psql('postgres');
+$locker->query_safe(q{BEGIN});
+$locker->query_safe(q{LOCK durable.inbox IN ACCESS EXCLUSIVE MODE});
+for my $source ("FROM '/dev/null'", "FROM PROGRAM 'true'")
+{
+	my ($stdout, $stderr);
+	$node->psql('postgres', "SET lock_timeout = '5s'; COPY durable.inbox $source",
+		stdout => \$stdout, stderr => \$stderr, extra_params => [ '-U', 'file_stranger' ]);
+	like($stderr, qr/must be superuser or have privileges of the pg_(read_server_files|execute_server_program) role/,
+		"COPY durable.inbox $source by a role without the server role is refused without waiting for the journal's lock");
+}
+$locker->query_safe(q{ROLLBACK});
+$locker->quit;
+
 # Nor one whose session looked the name up (to the journal) before another
 # session created the table it names in a schema ahead on its search_path:
 # the COPY loads that table (its lock makes it look again), and until
@@ -161,7 +181,7 @@ $node->safe_psql('postgres', 'DROP TABLE evil.inbox');
 my $creator = $node->background_psql('postgres', extra_params => [ '-U', 'hold_reader' ]);
 $creator->query_safe(q{BEGIN});
 $creator->query_safe(q{CREATE TABLE evil.inbox (x int)});
-my $locker = $node->background_psql('postgres');
+$locker = $node->background_psql('postgres');
 $locker->query_safe(q{BEGIN});
 $locker->query_safe(q{LOCK pg_catalog.pg_extension IN ACCESS EXCLUSIVE MODE});
 $reader = $node->background_psql('postgres', extra_params => [ '-U', 'hold_reader' ]);
