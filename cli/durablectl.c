@@ -95,6 +95,7 @@ typedef struct Options
 	bool		json;
 	bool		yes;
 	bool		ready;
+	const char *state;			/* retry, discard: act only on a send in this state */
 	long		limit;
 	long		offset;
 	bool		paged;			/* --limit or --offset given */
@@ -193,6 +194,7 @@ usage(FILE *out)
 			"  -j, --json           status, dlq, unknown, watch: JSON output for scripts\n"
 			"  -l, --limit=N        dlq, unknown: at most N records (default %d)\n"
 			"  -o, --offset=N       dlq, unknown: skip the first N records (default 0)\n"
+			"  -s, --state=STATE    retry, discard: only if the send is in STATE now\n"
 			"  -y, --yes            discard: do not ask for confirmation\n"
 			"  -r, --ready          watch: also print durable_ready notifications\n"
 			"  -V, --version        output version information, then exit\n"
@@ -267,6 +269,24 @@ check_options_apply(const Options *opt, const char *command)
 		usage_error("option --yes applies to discard, not to %s", command);
 	if (opt->ready && strcmp(command, "watch") != 0)
 		usage_error("option --ready applies to watch, not to %s", command);
+	if (opt->state && strcmp(command, "retry") != 0 && strcmp(command, "discard") != 0)
+		usage_error("option --state applies to retry and discard, not to %s", command);
+}
+
+/*
+ * Whether `state` names a state that the command can act on: a send is
+ * retried from dead, failed or unknown, and discarded from any state.
+ */
+static bool
+state_applies(const char *state, const char *command)
+{
+	static const char *const states[] = {"dead", "failed", "unknown", "pending", "sending", "sent", NULL};
+	int			retryable = 3;
+
+	for (int i = 0; states[i] != NULL; i++)
+		if (strcmp(state, states[i]) == 0)
+			return i < retryable || strcmp(command, "discard") == 0;
+	return false;
 }
 
 static void
@@ -1094,7 +1114,8 @@ cmd_outbox_list(const Options *opt, const char *state)
 		print_page_footer(total, opt->offset, PQntuples(res));
 		if (total > 0)
 			printf(dead ? "Send one again with: durablectl retry KEY (or drop it: durablectl discard KEY)\n"
-				   : "Check each with the provider, then: durablectl retry KEY (it was not sent) or durablectl discard KEY (it was)\n");
+				   : "Check each with the provider, then: durablectl retry --state=unknown KEY (it was not sent)\n"
+				   "or durablectl discard --state=unknown KEY (it was)\n");
 	}
 	PQclear(res);
 	return EXIT_DONE;
@@ -1116,13 +1137,95 @@ cmd_replay(const char *id)
 	return EXIT_DONE;
 }
 
+/*
+ * Call durable.outbox_retry or durable.outbox_discard (fn) on the send
+ * only as the operator expects it: in `state` (--state), and still the row
+ * version `version` shown to the operator (NULL: no such expectation).
+ * Any change of the row gives it another xmin; in a repeatable read
+ * snapshot the call fails (40001) rather than act on a version written
+ * since by a transaction that was still open when the statement started,
+ * and that it waited for.  Returns the call's one row, or NULL when the
+ * send is not as expected (gone, or changed).
+ */
+static PGresult *
+outbox_act_as_expected(const char *fn, const char *key, const char *state, const char *version)
+{
+	static const char *const changed_since[] = {"40001", NULL};
+	const char *params[3] = {key, state, version};
+	char		sql[512];
+	PGresult   *res;
+
+	snprintf(sql, sizeof(sql),
+			 "SELECT durable.%s(o.key) AS result FROM ONLY durable.outbox o"
+			 " WHERE o.key = $1"
+			 " AND ($2::pg_catalog.text IS NULL OR o.state OPERATOR(pg_catalog.=) $2::pg_catalog.text)"
+			 " AND ($3::pg_catalog.xid IS NULL OR o.xmin OPERATOR(pg_catalog.=) $3::pg_catalog.xid)",
+			 fn);
+	PQclear(run("BEGIN ISOLATION LEVEL REPEATABLE READ", 0, NULL, PGRES_COMMAND_OK));
+	res = try_run(sql, 3, params, changed_since, NULL);
+	if (res != NULL && PQntuples(res) != 1)
+	{
+		PQclear(res);
+		res = NULL;
+	}
+	PQclear(run(res != NULL ? "COMMIT" : "ROLLBACK", 0, NULL, PGRES_COMMAND_OK));
+	return res;
+}
+
+/*
+ * A send that outbox_act_as_expected left alone: say how it is now and
+ * end (status 1); returns when it is gone altogether.  `asked`: the
+ * operator was shown the send and asked about it.
+ */
+static void
+outbox_not_as_expected(const char *key, const char *verb, const char *state, bool asked)
+{
+	const char *params[1] = {key};
+	PGresult   *res = run("SELECT o.state, o.attempts FROM ONLY durable.outbox o WHERE o.key = $1",
+						  1, params, PGRES_TUPLES_OK);
+	const char *now;
+
+	if (PQntuples(res) == 0)
+	{
+		PQclear(res);
+		return;
+	}
+	now = col(res, 0, "state");
+	if (state != NULL && strcmp(now, state) != 0)
+	{
+		error("send \"%s\" is %s, not %s: not %s", shown(key), now, state, verb);
+		hint("Look at it again before you decide (durablectl status, unknown, dlq outbox).");
+	}
+	else
+	{
+		error("send \"%s\" changed while you were %s (it is now %s, %s attempts): not %s",
+			  shown(key), asked ? "asked" : "acting on it", now, col(res, 0, "attempts"), verb);
+		hint("Run the command again to act on it as it is now.");
+	}
+	PQclear(res);
+	finish(EXIT_ERROR);
+}
+
+/*
+ * retry; with --state, only a send in that state now: an operator who saw
+ * a failed send (never delivered) must not resend it once a later attempt
+ * made it unknown (perhaps delivered).  --state reads the outbox, so it
+ * needs SELECT on it besides EXECUTE on outbox_retry.
+ */
 static int
-cmd_retry(const char *key)
+cmd_retry(const Options *opt, const char *key)
 {
 	const char *params[1] = {key};
 	PGresult   *res;
 
-	res = run("SELECT durable.outbox_retry($1)", 1, params, PGRES_TUPLES_OK);
+	if (opt->state == NULL)
+		res = run("SELECT durable.outbox_retry($1)", 1, params, PGRES_TUPLES_OK);
+	else if ((res = outbox_act_as_expected("outbox_retry", key, opt->state, NULL)) == NULL)
+	{
+		outbox_not_as_expected(key, "retried", opt->state, false);
+		error("no send with key \"%s\"", shown(key));
+		finish(EXIT_ERROR);
+	}
 	PQclear(res);
 	printf("send \"%s\" is due again\n", shown(key));
 	return EXIT_DONE;
@@ -1139,36 +1242,16 @@ confirmed(const char *answer)
 }
 
 /*
- * A send shown for discard that is no longer as it was shown: say how it
- * is now and end (status 1); returns when it is gone altogether.
- */
-static void
-discard_changed(const char *key)
-{
-	const char *params[1] = {key};
-	PGresult   *res = run("SELECT o.state, o.attempts FROM ONLY durable.outbox o WHERE o.key = $1",
-						  1, params, PGRES_TUPLES_OK);
-
-	if (PQntuples(res) == 0)
-	{
-		PQclear(res);
-		return;
-	}
-	error("send \"%s\" changed while you were asked (it is now %s, %s attempts): not discarded",
-		  shown(key), col(res, 0, "state"), col(res, 0, "attempts"));
-	hint("Run discard again to see it as it is now.");
-	PQclear(res);
-	finish(EXIT_ERROR);
-}
-
-/*
  * discard: show the send when this role may read the outbox, ask unless
  * --yes, then call outbox_discard.  Without a terminal to ask on and
  * without --yes it refuses (status 1): a script must say --yes itself.
  * A send shown is discarded only as it was shown: one that changed while
  * the operator was asked (another operator's retry made it pending, its
  * sender settled it) is left alone, since the answer was about the send
- * as it was.  A key with no send is not asked about.
+ * as it was.  A key with no send is not asked about.  With --state, only a
+ * send in that state is discarded (and one shown in another state is not
+ * asked about): a script that discards an unknown send the provider has
+ * must not discard it once another operator's retry made it pending.
  */
 static int
 cmd_discard(const Options *opt, const char *key)
@@ -1203,6 +1286,11 @@ cmd_discard(const Options *opt, const char *key)
 		}
 		if (res != NULL && PQntuples(res) == 1)
 		{
+			if (opt->state != NULL && strcmp(col(res, 0, "state"), opt->state) != 0)
+			{
+				error("send \"%s\" is %s, not %s: not discarded", shown(key), col(res, 0, "state"), opt->state);
+				finish(EXIT_ERROR);
+			}
 			snprintf(shown_version, sizeof(shown_version), "%s", col(res, 0, "version"));
 			fprintf(stderr, "Send \"%s\": %s, chat %s, %s attempts, journaled %s%s%s\n", shown(key),
 					col(res, 0, "state"), shown(col(res, 0, "chat_id")), col(res, 0, "attempts"),
@@ -1221,34 +1309,17 @@ cmd_discard(const Options *opt, const char *key)
 		}
 	}
 
-	if (shown_version[0] != '\0')
+	if (shown_version[0] != '\0' || opt->state != NULL)
 	{
-		static const char *const changed_since[] = {"40001", NULL};
-
-		/*
-		 * Any change of the row since it was shown gave it another xmin.  In
-		 * a repeatable read snapshot, the discard fails (40001) rather than
-		 * delete a version written since by a transaction that was still
-		 * open when the statement started, and that it waited for.
-		 */
-		params[1] = shown_version;
-		PQclear(run("BEGIN ISOLATION LEVEL REPEATABLE READ", 0, NULL, PGRES_COMMAND_OK));
-		res = try_run("SELECT durable.outbox_discard(o.key) AS existed"
-					  " FROM ONLY durable.outbox o"
-					  " WHERE o.key = $1 AND o.xmin OPERATOR(pg_catalog.=) $2::pg_catalog.xid",
-					  2, params, changed_since, NULL);
-		existed = res != NULL && PQntuples(res) == 1 && strcmp(col(res, 0, "existed"), "t") == 0;
-		PQclear(run(res != NULL ? "COMMIT" : "ROLLBACK", 0, NULL, PGRES_COMMAND_OK));
-		PQclear(res);
-		if (!existed)
-			discard_changed(key);
+		res = outbox_act_as_expected("outbox_discard", key, opt->state,
+									 shown_version[0] != '\0' ? shown_version : NULL);
+		if (res == NULL)
+			outbox_not_as_expected(key, "discarded", opt->state, shown_version[0] != '\0');
 	}
 	else
-	{
-		res = run("SELECT durable.outbox_discard($1) AS existed", 1, params, PGRES_TUPLES_OK);
-		existed = strcmp(col(res, 0, "existed"), "t") == 0;
-		PQclear(res);
-	}
+		res = run("SELECT durable.outbox_discard($1) AS result", 1, params, PGRES_TUPLES_OK);
+	existed = res != NULL && strcmp(col(res, 0, "result"), "t") == 0;
+	PQclear(res);
 	if (!existed)
 	{
 		error("no send with key \"%s\"", shown(key));
@@ -1425,6 +1496,7 @@ main(int argc, char **argv)
 		{"json", no_argument, NULL, 'j'},
 		{"limit", required_argument, NULL, 'l'},
 		{"offset", required_argument, NULL, 'o'},
+		{"state", required_argument, NULL, 's'},
 		{"yes", no_argument, NULL, 'y'},
 		{"ready", no_argument, NULL, 'r'},
 		{"version", no_argument, NULL, 'V'},
@@ -1467,7 +1539,7 @@ main(int argc, char **argv)
 	 * (optopt 0) also inside a group (-?j, --json -?j), and from byte 0xff
 	 * (optopt -1: glibc stores the letter as a char).
 	 */
-	while ((c = getopt_long(argc, argv, "d:h:p:U:wWjl:o:yrV", long_options, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, "d:h:p:U:wWjl:o:s:yrV", long_options, NULL)) != -1)
 	{
 		switch (c)
 		{
@@ -1502,6 +1574,9 @@ main(int argc, char **argv)
 				if (!parse_count(optarg, 1000000000L, &opt.offset))
 					usage_error("invalid value \"%s\" for option --offset (a non-negative integer)", shown(optarg));
 				opt.paged = true;
+				break;
+			case 's':
+				opt.state = optarg;
 				break;
 			case 'y':
 				opt.yes = true;
@@ -1540,7 +1615,7 @@ main(int argc, char **argv)
 					}
 					usage_error("option \"%s\" requires an argument", shown(typed));
 				}
-				if (strchr("dhpUlo", optopt) != NULL)
+				if (strchr("dhpUlos", optopt) != NULL)
 					usage_error("option -%c requires an argument", optopt);
 				{
 					char		typed[2] = {(char) optopt, '\0'};
@@ -1586,6 +1661,10 @@ main(int argc, char **argv)
 			usage_error("%s needs one argument: the idempotency key of a send", command);
 		if (args[0][0] == '\0')
 			usage_error("the idempotency key must not be empty");
+		if (opt.state != NULL && !state_applies(opt.state, command))
+			usage_error("invalid state \"%s\" for %s --state (%s)", shown(opt.state), command,
+						strcmp(command, "retry") == 0 ? "dead, failed or unknown"
+						: "pending, sending, sent, failed, dead or unknown");
 	}
 	else
 		usage_error("unknown command \"%s\"", shown(command));
@@ -1602,7 +1681,7 @@ main(int argc, char **argv)
 	else if (strcmp(command, "replay") == 0)
 		rc = cmd_replay(replay_id);
 	else if (strcmp(command, "retry") == 0)
-		rc = cmd_retry(args[0]);
+		rc = cmd_retry(&opt, args[0]);
 	else if (strcmp(command, "discard") == 0)
 		rc = cmd_discard(&opt, args[0]);
 	else
