@@ -787,14 +787,19 @@ direct_rels(void)
 {
 	/* Another session may have dropped them: cheap when nothing is queued. */
 	AcceptInvalidationMessages();
+
+	/*
+	 * An older schema lacks columns: say so, not "column does not exist".
+	 * At every call, as the plans do: the relations may stay valid when the
+	 * version goes back (an update rolled back).
+	 */
+	durable_require_current_schema();
 	if (!direct_rels_cache.valid)
 	{
 		DirectRels *r = &direct_rels_cache;
 		uint64		invalidations = direct_invalidations;
 		Oid			nsp;
 
-		/* An older schema lacks columns: say so, not "column does not exist". */
-		durable_require_current_schema();
 		nsp = get_namespace_oid("durable", false);
 
 		if (!direct_callback_registered)

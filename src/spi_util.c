@@ -50,11 +50,13 @@
 StaticAssertDecl(sizeof(DURABLE_VERSION) > 1, "DURABLE_VERSION is empty");
 
 /*
- * durable's row in pg_extension: its version (palloc'd) into *version and
- * its owner into *owner, where not NULL; false when it is not installed.
+ * durable's row in pg_extension: its version (palloc'd) into *version, its
+ * owner into *owner, and whether this transaction wrote the row (CREATE or
+ * ALTER EXTENSION, not yet committed) into *written_here, where not NULL;
+ * false when it is not installed.
  */
 static bool
-spi_extension_row(char **version, Oid *owner)
+spi_extension_row(char **version, Oid *owner, bool *written_here)
 {
 	Relation	rel;
 	ScanKeyData key;
@@ -78,6 +80,9 @@ spi_extension_row(char **version, Oid *owner)
 	}
 	if (found && owner != NULL)
 		*owner = ((Form_pg_extension) GETSTRUCT(tuple))->extowner;
+	if (written_here != NULL)
+		*written_here = found &&
+			TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data));
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	return found;
@@ -92,7 +97,7 @@ durable_installed_version(void)
 {
 	char	   *version = NULL;
 
-	(void) spi_extension_row(&version, NULL);
+	(void) spi_extension_row(&version, NULL, NULL);
 	return version;
 }
 
@@ -117,7 +122,7 @@ durable_owner(void)
 		ReleaseSysCache(tuple);
 		return owner;
 	}
-	(void) spi_extension_row(NULL, &owner);
+	(void) spi_extension_row(NULL, &owner, NULL);
 	return owner;
 }
 
@@ -138,8 +143,8 @@ durable_may_use_schema(Oid nsp)
  * not yet updated has the old tables; its statements would fail on a
  * missing column, or worse, find no index for their predicates.
  */
-bool
-durable_schema_current(char **installed)
+static bool
+schema_version_current(const char *version)
 {
 	/*
 	 * The versions whose tables are this library's.  A version that changes
@@ -150,16 +155,23 @@ durable_schema_current(char **installed)
 	 * initial privileges and a comment.
 	 */
 	static const char *const same_tables[] = {"0.11", "0.12", DURABLE_VERSION};
-	char	   *version = durable_installed_version();
 
-	if (installed)
-		*installed = version;
 	if (version == NULL)
 		return true;
 	for (int i = 0; i < lengthof(same_tables); i++)
 		if (strcmp(version, same_tables[i]) == 0)
 			return true;
 	return false;
+}
+
+bool
+durable_schema_current(char **installed)
+{
+	char	   *version = durable_installed_version();
+
+	if (installed)
+		*installed = version;
+	return schema_version_current(version);
 }
 
 /* The tables were found current, and durable.inbox was this relation then. */
@@ -183,13 +195,18 @@ schema_check_invalidate(Datum arg, Oid relid)
  * update only ever moves a database forward to the library's version,
  * but DROP EXTENSION and CREATE EXTENSION ... VERSION can move it back,
  * under a pooled backend's cached plans (until 2026-12-06 those then
- * failed on a missing column; found by review).
+ * failed on a missing column; found by review).  And a rollback can: a
+ * check passed in the transaction that created or updated durable is not
+ * kept, for only a change of durable.inbox would tell this backend that
+ * the rollback took the tables back (until 2026-12-07 an update rolled
+ * back left the backend running on the older tables; found by review).
  */
 void
 durable_require_current_schema(void)
 {
 	static bool callback_registered = false;
-	char	   *installed;
+	char	   *installed = NULL;
+	bool		written_here = false;
 	Oid			nsp;
 	Oid			inbox;
 	uint64		invalidations;
@@ -212,14 +229,15 @@ durable_require_current_schema(void)
 	invalidations = schema_invalidations;
 	nsp = get_namespace_oid("durable", true);
 	inbox = OidIsValid(nsp) ? get_relname_relid("inbox", nsp) : InvalidOid;
-	if (!durable_schema_current(&installed))
+	(void) spi_extension_row(&installed, NULL, &written_here);
+	if (!schema_version_current(installed))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("durable's library is version %s but this database has durable %s",
 						DURABLE_VERSION, installed),
 				 errhint("Run ALTER EXTENSION durable UPDATE in this database.")));
-	if (installed == NULL || schema_invalidations != invalidations)
-		return;					/* not installed, or changed: look again next time */
+	if (installed == NULL || written_here || schema_invalidations != invalidations)
+		return;					/* not installed, not committed, or changed: look again next time */
 	schema_checked_inbox = inbox;
 	schema_checked = true;
 }

@@ -932,5 +932,36 @@ if (grep { $_ eq '0.9' } @versions)
 		'moved_back: the same backend is told the database has 0.9 (55000)');
 }
 
+# One backend updates in a transaction that rolls back (a dry run, a
+# migration that failed), after a call of durable in it: the database is
+# back at its version, and the backend's next call says so, as a new
+# backend's does. Until 2026-12-07 the check passed in the aborted
+# transaction was kept, and the backend ran this library's statements on
+# the older tables for as long as it lived: writes that succeeded, and
+# sweep() failing on a relation 0.11 adds (found by review).
+if (grep { $_ eq '0.10' } @versions)
+{
+	$node->safe_psql('postgres', 'CREATE DATABASE rolled_back');
+	$node->safe_psql('rolled_back', "CREATE EXTENSION durable VERSION '0.10'");
+	my ($ret, $out, $err) = $node->psql('rolled_back', q{
+		BEGIN;
+		ALTER EXTENSION durable UPDATE;
+		SELECT state FROM durable.inbox_admit('rb', 'm-0', 'chat-0', '{}');
+		SAVEPOINT s;
+		SELECT state FROM durable.inbox_admit('rb', 'm-1', 'chat-1', '{}');
+		ROLLBACK TO s;
+		SELECT state FROM durable.inbox_admit('rb', 'm-2', 'chat-2', '{}');
+		ROLLBACK;
+		\set VERBOSITY verbose
+		SELECT state FROM durable.inbox_admit('rb', 'm-3', 'chat-3', '{}');
+		SELECT outbox_due FROM durable.sweep();
+	}, on_error_stop => 0);
+	is($out, "pending\npending\npending", 'rolled_back: in the transaction that updates, the API serves it');
+	my @refused = ($err =~ /ERROR:  55000: durable's library is version \Q$default\E but this database has durable 0\.10/g);
+	is(scalar @refused, 2, 'rolled_back: after its rollback, the same backend is told the database has 0.10 (55000), for a write and for sweep()');
+	is($node->safe_psql('rolled_back', 'SELECT count(*) FROM durable.inbox'), '0',
+		'rolled_back: nothing was written to the older tables');
+}
+
 $node->stop;
 done_testing();
