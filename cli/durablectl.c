@@ -1196,10 +1196,16 @@ outbox_not_as_expected(const char *key, const char *verb, const char *state, boo
 		error("send \"%s\" is %s, not %s: not %s", shown(key), now, state, verb);
 		hint("Look at it again before you decide (durablectl status, unknown, dlq outbox).");
 	}
+	else if (asked)
+	{
+		error("send \"%s\" changed while you were asked (it is now %s, %s attempts): not %s",
+			  shown(key), now, col(res, 0, "attempts"), verb);
+		hint("Run discard again to see it as it is now.");
+	}
 	else
 	{
-		error("send \"%s\" changed while you were %s (it is now %s, %s attempts): not %s",
-			  shown(key), asked ? "asked" : "acting on it", now, col(res, 0, "attempts"), verb);
+		error("send \"%s\" changed as it was being %s (it is now %s, %s attempts): not %s",
+			  shown(key), verb, now, col(res, 0, "attempts"), verb);
 		hint("Run the command again to act on it as it is now.");
 	}
 	PQclear(res);
