@@ -503,6 +503,24 @@ SELECT count(*) AS admitted FROM generate_series(1, 10001) g, durable.inbox_admi
 SELECT count(*) AS claimed FROM durable.inbox_claim('bot-cap', max => 10000000);
 SELECT count(*) AS claimed FROM durable.inbox_claim('bot-cap', max => 10000000);
 
+-- A claim in a transaction that truncated the journal, then rolled back, leaves
+-- the other claims as they were: until 2026-12-07 it raised the shared claim
+-- floor past every record the truncation hid, and claims found nothing for
+-- seconds while they were due (a waiting claim slept its whole wait; found by
+-- review). (The sleeps let the floor's 10 ms refresh come due.)
+SET durable.claim_floor = on;
+TRUNCATE durable.inbox;
+SELECT count(*) AS admitted FROM generate_series(1, 10) g, durable.inbox_admit('docs', 'trunc-' || g, 'chat-trunc-' || g) a;
+BEGIN;
+TRUNCATE durable.inbox;
+SELECT state FROM durable.inbox_admit('docs', 'trunc-test', 'chat-trunc-test');
+SELECT pg_sleep(0.05);
+SELECT count(*) AS claimed_in_truncating_transaction FROM durable.inbox_claim('bot-trunc', max => 10);
+ROLLBACK;
+SELECT pg_sleep(0.05);
+SELECT count(*) AS claimed_after_rollback FROM durable.inbox_claim('bot-trunc', max => 10);
+SET durable.claim_floor = off;
+
 --
 -- CLEANUP
 --

@@ -831,6 +831,19 @@ durable_claim_floor(DurableQueue queue, TimestampTz now, DurableFloorFreed *free
 	freed->n = 0;
 	if (f == NULL || !durable_claim_floor_enabled)
 		return 0;
+	/*
+	 * A journal truncated in this transaction has an index of its own: a
+	 * floor learnt from it would hide every other session's records once
+	 * the transaction rolls back (found by review).  Scan from the head.
+	 */
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+	{
+		DurableQueueRels rels;
+
+		durable_queue_rels(queue, &rels);
+		if (durable_storage_is_new(rels.heap))
+			return 0;
+	}
 
 	clock = durable_clock_us();
 	SpinLockAcquire(&f->mutex);

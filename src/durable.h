@@ -204,6 +204,7 @@ extern void durable_require_current_schema(void);
  * The statement must schema-qualify every name it uses.
  */
 extern char *durable_installed_version(void);
+extern bool durable_storage_is_new(Oid relid);
 /* The role durable runs as: its members' owner (InvalidOid: not installed). */
 extern Oid	durable_owner(void);
 /* Whether the current user has USAGE on schema nsp. */

@@ -20,6 +20,7 @@
 
 #include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -86,6 +87,28 @@ spi_extension_row(char **version, Oid *owner, bool *written_here)
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	return found;
+}
+
+/*
+ * Whether the relation's storage is new in this transaction: created in it,
+ * or given a new relfilenode (TRUNCATE, ALTER SEQUENCE ... RESTART).  What
+ * was learnt from it then may be taken back by a rollback.
+ */
+bool
+durable_storage_is_new(Oid relid)
+{
+	Relation	rel = relation_open(relid, NoLock);
+	bool		fresh;
+
+#if PG_VERSION_NUM >= 160000
+	fresh = rel->rd_createSubid != InvalidSubTransactionId ||
+		rel->rd_firstRelfilelocatorSubid != InvalidSubTransactionId;
+#else
+	fresh = rel->rd_createSubid != InvalidSubTransactionId ||
+		rel->rd_firstRelfilenodeSubid != InvalidSubTransactionId;
+#endif
+	relation_close(rel, NoLock);
+	return fresh;
 }
 
 /*

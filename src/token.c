@@ -36,12 +36,10 @@
  */
 #include "shmem.h"
 
-#include "access/relation.h"
 #include "commands/sequence.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/fmgrprotos.h"
-#include "utils/rel.h"
 
 /* The sequence this backend lifted, or saw lifted, since the server started. */
 static Oid	token_lifted_seq = InvalidOid;
@@ -69,28 +67,6 @@ token_lift(Oid token_seq)
 				(errmsg("durable: fencing tokens are ahead of the clock (" INT64_FORMAT " > " INT64_FORMAT "), not lifted",
 						last, clock_us),
 				 errdetail("A token handed out before a crash and lost with it could be handed out again until the clock passes the tokens.")));
-}
-
-/*
- * Whether token_seq's storage is new in this transaction (ALTER SEQUENCE
- * ... RESTART in it, say): a rollback would take a lift made there back
- * with it, so the lift is not recorded as done, and is made again.
- */
-static bool
-token_storage_is_new(Oid token_seq)
-{
-	Relation	rel = relation_open(token_seq, NoLock);
-	bool		fresh;
-
-#if PG_VERSION_NUM >= 160000
-	fresh = rel->rd_createSubid != InvalidSubTransactionId ||
-		rel->rd_firstRelfilelocatorSubid != InvalidSubTransactionId;
-#else
-	fresh = rel->rd_createSubid != InvalidSubTransactionId ||
-		rel->rd_firstRelfilenodeSubid != InvalidSubTransactionId;
-#endif
-	relation_close(rel, NoLock);
-	return fresh;
 }
 
 /* Whether the slot says token_seq was lifted since the server started. */
@@ -133,7 +109,8 @@ durable_token_fence(Oid token_seq)
 		if (!token_slot_lifted(slot, token_seq))
 		{
 			token_lift(token_seq);
-			if (token_storage_is_new(token_seq))
+			/* (a rollback would take a lift made in new storage back with it: made again) */
+			if (durable_storage_is_new(token_seq))
 			{
 				UnlockRelationOid(token_seq, ShareUpdateExclusiveLock);
 				return;
