@@ -367,6 +367,18 @@ SELECT outbox_due FROM durable.sweep();
 SELECT kind, next_from <= now() AS started FROM durable.sweep_windows ORDER BY kind;
 \c
 SELECT outbox_due FROM durable.sweep();
+-- ... and when that pass rolls back, the rows it wrote go with it and its
+-- process's window stays where it was: the next pass announces that window
+-- again (until 2026-12-07 the process's window moved on with the rows, and
+-- the rolled-back window was never announced; found by review)
+UPDATE durable.outbox SET not_before = now() - interval '10 s' WHERE key = 'sweep-k7';
+DELETE FROM durable.sweep_windows;
+\c
+BEGIN;
+SELECT outbox_due FROM durable.sweep();
+ROLLBACK;
+SELECT count(*) AS rows_after_rollback FROM durable.sweep_windows;
+SELECT outbox_due FROM durable.sweep();
 DELETE FROM durable.outbox WHERE key = 'sweep-k7';
 
 -- Deferred and retried work in one connection

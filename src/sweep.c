@@ -1283,7 +1283,9 @@ sweep_windows_may_add(void)
  * them, which the insert sees), else in this process.  A window kept in the
  * table is not also kept in the process, which goes on from its own last
  * window: should this pass roll back, its window is announced again by the
- * next pass whichever window that one uses.
+ * next pass whichever window that one uses (until 2026-12-07 a row written
+ * anew kept it in the process too, and a rollback of that pass lost it:
+ * found by review).
  */
 static void
 sweep_windows_keep(const TimestampTz *windows, const bool *from_table)
@@ -1294,11 +1296,11 @@ sweep_windows_keep(const TimestampTz *windows, const bool *from_table)
 	bool		may_add = false;
 	bool		add_checked = false;
 
-	for (int queue = 0; queue < DQ_NUM_QUEUES; queue++)
-		if (!from_table[queue])
-			sweep_windows[queue] = windows[queue];
 	if (IsolationUsesXactSnapshot())
+	{
+		memcpy(sweep_windows, windows, sizeof(sweep_windows));
 		return;
+	}
 
 	for (int queue = 0; queue < DQ_NUM_QUEUES; queue++)
 	{
@@ -1317,6 +1319,8 @@ sweep_windows_keep(const TimestampTz *windows, const bool *from_table)
 			if (may_add)
 				durable_exec(durable_plan(&add_plan, SWEEP_WINDOWS_ADD_SQL, 2, types),
 							 values, NULL, SPI_OK_INSERT, 0);
+			if (!may_add || SPI_processed == 0)
+				sweep_windows[queue] = windows[queue];
 		}
 	}
 }
