@@ -31,7 +31,9 @@
  * committed, so that no batch of the pass can see them (a pass that let
  * the lock go at once could read, in the snapshot its batch took next, the
  * rows of a load that had committed in between).  pg_locks shows who
- * holds it (README).
+ * holds it (README).  A hold first taken in a transaction that rolls back
+ * is let go with it: its rows are gone, and a pooled connection would
+ * otherwise hold the purge for its whole life (found by review).
  *
  * IDENTIFICATION
  *	  src/load_hold.c
@@ -40,6 +42,7 @@
  */
 #include "durable.h"
 
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
 #include "commands/extension.h"
@@ -111,13 +114,44 @@ durable_load_hold_target(Node *parsetree)
 		pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) == ACLCHECK_OK;
 }
 
-void
-durable_load_hold_take(void)
+/* The hold was first taken in the transaction under way. */
+static bool load_hold_taken_here = false;
+
+static void
+load_hold_xact_callback(XactEvent event, void *arg)
 {
 	LOCKTAG		tag;
 
+	if (!load_hold_taken_here)
+		return;
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+	{
+		load_hold_tag(&tag);
+		(void) LockRelease(&tag, ShareLock, true);
+	}
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PREPARE)
+		load_hold_taken_here = false;
+}
+
+void
+durable_load_hold_take(void)
+{
+	static bool callback_registered = false;
+	LOCKTAG		tag;
+
+	if (!callback_registered)
+	{
+		RegisterXactCallback(load_hold_xact_callback, NULL);
+		callback_registered = true;
+	}
 	load_hold_tag(&tag);
-	(void) LockAcquire(&tag, ShareLock, true, false);
+	/* held once, however many loads: a rollback lets go of what it took */
+	if (LockAcquire(&tag, ShareLock, true, false) == LOCKACQUIRE_ALREADY_HELD)
+		LockRelease(&tag, ShareLock, true);
+	else
+		load_hold_taken_here = true;
 }
 
 /*
