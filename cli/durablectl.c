@@ -1013,13 +1013,14 @@ cmd_dlq_inbox(const Options *opt)
 	snprintf(limit, sizeof(limit), "%ld", opt->limit);
 	snprintf(offset, sizeof(offset), "%ld", opt->offset);
 	/*
-	 * (finished but not done: the predicate of inbox_dead_idx)  The text
+	 * (finished but not done: the predicate of inbox_dead_idx, alone, so
+	 * that the total is counted from the index without reading the records)  The text
 	 * listing shows the payload's first PAYLOAD_CLIP bytes and its size: it
 	 * fetches no more (a page of large payloads would fill the memory of a
 	 * tool that prints a few lines of each), and the JSON only for --json.
 	 */
 	res = run_page("SELECT pg_catalog.count(*) FROM ONLY durable.inbox i"
-				   " WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL AND i.state = 'dead'", 0,
+				   " WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL", 0,
 				   "SELECT i.id, i.source, i.message_id, i.chat_id, i.kind, i.attempts, i.owner,"
 				   " i.error, " PAYLOAD_HEAD("i") ","
 				   " pg_catalog.date_trunc('second', i.created_at) AS created,"

@@ -231,8 +231,9 @@ durable_metrics_reset(PG_FUNCTION_ARGS)
 /*
  * standing() → gauges from the journals.  Each count is answered by a
  * partial index: the open inbox records (inbox_unfinished_idx, read once
- * for all of their figures), the dead ones (inbox_dead_idx), the outbox's
- * by state.  "Waiting" means due work that nobody holds yet: inbox pending
+ * for all of their figures), the dead ones (inbox_dead_idx: its predicate
+ * alone, so that the scan is index-only; dead records pile up, and testing
+ * their state read each one), the outbox's by state.  "Waiting" means due work that nobody holds yet: inbox pending
  * plus outbox pending and failed whose not_before has come.  A record
  * deferred to later (outbox_enqueue's not_before, a retry's delay) is not
  * waiting for anyone until then, and waits from its due time on: else a
@@ -274,7 +275,7 @@ durable_standing(PG_FUNCTION_ARGS)
 	durable_exec(durable_plan(&plan,
 							  "SELECT open.pending, open.leased,"
 							  " (SELECT pg_catalog.count(*) FROM ONLY durable.inbox"
-							  "   WHERE finished_at IS NOT NULL AND done_at IS NULL AND state = 'dead'),"
+							  "   WHERE finished_at IS NOT NULL AND done_at IS NULL),"
 							  " (SELECT pg_catalog.count(*) FROM ONLY durable.outbox WHERE state = 'pending'),"
 							  " (SELECT pg_catalog.count(*) FROM ONLY durable.outbox WHERE state = 'sending'),"
 							  " (SELECT pg_catalog.count(*) FROM ONLY durable.outbox WHERE state = 'failed'),"
