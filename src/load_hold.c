@@ -31,8 +31,8 @@
  * committed, so that no batch of the pass can see them (a pass that let
  * the lock go at once could read, in the snapshot its batch took next, the
  * rows of a load that had committed in between).  pg_locks shows who
- * holds it (README).  A hold first taken in a transaction that rolls back
- * is let go with it: its rows are gone, and a pooled connection would
+ * holds it (README).  A hold first taken in a (sub)transaction that rolls
+ * back is let go with it: its rows are gone, and a pooled connection would
  * otherwise hold the purge for its whole life (found by review).
  *
  * IDENTIFICATION
@@ -114,44 +114,67 @@ durable_load_hold_target(Node *parsetree)
 		pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) == ACLCHECK_OK;
 }
 
-/* The hold was first taken in the transaction under way. */
-static bool load_hold_taken_here = false;
+/*
+ * The (sub)transaction whose locks hold the hold this transaction took, or
+ * InvalidSubTransactionId.  A COPY takes the hold as a transaction lock,
+ * which a rollback of its (sub)transaction lets go of with its rows, and
+ * which turns into the session's lock as the transaction commits (a
+ * prepared transaction keeps it until it is committed or rolled back).
+ */
+static SubTransactionId load_hold_subid = InvalidSubTransactionId;
 
 static void
 load_hold_xact_callback(XactEvent event, void *arg)
 {
 	LOCKTAG		tag;
 
-	if (!load_hold_taken_here)
-		return;
-	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+	if (event == XACT_EVENT_PRE_COMMIT && load_hold_subid != InvalidSubTransactionId)
 	{
+		/* (held by the transaction: granted without a wait) */
 		load_hold_tag(&tag);
-		(void) LockRelease(&tag, ShareLock, true);
+		(void) LockAcquire(&tag, ShareLock, true, false);
 	}
-	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
-		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
-		event == XACT_EVENT_PREPARE)
-		load_hold_taken_here = false;
+	if (event != XACT_EVENT_PRE_COMMIT && event != XACT_EVENT_PARALLEL_PRE_COMMIT &&
+		event != XACT_EVENT_PRE_PREPARE)
+		load_hold_subid = InvalidSubTransactionId;
+}
+
+static void
+load_hold_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						   SubTransactionId parentSubid, void *arg)
+{
+	if (load_hold_subid != mySubid)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		load_hold_subid = InvalidSubTransactionId;	/* its locks went with it */
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		load_hold_subid = parentSubid;
 }
 
 void
 durable_load_hold_take(void)
 {
-	static bool callback_registered = false;
+	static bool callbacks_registered = false;
 	LOCKTAG		tag;
 
-	if (!callback_registered)
+	if (!callbacks_registered)
 	{
 		RegisterXactCallback(load_hold_xact_callback, NULL);
-		callback_registered = true;
+		RegisterSubXactCallback(load_hold_subxact_callback, NULL);
+		callbacks_registered = true;
 	}
+	if (load_hold_subid != InvalidSubTransactionId)
+		return;
 	load_hold_tag(&tag);
-	/* held once, however many loads: a rollback lets go of what it took */
-	if (LockAcquire(&tag, ShareLock, true, false) == LOCKACQUIRE_ALREADY_HELD)
-		LockRelease(&tag, ShareLock, true);
+
+	/*
+	 * Held already by the session (an earlier load): no transaction lock
+	 * beside it, which PREPARE TRANSACTION would refuse.
+	 */
+	if (LockAcquire(&tag, ShareLock, false, false) == LOCKACQUIRE_ALREADY_HELD)
+		LockRelease(&tag, ShareLock, false);
 	else
-		load_hold_taken_here = true;
+		load_hold_subid = GetCurrentSubTransactionId();
 }
 
 /*

@@ -25,7 +25,7 @@ use Test::More;
 my $node = PostgreSQL::Test::Cluster->new('restore_hold');
 $node->init;
 $node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'durable'\ndurable.naptime = '100ms'\n");
+	"shared_preload_libraries = 'durable'\ndurable.naptime = '100ms'\nmax_prepared_transactions = 2\n");
 $node->start;
 
 # A record completed, its id.
@@ -119,6 +119,51 @@ is($node->safe_psql('postgres', $hold_count), '1',
 	'a hold taken by a COPY that committed stays through a later COPY rolled back');
 $rolled->quit;
 ok($node->poll_query_until('postgres', "$hold_count", '0'), 'and goes when its session ends');
+
+# So does one rolled back in a savepoint or an exception block, the
+# transaction around it committing; and pg_advisory_unlock_all() before a
+# rollback leaves nothing to complain about (found by review of the first fix).
+$rolled = $node->background_psql('postgres', on_error_stop => 0);
+$rolled->query_safe(q{BEGIN});
+$rolled->query_safe(q{SAVEPOINT s});
+$rolled->query_safe(q{COPY durable.inbox (source, message_id, chat_id) FROM '/dev/null'});
+$rolled->query_safe(q{ROLLBACK TO s});
+$rolled->query_safe(q{COMMIT});
+is($node->safe_psql('postgres', $hold_count), '0', 'a COPY rolled back to a savepoint holds nothing after the commit');
+$rolled->query_safe(q{DO $$ BEGIN COPY durable.inbox (source, message_id, chat_id) FROM '/dev/null'; RAISE EXCEPTION 'undo';
+	EXCEPTION WHEN raise_exception THEN NULL; END $$});
+is($node->safe_psql('postgres', $hold_count), '0', 'nor one in an exception block that caught its error');
+$rolled->query_safe(q{BEGIN});
+$rolled->query_safe(q{SAVEPOINT s});
+$rolled->query_safe(q{COPY durable.inbox (source, message_id, chat_id) FROM '/dev/null'});
+$rolled->query_safe(q{RELEASE s});
+$rolled->query_safe(q{COMMIT});
+is($node->safe_psql('postgres', $hold_count), '1', 'one in a savepoint released and committed holds');
+$rolled->query_safe(q{SELECT pg_advisory_unlock_all()});
+$rolled->{stderr} = '';
+$rolled->query_safe(q{BEGIN});
+$rolled->query_safe(q{COPY durable.inbox (source, message_id, chat_id) FROM '/dev/null'});
+$rolled->query_safe(q{SELECT pg_advisory_unlock_all()});
+$rolled->query_safe(q{ROLLBACK});
+is($rolled->{stderr}, '', 'a rollback after pg_advisory_unlock_all() warns of nothing');
+is($node->safe_psql('postgres', $hold_count), '0', 'and holds nothing');
+# A prepared transaction holds it until it is committed or rolled back;
+# rolled back, nothing is left
+$rolled->query_safe(q{BEGIN});
+$rolled->query_safe(q{COPY durable.inbox (source, message_id, chat_id) FROM '/dev/null'});
+$rolled->query_safe(q{PREPARE TRANSACTION 'load'});
+is($node->safe_psql('postgres', $hold_count), '1', 'a prepared transaction that loaded holds the purge');
+$node->safe_psql('postgres', q{ROLLBACK PREPARED 'load'});
+is($node->safe_psql('postgres', $hold_count), '0', 'rolled back, nothing holds it');
+# ... and a session that holds it already can prepare a transaction that loads
+$rolled->query_safe(q{COPY durable.inbox (source, message_id, chat_id) FROM '/dev/null'});
+$rolled->query_safe(q{BEGIN});
+$rolled->query_safe(q{COPY durable.inbox (source, message_id, chat_id) FROM '/dev/null'});
+$rolled->query_safe(q{PREPARE TRANSACTION 'load2'});
+$node->safe_psql('postgres', q{COMMIT PREPARED 'load2'});
+is($node->safe_psql('postgres', $hold_count), '1', 'a session holding it prepares a transaction that loads');
+$rolled->quit;
+ok($node->poll_query_until('postgres', "$hold_count", '0'), 'and lets go when it ends');
 
 # A COPY refused (a role with USAGE on the schema and no INSERT) holds
 # nothing: until 2026-12-07 the hold came before the privilege check, and
