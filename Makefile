@@ -38,7 +38,8 @@ EXTENSION = durable
 DATA = durable--0.1.sql durable--0.1--0.2.sql durable--0.2--0.3.sql durable--0.3--0.4.sql \
 	durable--0.4--0.5.sql durable--0.5--0.6.sql durable--0.6--0.7.sql \
 	durable--0.7--0.8.sql durable--0.8--0.9.sql durable--0.9--0.10.sql \
-	durable--0.10--0.11.sql durable--0.11--0.12.sql durable--0.12--0.13.sql
+	durable--0.10--0.11.sql durable--0.11--0.12.sql durable--0.12--0.13.sql \
+	durable--0.13--0.14.sql
 PGFILEDESC = "durable - journaled inbox and outbox for chat bots"
 
 # One file per feature; each reads as documentation of that feature.

@@ -175,9 +175,9 @@ schema_version_current(const char *version)
 	 * sessions.owned_by, which session_save and session_load read; 0.11
 	 * durable.sweep_windows, which sweep() reads.  0.12 gave owned_by a
 	 * default, which no statement of durable's relies on; 0.13 changed
-	 * initial privileges and a comment.
+	 * initial privileges and a comment; 0.14 an index no statement needs.
 	 */
-	static const char *const same_tables[] = {"0.11", "0.12", DURABLE_VERSION};
+	static const char *const same_tables[] = {"0.11", "0.12", "0.13", DURABLE_VERSION};
 
 	if (version == NULL)
 		return true;
