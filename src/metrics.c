@@ -233,8 +233,10 @@ durable_metrics_reset(PG_FUNCTION_ARGS)
  * partial index: the open inbox records (inbox_unfinished_idx, read once
  * for all of their figures), the dead ones (inbox_dead_idx: its predicate
  * alone, so that the scan is index-only; dead records pile up, and testing
- * their state read each one), the outbox's by state.  "Waiting" means due work that nobody holds yet: inbox pending
- * plus outbox pending and failed whose not_before has come.  A record
+ * their state read each one), the outbox's by state (the parked ones from
+ * outbox_parked_idx, index-only since 0.14).  "Waiting" means due work
+ * that nobody holds yet: inbox pending plus outbox pending and failed
+ * whose not_before has come.  A record
  * deferred to later (outbox_enqueue's not_before, a retry's delay) is not
  * waiting for anyone until then, and waits from its due time on: else a
  * reminder scheduled for tomorrow would hold the journal over bound_age

@@ -92,12 +92,13 @@ spi_extension_row(char **version, Oid *owner, bool *written_here)
 /*
  * Whether the relation's storage is new in this transaction: created in it,
  * or given a new relfilenode (TRUNCATE, ALTER SEQUENCE ... RESTART).  What
- * was learnt from it then may be taken back by a rollback.
+ * was learnt from it then may be taken back by a rollback.  (Under an
+ * AccessShareLock, which its callers' reads of the relation take anyway.)
  */
 bool
 durable_storage_is_new(Oid relid)
 {
-	Relation	rel = relation_open(relid, NoLock);
+	Relation	rel = relation_open(relid, AccessShareLock);
 	bool		fresh;
 
 #if PG_VERSION_NUM >= 160000
