@@ -123,20 +123,35 @@ durable_load_hold_target(Node *parsetree)
  */
 static SubTransactionId load_hold_subid = InvalidSubTransactionId;
 
+/* The session's lock was taken as this transaction began to commit. */
+static bool load_hold_session_taken = false;
+
 static void
 load_hold_xact_callback(XactEvent event, void *arg)
 {
 	LOCKTAG		tag;
 
+	load_hold_tag(&tag);
 	if (event == XACT_EVENT_PRE_COMMIT && load_hold_subid != InvalidSubTransactionId)
 	{
 		/* (held by the transaction: granted without a wait) */
-		load_hold_tag(&tag);
 		(void) LockAcquire(&tag, ShareLock, true, false);
+		load_hold_session_taken = true;
 	}
+
+	/*
+	 * The commit can still fail after its pre-commit step (a serialization
+	 * failure found at commit): the rows are gone, and so is the hold
+	 * (found by review).
+	 */
+	if (event == XACT_EVENT_ABORT && load_hold_session_taken)
+		(void) LockRelease(&tag, ShareLock, true);
 	if (event != XACT_EVENT_PRE_COMMIT && event != XACT_EVENT_PARALLEL_PRE_COMMIT &&
 		event != XACT_EVENT_PRE_PREPARE)
+	{
 		load_hold_subid = InvalidSubTransactionId;
+		load_hold_session_taken = false;
+	}
 }
 
 static void

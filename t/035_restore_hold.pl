@@ -147,6 +147,26 @@ $rolled->query_safe(q{SELECT pg_advisory_unlock_all()});
 $rolled->query_safe(q{ROLLBACK});
 is($rolled->{stderr}, '', 'a rollback after pg_advisory_unlock_all() warns of nothing');
 is($node->safe_psql('postgres', $hold_count), '0', 'and holds nothing');
+# Nor does a COPY whose commit fails after it began (a serialization
+# failure found at commit: the first fix of 2026-12-07 took the session's
+# lock as the commit began, and kept it; found by review)
+$node->safe_psql('postgres', 'CREATE TABLE ssi_a (x int); CREATE TABLE ssi_b (x int);
+	INSERT INTO ssi_a VALUES (1); INSERT INTO ssi_b VALUES (1)');
+my $other = $node->background_psql('postgres');
+$other->query_safe(q{BEGIN ISOLATION LEVEL SERIALIZABLE});
+$other->query_safe(q{SELECT * FROM ssi_a});
+$rolled->query_safe(q{BEGIN ISOLATION LEVEL SERIALIZABLE});
+$rolled->query_safe(q{SELECT * FROM ssi_b});
+$rolled->query_safe(q{INSERT INTO ssi_a VALUES (2)});
+$other->query_safe(q{INSERT INTO ssi_b VALUES (2)});
+$other->query_safe(q{COMMIT});
+$other->quit;
+$rolled->query_safe(q{COPY durable.inbox (source, message_id, chat_id) FROM '/dev/null'});
+$rolled->query(q{COMMIT});
+like($rolled->{stderr}, qr/could not serialize access/, 'a COPY whose commit fails at its serialization check');
+is($node->safe_psql('postgres', $hold_count), '0', 'holds nothing after its failed commit');
+$rolled->quit;
+$rolled = $node->background_psql('postgres', on_error_stop => 0);
 # A prepared transaction holds it until it is committed or rolled back;
 # rolled back, nothing is left
 $rolled->query_safe(q{BEGIN});
