@@ -1,4 +1,4 @@
-/* durable--0.13--0.14.sql: the outbox's dead and unknown sends are counted and listed by state from their index alone */
+/* durable--0.13--0.14.sql: the outbox's dead and unknown sends are counted by state from their index alone */
 
 \echo Use "ALTER EXTENSION durable UPDATE TO '0.14'" to load this file. \quit
 
@@ -10,8 +10,12 @@
  * sends warm, far more cold, evicting the bots' pages), and a listing of
  * the unknown sends walked past every dead one.  Parked sends are never
  * purged, so the cost grows until an operator discards them.  Found by
- * review (2026-12-07).  With the state first, a count is an index-only
- * scan and a listing reads only its own state's entries, in id order.
+ * review (2026-12-07).  With the state in the index, a count is an
+ * index-only scan.  The state is included, not a key: durable's indexes
+ * key on no text column under the database's collation, whose order the
+ * operating system's collation tables decide (durable--0.5--0.6.sql); a
+ * listing of one state walks the other's entries in the index, not the
+ * records.
  *
  * The rebuild reads the whole outbox once, holding its writes (SHARE
  * lock) for that long: update with the bots stopped, as every update.
@@ -24,6 +28,6 @@
  */
 
 DROP INDEX durable.outbox_parked_idx;
-/* Dead and ambiguous sends, by state. */
-CREATE INDEX outbox_parked_idx ON durable.outbox (state, id)
+/* Dead and ambiguous sends, with their state. */
+CREATE INDEX outbox_parked_idx ON durable.outbox (id) INCLUDE (state)
     WHERE state OPERATOR(pg_catalog.=) ANY (ARRAY['dead', 'unknown']::pg_catalog.text[]);
