@@ -1173,6 +1173,15 @@ outbox_act_as_expected(const char *fn, const char *key, const char *state, const
 	return res;
 }
 
+/* A send found in another state than --state: say so and end (status 1). */
+static void
+outbox_state_mismatch(const char *key, const char *now, const char *state, const char *verb)
+{
+	error("send \"%s\" is %s, not %s: not %s", shown(key), now, state, verb);
+	hint("Look at it again before you decide (durablectl status, unknown, dlq outbox).");
+	finish(EXIT_ERROR);
+}
+
 /*
  * A send that outbox_act_as_expected left alone: say how it is now and
  * end (status 1); returns when it is gone altogether.  `asked`: the
@@ -1193,11 +1202,8 @@ outbox_not_as_expected(const char *key, const char *verb, const char *state, boo
 	}
 	now = col(res, 0, "state");
 	if (state != NULL && strcmp(now, state) != 0)
-	{
-		error("send \"%s\" is %s, not %s: not %s", shown(key), now, state, verb);
-		hint("Look at it again before you decide (durablectl status, unknown, dlq outbox).");
-	}
-	else if (asked)
+		outbox_state_mismatch(key, now, state, verb);
+	if (asked)
 	{
 		error("send \"%s\" changed while you were asked (it is now %s, %s attempts): not %s",
 			  shown(key), now, col(res, 0, "attempts"), verb);
@@ -1294,10 +1300,7 @@ cmd_discard(const Options *opt, const char *key)
 		if (res != NULL && PQntuples(res) == 1)
 		{
 			if (opt->state != NULL && strcmp(col(res, 0, "state"), opt->state) != 0)
-			{
-				error("send \"%s\" is %s, not %s: not discarded", shown(key), col(res, 0, "state"), opt->state);
-				finish(EXIT_ERROR);
-			}
+				outbox_state_mismatch(key, col(res, 0, "state"), opt->state, "discarded");
 			snprintf(shown_version, sizeof(shown_version), "%s", col(res, 0, "version"));
 			fprintf(stderr, "Send \"%s\": %s, chat %s, %s attempts, journaled %s%s%s\n", shown(key),
 					col(res, 0, "state"), shown(col(res, 0, "chat_id")), col(res, 0, "attempts"),
