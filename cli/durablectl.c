@@ -98,7 +98,8 @@ typedef struct Options
 	const char *state;			/* retry, discard: act only on a send in this state */
 	long		limit;
 	long		offset;
-	bool		paged;			/* --limit or --offset given */
+	const char *after;			/* dlq, unknown: list records after this id (digits) */
+	bool		paged;			/* --limit, --offset or --after given */
 } Options;
 
 static PGconn *conn = NULL;
@@ -193,6 +194,8 @@ usage(FILE *out)
 			"Options:\n"
 			"  -j, --json           status, dlq, unknown, watch: JSON output for scripts\n"
 			"  -l, --limit=N        dlq, unknown: at most N records (default %d)\n"
+			"  -a, --after=ID       dlq, unknown: start after record ID (each page names the\n"
+			"                       next one's; records retried meanwhile shift no page)\n"
 			"  -o, --offset=N       dlq, unknown: skip the first N records (default 0)\n"
 			"  -s, --state=STATE    retry, discard: only if the send is in STATE now\n"
 			"  -y, --yes            discard: do not ask for confirmation\n"
@@ -264,7 +267,9 @@ check_options_apply(const Options *opt, const char *command)
 	if (opt->json && !lists && strcmp(command, "status") != 0 && strcmp(command, "watch") != 0)
 		usage_error("option --json does not apply to %s", command);
 	if (opt->paged && !lists)
-		usage_error("options --limit and --offset apply to dlq and unknown, not to %s", command);
+		usage_error("options --limit, --offset and --after apply to dlq and unknown, not to %s", command);
+	if (opt->after && opt->offset > 0)
+		usage_error("options --after and --offset cannot be used together");
 	if (opt->yes && strcmp(command, "discard") != 0)
 		usage_error("option --yes applies to discard, not to %s", command);
 	if (opt->ready && strcmp(command, "watch") != 0)
@@ -942,62 +947,115 @@ cmd_status(const Options *opt, const char *extversion)
  * Listings: dlq inbox, dlq outbox, unknown
  */
 
-/* "(showing 1-50 of 120; next page: --offset=50)" and friends. */
-static void
-print_page_footer(long long total, long offset, int shown)
+/*
+ * A page of a listing: its records, how many records the listing holds, and
+ * how many of them come before the page (those at or before --after, and
+ * the --offset skipped), all read in one snapshot.
+ */
+/*
+ * A listing's records past the --after cursor, parameter param (NULL: all
+ * of them).  A statement of libpq's unnamed kind is planned with its
+ * parameters' values, so a NULL cursor folds away and a given one is the
+ * index scan's start.
+ */
+#define AFTER_CURSOR(alias, param) \
+	"(" param "::pg_catalog.int8 IS NULL OR " alias ".id > " param "::pg_catalog.int8)"
+
+typedef struct Page
 {
-	if (shown == 0 && total > 0)
-		printf("(no records at offset %ld; there are %lld)\n", offset, total);
-	else if (shown > 0 && (offset > 0 || shown < total))
+	PGresult   *res;
+	long long	total;
+	long long	before;
+} Page;
+
+/* The id of the page's last record: where the next page starts. */
+static const char *
+page_last_id(const Page *page)
+{
+	int			n = PQntuples(page->res);
+
+	return n > 0 ? col(page->res, n - 1, "id") : NULL;
+}
+
+static bool
+page_has_next(const Page *page)
+{
+	return PQntuples(page->res) > 0 && page->before + PQntuples(page->res) < page->total;
+}
+
+/*
+ * "(showing 51-100 of 120; next page: --after=4711)" and friends.  The next
+ * page is named by its cursor, not its offset: an offset counts records,
+ * and one retried or replayed between two pages would shift the rest under
+ * it and hide one of them from the operator.
+ */
+static void
+print_page_footer(const Page *page, const Options *opt)
+{
+	int			shown = PQntuples(page->res);
+
+	if (shown == 0 && page->total > 0)
 	{
-		printf("(showing %ld-%ld of %lld", offset + 1, offset + shown, total);
-		if (offset + shown < total)
-			printf("; next page: --offset=%ld", offset + shown);
+		if (opt->after)
+			printf("(no records after id %s; there are %lld)\n", opt->after, page->total);
+		else
+			printf("(no records at offset %ld; there are %lld)\n", opt->offset, page->total);
+	}
+	else if (shown > 0 && (page->before > 0 || shown < page->total))
+	{
+		printf("(showing %lld-%lld of %lld", page->before + 1, page->before + shown, page->total);
+		if (page_has_next(page))
+			printf("; next page: --after=%s", page_last_id(page));
 		printf(")\n");
 	}
 }
 
 /*
- * A page of records in JSON: one object with the total and the records as
- * the server renders them (json_build_object), their strings' characters
- * written as put_json_string writes them: the server escapes only C0
- * controls, and a bot's DEL, C1 controls, line separators or bidi
- * overrides would otherwise reach the operator's terminal.
+ * A page of records in JSON: one object with the total, the next page's
+ * cursor and the records as the server renders them (json_build_object),
+ * their strings' characters written as put_json_string writes them: the
+ * server escapes only C0 controls, and a bot's DEL, C1 controls, line
+ * separators or bidi overrides would otherwise reach the operator's
+ * terminal.
  */
 static void
-print_json_page(PGresult *res, long long total, const Options *opt)
+print_json_page(const Page *page, const Options *opt)
 {
 	int			i;
 
-	printf("{\"total\": %lld, \"offset\": %ld, \"limit\": %ld, \"records\": [", total,
-		   opt->offset, opt->limit);
-	for (i = 0; i < PQntuples(res); i++)
+	printf("{\"total\": %lld, \"offset\": %ld, \"limit\": %ld, \"after\": %s, \"next_after\": %s, \"records\": [",
+		   page->total, opt->offset, opt->limit, opt->after ? opt->after : "null",
+		   page_has_next(page) ? page_last_id(page) : "null");
+	for (i = 0; i < PQntuples(page->res); i++)
 	{
 		if (i > 0)
 			fputs(", ", stdout);
-		put_json_object(stdout, col(res, i, "json"));
+		put_json_object(stdout, col(page->res, i, "json"));
 	}
 	printf("]}\n");
 }
 
 /*
- * A listing's page and its total, read in one snapshot so that they agree
- * while records come and go.  The count takes the first count_nparams of
- * params.
+ * A listing's page and its counts, read in one snapshot so that they agree
+ * while records come and go.  The count statement takes the first
+ * count_nparams of params and returns count and after (the records past the
+ * cursor).
  */
-static PGresult *
+static Page
 run_page(const char *count_sql, int count_nparams, const char *page_sql,
-		 int nparams, const char *const *params, long long *total)
+		 int nparams, const char *const *params, const Options *opt)
 {
+	Page		page;
 	PGresult   *res;
 
 	PQclear(run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, PGRES_COMMAND_OK));
 	res = run(count_sql, count_nparams, params, PGRES_TUPLES_OK);
-	*total = col_ll(res, 0, "count");
+	page.total = col_ll(res, 0, "count");
+	page.before = page.total - col_ll(res, 0, "after") + opt->offset;
 	PQclear(res);
-	res = run(page_sql, nparams, params, PGRES_TUPLES_OK);
+	page.res = run(page_sql, nparams, params, PGRES_TUPLES_OK);
 	PQclear(run("COMMIT", 0, NULL, PGRES_COMMAND_OK));
-	return res;
+	return page;
 }
 
 static int
@@ -1005,9 +1063,9 @@ cmd_dlq_inbox(const Options *opt)
 {
 	char		limit[32],
 				offset[32];
-	const char *params[3] = {limit, offset, opt->json ? "true" : "false"};
+	const char *params[4] = {opt->after, limit, offset, opt->json ? "true" : "false"};
+	Page		page;
 	PGresult   *res;
-	long long	total;
 	int			i;
 
 	snprintf(limit, sizeof(limit), "%ld", opt->limit);
@@ -1019,26 +1077,30 @@ cmd_dlq_inbox(const Options *opt)
 	 * fetches no more (a page of large payloads would fill the memory of a
 	 * tool that prints a few lines of each), and the JSON only for --json.
 	 */
-	res = run_page("SELECT pg_catalog.count(*) FROM ONLY durable.inbox i"
-				   " WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL", 0,
+	page = run_page("SELECT pg_catalog.count(*) AS count,"
+					" pg_catalog.count(*) FILTER (WHERE " AFTER_CURSOR("i", "$1") ") AS after"
+					" FROM ONLY durable.inbox i"
+					" WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL", 1,
 				   "SELECT i.id, i.source, i.message_id, i.chat_id, i.kind, i.attempts, i.owner,"
 				   " i.error, " PAYLOAD_HEAD("i") ","
 				   " pg_catalog.date_trunc('second', i.created_at) AS created,"
-				   " CASE WHEN $3::pg_catalog.bool THEN"
+				   " CASE WHEN $4::pg_catalog.bool THEN"
 				   " pg_catalog.json_build_object('id', i.id, 'source', i.source,"
 				   "   'message_id', i.message_id, 'chat_id', i.chat_id, 'kind', i.kind,"
 				   "   'attempts', i.attempts, 'owner', i.owner, 'error', i.error,"
 				   "   'payload', i.payload, 'created_at', i.created_at) END AS json"
 				   " FROM ONLY durable.inbox i"
 				   " WHERE i.finished_at IS NOT NULL AND i.done_at IS NULL AND i.state = 'dead'"
-				   " ORDER BY i.id LIMIT $1::pg_catalog.int8 OFFSET $2::pg_catalog.int8",
-				   3, params, &total);
+				   " AND " AFTER_CURSOR("i", "$1")
+				   " ORDER BY i.id LIMIT $2::pg_catalog.int8 OFFSET $3::pg_catalog.int8",
+				   4, params, opt);
+	res = page.res;
 
 	if (opt->json)
-		print_json_page(res, total, opt);
+		print_json_page(&page, opt);
 	else
 	{
-		printf("Dead inbox records: %lld\n", total);
+		printf("Dead inbox records: %lld\n", page.total);
 		for (i = 0; i < PQntuples(res); i++)
 		{
 			printf("\nid %s  source %s  message %s  chat %s  kind %s\n",
@@ -1053,8 +1115,8 @@ cmd_dlq_inbox(const Options *opt)
 		}
 		if (PQntuples(res) > 0)
 			printf("\n");
-		print_page_footer(total, opt->offset, PQntuples(res));
-		if (total > 0)
+		print_page_footer(&page, opt);
+		if (page.total > 0)
 			printf("Replay one with: durablectl replay ID\n");
 	}
 	PQclear(res);
@@ -1070,33 +1132,36 @@ cmd_outbox_list(const Options *opt, const char *state)
 {
 	char		limit[32],
 				offset[32];
-	const char *params[4] = {state, limit, offset, opt->json ? "true" : "false"};
+	const char *params[5] = {state, opt->after, limit, offset, opt->json ? "true" : "false"};
+	Page		page;
 	PGresult   *res;
-	long long	total;
 	bool		dead = strcmp(state, "dead") == 0;
 	int			i;
 
 	snprintf(limit, sizeof(limit), "%ld", opt->limit);
 	snprintf(offset, sizeof(offset), "%ld", opt->offset);
-	res = run_page("SELECT pg_catalog.count(*) FROM ONLY durable.outbox o WHERE o.state = $1", 1,
-				   "SELECT o.key, o.chat_id, o.attempts, o.owner, o.error, o.inbound_id,"
+	page = run_page("SELECT pg_catalog.count(*) AS count,"
+					" pg_catalog.count(*) FILTER (WHERE " AFTER_CURSOR("o", "$2") ") AS after"
+					" FROM ONLY durable.outbox o WHERE o.state = $1", 2,
+				   "SELECT o.id, o.key, o.chat_id, o.attempts, o.owner, o.error, o.inbound_id,"
 				   " " PAYLOAD_HEAD("o") ","
 				   " pg_catalog.date_trunc('second', o.created_at) AS created,"
-				   " CASE WHEN $4::pg_catalog.bool THEN"
-				   " pg_catalog.json_build_object('key', o.key, 'chat_id', o.chat_id,"
+				   " CASE WHEN $5::pg_catalog.bool THEN"
+				   " pg_catalog.json_build_object('id', o.id, 'key', o.key, 'chat_id', o.chat_id,"
 				   "   'attempts', o.attempts, 'owner', o.owner, 'error', o.error,"
 				   "   'inbound_id', o.inbound_id, 'payload', o.payload,"
 				   "   'created_at', o.created_at) END AS json"
-				   " FROM ONLY durable.outbox o WHERE o.state = $1"
-				   " ORDER BY o.id LIMIT $2::pg_catalog.int8 OFFSET $3::pg_catalog.int8",
-				   4, params, &total);
+				   " FROM ONLY durable.outbox o WHERE o.state = $1 AND " AFTER_CURSOR("o", "$2")
+				   " ORDER BY o.id LIMIT $3::pg_catalog.int8 OFFSET $4::pg_catalog.int8",
+				   5, params, opt);
+	res = page.res;
 
 	if (opt->json)
-		print_json_page(res, total, opt);
+		print_json_page(&page, opt);
 	else
 	{
 		printf(dead ? "Dead sends: %lld\n" : "Ambiguous sends (the provider may or may not have them): %lld\n",
-			   total);
+			   page.total);
 		for (i = 0; i < PQntuples(res); i++)
 		{
 			printf("\nkey %s  chat %s\n", shown(col(res, i, "key")), shown(col(res, i, "chat_id")));
@@ -1112,8 +1177,8 @@ cmd_outbox_list(const Options *opt, const char *state)
 		}
 		if (PQntuples(res) > 0)
 			printf("\n");
-		print_page_footer(total, opt->offset, PQntuples(res));
-		if (total > 0)
+		print_page_footer(&page, opt);
+		if (page.total > 0)
 			printf(dead ? "Send one again with: durablectl retry KEY (or drop it: durablectl discard KEY)\n"
 				   : "Check each with the provider, then: durablectl retry --state=unknown KEY (it was not sent)\n"
 				   "or durablectl discard --state=unknown KEY (it was)\n");
@@ -1506,6 +1571,7 @@ main(int argc, char **argv)
 		{"json", no_argument, NULL, 'j'},
 		{"limit", required_argument, NULL, 'l'},
 		{"offset", required_argument, NULL, 'o'},
+		{"after", required_argument, NULL, 'a'},
 		{"state", required_argument, NULL, 's'},
 		{"yes", no_argument, NULL, 'y'},
 		{"ready", no_argument, NULL, 'r'},
@@ -1549,7 +1615,7 @@ main(int argc, char **argv)
 	 * (optopt 0) also inside a group (-?j, --json -?j), and from byte 0xff
 	 * (optopt -1: glibc stores the letter as a char).
 	 */
-	while ((c = getopt_long(argc, argv, "d:h:p:U:wWjl:o:s:yrV", long_options, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, "d:h:p:U:wWjl:o:a:s:yrV", long_options, NULL)) != -1)
 	{
 		switch (c)
 		{
@@ -1583,6 +1649,13 @@ main(int argc, char **argv)
 			case 'o':
 				if (!parse_count(optarg, 1000000000L, &opt.offset))
 					usage_error("invalid value \"%s\" for option --offset (a non-negative integer)", shown(optarg));
+				opt.paged = true;
+				break;
+			case 'a':
+				opt.after = strspn(optarg, "0") == strlen(optarg) && *optarg ? "0" : record_id_digits(optarg);
+				if (opt.after == NULL)
+					usage_error("invalid value \"%s\" for option --after (a record id: a non-negative integer)",
+								shown(optarg));
 				opt.paged = true;
 				break;
 			case 's':
