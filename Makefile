@@ -23,6 +23,7 @@ OBJS = \
 	src/instance.o \
 	src/isolate.o \
 	src/references.o \
+	src/planner.o \
 	src/recovery.o \
 	src/sweep.o \
 	src/worker.o \
@@ -43,7 +44,7 @@ DATA = durable--0.1.sql durable--0.1--0.2.sql durable--0.2--0.3.sql durable--0.3
 PGFILEDESC = "durable - journaled inbox and outbox for chat bots"
 
 # One file per feature; each reads as documentation of that feature.
-REGRESS = inbox inbox_errors outbox outbox_errors instance sweep sessions permit metrics privileges security bad_input names settings
+REGRESS = inbox inbox_errors outbox outbox_errors instance sweep sessions permit metrics privileges security bad_input names settings plans
 REGRESS_OPTS = --inputdir=. --load-extension=durable
 ISOLATION = claim_disjoint chat_order_rr outbox_claim_disjoint stale_complete chat_order heartbeat_takeover outbox_same_key outbox_stale_sent enqueue_twice claim_vs_sweep purge_vs_replay notify permit_contention outbox_chat_wake confirm_waits admit_twice unchanged_key claim_replaced chat_lock_private rr_fresh_lease rr_fresh_record lease_after_wait purge_resume purge_locked_reference purge_key_race claim_wakes instance_start_locked complete_retry reindex_calls reindex_other_journal lock_guard outbox_enqueue_order derived_key_race heartbeat_shortens admit_other_chat no_notify_per_message session_owner sweep_window outbox_late_confirmations permit_per_change sweep_open_writer claim_key_share oversized_lock_order purge_guard_renamed purge_guard_swapped restore_pinned
 ISOLATION_OPTS = --inputdir=test --load-extension=durable

@@ -190,6 +190,7 @@ _PG_init(void)
 	durable_define_settings();
 	/* (the purge's guards are checked with or without preloading) */
 	durable_references_install_hook();
+	durable_planner_install_hook();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

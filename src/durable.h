@@ -312,6 +312,10 @@ extern void durable_notify_ambiguous(int64 id, const char *key, const char *chat
 /* Backoff for the n-th attempt (n >= 1): base doubling to cap, with upward jitter. */
 extern int64 durable_backoff_us(int attempt, int64 base_us, int64 cap_us);
 
+/* ---- Plans of durable's statements, for a journal of any size (planner.c) ---- */
+
+extern void durable_planner_install_hook(void);
+
 /* ---- Counters (metrics.c, stored in shmem.c) ---- */
 typedef enum DurableCounter
 {
