@@ -98,6 +98,7 @@ typedef struct Options
 	const char *state;			/* retry, discard: act only on a send in this state */
 	long		limit;
 	long		offset;
+	bool		offset_given;
 	const char *after;			/* dlq, unknown: list records after this id (digits) */
 	bool		paged;			/* --limit, --offset or --after given */
 } Options;
@@ -268,7 +269,7 @@ check_options_apply(const Options *opt, const char *command)
 		usage_error("option --json does not apply to %s", command);
 	if (opt->paged && !lists)
 		usage_error("options --limit, --offset and --after apply to dlq and unknown, not to %s", command);
-	if (opt->after && opt->offset > 0)
+	if (opt->after && opt->offset_given)
 		usage_error("options --after and --offset cannot be used together");
 	if (opt->yes && strcmp(command, "discard") != 0)
 		usage_error("option --yes applies to discard, not to %s", command);
@@ -1164,7 +1165,8 @@ cmd_outbox_list(const Options *opt, const char *state)
 			   page.total);
 		for (i = 0; i < PQntuples(res); i++)
 		{
-			printf("\nkey %s  chat %s\n", shown(col(res, i, "key")), shown(col(res, i, "chat_id")));
+			printf("\nid %s  key %s  chat %s\n", col(res, i, "id"), shown(col(res, i, "key")),
+				   shown(col(res, i, "chat_id")));
 			printf("  attempts %s, last owner %s, journaled %s", col(res, i, "attempts"),
 				   col(res, i, "owner") ? shown(col(res, i, "owner")) : "(none)", col(res, i, "created"));
 			if (col(res, i, "inbound_id"))
@@ -1647,6 +1649,7 @@ main(int argc, char **argv)
 				opt.paged = true;
 				break;
 			case 'o':
+				opt.offset_given = true;
 				if (!parse_count(optarg, 1000000000L, &opt.offset))
 					usage_error("invalid value \"%s\" for option --offset (a non-negative integer)", shown(optarg));
 				opt.paged = true;
@@ -1698,7 +1701,7 @@ main(int argc, char **argv)
 					}
 					usage_error("option \"%s\" requires an argument", shown(typed));
 				}
-				if (strchr("dhpUlos", optopt) != NULL)
+				if (strchr("dhpUlosa", optopt) != NULL)
 					usage_error("option -%c requires an argument", optopt);
 				{
 					char		typed[2] = {(char) optopt, '\0'};
