@@ -276,6 +276,60 @@ DELETE FROM durable.outbox WHERE key LIKE 'limit-%';
 -- (a new session: this one remembers the 125 failures)
 \c
 
+-- A failure met in work that rolls back is forgotten with it.  Here its only
+-- cause is a trigger created in the transaction rolled back, and the same
+-- session's next sweep deletes the record (until 2026-12-07 the session
+-- passed it over for 10 minutes, and an expired lease for one)
+SELECT count(*) AS done
+  FROM generate_series(1, 3) g,
+       durable.inbox_admit('rolled', 'rolled-' || g, 'sweep-rolled-' || g, instance => 'sweep-rolled') a,
+       durable.inbox_complete(a.id, a.token) c;
+UPDATE durable.inbox SET done_at = now() - interval '300 days', finished_at = now() - interval '300 days'
+ WHERE source = 'rolled';
+CREATE FUNCTION pg_temp.refuse_rolled() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.message_id LIKE 'rolled-%2' THEN RAISE EXCEPTION 'record % is under audit', OLD.message_id; END IF;
+    RETURN COALESCE(NEW, OLD);
+END $$;
+BEGIN;
+CREATE TRIGGER refuse_rolled BEFORE DELETE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse_rolled();
+SELECT purged FROM durable.sweep();
+ROLLBACK;
+SELECT purged FROM durable.sweep();
+SELECT count(*) AS rolled_left FROM durable.inbox WHERE source = 'rolled';
+-- The same in a savepoint rolled back, its transaction going on
+SELECT count(*) AS done
+  FROM generate_series(1, 3) g,
+       durable.inbox_admit('rolled', 'rolled-sp-' || g, 'sweep-rolled-' || g, instance => 'sweep-rolled') a,
+       durable.inbox_complete(a.id, a.token) c;
+UPDATE durable.inbox SET done_at = now() - interval '300 days', finished_at = now() - interval '300 days'
+ WHERE source = 'rolled';
+BEGIN;
+SAVEPOINT audit;
+CREATE TRIGGER refuse_rolled BEFORE DELETE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse_rolled();
+SELECT purged FROM durable.sweep();
+ROLLBACK TO SAVEPOINT audit;
+SELECT purged FROM durable.sweep();
+COMMIT;
+SELECT count(*) AS rolled_left FROM durable.inbox WHERE source = 'rolled';
+-- ... and lease recovery: the expired lease the rolled-back trigger refused
+-- to recover is recovered by the same session's next sweep
+SELECT count(*) AS leased
+  FROM generate_series(1, 3) g,
+       durable.inbox_admit('rolled', 'rolled-lease-' || g, 'sweep-rolled-' || g, instance => 'sweep-rolled',
+                           lease => '20ms') a;
+SELECT pg_sleep(0.1);
+BEGIN;
+CREATE TRIGGER refuse_rolled BEFORE UPDATE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse_rolled();
+SELECT inbox_expired FROM durable.sweep();
+ROLLBACK;
+SELECT inbox_expired FROM durable.sweep();
+SELECT message_id, state FROM durable.inbox WHERE source = 'rolled' ORDER BY message_id;
+DELETE FROM durable.inbox WHERE source = 'rolled';
+
 -- Errors that are not about a record are not passed over record by record:
 -- in a read-only transaction the sweep fails as a whole, as before, and
 -- nothing is remembered (a sweep right after recovers the lease)

@@ -238,6 +238,130 @@ durable_try_halves(DurableApplyKeys apply, DurableKeyFailed failed, void *arg)
 	pfree(call.orders);
 }
 
+/* The lists the transaction callbacks look after: the sweep's few. */
+#define SKIP_LISTS_MAX	8
+static DurableSkipList *skip_lists[SKIP_LISTS_MAX];
+static int	skip_nlists = 0;
+
+static void
+skip_free(DurableSkipList *list)
+{
+	int16		typlen;
+	bool		typbyval;
+	int			i;
+
+	get_typlenbyval(list->key_type, &typlen, &typbyval);
+	if (!typbyval)
+		for (i = 0; i < list->nkeys; i++)
+			pfree(DatumGetPointer(list->keys[i]));
+	pfree(list->keys);
+	pfree(list->subids);
+	list->keys = NULL;
+	list->subids = NULL;
+	list->nkeys = 0;
+	list->mark = DT_NOBEGIN;
+	list->mark_subid = InvalidSubTransactionId;
+}
+
+/*
+ * Forget the failures met in subtransaction `since` and those below it (a
+ * rollback of it); they are the list's last (their ids are the highest of
+ * the open ones).  TopSubTransactionId: the whole transaction's.
+ */
+static void
+skip_drop_since(DurableSkipList *list, SubTransactionId since)
+{
+	int16		typlen;
+	bool		typbyval;
+	int			n = list->nkeys;
+
+	if (list->keys == NULL)
+		return;
+	get_typlenbyval(list->key_type, &typlen, &typbyval);
+	while (n > 0 && list->subids[n - 1] >= since)
+	{
+		n--;
+		if (!typbyval)
+			pfree(DatumGetPointer(list->keys[n]));
+	}
+	if (n < list->nkeys || list->mark_subid >= since)
+		list->dropped = true;
+	list->nkeys = n;
+	/* (a mark raised in the rolled-back work is dropped whole: it is only ever a saving) */
+	if (list->mark_subid >= since)
+	{
+		list->mark = DT_NOBEGIN;
+		list->mark_subid = InvalidSubTransactionId;
+	}
+	if (list->nkeys == 0 && list->mark == DT_NOBEGIN)
+		skip_free(list);
+}
+
+/* The failures of subtransaction `since` and below now belong to `to`. */
+static void
+skip_pass_up(DurableSkipList *list, SubTransactionId since, SubTransactionId to)
+{
+	int			i;
+
+	if (list->keys == NULL)
+		return;
+	for (i = list->nkeys - 1; i >= 0 && list->subids[i] >= since; i--)
+		list->subids[i] = to;
+	if (list->mark_subid >= since)
+		list->mark_subid = to;
+}
+
+static void
+skip_xact_callback(XactEvent event, void *arg)
+{
+	int			i;
+
+	for (i = 0; i < skip_nlists; i++)
+		switch (event)
+		{
+			case XACT_EVENT_COMMIT:
+			case XACT_EVENT_PARALLEL_COMMIT:
+			case XACT_EVENT_PREPARE:
+				skip_pass_up(skip_lists[i], TopSubTransactionId, InvalidSubTransactionId);
+				break;
+			case XACT_EVENT_ABORT:
+			case XACT_EVENT_PARALLEL_ABORT:
+				skip_drop_since(skip_lists[i], TopSubTransactionId);
+				break;
+			default:
+				break;
+		}
+}
+
+static void
+skip_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					  SubTransactionId parentSubid, void *arg)
+{
+	int			i;
+
+	for (i = 0; i < skip_nlists; i++)
+		if (event == SUBXACT_EVENT_COMMIT_SUB)
+			skip_pass_up(skip_lists[i], mySubid, parentSubid);
+		else if (event == SUBXACT_EVENT_ABORT_SUB)
+			skip_drop_since(skip_lists[i], mySubid);
+}
+
+static void
+skip_register(DurableSkipList *list)
+{
+	if (list->registered)
+		return;
+	if (skip_nlists == SKIP_LISTS_MAX)
+		elog(ERROR, "durable: too many lists of records passed over");
+	if (skip_nlists == 0)
+	{
+		RegisterXactCallback(skip_xact_callback, NULL);
+		RegisterSubXactCallback(skip_subxact_callback, NULL);
+	}
+	skip_lists[skip_nlists++] = list;
+	list->registered = true;
+}
+
 void
 durable_skip_remember(DurableSkipList *list, Datum key, TimestampTz order)
 {
@@ -245,19 +369,23 @@ durable_skip_remember(DurableSkipList *list, Datum key, TimestampTz order)
 	bool		typbyval;
 	MemoryContext old;
 
+	skip_register(list);
 	if (list->keys == NULL)
 	{
 		list->keys = MemoryContextAlloc(TopMemoryContext, sizeof(Datum) * list->max);
+		list->subids = MemoryContextAlloc(TopMemoryContext, sizeof(SubTransactionId) * list->max);
 		list->nkeys = 0;
 		list->retry_at = durable_clock_us() + (int64) list->retry_ms * 1000;
 	}
 	if (list->nkeys >= list->max)
 	{
 		list->mark = Max(list->mark, order);
+		list->mark_subid = Max(list->mark_subid, GetCurrentSubTransactionId());
 		return;
 	}
 	get_typlenbyval(list->key_type, &typlen, &typbyval);
 	old = MemoryContextSwitchTo(TopMemoryContext);
+	list->subids[list->nkeys] = GetCurrentSubTransactionId();
 	list->keys[list->nkeys++] = datumCopy(key, typbyval, typlen);
 	MemoryContextSwitchTo(old);
 }
@@ -271,26 +399,19 @@ durable_keep_first_error(ErrorData **first, ErrorData *edata)
 		FreeErrorData(edata);
 }
 
-void
+bool
 durable_skip_forget_due(DurableSkipList *list, Oid journal)
 {
-	int16		typlen;
-	bool		typbyval;
-	int			i;
 	/* (keys remembered before any pass named its journal are taken as this one's) */
 	bool		same_journal = (list->journal == journal || !OidIsValid(list->journal));
+	bool		dropped = list->dropped;
 
 	list->journal = journal;
+	list->dropped = false;
 	if (list->keys == NULL || (same_journal && durable_clock_us() < list->retry_at))
-		return;
-	get_typlenbyval(list->key_type, &typlen, &typbyval);
-	if (!typbyval)
-		for (i = 0; i < list->nkeys; i++)
-			pfree(DatumGetPointer(list->keys[i]));
-	pfree(list->keys);
-	list->keys = NULL;
-	list->nkeys = 0;
-	list->mark = DT_NOBEGIN;
+		return dropped;
+	skip_free(list);
+	return true;
 }
 
 /*

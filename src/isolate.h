@@ -81,6 +81,13 @@ extern void durable_try_keys(DurableApplyKeys apply, DurableKeyFailed failed, vo
  * be done wait for the retry with the failures; without the mark, a pass
  * would meet `max` unremembered failures first, every time, and never
  * reach the others).  Keys and the list live in TopMemoryContext.
+ *
+ * A failure is remembered with the (sub)transaction that met it, and
+ * forgotten when that rolls back: the failure may have been the rolled-back
+ * work's own (a trigger created in it, a row it changed), and the session
+ * that ran it would otherwise pass the record over, 10 minutes for a
+ * purge.  Failures are appended in their subtransactions' order, so a
+ * transaction's own are the list's last ones.
  */
 typedef struct DurableSkipList
 {
@@ -88,10 +95,16 @@ typedef struct DurableSkipList
 	int			max;			/* keys remembered one by one at most */
 	int			retry_ms;		/* from the first failure to the retry */
 	Datum	   *keys;			/* NULL: none remembered */
+	SubTransactionId *subids;	/* each key's (sub)transaction, while it is
+								 * open; InvalidSubTransactionId once it
+								 * committed */
 	int			nkeys;
 	TimestampTz mark;			/* DT_NOBEGIN: none */
+	SubTransactionId mark_subid;	/* the mark's (sub)transaction, as subids */
 	int64		retry_at;		/* durable_clock_us() when all are tried again */
 	Oid			journal;		/* the journal whose records the keys name */
+	bool		dropped;		/* a rollback made it forget failures */
+	bool		registered;		/* known to the transaction callbacks */
 } DurableSkipList;
 
 #define DURABLE_SKIP_LIST(type, max_keys, retry) \
@@ -108,9 +121,10 @@ extern void durable_skip_remember(DurableSkipList *list, Datum key, TimestampTz 
  * Forget the list once its retry time has come: all are tried again; or at
  * once when it was filled for another journal than `journal` (the extension
  * dropped and created again: the same ids name other records).  Called
- * before each pass over the journal.
+ * before each pass over the journal.  True when it forgot failures, or a
+ * rollback did since the last call: records passed over are due again.
  */
-extern void durable_skip_forget_due(DurableSkipList *list, Oid journal);
+extern bool durable_skip_forget_due(DurableSkipList *list, Oid journal);
 
 /*
  * Keep edata as *first when no failure was kept yet, else free it: a call

@@ -439,7 +439,7 @@ durable_permit_expire(int limit, int *nfailed, ErrorData **failure)
 	 * since look as old as the step, the bucket idle, and its window free for
 	 * `max` more.
 	 */
-	durable_skip_forget_due(&permit_skip, InvalidOid);
+	(void) durable_skip_forget_due(&permit_skip, InvalidOid);
 	args[0] = TimestampTzGetDatum(GetCurrentTimestamp());
 	args[1] = Int32GetDatum(limit);
 	args[2] = CStringGetTextDatum(window_start ? window_start : "");

@@ -518,7 +518,7 @@ recovery_isolated(RecoveryJournal *j, int limit, bool *full)
 	DurableQueueRels rels;
 
 	durable_queue_rels(j->queue, &rels);
-	durable_skip_forget_due(&j->skip, rels.heap);
+	(void) durable_skip_forget_due(&j->skip, rels.heap);
 	call.args.skip = durable_skip_array(&j->skip);
 	call.args.from = durable_skip_from(&j->skip);
 	call.now = GetCurrentTimestamp();

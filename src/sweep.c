@@ -980,15 +980,13 @@ sweep_purge_isolated(int64 age_us, int64 limit, int64 *passed_over)
 	{
 		SweepJournal *j = &sweep_journals[step];
 		DurableQueueRels rels;
-		bool		had_skips = durable_skip_any(&j->skip);
 
 		/*
 		 * Records gone round until now are tried again at once: by a walk
 		 * from the oldest, for the resume point may be past them.
 		 */
 		durable_queue_rels(j->queue, &rels);
-		durable_skip_forget_due(&j->skip, rels.heap);
-		if (had_skips && !durable_skip_any(&j->skip))
+		if (durable_skip_forget_due(&j->skip, rels.heap))
 			j->pass_resume.full_walk_at = 0;
 		j->held = 0;
 		more[step] = sweep_pass_may_delete(j->name, &j->warned, &j->guards, &j->guard_relations);
