@@ -314,6 +314,35 @@ ROLLBACK TO SAVEPOINT audit;
 SELECT purged FROM durable.sweep();
 COMMIT;
 SELECT count(*) AS rolled_left FROM durable.inbox WHERE source = 'rolled';
+-- ... and in a prepared transaction, which may yet roll back: what it met is
+-- forgotten when it is prepared (here the cause is a row it wrote; until the
+-- review of 2026-12-07, ROLLBACK PREPARED left the record passed over)
+CREATE TABLE public.sweep_holds (message_id text PRIMARY KEY);
+CREATE FUNCTION public.sweep_refuse_held() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT FROM public.sweep_holds h WHERE h.message_id = OLD.message_id) THEN
+        RAISE EXCEPTION 'record % is on hold', OLD.message_id;
+    END IF;
+    RETURN OLD;
+END $$;
+CREATE TRIGGER sweep_refuse_held BEFORE DELETE ON durable.inbox
+    FOR EACH ROW EXECUTE FUNCTION public.sweep_refuse_held();
+SELECT count(*) AS done
+  FROM generate_series(1, 3) g,
+       durable.inbox_admit('rolled', 'rolled-pr-' || g, 'sweep-rolled-' || g, instance => 'sweep-rolled') a,
+       durable.inbox_complete(a.id, a.token) c;
+UPDATE durable.inbox SET done_at = now() - interval '300 days', finished_at = now() - interval '300 days'
+ WHERE source = 'rolled';
+BEGIN;
+INSERT INTO public.sweep_holds VALUES ('rolled-pr-2');
+SELECT purged FROM durable.sweep();
+PREPARE TRANSACTION 'durable_sweep_rolled';
+ROLLBACK PREPARED 'durable_sweep_rolled';
+SELECT purged FROM durable.sweep();
+SELECT count(*) AS rolled_left FROM durable.inbox WHERE source = 'rolled';
+DROP TRIGGER sweep_refuse_held ON durable.inbox;
+DROP FUNCTION public.sweep_refuse_held();
+DROP TABLE public.sweep_holds;
 -- ... and lease recovery: the expired lease the rolled-back trigger refused
 -- to recover is recovered by the same session's next sweep
 SELECT count(*) AS leased

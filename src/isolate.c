@@ -246,12 +246,9 @@ static int	skip_nlists = 0;
 static void
 skip_free(DurableSkipList *list)
 {
-	int16		typlen;
-	bool		typbyval;
 	int			i;
 
-	get_typlenbyval(list->key_type, &typlen, &typbyval);
-	if (!typbyval)
+	if (!list->key_byval)
 		for (i = 0; i < list->nkeys; i++)
 			pfree(DatumGetPointer(list->keys[i]));
 	pfree(list->keys);
@@ -271,17 +268,14 @@ skip_free(DurableSkipList *list)
 static void
 skip_drop_since(DurableSkipList *list, SubTransactionId since)
 {
-	int16		typlen;
-	bool		typbyval;
 	int			n = list->nkeys;
 
 	if (list->keys == NULL)
 		return;
-	get_typlenbyval(list->key_type, &typlen, &typbyval);
 	while (n > 0 && list->subids[n - 1] >= since)
 	{
 		n--;
-		if (!typbyval)
+		if (!list->key_byval)
 			pfree(DatumGetPointer(list->keys[n]));
 	}
 	if (n < list->nkeys || list->mark_subid >= since)
@@ -321,11 +315,12 @@ skip_xact_callback(XactEvent event, void *arg)
 		{
 			case XACT_EVENT_COMMIT:
 			case XACT_EVENT_PARALLEL_COMMIT:
-			case XACT_EVENT_PREPARE:
 				skip_pass_up(skip_lists[i], TopSubTransactionId, InvalidSubTransactionId);
 				break;
 			case XACT_EVENT_ABORT:
 			case XACT_EVENT_PARALLEL_ABORT:
+				/* (a prepared transaction may yet roll back: forgetting costs a retry) */
+			case XACT_EVENT_PREPARE:
 				skip_drop_since(skip_lists[i], TopSubTransactionId);
 				break;
 			default:
@@ -365,13 +360,12 @@ skip_register(DurableSkipList *list)
 void
 durable_skip_remember(DurableSkipList *list, Datum key, TimestampTz order)
 {
-	int16		typlen;
-	bool		typbyval;
 	MemoryContext old;
 
 	skip_register(list);
 	if (list->keys == NULL)
 	{
+		get_typlenbyval(list->key_type, &list->key_len, &list->key_byval);
 		list->keys = MemoryContextAlloc(TopMemoryContext, sizeof(Datum) * list->max);
 		list->subids = MemoryContextAlloc(TopMemoryContext, sizeof(SubTransactionId) * list->max);
 		list->nkeys = 0;
@@ -383,10 +377,9 @@ durable_skip_remember(DurableSkipList *list, Datum key, TimestampTz order)
 		list->mark_subid = Max(list->mark_subid, GetCurrentSubTransactionId());
 		return;
 	}
-	get_typlenbyval(list->key_type, &typlen, &typbyval);
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	list->subids[list->nkeys] = GetCurrentSubTransactionId();
-	list->keys[list->nkeys++] = datumCopy(key, typbyval, typlen);
+	list->keys[list->nkeys++] = datumCopy(key, list->key_byval, list->key_len);
 	MemoryContextSwitchTo(old);
 }
 

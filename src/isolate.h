@@ -83,7 +83,7 @@ extern void durable_try_keys(DurableApplyKeys apply, DurableKeyFailed failed, vo
  * reach the others).  Keys and the list live in TopMemoryContext.
  *
  * A failure is remembered with the (sub)transaction that met it, and
- * forgotten when that rolls back: the failure may have been the rolled-back
+ * forgotten when that rolls back (or is prepared, and may yet roll back): the failure may have been the rolled-back
  * work's own (a trigger created in it, a row it changed), and the session
  * that ran it would otherwise pass the record over, 10 minutes for a
  * purge.  Failures are appended in their subtransactions' order, so a
@@ -92,6 +92,8 @@ extern void durable_try_keys(DurableApplyKeys apply, DurableKeyFailed failed, vo
 typedef struct DurableSkipList
 {
 	Oid			key_type;		/* INT8OID or TEXTOID */
+	int16		key_len;		/* the type's, read at the first failure (the */
+	bool		key_byval;		/* abort callbacks must not read the catalog) */
 	int			max;			/* keys remembered one by one at most */
 	int			retry_ms;		/* from the first failure to the retry */
 	Datum	   *keys;			/* NULL: none remembered */
