@@ -73,6 +73,24 @@ SELECT relname, seq_scan, idx_scan > 0 AS indexed
   FROM pg_stat_xact_user_tables
  WHERE schemaname = 'durable' AND relname IN ('inbox', 'outbox', 'sessions', 'permits', 'permit_buckets')
  ORDER BY relname;
+-- The journal grows, in this transaction (the plans stay): a batch
+-- completion and its refusal of a stale token each look up the record they
+-- name through the primary key, not the whole journal (until the review of
+-- 2026-12-07, a plan built on a one-page journal walked all of it per call)
+SELECT count(*) AS admitted
+  FROM generate_series(1, 2000) g, durable.inbox_admit('p', 'grown-' || g, 'grown-' || g, '{}');
+SELECT id AS a3, token AS t3 FROM durable.inbox_admit('p', 'm3', 'c3', '{}', instance => 'bot') \gset
+SELECT set_config('plans.a3', :'a3', true), set_config('plans.t3', :'t3', true) \gset
+SELECT idx_tup_fetch AS fetched FROM pg_stat_xact_user_tables WHERE relid = 'durable.inbox'::regclass \gset
+DO $$
+BEGIN
+    PERFORM durable.inbox_complete(ARRAY[current_setting('plans.a3')::int8],
+                                   ARRAY[current_setting('plans.t3')::int8 - 1]);
+EXCEPTION WHEN sqlstate 'DR001' THEN NULL;
+END $$;
+SELECT durable.inbox_complete(ARRAY[:a3], ARRAY[:t3]) AS completed;
+SELECT idx_tup_fetch - :fetched < 20 AS looked_up
+  FROM pg_stat_xact_user_tables WHERE relid = 'durable.inbox'::regclass;
 ROLLBACK;
 
 -- A statement of your own on the journal is planned as PostgreSQL plans it:
