@@ -949,11 +949,6 @@ cmd_status(const Options *opt, const char *extversion)
  */
 
 /*
- * A page of a listing: its records, how many records the listing holds, and
- * how many of them come before the page (those at or before --after, and
- * the --offset skipped), all read in one snapshot.
- */
-/*
  * A listing's records past the --after cursor, parameter param (NULL: all
  * of them).  A statement of libpq's unnamed kind is planned with its
  * parameters' values, so a NULL cursor folds away and a given one is the
@@ -962,6 +957,11 @@ cmd_status(const Options *opt, const char *extversion)
 #define AFTER_CURSOR(alias, param) \
 	"(" param "::pg_catalog.int8 IS NULL OR " alias ".id > " param "::pg_catalog.int8)"
 
+/*
+ * A page of a listing: its records, how many records the listing holds, and
+ * how many of them come before the page (those at or before --after, and
+ * the --offset skipped), all read in one snapshot.
+ */
 typedef struct Page
 {
 	PGresult   *res;

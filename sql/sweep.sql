@@ -280,12 +280,20 @@ DELETE FROM durable.outbox WHERE key LIKE 'limit-%';
 -- cause is a trigger created in the transaction rolled back, and the same
 -- session's next sweep deletes the record (until 2026-12-07 the session
 -- passed it over for 10 minutes, and an expired lease for one)
-SELECT count(*) AS done
-  FROM generate_series(1, 3) g,
-       durable.inbox_admit('rolled', 'rolled-' || g, 'sweep-rolled-' || g, instance => 'sweep-rolled') a,
-       durable.inbox_complete(a.id, a.token) c;
-UPDATE durable.inbox SET done_at = now() - interval '300 days', finished_at = now() - interval '300 days'
- WHERE source = 'rolled';
+-- (three records of source 'rolled', done 300 days ago)
+CREATE FUNCTION pg_temp.done_long_ago(prefix text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    done bigint;
+BEGIN
+    SELECT count(*) INTO done
+      FROM generate_series(1, 3) g,
+           durable.inbox_admit('rolled', prefix || g, 'sweep-rolled-' || g, instance => 'sweep-rolled') a,
+           durable.inbox_complete(a.id, a.token) c;
+    UPDATE durable.inbox SET done_at = now() - interval '300 days', finished_at = now() - interval '300 days'
+     WHERE source = 'rolled';
+    RETURN done;
+END $$;
+SELECT pg_temp.done_long_ago('rolled-') AS done;
 CREATE FUNCTION pg_temp.refuse_rolled() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF OLD.message_id LIKE 'rolled-%2' THEN RAISE EXCEPTION 'record % is under audit', OLD.message_id; END IF;
@@ -299,12 +307,7 @@ ROLLBACK;
 SELECT purged FROM durable.sweep();
 SELECT count(*) AS rolled_left FROM durable.inbox WHERE source = 'rolled';
 -- The same in a savepoint rolled back, its transaction going on
-SELECT count(*) AS done
-  FROM generate_series(1, 3) g,
-       durable.inbox_admit('rolled', 'rolled-sp-' || g, 'sweep-rolled-' || g, instance => 'sweep-rolled') a,
-       durable.inbox_complete(a.id, a.token) c;
-UPDATE durable.inbox SET done_at = now() - interval '300 days', finished_at = now() - interval '300 days'
- WHERE source = 'rolled';
+SELECT pg_temp.done_long_ago('rolled-sp-') AS done;
 BEGIN;
 SAVEPOINT audit;
 CREATE TRIGGER refuse_rolled BEFORE DELETE ON durable.inbox
@@ -327,12 +330,7 @@ BEGIN
 END $$;
 CREATE TRIGGER sweep_refuse_held BEFORE DELETE ON durable.inbox
     FOR EACH ROW EXECUTE FUNCTION public.sweep_refuse_held();
-SELECT count(*) AS done
-  FROM generate_series(1, 3) g,
-       durable.inbox_admit('rolled', 'rolled-pr-' || g, 'sweep-rolled-' || g, instance => 'sweep-rolled') a,
-       durable.inbox_complete(a.id, a.token) c;
-UPDATE durable.inbox SET done_at = now() - interval '300 days', finished_at = now() - interval '300 days'
- WHERE source = 'rolled';
+SELECT pg_temp.done_long_ago('rolled-pr-') AS done;
 BEGIN;
 INSERT INTO public.sweep_holds VALUES ('rolled-pr-2');
 SELECT purged FROM durable.sweep();
